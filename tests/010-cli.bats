@@ -1,0 +1,129 @@
+#!/usr/bin/env bats
+# The command line contract: help, version, and every refusal. A refusal
+# runs nothing: status 125, one line on stderr, no container.
+
+load helpers
+
+@test "--help - prints usage with every option on stdout, status 0" {
+	run_ss 0 --help
+	for opt in --image --podman --timeout --memory --cpus --pids-limit --output-limit --json; do
+		expect_match "$output" "$opt" "help mentions $opt"
+	done
+	for env in IMAGE PODMAN TIMEOUT MEMORY CPUS PIDS_LIMIT OUTPUT_LIMIT; do
+		expect_match "$output" "SAGE_SANDBOX_$env" "help mentions SAGE_SANDBOX_$env"
+	done
+	expect_equal "$errors" "" "stderr"
+	run_ss 0 run --help
+	expect_match "$output" "^Usage: sage-sandbox run"
+}
+
+@test "--version - prints the version" {
+	run_ss 0 --version
+	expect_match "$output" "^sage-sandbox [0-9]+\.[0-9]+\.[0-9]+$"
+}
+
+@test "no command or an unknown command - status 125 with usage" {
+	run_ss 125
+	expect_match "$errors" "Usage:"
+	run_ss 125 frobnicate
+	expect_equal "$errors" "sage-sandbox: unknown command 'frobnicate'; use run, self-test or status (see sage-sandbox --help)"
+}
+
+# refuse ERROR-PATTERN ARGS...: sage-sandbox ARGS must refuse with status 125,
+# exactly one line on stderr matching the pattern, nothing on stdout.
+refuse() {
+	local pattern=$1
+	shift
+	input_file=${input_file:-$BATS_TEST_DIRNAME/../examples/seed.sage}
+	run_ss 125 "$@"
+	expect_equal "$output" "" "stdout"
+	expect_equal "$(printf '%s\n' "$errors" | wc -l)" 1 "lines on stderr: $errors"
+	expect_match "$errors" "^sage-sandbox: .*$pattern" "stderr"
+}
+
+@test "run - each out-of-range or malformed flag is refused, naming the option and the range" {
+	refuse "invalid --timeout '0': allowed is an integer from 1 to 600" run --timeout 0
+	refuse "invalid --timeout '601'" run --timeout 601
+	refuse "invalid --timeout '1.5'" run --timeout 1.5
+	refuse "invalid --timeout '-1'" run --timeout=-1
+	refuse "invalid --timeout ' 5'" run --timeout ' 5'
+	refuse "invalid --memory '3g': allowed is 256m, 512m, 1g, 2g, 4g or 8g" run --memory 3g
+	refuse "invalid --memory '1G'" run --memory 1G
+	refuse "invalid --cpus '0.09': allowed is a number from 0.1 to 4" run --cpus 0.09
+	refuse "invalid --cpus '4.001'" run --cpus 4.001
+	refuse "invalid --cpus 'inf'" run --cpus inf
+	refuse "invalid --cpus '1e0'" run --cpus 1e0
+	refuse "invalid --cpus '1.'" run --cpus 1.
+	refuse "invalid --pids-limit '15': allowed is an integer from 16 to 512" run --pids-limit 15
+	refuse "invalid --pids-limit '513'" run --pids-limit 513
+	refuse "invalid --output-limit '15': allowed is an integer from 16 to 2048" run --output-limit 15
+	refuse "invalid --output-limit '2049'" run --output-limit 2049
+	refuse "invalid --image '-v=/:/host'" run --image=-v=/:/host
+	refuse "invalid --image 'a b'" run --image 'a b'
+	refuse "invalid --image 'a.*'" run --image "$(printf 'a\tb')"
+	refuse "invalid --podman ''" run --podman ''
+}
+
+@test "run - each out-of-range environment variable is refused, naming the variable" {
+	SAGE_SANDBOX_TIMEOUT=0 refuse "invalid SAGE_SANDBOX_TIMEOUT '0': allowed is an integer from 1 to 600" run
+	SAGE_SANDBOX_MEMORY=16g refuse "invalid SAGE_SANDBOX_MEMORY '16g'" run
+	SAGE_SANDBOX_CPUS=5 refuse "invalid SAGE_SANDBOX_CPUS '5'" run
+	SAGE_SANDBOX_PIDS_LIMIT=1000 refuse "invalid SAGE_SANDBOX_PIDS_LIMIT '1000'" run
+	SAGE_SANDBOX_OUTPUT_LIMIT=1 refuse "invalid SAGE_SANDBOX_OUTPUT_LIMIT '1'" run
+	SAGE_SANDBOX_IMAGE=--privileged refuse "invalid SAGE_SANDBOX_IMAGE '--privileged'" run
+}
+
+@test "run - a flag overrides an invalid environment variable without checking it" {
+	SAGE_SANDBOX_TIMEOUT=0 run_ss 0 status --timeout 5 --json
+	expect_equal "$(json_get 'j["settings"]["timeout_seconds"]["value"], j["settings"]["timeout_seconds"]["source"]')" '[5, "flag"]'
+}
+
+@test "run - unknown option, missing value, repeated option, extra argument are refused" {
+	refuse "unknown option '--memmory'" run --memmory 1g
+	refuse "unknown option '-t'" run -t 5
+	refuse "option --timeout needs a value: an integer from 1 to 600" run --timeout
+	refuse "option --timeout given twice" run --timeout 5 --timeout 6
+	run_ss 125 run --json --json
+	expect_equal "$(json_get 'j["error"]')" "option --json given twice"
+	refuse "unexpected argument 'b.sage'" run a.sage b.sage
+	refuse "unexpected argument 'x'" status x
+	refuse "unexpected argument 'x'" self-test x
+}
+
+@test "run - an unreadable file, a missing file and a directory are refused" {
+	refuse "cannot open /nonexistent/code.sage: No such file or directory" run /nonexistent/code.sage
+	refuse "cannot read $BATS_TEST_DIRNAME: Is a directory" run "$BATS_TEST_DIRNAME"
+	local unreadable=$BATS_TEST_TMPDIR/secret.sage
+	echo 'print(1)' >"$unreadable"
+	chmod 000 "$unreadable"
+	refuse "cannot open $unreadable: Permission denied" run "$unreadable"
+}
+
+@test "run - code over 50000 bytes is refused; exactly 50000 is not refused for size" {
+	input_file=$BATS_TEST_TMPDIR/big.sage
+	head -c 50001 /dev/zero | tr '\0' '#' >"$input_file"
+	refuse "code from standard input is larger than 50000 bytes" run
+	refuse "code from $input_file is larger than 50000 bytes" run "$input_file"
+	head -c 49990 /dev/zero | tr '\0' '#' >"$input_file"
+	printf '\nprint(7)\n' >>"$input_file"
+	expect_equal "$(stat -c %s "$input_file")" 50000 "file size"
+	run_ss 0 run "$input_file"
+	expect_equal "$output" 7
+}
+
+@test "run - code with a NUL byte is refused with its offset" {
+	input_file=$BATS_TEST_TMPDIR/nul.sage
+	printf 'print(1)\0print(2)\n' >"$input_file"
+	refuse "code from standard input contains a NUL byte at offset 8" run
+}
+
+@test "run --json - a refusal is one JSON object with ok false, exit_code, error and hint" {
+	input_file=$BATS_TEST_DIRNAME/../examples/seed.sage
+	run_ss 125 run --bogus --json
+	expect_equal "$(json_get 'j["ok"]')" false
+	expect_equal "$(json_get 'j["exit_code"]')" 125
+	expect_equal "$(json_get 'j["error"]')" "unknown option '--bogus'"
+	expect_equal "$(json_get 'j["hint"]')" "see sage-sandbox --help"
+	run_ss 125 run --json --memory 3g
+	expect_match "$(json_get 'j["error"]')" "invalid --memory '3g'"
+}

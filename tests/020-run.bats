@@ -1,0 +1,132 @@
+#!/usr/bin/env bats
+# sage-sandbox run: Sage's output, exit status and JSON, for real.
+
+load helpers
+
+seed=$BATS_TEST_DIRNAME/../examples/seed.sage
+seed_output='x^6 - 2*x^5 - 13*x^4 + 8*x^3 + 32*x^2 - 8*x - 4
+181118435328'
+
+@test "run - the seed example prints its factorisation and discriminant exactly" {
+	input_file=$seed
+	run_ss 0 run
+	expect_equal "$output" "$seed_output"
+	expect_equal "$errors" "" "stderr"
+}
+
+@test "run FILE and run - read the same code from a file and from stdin" {
+	run_ss 0 run "$seed"
+	expect_equal "$output" "$seed_output"
+	input_file=$seed
+	run_ss 0 run -
+	expect_equal "$output" "$seed_output"
+}
+
+@test "run - Sage's stdout goes to stdout and its stderr to stderr" {
+	sage 'import sys
+print("to out")
+sys.stderr.write("to err\n")' 0 run
+	expect_equal "$output" "to out"
+	expect_equal "$errors" "to err"
+}
+
+@test "run - an uncaught exception exits 1 with the traceback on stderr" {
+	sage 'raise ValueError("boom")' 1 run
+	expect_equal "$output" ""
+	expect_match "$errors" "Traceback"
+	expect_match "$errors" "ValueError: boom"
+}
+
+@test "run - Sage's own exit status passes through" {
+	sage 'import os; os._exit(7)' 7 run
+	sage 'import os; os._exit(0)' 0 run
+}
+
+@test "run - Sage killed by a signal exits 128+N and --json names the signal" {
+	sage 'import os, signal; os.kill(os.getpid(), signal.SIGKILL)' 137 run --json
+	expect_equal "$(json_get 'j["signal"]')" SIGKILL
+	expect_equal "$(json_get 'j["exit_code"]')" 137
+	expect_equal "$(json_get 'j["ok"]')" false
+}
+
+@test "run --json - the result object has every field, and ok true on success" {
+	input_file=$seed
+	run_ss 0 run --json
+	expect_equal "$(json_get 'sorted(j)')" '["duration_ms", "exit_code", "ok", "output_limit_exceeded", "sandbox", "signal", "stderr", "stdout", "timed_out", "truncated"]'
+	expect_equal "$(json_get 'j["ok"]')" true
+	expect_equal "$(json_get 'j["exit_code"]')" 0
+	expect_equal "$(json_get 'j["signal"]')" null
+	expect_equal "$(json_get 'j["timed_out"]')" false
+	expect_equal "$(json_get 'j["output_limit_exceeded"]')" false
+	expect_equal "$(json_get 'j["stdout"]')" "$seed_output"
+	expect_equal "$(json_get 'j["stderr"]')" ""
+	expect_equal "$(json_get 'j["truncated"]')" '{"stdout": false, "stderr": false, "max_bytes_per_stream": 262144}'
+	expect_match "$(json_get 'j["duration_ms"]')" '^[0-9]+$'
+	expect_equal "$(json_get 'j["sandbox"]["image"]')" localhost/sagemath-debian:bookworm
+	expect_equal "$(json_get 'j["sandbox"]["network"]')" none
+	expect_equal "$(json_get 'j["sandbox"]["user"]')" sage
+	expect_equal "$errors" "" "stderr"
+}
+
+@test "run --json - an exception gives ok false, exit_code 1 and the traceback in stderr" {
+	sage '1/0' 1 run --json
+	expect_equal "$(json_get 'j["ok"]')" false
+	expect_equal "$(json_get 'j["exit_code"]')" 1
+	expect_match "$(json_get 'j["stderr"]')" "ZeroDivisionError"
+}
+
+@test "run --json - all 256 byte values on stdout and stderr still give valid JSON" {
+	sage 'import sys
+sys.stdout.buffer.write(bytes(range(256)))
+sys.stderr.buffer.write(b"\xff\xfe\xc3\x28 \xed\xa0\x80 ok \xe2\x82\xac")' 0 run --json
+	# json_get decodes strict UTF-8: invalid bytes in the output would fail it.
+	expect_equal "$(json_get 'j["stdout"] == "".join(map(chr, range(128))) + "\ufffd" * 128')" true
+	expect_equal "$(json_get 'j["stderr"]')" "$(printf '\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd( \xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd ok \xe2\x82\xac')"
+}
+
+@test "run - a text-mode run passes bytes through unchanged" {
+	sage 'import sys; sys.stdout.buffer.write(bytes(range(256)))' 0 run
+	# $output drops NUL and the trailing newline; compare through a file instead.
+	printf 'import sys; sys.stdout.buffer.write(bytes(range(256)))\n' |
+		"$SAGE_SANDBOX" run >"$BATS_TEST_TMPDIR/bytes"
+	python3 -c 'import sys; assert open(sys.argv[1], "rb").read() == bytes(range(256))' \
+		"$BATS_TEST_TMPDIR/bytes"
+}
+
+@test "run - code that never reads stdin and a program that ignores it do not hang" {
+	sage 'print(len(open("/tmp/code.sage").read()) > 0)' 0 run --timeout 60
+	expect_equal "$output" True
+	sage 'import sys; print(repr(sys.stdin.read()))' 0 run
+	expect_equal "$output" "''"
+}
+
+@test "run - empty code runs and prints nothing" {
+	input_file=/dev/null
+	run_ss 0 run
+	expect_equal "$output" ""
+}
+
+@test "run - the caller's environment does not reach the code" {
+	SECRET_API_KEY=hunter2 sage 'import os
+print(sorted(k for k in os.environ if "SECRET" in k or "hunter2" in os.environ[k]))
+print(os.environ["HOME"], os.environ["DOT_SAGE"], os.environ["PYTHONNOUSERSITE"])' 0 run
+	expect_equal "$output" "[]
+/tmp/sage-home /tmp/dot-sage 1"
+}
+
+@test "run - 4 concurrent runs each get their own answer" {
+	local i
+	for i in 1 2 3 4; do
+		printf 'print(factorial(%d))\n' "$((i + 10))" | "$SAGE_SANDBOX" run \
+			>"$BATS_TEST_TMPDIR/out$i" 2>"$BATS_TEST_TMPDIR/err$i" &
+		eval "pid$i=$!"
+	done
+	for i in 1 2 3 4; do
+		eval "wait \$pid$i"
+	done
+	expect_equal "$(cat "$BATS_TEST_TMPDIR"/out{1,2,3,4})" "39916800
+479001600
+6227020800
+87178291200"
+	expect_equal "$(cat "$BATS_TEST_TMPDIR"/err{1,2,3,4})" "" "stderr"
+}

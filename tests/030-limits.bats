@@ -1,0 +1,174 @@
+#!/usr/bin/env bats
+# Every setting by flag and by environment, the timeout, the output limit,
+# signals, live output, and no container left behind by any of them.
+
+load helpers
+
+sleeper='import time
+print("started")
+time.sleep(120)
+print("never")'
+
+@test "run --timeout - stops a long run with status 124 and removes the container" {
+	local start=$SECONDS
+	sage "$sleeper" 124 run --timeout 3
+	expect_equal "$output" started "output before the timeout is kept"
+	expect_equal "$errors" "sage-sandbox: timed out after 3 s; the container was stopped"
+	[ $((SECONDS - start)) -lt 30 ]
+	expect_no_containers
+}
+
+@test "SAGE_SANDBOX_TIMEOUT - sets the timeout; --json reports timed_out" {
+	SAGE_SANDBOX_TIMEOUT=2 sage "$sleeper" 124 run --json
+	expect_equal "$(json_get 'j["timed_out"]')" true
+	expect_equal "$(json_get 'j["ok"]')" false
+	expect_equal "$(json_get 'j["exit_code"]')" 124
+	expect_equal "$(json_get 'j["signal"]')" SIGKILL
+	expect_equal "$(json_get 'j["sandbox"]["timeout_seconds"]')" 2
+	expect_equal "$(json_get 'j["stdout"]')" "started"
+	expect_no_containers
+}
+
+@test "run --output-limit - stdout past the limit: exactly the limit kept, status 123" {
+	sage 'while True: print("x" * 1000)' 123 run --output-limit 16 --json
+	expect_equal "$(json_get 'len(j["stdout"])')" 16384
+	expect_equal "$(json_get 'j["output_limit_exceeded"]')" true
+	expect_equal "$(json_get 'j["truncated"]')" '{"stdout": true, "stderr": false, "max_bytes_per_stream": 16384}'
+	expect_equal "$(json_get 'j["ok"]')" false
+	expect_no_containers
+}
+
+@test "SAGE_SANDBOX_OUTPUT_LIMIT - stderr past the limit in text mode: status 123 and a message" {
+	printf 'import sys\nwhile True: sys.stderr.write("e" * 1000)\n' >"$BATS_TEST_TMPDIR/flood.sage"
+	set +e
+	SAGE_SANDBOX_OUTPUT_LIMIT=20 "$SAGE_SANDBOX" run "$BATS_TEST_TMPDIR/flood.sage" \
+		>"$BATS_TEST_TMPDIR/out" 2>"$BATS_TEST_TMPDIR/err"
+	status=$?
+	set -e
+	expect_equal "$status" 123
+	expect_equal "$(head -c 20480 "$BATS_TEST_TMPDIR/err" | tr -d e | wc -c)" 0 "the first 20 KiB are Sage's"
+	expect_equal "$(tail -c +20481 "$BATS_TEST_TMPDIR/err")" \
+		"sage-sandbox: stderr passed the output limit of 20 KiB; the container was stopped"
+	expect_equal "$(wc -c <"$BATS_TEST_TMPDIR/out")" 0
+	expect_no_containers
+}
+
+@test "run - output exactly at the limit is not truncated" {
+	sage 'import sys; sys.stdout.write("y" * 16384)' 0 run --output-limit 16 --json
+	expect_equal "$(json_get 'len(j["stdout"])')" 16384
+	expect_equal "$(json_get 'j["truncated"]["stdout"]')" false
+}
+
+@test "run --pids-limit and SAGE_SANDBOX_PIDS_LIMIT - set the nproc limit inside" {
+	local code='import resource; print(resource.getrlimit(resource.RLIMIT_NPROC))'
+	sage "$code" 0 run --pids-limit 40
+	expect_equal "$output" "(40, 40)"
+	SAGE_SANDBOX_PIDS_LIMIT=50 sage "$code" 0 run
+	expect_equal "$output" "(50, 50)"
+	SAGE_SANDBOX_PIDS_LIMIT=50 sage "$code" 0 run --pids-limit 60
+	expect_equal "$output" "(60, 60)" "the flag beats the environment"
+	sage "$code" 0 run
+	expect_equal "$output" "(96, 96)" "the default"
+}
+
+@test "run --memory and --cpus, by flag and environment - reach the run's settings" {
+	sage 'print(1)' 0 run --memory 512m --cpus 0.5 --json
+	expect_equal "$(json_get '[j["sandbox"]["memory"], j["sandbox"]["cpus"]]')" '["512m", 0.5]'
+	SAGE_SANDBOX_MEMORY=2g SAGE_SANDBOX_CPUS=1.25 sage 'print(1)' 0 run --json
+	expect_equal "$(json_get '[j["sandbox"]["memory"], j["sandbox"]["cpus"]]')" '["2g", 1.25]'
+	SAGE_SANDBOX_MEMORY=2g run_ss 0 status --memory 256m --json
+	expect_equal "$(json_get 'j["settings"]["memory"]["value"], j["settings"]["memory"]["source"]')" '["256m", "flag"]'
+	SAGE_SANDBOX_CPUS=2 run_ss 0 status --json
+	expect_equal "$(json_get 'j["settings"]["cpus"]["value"], j["settings"]["cpus"]["source"]')" '[2, "environment"]'
+}
+
+@test "run --image and SAGE_SANDBOX_IMAGE - choose the image; a missing one is refused" {
+	local alias=localhost/sage-sandbox-test-alias:$$
+	podman tag localhost/sagemath-debian:bookworm "$alias"
+	sage 'print(2+2)' 0 run --image "$alias" --json
+	expect_equal "$(json_get 'j["sandbox"]["image"]')" "$alias"
+	SAGE_SANDBOX_IMAGE=$alias sage 'print(3+3)' 0 run
+	expect_equal "$output" 6
+	# With no name after the image, podman untag would strip every name.
+	podman untag "$alias" "$alias"
+	podman image exists localhost/sagemath-debian:bookworm
+	sage 'print(1)' 125 run --image "$alias"
+	expect_equal "$errors" "sage-sandbox: image '$alias' is not present locally (runs never pull); build it with 'sudo ./setup.sh image' in the sage-sandbox source tree, or pull one (podman pull docker.io/sagemath/sagemath:latest) and pass --image"
+	SAGE_SANDBOX_IMAGE=localhost/no-such-image:1 sage 'print(1)' 125 run --json
+	expect_match "$(json_get 'j["error"]')" "image 'localhost/no-such-image:1' is not present locally"
+}
+
+@test "run --podman and SAGE_SANDBOX_PODMAN - choose podman; a missing or broken one is refused" {
+	local podman
+	podman=$(command -v podman)
+	sage 'print(5)' 0 run --podman "$podman"
+	expect_equal "$output" 5
+	SAGE_SANDBOX_PODMAN=$podman sage 'print(6)' 0 run
+	expect_equal "$output" 6
+	sage 'print(1)' 125 run --podman /nonexistent/podman
+	expect_equal "$errors" "sage-sandbox: podman executable '/nonexistent/podman' not found; install podman (apt-get install podman runc uidmap) or name it with --podman PATH"
+	SAGE_SANDBOX_PODMAN=no-such-podman-anywhere sage 'print(1)' 125 run
+	expect_match "$errors" "podman executable 'no-such-podman-anywhere' not found"
+	sage 'print(1)' 125 run --podman /bin/false
+	expect_match "$errors" "^sage-sandbox: refusing to run: cannot confirm podman is rootless: podman info exited with status 1"
+}
+
+# start_background CODE ENV...: starts sage-sandbox run in the background with
+# SIGINT and SIGHUP at their defaults (a non-interactive shell would start it
+# with them ignored), waits until Sage printed "started", sets $pid.
+start_background() {
+	printf '%s\n' "$1" >"$BATS_TEST_TMPDIR/bg.sage"
+	env --default-signal=INT,HUP "$SAGE_SANDBOX" run "$BATS_TEST_TMPDIR/bg.sage" \
+		>"$BATS_TEST_TMPDIR/bg.out" 2>"$BATS_TEST_TMPDIR/bg.err" &
+	pid=$!
+	local i
+	for ((i = 0; i < 240; i++)); do
+		grep -q started "$BATS_TEST_TMPDIR/bg.out" 2>/dev/null && return 0
+		sleep 0.25
+	done
+	echo "# Sage did not print 'started' within 60 s" >&2
+	return 1
+}
+
+# stop_with SIGNAL STATUS: sends SIGNAL to the background run and checks
+# its status, its message and that its container is already gone.
+stop_with() {
+	kill -"$1" "$pid"
+	set +e
+	wait "$pid"
+	status=$?
+	set -e
+	expect_equal "$status" "$2" "exit status after SIG$1"
+	expect_equal "$(cat "$BATS_TEST_TMPDIR/bg.err")" \
+		"sage-sandbox: interrupted by SIG$1; the container was stopped"
+	expect_equal "$(our_containers)" "" "containers right after exit"
+}
+
+@test "run - output streams live, and SIGTERM stops the run: status 143, container gone" {
+	start_background "$sleeper"
+	# Sage printed while still running: the line came live, not at exit.
+	kill -0 "$pid"
+	expect_equal "$(cat "$BATS_TEST_TMPDIR/bg.out")" started
+	stop_with TERM 143
+}
+
+@test "run - SIGINT stops the run: status 130, container gone" {
+	start_background "$sleeper"
+	stop_with INT 130
+}
+
+@test "run - SIGHUP stops the run: status 129, container gone" {
+	start_background "$sleeper"
+	stop_with HUP 129
+}
+
+@test "run - a closed stdout stops the run, like any filter" {
+	local start=$SECONDS
+	printf 'i = 0\nwhile True:\n    print(i)\n    i += 1\n' >"$BATS_TEST_TMPDIR/count.sage"
+	first=$("$SAGE_SANDBOX" run --timeout 120 "$BATS_TEST_TMPDIR/count.sage" | head -n 3)
+	expect_equal "$first" "0
+1
+2"
+	[ $((SECONDS - start)) -lt 60 ]
+	expect_no_containers
+}

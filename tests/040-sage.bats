@@ -1,0 +1,65 @@
+#!/usr/bin/env bats
+# Ordinary Sage computations in the sandbox, compared exactly.
+
+load helpers
+
+@test "sage - calculus: integrals, derivative, limit, series, solve" {
+	sage 'print(integrate(x^2*sin(x), x))
+print(integrate(exp(-x^2), x, -oo, oo))
+print(diff(x^x, x))
+print(limit(sin(x)/x, x=0))
+print(taylor(exp(x), x, 0, 4))
+print(solve(x^2 - 5*x + 6 == 0, x))' 0 run
+	expect_equal "$output" '-(x^2 - 2)*cos(x) + 2*x*sin(x)
+sqrt(pi)
+x^x*(log(x) + 1)
+1
+1/24*x^4 + 1/6*x^3 + 1/2*x^2 + x + 1
+[
+x == 3,
+x == 2
+]'
+}
+
+@test "sage - linear algebra: determinant, inverse, characteristic polynomial, rank" {
+	sage 'M = matrix(QQ, [[2, 1], [1, 3]])
+print(M.det())
+print(M.inverse())
+print(M.charpoly())
+print(matrix(QQ, 3, 3, range(9)).rank())' 0 run
+	expect_equal "$output" '5
+[ 3/5 -1/5]
+[-1/5  2/5]
+x^2 - 5*x + 5
+2'
+}
+
+@test "sage - number theory: factoring, primality, totient, continued fraction, CRT" {
+	sage 'print(factor(2^64 + 1))
+print(is_prime(2^127 - 1), euler_phi(100), next_prime(10^12))
+print(continued_fraction(sqrt(2)))
+print(CRT([2, 3], [5, 7]))' 0 run
+	expect_equal "$output" '274177 * 67280421310721
+True 40 1000000000039
+[1; 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, ...]
+17'
+}
+
+@test "sage - groups and curves: symmetric group, GAP, elliptic curve" {
+	sage 'G = SymmetricGroup(4)
+print(G.order(), G.is_abelian(), len(G.conjugacy_classes_representatives()))
+print(libgap.eval("Size(AlternatingGroup(5))"))
+E = EllipticCurve([0, 0, 1, -1, 0])
+print(E.conductor(), E.rank())' 0 run
+	expect_equal "$output" '24 False 5
+60
+37 1'
+}
+
+@test "sage - plotting to a PNG file in /tmp" {
+	sage 'p = plot(sin(x), (x, 0, 2*pi))
+p.save("/tmp/sine.png")
+data = open("/tmp/sine.png", "rb").read()
+print(data[:8] == b"\x89PNG\r\n\x1a\n", len(data) > 5000)' 0 run
+	expect_equal "$output" "True True"
+}

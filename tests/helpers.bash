@@ -1,0 +1,98 @@
+# helpers.bash: shared by every test file. Tests run the real sage-sandbox
+# against the real image under rootless podman: nothing here is a stand-in.
+
+SAGE_SANDBOX=${SAGE_SANDBOX:-$BATS_TEST_DIRNAME/../sage-sandbox}
+LABEL_FILTER=label=sage-sandbox=1
+
+# Settings from the caller's environment must not change what a test means.
+unset SAGE_SANDBOX_PODMAN SAGE_SANDBOX_TIMEOUT SAGE_SANDBOX_MEMORY \
+	SAGE_SANDBOX_CPUS SAGE_SANDBOX_PIDS_LIMIT SAGE_SANDBOX_OUTPUT_LIMIT
+
+# run_ss STATUS ARGS...: runs sage-sandbox ARGS (stdin from $input_file if
+# set) under a hard time limit and fails, showing everything, unless it
+# exits with STATUS. Leaves $output (stdout), $errors (stderr), $status.
+run_ss() {
+	local expected=$1
+	shift
+	errors_file=$BATS_TEST_TMPDIR/stderr
+	set +e
+	output=$(timeout 300 "$SAGE_SANDBOX" "$@" <"${input_file:-/dev/null}" 2>"$errors_file")
+	status=$?
+	set -e
+	errors=$(cat "$errors_file")
+	if [ "$status" -ne "$expected" ]; then
+		printf '#/vvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvv\n' >&2
+		printf '#| sage-sandbox %s\n' "$*" >&2
+		printf '#| expected status %s, got %s\n' "$expected" "$status" >&2
+		printf '#| stdout: %s\n' "$output" >&2
+		printf '#| stderr: %s\n' "$errors" >&2
+		printf '#\\^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^\n' >&2
+		return 1
+	fi
+}
+
+# sage CODE STATUS ARGS...: runs CODE through `sage-sandbox run ARGS`.
+sage() {
+	local code=$1
+	shift
+	input_file=$BATS_TEST_TMPDIR/code.sage
+	printf '%s\n' "$code" >"$input_file"
+	run_ss "$@"
+	input_file=
+}
+
+# json_get EXPR: evaluates a Python expression over the JSON in $output
+# (bound to j), which must be exactly one valid object of strict UTF-8.
+json_get() {
+	printf '%s' "$output" | python3 -c '
+import json, sys
+raw = sys.stdin.buffer.read()
+j = json.loads(raw.decode("utf-8", errors="strict"))
+assert isinstance(j, dict), "not an object"
+v = eval(sys.argv[1])
+print(json.dumps(v) if not isinstance(v, str) else v)' "$1"
+}
+
+# expect_equal ACTUAL EXPECTED [WHAT]
+expect_equal() {
+	if [ "$1" != "$2" ]; then
+		printf '# %s\n#   expected: %q\n#   actual:   %q\n' "${3:-value}" "$2" "$1" >&2
+		return 1
+	fi
+}
+
+expect_match() {
+	if ! [[ $1 =~ $2 ]]; then
+		printf '# %s\n#   expected to match: %s\n#   actual: %q\n' "${3:-value}" "$2" "$1" >&2
+		return 1
+	fi
+}
+
+our_containers() {
+	podman ps -a --filter "$LABEL_FILTER" --format '{{.Names}}'
+}
+
+# Every test leaves no container behind.
+expect_no_containers() {
+	local left
+	left=$(our_containers)
+	if [ -n "$left" ]; then
+		printf '# containers left behind: %s\n' "$left" >&2
+		podman rm -f -t 0 $left >/dev/null 2>&1 || true
+		return 1
+	fi
+}
+
+# Waits up to $1 seconds for our containers to be gone.
+wait_no_containers() {
+	local i
+	for ((i = 0; i < $1 * 4; i++)); do
+		[ -z "$(our_containers)" ] && return 0
+		sleep 0.25
+	done
+	expect_no_containers
+}
+
+teardown() {
+	expect_no_containers
+}

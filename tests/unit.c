@@ -1,0 +1,117 @@
+/* unit.c: tests of the pure helpers (JSON writing, setting parsing), as TAP.
+ * Everything else is tested against the real sandbox by the bats suite. */
+#include "json.h"
+#include "sandbox.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int test_number, failures;
+
+static void check(bool ok, const char *what)
+{
+	printf("%s %d - %s\n", ok ? "ok" : "not ok", ++test_number, what);
+	if (!ok)
+		failures++;
+}
+
+/* The JSON text json_string writes for len bytes of s. */
+static char *string_json(const char *s, size_t len)
+{
+	char *text = NULL;
+	size_t size = 0;
+	FILE *f = open_memstream(&text, &size);
+	struct json j = {.out = f};
+	json_string(&j, s, len);
+	fclose(f);
+	return text;
+}
+
+static void check_string(const char *in, size_t len, const char *want, const char *what)
+{
+	char *got = string_json(in, len);
+	check(strcmp(got, want) == 0, what);
+	if (strcmp(got, want) != 0)
+		printf("#   want %s\n#   got  %s\n", want, got);
+	free(got);
+}
+
+static bool accepts(enum setting_id id, const char *text, long *number)
+{
+	struct config cfg = {0};
+	char why[256];
+	if (setting_set(&cfg, id, text, FROM_FLAG, why, sizeof why) < 0)
+		return false;
+	if (number)
+		*number = cfg.number[id];
+	return true;
+}
+
+int main(void)
+{
+	check_string("plain", 5, "\"plain\"", "plain ASCII is copied");
+	check_string("a\"b\\c", 5, "\"a\\\"b\\\\c\"", "quote and backslash are escaped");
+	check_string("\n\t\r\b\f", 5, "\"\\n\\t\\r\\b\\f\"", "short escapes");
+	check_string("\x01\x1f\x7f", 3, "\"\\u0001\\u001f\\u007f\"", "other control bytes as \\u00XX");
+	check_string("a\0b", 3, "\"a\\u0000b\"", "NUL inside a string is escaped");
+	check_string("\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80", 9, "\"\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80\"",
+		"valid 2, 3 and 4 byte UTF-8 is kept");
+	check_string("\xff", 1, "\"\xef\xbf\xbd\"", "an invalid byte becomes U+FFFD");
+	check_string("\xc0\xaf", 2, "\"\xef\xbf\xbd\xef\xbf\xbd\"", "an overlong form is replaced");
+	check_string("\xed\xa0\x80", 3, "\"\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd\"",
+		"a UTF-16 surrogate is replaced");
+	check_string("\xf4\x90\x80\x80", 4,
+		"\"\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd\"", "past U+10FFFF is replaced");
+	check_string("\xe2\x82", 2, "\"\xef\xbf\xbd\xef\xbf\xbd\"", "a truncated sequence is replaced");
+
+	char *text = NULL;
+	size_t size = 0;
+	FILE *f = open_memstream(&text, &size);
+	struct json j = {.out = f};
+	json_begin_object(&j);
+	json_key(&j, "a");
+	json_integer(&j, -5);
+	json_key(&j, "b");
+	json_begin_array(&j);
+	json_bool(&j, true);
+	json_null(&j);
+	json_decimal(&j, 1500);
+	json_decimal(&j, 100);
+	json_decimal(&j, 4000);
+	json_decimal(&j, 1234);
+	json_end_array(&j);
+	json_key(&j, "c");
+	json_cstring(&j, NULL);
+	json_end_object(&j);
+	fclose(f);
+	check(strcmp(text, "{\"a\":-5,\"b\":[true,null,1.5,0.1,4,1.234],\"c\":null}\n") == 0,
+		"objects, arrays, commas and decimals");
+	free(text);
+
+	long n;
+	check(accepts(SET_TIMEOUT, "1", &n) && n == 1, "timeout 1 is accepted");
+	check(accepts(SET_TIMEOUT, "600", &n) && n == 600, "timeout 600 is accepted");
+	check(!accepts(SET_TIMEOUT, "0", NULL) && !accepts(SET_TIMEOUT, "601", NULL),
+		"timeout 0 and 601 are refused");
+	check(!accepts(SET_TIMEOUT, "", NULL) && !accepts(SET_TIMEOUT, "+5", NULL) &&
+		      !accepts(SET_TIMEOUT, "5s", NULL) && !accepts(SET_TIMEOUT, "99999999999999", NULL),
+		"timeout: empty, signed, suffixed, huge are refused");
+	check(accepts(SET_CPUS, "0.1", &n) && n == 100, "cpus 0.1 is 100 thousandths");
+	check(accepts(SET_CPUS, "4", &n) && n == 4000, "cpus 4");
+	check(accepts(SET_CPUS, "2.125", &n) && n == 2125, "cpus 2.125");
+	check(!accepts(SET_CPUS, "0.0999", NULL) && !accepts(SET_CPUS, ".5", NULL) &&
+		      !accepts(SET_CPUS, "1.", NULL) && !accepts(SET_CPUS, "nan", NULL) &&
+		      !accepts(SET_CPUS, "4.001", NULL) && !accepts(SET_CPUS, "1,5", NULL),
+		"cpus: too many places, bare dot, nan, over 4, comma are refused");
+	check(accepts(SET_MEMORY, "256m", NULL) && accepts(SET_MEMORY, "8g", NULL) &&
+		      !accepts(SET_MEMORY, "1G", NULL) && !accepts(SET_MEMORY, "1024m", NULL),
+		"memory: only the listed sizes");
+	check(accepts(SET_IMAGE, "docker.io/sagemath/sagemath:latest", NULL) &&
+		      !accepts(SET_IMAGE, "-it", NULL) && !accepts(SET_IMAGE, "a\nb", NULL) &&
+		      !accepts(SET_IMAGE, "a\x7f", NULL) && !accepts(SET_IMAGE, "", NULL),
+		"image: leading dash, control characters, empty are refused");
+
+	printf("1..%d\n", test_number);
+	return failures ? 1 : 0;
+}
