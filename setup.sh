@@ -44,8 +44,9 @@ install_packages() {
 	[ ${#missing[@]} -eq 0 ] && return
 	say "installing ${missing[*]}"
 	export DEBIAN_FRONTEND=noninteractive
-	apt-get update -q >/dev/null
-	apt-get install -y -q --no-install-recommends "${missing[@]}" >/dev/null
+	quietly /var/tmp/sage-sandbox-apt.log apt-get update -q
+	quietly /var/tmp/sage-sandbox-apt.log apt-get install -y -q --no-install-recommends "${missing[@]}"
+	rm -f /var/tmp/sage-sandbox-apt.log
 }
 
 # Rootless podman needs subordinate uid/gid ranges; useradd -m adds them when
@@ -59,6 +60,17 @@ add_subordinate_range() {
 }
 
 as_account() { runuser -l "$account" -c "$*"; }
+
+# quietly LOG COMMAND...: runs COMMAND with its output in LOG, shown only
+# (the end of it) if it fails.
+quietly() {
+	local log=$1
+	shift
+	if ! "$@" >>"$log" 2>&1; then
+		tail -n 40 "$log" >&2
+		die "failed: $* (whole log in $log)"
+	fi
+}
 
 create_account() {
 	if ! id "$account" >/dev/null 2>&1; then
@@ -116,26 +128,28 @@ build_image() {
 	# Whatever happens, the 5 GB build root does not outlive this script.
 	trap remove_build_root EXIT
 	say "building $image in $build_root from $mirror (about 6 minutes)"
-	debootstrap --variant=minbase bookworm "$build_root" "$mirror" >/dev/null
+	local log=$build_dir/sage-sandbox-image.log
+	quietly "$log" debootstrap --variant=minbase bookworm "$build_root" "$mirror"
 	if [ -e /etc/apt/sources.list.d/debian.sources ]; then
 		cp /etc/apt/sources.list.d/debian.sources "$build_root/etc/apt/sources.list.d/"
 		: >"$build_root/etc/apt/sources.list"
 	fi
 	# Java's post-install script (jmol, a sagemath dependency) needs /proc.
 	mount -t proc proc "$build_root/proc"
-	chroot "$build_root" /bin/sh -ec '
+	quietly "$log" chroot "$build_root" /bin/sh -ec '
 		export DEBIAN_FRONTEND=noninteractive
 		apt-get update -q
 		apt-get install -y -q --no-install-recommends sagemath
 		apt-get clean
 		rm -rf /var/lib/apt/lists/*
 		useradd -m -u 1000 -s /bin/bash sage
-	' >/dev/null
+	'
 	umount "$build_root/proc"
 	tar -C "$build_root" --numeric-owner -c . |
 		as_account "podman import --change 'USER sage' --change 'WORKDIR /tmp' - $image" >/dev/null
 	remove_build_root
 	trap - EXIT
+	rm -f "$log"
 	say "image $image built"
 }
 
