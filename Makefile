@@ -9,7 +9,9 @@ CPPFLAGS += -D_GNU_SOURCE
 SCDOC ?= scdoc
 BATS ?= bats
 
-OBJECTS = sage-sandbox.o sandbox.o rootless.o json.o
+OBJECTS = sage-sandbox.o sandbox.o rootless.o json.o selftest.o embedded.o
+EMBEDDED = seccomp.json launcher.py checks.py
+DATADIR ?= $(PREFIX)/share
 MANPAGES = man/sage-sandbox.1 man/sage-sandbox.5
 
 all: sage-sandbox $(MANPAGES)
@@ -17,10 +19,20 @@ all: sage-sandbox $(MANPAGES)
 sage-sandbox: $(OBJECTS)
 	$(CC) $(LDFLAGS) -o $@ $(OBJECTS) $(LDLIBS)
 
-$(OBJECTS): sandbox.h json.h
+$(OBJECTS): sandbox.h json.h selftest.h
 
-tests/unit: tests/unit.c json.o sandbox.o rootless.o sandbox.h json.h
-	$(CC) $(CPPFLAGS) $(CFLAGS) -I. $(LDFLAGS) -o $@ tests/unit.c json.o sandbox.o rootless.o
+# The seccomp profile and the programs run inside the container are
+# compiled in: what runs is what was tested, and no file can go missing.
+embedded.c: $(EMBEDDED)
+	for f in $(EMBEDDED); do \
+		printf 'const char embedded_%s[] =\n' "$$(printf %s "$$f" | tr .- __)"; \
+		sed -e 's/\\/\\\\/g' -e 's/"/\\"/g' -e 's/?/\\?/g' -e 's/^/\t"/' -e 's/$$/\\n"/' "$$f"; \
+		printf '\t"";\n'; \
+	done > $@
+
+UNIT_OBJECTS = json.o sandbox.o rootless.o selftest.o embedded.o
+tests/unit: tests/unit.c $(UNIT_OBJECTS) sandbox.h json.h
+	$(CC) $(CPPFLAGS) $(CFLAGS) -I. $(LDFLAGS) -o $@ tests/unit.c $(UNIT_OBJECTS)
 
 .SUFFIXES: .scd
 man/sage-sandbox.1: man/sage-sandbox.1.scd
@@ -35,17 +47,19 @@ check: sage-sandbox tests/unit
 	$(BATS) tests/
 
 install: all
-	mkdir -p $(DESTDIR)$(BINDIR) $(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(MANDIR)/man5
+	mkdir -p $(DESTDIR)$(BINDIR) $(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(MANDIR)/man5 \
+		$(DESTDIR)$(DATADIR)/sage-sandbox
 	cp -f sage-sandbox $(DESTDIR)$(BINDIR)/sage-sandbox
 	chmod 755 $(DESTDIR)$(BINDIR)/sage-sandbox
 	cp -f man/sage-sandbox.1 $(DESTDIR)$(MANDIR)/man1/sage-sandbox.1
 	cp -f man/sage-sandbox.5 $(DESTDIR)$(MANDIR)/man5/sage-sandbox.5
+	cp -f seccomp.json $(DESTDIR)$(DATADIR)/sage-sandbox/seccomp.json
 
 uninstall:
 	rm -f $(DESTDIR)$(BINDIR)/sage-sandbox $(DESTDIR)$(MANDIR)/man1/sage-sandbox.1 \
-		$(DESTDIR)$(MANDIR)/man5/sage-sandbox.5
+		$(DESTDIR)$(MANDIR)/man5/sage-sandbox.5 $(DESTDIR)$(DATADIR)/sage-sandbox/seccomp.json
 
 clean:
-	rm -f sage-sandbox $(OBJECTS) tests/unit $(MANPAGES)
+	rm -f sage-sandbox $(OBJECTS) embedded.c tests/unit $(MANPAGES)
 
 .PHONY: all check install uninstall clean

@@ -30,19 +30,29 @@ static void parse_controllers(struct podman_host *host, const char *list)
 {
 	/* Go prints a []string as "[cpuset cpu io memory pids]". */
 	char words[256];
-	snprintf(words, sizeof words, "%.*s", (int)strcspn(list, "\n"), list);
+	snprintf(words, sizeof words, "%s", list);
 	for (char *word = strtok(words, "[] "); word; word = strtok(NULL, "[] "))
 		for (int c = 0; c < CONTROLLER_COUNT; c++)
 			if (strcmp(word, controller_names[c]) == 0)
 				host->controller[c] = true;
 }
 
+/* Copies line number n (from 0) of text into out. */
+static void nth_line(const char *text, int n, char *out, size_t size)
+{
+	for (; n > 0 && *text; n--)
+		text += strcspn(text, "\n") + (text[strcspn(text, "\n")] == '\n');
+	snprintf(out, size, "%.*s", (int)strcspn(text, "\n"), text);
+}
+
 void podman_host_query(const char *podman, struct podman_host *host)
 {
 	char *argv[] = {(char *)podman, "info", "--format",
-		"{{.Host.Security.Rootless}}\n{{.Host.CgroupsVersion}}\n{{.Host.CgroupControllers}}",
+		"{{.Host.Security.Rootless}}\n{{.Host.CgroupsVersion}}\n{{.Host.CgroupControllers}}\n"
+		"{{.Host.OCIRuntime.Name}}\n{{.Store.GraphDriverName}}",
 		NULL};
 	struct capture cap;
+	char rootless[16], controllers[256];
 
 	*host = (struct podman_host){.rootless = ROOTLESS_UNKNOWN};
 	if (capture_command(argv, PODMAN_INFO_TIMEOUT_MS, &cap) < 0) {
@@ -50,7 +60,7 @@ void podman_host_query(const char *podman, struct podman_host *host)
 		return;
 	}
 	const char *said = cap.out.data ? cap.out.data : "";
-	size_t first = strcspn(said, "\n");
+	nth_line(said, 0, rootless, sizeof rootless);
 	if (cap.timed_out) {
 		snprintf(host->detail, sizeof host->detail, "podman info did not answer within %d s",
 			PODMAN_INFO_TIMEOUT_MS / 1000);
@@ -58,20 +68,20 @@ void podman_host_query(const char *podman, struct podman_host *host)
 		const char *why = cap.err.data ? cap.err.data : "";
 		snprintf(host->detail, sizeof host->detail, "podman info exited with status %d: %.*s",
 			cap.status, (int)strcspn(why, "\n"), why);
-	} else if (first == 4 && strncmp(said, "true", 4) == 0) {
+	} else if (strcmp(rootless, "true") == 0) {
 		host->rootless = ROOTLESS_TRUE;
-	} else if (first == 5 && strncmp(said, "false", 5) == 0) {
+	} else if (strcmp(rootless, "false") == 0) {
 		host->rootless = ROOTLESS_FALSE;
 	} else {
 		snprintf(host->detail, sizeof host->detail,
-			"podman info printed '%.*s', not true or false", (int)first, said);
+			"podman info printed '%s', not true or false", rootless);
 	}
-	if (host->rootless != ROOTLESS_UNKNOWN && said[first]) {
-		const char *version = said + first + 1;
-		size_t len = strcspn(version, "\n");
-		snprintf(host->cgroups, sizeof host->cgroups, "%.*s", (int)len, version);
-		if (version[len])
-			parse_controllers(host, version + len + 1);
+	if (host->rootless != ROOTLESS_UNKNOWN) {
+		nth_line(said, 1, host->cgroups, sizeof host->cgroups);
+		nth_line(said, 2, controllers, sizeof controllers);
+		parse_controllers(host, controllers);
+		nth_line(said, 3, host->runtime, sizeof host->runtime);
+		nth_line(said, 4, host->storage_driver, sizeof host->storage_driver);
 	}
 	capture_free(&cap);
 }

@@ -3,6 +3,7 @@
 
 #include "json.h"
 #include "sandbox.h"
+#include "selftest.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -12,8 +13,6 @@
 #include <string.h>
 #include <unistd.h>
 
-static const char self_test_code[] = "R.<x> = QQ[]\nprint(factor(x^4 - 1))\n";
-static const char self_test_expected[] = "(x - 1) * (x + 1) * (x^2 + 1)\n";
 
 struct options {
 	struct config cfg;
@@ -25,8 +24,9 @@ static void print_usage(FILE *out)
 {
 	fprintf(out,
 		"Usage: sage-sandbox run [OPTIONS] [FILE]    run Sage code from FILE or stdin\n"
-		"       sage-sandbox self-test [OPTIONS]     prove the sandbox runs Sage\n"
+		"       sage-sandbox self-test [OPTIONS]     verify the sandbox from inside it\n"
 		"       sage-sandbox status [OPTIONS]        diagnose podman, image and settings\n"
+		"       sage-sandbox cleanup [OPTIONS]       remove containers a killed run left\n"
 		"       sage-sandbox --help | --version\n"
 		"\n"
 		"Options (each also set by its environment variable; a flag beats the\n"
@@ -317,17 +317,14 @@ static void say_why_stopped(const struct run_result *r, const struct config *cfg
 
 /* Reads the code, checks podman, runs. Returns the exit status, or -1 with
  * err set when the code was not run. */
-static int run_code(const struct options *o, const char *code, size_t len,
-		enum output_mode mode, struct run_result *res, struct error *err)
+static int run_code(const struct options *o, const struct podman_host *host, const char *code,
+		size_t len, enum output_mode mode, struct run_result *res, struct error *err)
 {
-	struct podman_host host;
-	if (sandbox_preflight(&o->cfg, &host, err) < 0)
-		return -1;
 	if (signals_watch() < 0) {
 		error_set(err, EXIT_REFUSED, NULL, "cannot watch signals: %s", strerror(errno));
 		return -1;
 	}
-	return sandbox_run(&o->cfg, &host, code, len, mode, res, err) < 0 ? -1 : res->exit_code;
+	return sandbox_run(&o->cfg, host, code, len, mode, res, err) < 0 ? -1 : res->exit_code;
 }
 
 static int cmd_run(int argc, char **argv)
@@ -342,7 +339,11 @@ static int cmd_run(int argc, char **argv)
 		return report_error(&err, o.json, NULL);
 	if (!(code = read_code(o.file, &len, &err)))
 		return report_error(&err, o.json, &o.cfg);
-	int status = run_code(&o, code, len, o.json ? OUTPUT_CAPTURE : OUTPUT_STREAM, &res, &err);
+	struct podman_host host;
+	int status = sandbox_preflight(&o.cfg, &host, &err);
+	if (status == 0)
+		status = run_code(&o, &host, code, len, o.json ? OUTPUT_CAPTURE : OUTPUT_STREAM, &res,
+			&err);
 	free(code);
 	if (status < 0)
 		return report_error(&err, o.json, &o.cfg);
@@ -367,33 +368,41 @@ static int cmd_self_test(int argc, char **argv)
 	struct options o = {0};
 	struct error err;
 	struct run_result res;
+	struct podman_host host;
+	struct buffer code = {0};
+	struct self_test t;
 
 	if (parse_options(argc, argv, false, &o, &err) < 0)
 		return report_error(&err, o.json, NULL);
-	int status = run_code(&o, self_test_code, strlen(self_test_code), OUTPUT_CAPTURE, &res,
-		&err);
+	if (sandbox_preflight(&o.cfg, &host, &err) < 0)
+		return report_error(&err, o.json, &o.cfg);
+	self_test_code(&o.cfg, &host, &code);
+	int status = run_code(&o, &host, code.data, code.len, OUTPUT_CAPTURE, &res, &err);
+	buffer_free(&code);
 	if (status < 0)
 		return report_error(&err, o.json, &o.cfg);
-	const char *got = res.out.data ? res.out.data : "";
-	bool pass = status == 0 && strcmp(got, self_test_expected) == 0;
+	self_test_parse(res.out.data ? res.out.data : "", status, &t);
 
+	int counts[3] = {0}; /* passed, failed, skipped */
+	for (int i = 0; i < t.count; i++)
+		counts[t.checks[i].outcome[0] == 'P' ? 0 : t.checks[i].outcome[0] == 'S' ? 2 : 1]++;
 	if (o.json) {
 		struct json j = {.out = stdout};
 		json_begin_object(&j);
 		json_key(&j, "ok");
-		json_bool(&j, pass);
+		json_bool(&j, !t.failed);
 		json_key(&j, "checks");
 		json_begin_array(&j);
-		json_begin_object(&j);
-		json_key(&j, "name");
-		json_cstring(&j, "factorisation");
-		json_key(&j, "ok");
-		json_bool(&j, pass);
-		json_key(&j, "expected");
-		json_cstring(&j, self_test_expected);
-		json_key(&j, "got");
-		json_string(&j, got, res.out.len);
-		json_end_object(&j);
+		for (int i = 0; i < t.count; i++) {
+			json_begin_object(&j);
+			json_key(&j, "name");
+			json_cstring(&j, t.checks[i].name);
+			json_key(&j, "outcome");
+			json_cstring(&j, t.checks[i].outcome);
+			json_key(&j, "detail");
+			json_cstring(&j, t.checks[i].detail);
+			json_end_object(&j);
+		}
 		json_end_array(&j);
 		json_key(&j, "run");
 		json_begin_object(&j);
@@ -403,20 +412,54 @@ static int cmd_self_test(int argc, char **argv)
 		write_sandbox_summary(&j, &o.cfg);
 		json_end_object(&j);
 	} else {
-		printf("%s  factorisation: factor(x^4 - 1) = %.*s\n", pass ? "PASS" : "FAIL",
-			(int)strcspn(got, "\n"), got);
-		if (!pass) {
+		for (int i = 0; i < t.count; i++)
+			printf("%-4s  %-17s %s\n", t.checks[i].outcome, t.checks[i].name,
+				t.checks[i].detail);
+		if (t.failed) {
 			say_why_stopped(&res, &o.cfg);
-			fprintf(stderr, "sage-sandbox: expected %s", self_test_expected);
 			if (res.err.len)
 				fprintf(stderr, "sage-sandbox: Sage's stderr:\n%s", res.err.data);
 		}
-		printf("self-test %s\n", pass ? "passed" : "FAILED");
+		printf("self-test %s: %d passed, %d failed, %d skipped\n",
+			t.failed ? "FAILED" : "passed", counts[0], counts[1], counts[2]);
 	}
 	run_result_free(&res);
 	if (res.interrupted_by)
 		return status;
-	return pass ? 0 : 1;
+	return t.failed ? 1 : 0;
+}
+
+static int cmd_cleanup(int argc, char **argv)
+{
+	struct options o = {0};
+	struct error err;
+	struct buffer removed = {0};
+
+	if (parse_options(argc, argv, false, &o, &err) < 0)
+		return report_error(&err, o.json, NULL);
+	int count = sandbox_cleanup(&o.cfg, &removed, &err);
+	if (count < 0)
+		return report_error(&err, o.json, &o.cfg);
+	if (o.json) {
+		struct json j = {.out = stdout};
+		json_begin_object(&j);
+		json_key(&j, "ok");
+		json_bool(&j, true);
+		json_key(&j, "removed");
+		json_begin_array(&j);
+		for (char *line = removed.data; line && *line;) {
+			size_t len = strcspn(line, "\n");
+			json_string(&j, line, len);
+			line += len + (line[len] == '\n');
+		}
+		json_end_array(&j);
+		json_end_object(&j);
+	} else {
+		printf("%sremoved %d container%s left by killed runs\n", removed.data ? removed.data : "",
+			count, count == 1 ? "" : "s");
+	}
+	buffer_free(&removed);
+	return 0;
 }
 
 static const char not_enforced_fix[] =
@@ -428,7 +471,7 @@ static int cmd_status(int argc, char **argv)
 	struct options o = {0};
 	struct error err;
 	struct podman_host host = {.rootless = ROOTLESS_UNKNOWN};
-	char version[128] = "";
+	char version[128] = "", digest[128] = "";
 	bool image_available = false;
 	const char *hint = NULL;
 	static const char *const rootless_text[] = {"true", "false", "unknown"};
@@ -448,8 +491,12 @@ static int cmd_status(int argc, char **argv)
 		}
 		capture_free(&cap);
 		podman_host_query(podman, &host);
-		char *image_argv[] = {podman, "image", "exists", (char *)o.cfg.value[SET_IMAGE], NULL};
+		char *image_argv[] = {podman, "image", "inspect", "--format={{.Digest}}",
+			(char *)o.cfg.value[SET_IMAGE], NULL};
 		image_available = capture_command(image_argv, 30000, &cap) == 0 && cap.status == 0;
+		if (image_available && cap.out.data)
+			snprintf(digest, sizeof digest, "%.*s", (int)strcspn(cap.out.data, "\n"),
+				cap.out.data);
 		capture_free(&cap);
 	}
 	if (!podman)
@@ -461,6 +508,9 @@ static int cmd_status(int argc, char **argv)
 	else if (!image_available)
 		hint = image_hint;
 	bool ready = !hint;
+	const char *warning = strcmp(host.storage_driver, "vfs") == 0 ?
+		"storage driver vfs copies the whole image for every run; set driver = \"overlay\" "
+		"in ~/.config/containers/storage.conf" : NULL;
 
 	if (o.json) {
 		struct json j = {.out = stdout};
@@ -479,10 +529,20 @@ static int cmd_status(int argc, char **argv)
 		}
 		json_key(&j, "cgroups");
 		json_cstring(&j, host.cgroups[0] ? host.cgroups : NULL);
+		json_key(&j, "oci_runtime");
+		json_cstring(&j, host.runtime[0] ? host.runtime : NULL);
+		json_key(&j, "storage_driver");
+		json_cstring(&j, host.storage_driver[0] ? host.storage_driver : NULL);
 		json_key(&j, "image");
 		json_cstring(&j, o.cfg.value[SET_IMAGE]);
 		json_key(&j, "image_available");
 		json_bool(&j, image_available);
+		json_key(&j, "image_digest");
+		json_cstring(&j, digest[0] ? digest : NULL);
+		if (warning) {
+			json_key(&j, "warning");
+			json_cstring(&j, warning);
+		}
 		json_key(&j, "settings");
 		json_begin_object(&j);
 		for (int id = 0; id < SETTING_COUNT; id++) {
@@ -515,13 +575,17 @@ static int cmd_status(int argc, char **argv)
 		printf("rootless:  %s%s%s\n", rootless_text[host.rootless],
 			host.detail[0] ? ": " : "", host.detail);
 		printf("cgroups:   %s\n", host.cgroups[0] ? host.cgroups : "unknown");
-		printf("image:     %s (%s)\n", o.cfg.value[SET_IMAGE],
-			image_available ? "present" : "NOT PRESENT");
+		printf("runtime:   %s\n", host.runtime[0] ? host.runtime : "unknown");
+		printf("storage:   %s\n", host.storage_driver[0] ? host.storage_driver : "unknown");
+		printf("image:     %s (%s%s%s)\n", o.cfg.value[SET_IMAGE],
+			image_available ? "present" : "NOT PRESENT", digest[0] ? ", " : "", digest);
+		if (warning)
+			printf("warning:   %s\n", warning);
 		printf("settings:\n");
 		for (int id = 0; id < SETTING_COUNT; id++) {
 			const char *by[MAX_ENFORCERS];
 			int n = setting_enforcement(id, &host, by);
-			printf("  %-15s %-35s %-12s", settings[id].flag, o.cfg.value[id],
+			printf("  %-17s %-35s %-12s", settings[id].flag, o.cfg.value[id],
 				setting_source_name(o.cfg.source[id]));
 			if (n == 0)
 				printf(" NOT ENFORCED on this host: %s", not_enforced_fix);
@@ -544,10 +608,16 @@ static const struct command {
 	{"run", cmd_run},
 	{"self-test", cmd_self_test},
 	{"status", cmd_status},
+	{"cleanup", cmd_cleanup},
 };
 
 int main(int argc, char **argv)
 {
+	/* With 0, 1 or 2 closed, the pipes and files opened later could take
+	 * their numbers and be mistaken for them in the child. */
+	for (int fd = 0; fd < 3; fd++)
+		if (fcntl(fd, F_GETFD) < 0 && open("/dev/null", O_RDWR) != fd)
+			return EXIT_REFUSED;
 	if (argc < 2) {
 		print_usage(stderr);
 		return EXIT_REFUSED;
@@ -574,7 +644,7 @@ int main(int argc, char **argv)
 			status = EXIT_REFUSED;
 		return status;
 	}
-	fprintf(stderr, "sage-sandbox: unknown command '%s'; use run, self-test or status "
+	fprintf(stderr, "sage-sandbox: unknown command '%s'; use run, self-test, status or cleanup "
 			"(see sage-sandbox --help)\n", argv[1]);
 	return EXIT_REFUSED;
 }

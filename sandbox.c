@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/pidfd.h>
 #include <sys/random.h>
 #include <sys/signalfd.h>
@@ -42,6 +43,10 @@ const struct setting settings[SETTING_COUNT] = {
 	[SET_OUTPUT_LIMIT] = {"--output-limit", "SAGE_SANDBOX_OUTPUT_LIMIT", "KIB",
 		"output_limit_kib", KIND_INTEGER, 16, 2048, NULL, "an integer from 16 to 2048", "256",
 		"KiB of stdout and of stderr each, past which the run is stopped"},
+	[SET_SECCOMP_PROFILE] = {"--seccomp-profile", "SAGE_SANDBOX_SECCOMP_PROFILE", "PATH",
+		"seccomp_profile", KIND_PROFILE, 0, 0, NULL,
+		"builtin, or the path of a seccomp profile in podman's JSON format", "builtin",
+		"seccomp profile"},
 };
 
 const char *setting_source_name(enum setting_source source)
@@ -111,6 +116,7 @@ int setting_set(struct config *cfg, enum setting_id id, const char *text,
 		valid = *text != '\0' && *text != '-' && !has_space_or_control(text);
 		break;
 	case KIND_PATH:
+	case KIND_PROFILE:
 		valid = *text != '\0' && !has_space_or_control(text);
 		break;
 	case KIND_INTEGER:
@@ -161,6 +167,27 @@ uint64_t config_memory_bytes(const struct config *cfg)
 	return v[strlen(v) - 1] == 'g' ? n << 30 : n << 20;
 }
 
+void sandbox_rlimits(const struct config *cfg, struct rlimit_value out[RLIMIT_COUNT])
+{
+	/* CPU seconds one process may use: what --cpus allows over the whole
+	 * timeout, so that the rlimit bounds a spinning process where no cgroup
+	 * does. At least 1: 0 would mean no limit. */
+	uint64_t cpu = ((uint64_t)cfg->number[SET_TIMEOUT] * cfg->number[SET_CPUS] + 999) / 1000;
+	out[RL_DATA] = (struct rlimit_value){"data", config_memory_bytes(cfg)};
+	out[RL_CPU] = (struct rlimit_value){"cpu", cpu ? cpu : 1};
+	out[RL_NPROC] = (struct rlimit_value){"nproc", (uint64_t)cfg->number[SET_PIDS_LIMIT]};
+	/* Enough for Sage and its pexpect children; not enough to exhaust the
+	 * kernel's file table. */
+	out[RL_NOFILE] = (struct rlimit_value){"nofile", 1024};
+	/* No single file beyond 128 MiB, whatever the tmpfs has left. */
+	out[RL_FSIZE] = (struct rlimit_value){"fsize", 128ull << 20};
+	/* No core dumps: a crashing 1 GiB process would fill /tmp. */
+	out[RL_CORE] = (struct rlimit_value){"core", 0};
+	/* No bytes for POSIX message queues: kernel memory outside any limit
+	 * above, and nothing Sage uses. */
+	out[RL_MSGQUEUE] = (struct rlimit_value){"msgqueue", 0};
+}
+
 /* ---- errors and buffers ------------------------------------------------ */
 
 void error_set(struct error *err, int status, const char *hint, const char *fmt, ...)
@@ -196,6 +223,31 @@ void buffer_free(struct buffer *b)
 {
 	free(b->data);
 	*b = (struct buffer){0};
+}
+
+int read_file(const char *path, size_t max, struct buffer *out)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	char chunk[65536];
+	ssize_t n;
+	if (fd < 0)
+		return -1;
+	while ((n = read(fd, chunk, sizeof chunk)) != 0) {
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 || out->len + (size_t)n > max) {
+			int saved = n < 0 ? errno : EFBIG;
+			close(fd);
+			buffer_free(out);
+			errno = saved;
+			return -1;
+		}
+		buffer_append(out, chunk, (size_t)n);
+	}
+	close(fd);
+	if (!out->data)
+		buffer_append(out, "", 0);
+	return 0;
 }
 
 /* ---- children ---------------------------------------------------------- */
@@ -296,6 +348,7 @@ struct child {
 	int echo[2];        /* copy stdout/stderr live to these fds, or -1 */
 	int64_t deadline;   /* CLOCK_MONOTONIC ms */
 	bool watch_signals;
+	int pass_fd;        /* given to the child as fd 3, or -1 */
 	void (*stop)(struct child *c); /* ends the run early; default: SIGKILL */
 	void *stop_context;
 
@@ -323,7 +376,10 @@ static __attribute__((noreturn)) void child_exec(struct child *c, int in_fd, int
 	setpgid(0, 0);
 	if (dup2(in_fd, 0) < 0 || dup2(out_fd, 1) < 0 || dup2(err_fd, 2) < 0)
 		_exit(127);
-	close_range(3, ~0U, 0);
+	/* main() keeps 0-2 open, so pass_fd is never one of them. */
+	if (c->pass_fd == 3 ? fcntl(3, F_SETFD, 0) < 0 : c->pass_fd >= 0 && dup2(c->pass_fd, 3) < 0)
+		_exit(127);
+	close_range(c->pass_fd >= 0 ? 4 : 3, ~0U, 0);
 	execve(c->argv[0], c->argv, podman_environment());
 	_exit(127);
 }
@@ -540,6 +596,7 @@ int capture_command(char *const argv[], int timeout_ms, struct capture *cap)
 {
 	struct child c = {
 		.argv = argv,
+		.pass_fd = -1,
 		.limit = 64 * 1024,
 		.keep = true,
 		.echo = {-1, -1},
@@ -564,16 +621,20 @@ void capture_free(struct capture *cap)
 /* ---- the sandbox ------------------------------------------------------- */
 
 #define CONTAINER_LABEL "sage-sandbox=1"
+#define OWNER_LABEL "sage-sandbox.owner"
 #define PODMAN_BACKSTOP_SECONDS 5
-#define TMPFS_BYTES (256ul << 20)
-#define FILE_SIZE_BYTES (128ul << 20)
+#define MAX_PROFILE_BYTES (1u << 20)
 
-/* Runs inside the container as its only process: Sage's directories under
- * /tmp (the only writable place), the code from stdin into a file, then
- * Sage. umask 077 keeps the code and Sage's files private to the user. */
+/* Runs inside the container as its first process: Sage's directories under
+ * /tmp (the only writable place), the code from stdin into a file, then the
+ * launcher ($1, launcher.py) under Sage's Python. umask 077 keeps the code
+ * and Sage's files private to the user. No exec: the shell stays PID 1, so
+ * Sage is an ordinary process (the kernel ignores signals to a namespace's
+ * init that it has no handler for, even its own SIGKILL), orphans are
+ * reaped, and Sage's death by signal N comes back as status 128+N. */
 static const char container_script[] =
 	"umask 077 && mkdir -p /tmp/sage-home /tmp/dot-sage && "
-	"cat >/tmp/code.sage && exec /usr/bin/sage -q /tmp/code.sage";
+	"cat >/tmp/code.sage && /usr/bin/sage -python -c \"$1\"";
 
 struct argv_builder {
 	char *arg[96];
@@ -602,13 +663,41 @@ static void args_free(struct argv_builder *a)
 	a->n = 0;
 }
 
+/* "BOOT-ID:PID:START": who started a container. A process with that pid and
+ * start time (in clock ticks since this boot) is its owner; a container
+ * whose owner is gone is a stray of a killed sage-sandbox. */
+static void process_identity(pid_t pid, char *out, size_t size)
+{
+	struct buffer boot = {0}, stat = {0};
+	char path[64];
+	unsigned long long start = 0;
+	snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+	if (read_file(path, 4096, &stat) == 0) {
+		/* Field 22, counted after the command name, which may hold spaces. */
+		const char *p = strrchr(stat.data, ')');
+		for (int field = 2; p && field < 22; field++)
+			p = strchr(p + 1, ' ');
+		if (p)
+			start = strtoull(p + 1, NULL, 10);
+	}
+	read_file("/proc/sys/kernel/random/boot_id", 64, &boot);
+	snprintf(out, size, "%.*s:%d:%llu", boot.data ? (int)strcspn(boot.data, "\n") : 0,
+		boot.data ? boot.data : "", (int)pid, start);
+	buffer_free(&boot);
+	buffer_free(&stat);
+}
+
 /* The podman command line. Each flag says which attack or accident it
  * closes; together they are the sandbox. */
 static void build_podman_args(struct argv_builder *a, const struct config *cfg,
 		const struct podman_host *host, const char *podman, const char *name)
 {
-	long pids = cfg->number[SET_PIDS_LIMIT];
 	long cpus = cfg->number[SET_CPUS];
+	struct rlimit_value rlimits[RLIMIT_COUNT];
+	char owner[128];
+
+	sandbox_rlimits(cfg, rlimits);
+	process_identity(getpid(), owner, sizeof owner);
 
 	arg_add(a, "%s", podman);
 	/* Podman's warnings (e.g. "/ is not a shared mount") would otherwise
@@ -619,21 +708,36 @@ static void build_podman_args(struct argv_builder *a, const struct config *cfg,
 	 * the code on stdin, so it is never on a command line or a host mount. */
 	arg_add(a, "--rm");
 	arg_add(a, "-i");
-	/* A name to stop it by (killing the podman client does not stop it)
-	 * and a label to find strays by. */
+	/* A name to stop it by (killing the podman client does not stop it),
+	 * a label to find strays by, and their owner to tell strays from the
+	 * containers of runs still going (sage-sandbox cleanup). */
 	arg_add(a, "--name=%s", name);
 	arg_add(a, "--label=%s", CONTAINER_LABEL);
+	arg_add(a, "--label=%s=%s", OWNER_LABEL, owner);
 	/* Never fetch an image during a run: what runs is what the user
 	 * built or pulled, not whatever a registry serves today. */
 	arg_add(a, "--pull=never");
-	/* No network namespace peers: no exfiltration, no downloads, no
-	 * attacks on the host's or the LAN's services. */
+	/* No network interface but loopback: no exfiltration, no downloads,
+	 * no attacks on the host's or the LAN's services. */
 	arg_add(a, "--network=none");
-	/* The image cannot be modified: no trojaned sage for the next run. */
+	/* No /etc/hosts from the host: nothing about the host's names. */
+	arg_add(a, "--no-hosts");
+	/* No System V IPC or POSIX shared memory (/dev/shm) namespace at all:
+	 * one more kernel interface, and a writable tmpfs, gone. */
+	arg_add(a, "--ipc=none");
+	/* --ipc=none still mounts a writable /dev/mqueue; cover it with a
+	 * read-only empty directory. */
+	arg_add(a, "--security-opt=mask=/dev/mqueue");
+	/* The image cannot be modified: no trojaned sage for the next run.
+	 * Without --read-only-tmpfs=false podman would also mount writable,
+	 * uncapped tmpfs on /run, /var/tmp and /dev/shm. */
 	arg_add(a, "--read-only");
+	arg_add(a, "--read-only-tmpfs=false");
 	/* The only writable place, in memory, capped, no setuid or devices. */
-	arg_add(a, "--tmpfs=/tmp:rw,nosuid,nodev,size=%lu,mode=1777", TMPFS_BYTES);
+	arg_add(a, "--tmpfs=/tmp:rw,nosuid,nodev,size=%llu,mode=1777", TMPFS_BYTES);
 	arg_add(a, "--workdir=/tmp");
+	/* What Sage prints is returned, not also kept in a log on the host. */
+	arg_add(a, "--log-driver=none");
 	arg_add(a, "--env=HOME=/tmp/sage-home");
 	arg_add(a, "--env=DOT_SAGE=/tmp/dot-sage");
 	/* One thread each: the CPU and process limits mean what they say and
@@ -646,24 +750,32 @@ static void build_podman_args(struct argv_builder *a, const struct config *cfg,
 	arg_add(a, "--env=PYTHONNOUSERSITE=1");
 	/* Printed progress reaches the caller as it happens, not at exit. */
 	arg_add(a, "--env=PYTHONUNBUFFERED=1");
+	/* PARI's stack within the memory limit (see launcher.py). */
+	arg_add(a, "--env=SAGE_SANDBOX_PARI_SIZEMAX=%llu",
+		(unsigned long long)rlimits[RL_DATA].value / 4);
 	/* Not root inside, so a container escape starts without even the
 	 * user namespace's root. */
 	arg_add(a, "--user=sage");
 	/* No capabilities, and no way to regain any through setuid files. */
 	arg_add(a, "--cap-drop=all");
 	arg_add(a, "--security-opt=no-new-privileges");
-	/* Resource limits: fork bombs, memory exhaustion, CPU hogging. The
-	 * cgroup ones only where podman can apply them: elsewhere it drops
-	 * them and prints a warning into Sage's stderr. */
+	/* Our seccomp profile, on fd 3 (see derive-seccomp.py): no new
+	 * namespaces, mounts, keyrings, ptrace, bpf, perf or userfaultfd, the
+	 * kernel interfaces most container escapes go through. */
+	arg_add(a, "--security-opt=seccomp=/proc/self/fd/3");
+	/* Resource limits against fork bombs, memory exhaustion and CPU
+	 * hogging. The cgroup ones only where podman can apply them (elsewhere
+	 * it drops them and prints a warning into Sage's stderr); the rlimits
+	 * everywhere, as the line of defence that always holds. */
 	if (host->controller[CONTROLLER_PIDS])
-		arg_add(a, "--pids-limit=%ld", pids);
+		arg_add(a, "--pids-limit=%ld", cfg->number[SET_PIDS_LIMIT]);
 	if (host->controller[CONTROLLER_MEMORY])
 		arg_add(a, "--memory=%s", cfg->value[SET_MEMORY]);
 	if (host->controller[CONTROLLER_CPU])
 		arg_add(a, "--cpus=%ld.%03ld", cpus / 1000, cpus % 1000);
-	arg_add(a, "--ulimit=nofile=1024:1024");
-	arg_add(a, "--ulimit=nproc=%ld:%ld", pids, pids);
-	arg_add(a, "--ulimit=fsize=%lu:%lu", FILE_SIZE_BYTES, FILE_SIZE_BYTES);
+	for (int i = 0; i < RLIMIT_COUNT; i++)
+		arg_add(a, "--ulimit=%s=%llu:%llu", rlimits[i].name,
+			(unsigned long long)rlimits[i].value, (unsigned long long)rlimits[i].value);
 	/* A backstop run by conmon: if sage-sandbox itself is killed before
 	 * it can stop the container, the container still dies. */
 	arg_add(a, "--timeout=%ld", cfg->number[SET_TIMEOUT] + PODMAN_BACKSTOP_SECONDS);
@@ -672,6 +784,8 @@ static void build_podman_args(struct argv_builder *a, const struct config *cfg,
 	arg_add(a, "%s", cfg->value[SET_IMAGE]);
 	arg_add(a, "-c");
 	arg_add(a, "%s", container_script);
+	arg_add(a, "sage-sandbox");
+	arg_add(a, "%s", embedded_launcher_py);
 }
 
 int setting_enforcement(enum setting_id id, const struct podman_host *host,
@@ -689,10 +803,12 @@ int setting_enforcement(enum setting_id id, const struct podman_host *host,
 	case SET_MEMORY:
 		if (host->controller[CONTROLLER_MEMORY])
 			by[n++] = "cgroup memory";
+		by[n++] = "rlimit data (per process)";
 		break;
 	case SET_CPUS:
 		if (host->controller[CONTROLLER_CPU])
 			by[n++] = "cgroup cpu";
+		by[n++] = "rlimit cpu (timeout x cpus seconds per process)";
 		break;
 	case SET_PIDS_LIMIT:
 		if (host->controller[CONTROLLER_PIDS])
@@ -782,6 +898,37 @@ int sandbox_preflight(const struct config *cfg, struct podman_host *host, struct
 	return found ? 0 : -1;
 }
 
+/* The seccomp profile as an anonymous in-memory file, for podman to read as
+ * /proc/self/fd/3: no temporary file to leave behind or to race on. */
+static int seccomp_profile_fd(const struct config *cfg, struct error *err)
+{
+	const char *path = cfg->value[SET_SECCOMP_PROFILE];
+	struct buffer file = {0};
+	const char *text = embedded_seccomp_json;
+	size_t len;
+
+	if (strcmp(path, "builtin") != 0) {
+		if (read_file(path, MAX_PROFILE_BYTES, &file) < 0) {
+			error_set(err, EXIT_REFUSED,
+				"give a readable seccomp profile of at most 1 MiB, or builtin",
+				"cannot read seccomp profile %s: %s", path, strerror(errno));
+			return -1;
+		}
+		text = file.data;
+	}
+	len = strlen(text);
+	int fd = memfd_create("sage-sandbox-seccomp", MFD_CLOEXEC);
+	if (fd < 0 || !write_all(fd, text, len)) {
+		error_set(err, EXIT_REFUSED, NULL, "cannot hold the seccomp profile in memory: %s",
+			strerror(errno));
+		if (fd >= 0)
+			close(fd);
+		fd = -1;
+	}
+	buffer_free(&file);
+	return fd;
+}
+
 int sandbox_run(const struct config *cfg, const struct podman_host *host, const char *code,
 		size_t code_len, enum output_mode mode, struct run_result *res, struct error *err)
 {
@@ -796,11 +943,17 @@ int sandbox_run(const struct config *cfg, const struct podman_host *host, const 
 			cfg->value[SET_PODMAN]);
 		return -1;
 	}
+	int profile_fd = seccomp_profile_fd(cfg, err);
+	if (profile_fd < 0) {
+		free(ctx.podman);
+		return -1;
+	}
 	container_name(ctx.name, sizeof ctx.name);
 	build_podman_args(&args, cfg, host, ctx.podman, ctx.name);
 
 	struct child c = {
 		.argv = args.arg,
+		.pass_fd = profile_fd,
 		.input = code,
 		.input_len = code_len,
 		.limit = (size_t)cfg->number[SET_OUTPUT_LIMIT] * 1024,
@@ -815,6 +968,7 @@ int sandbox_run(const struct config *cfg, const struct podman_host *host, const 
 	};
 	int rc = child_run(&c);
 	int saved = errno;
+	close(profile_fd);
 	args_free(&args);
 	free(ctx.podman);
 	if (rc < 0) {
@@ -870,4 +1024,57 @@ void run_result_free(struct run_result *res)
 {
 	buffer_free(&res->out);
 	buffer_free(&res->err);
+}
+
+/* Is the process named by an owner label ("BOOT-ID:PID:START") alive? */
+static bool owner_alive(const char *owner)
+{
+	int pid = 0;
+	const char *colon = strchr(owner, ':');
+	char now[128];
+	if (!colon || sscanf(colon + 1, "%d", &pid) != 1 || pid <= 0)
+		return false;
+	process_identity(pid, now, sizeof now);
+	return strcmp(now, owner) == 0;
+}
+
+int sandbox_cleanup(const struct config *cfg, struct buffer *removed, struct error *err)
+{
+	char *podman = find_executable(cfg->value[SET_PODMAN]);
+	struct capture cap;
+	int count = 0;
+
+	if (!podman) {
+		error_set(err, EXIT_REFUSED, podman_install_hint, "podman executable '%s' not found",
+			cfg->value[SET_PODMAN]);
+		return -1;
+	}
+	char *list_argv[] = {podman, "ps", "--all", "--filter=label=" CONTAINER_LABEL,
+		"--format={{.Names}} {{index .Labels \"" OWNER_LABEL "\"}}", NULL};
+	if (capture_command(list_argv, 30000, &cap) < 0 || cap.status != 0) {
+		error_set(err, EXIT_REFUSED, "check that podman works for this user: podman ps",
+			"podman ps failed (status %d)", cap.status);
+		capture_free(&cap);
+		free(podman);
+		return -1;
+	}
+	for (char *line = cap.out.data; line && *line;) {
+		size_t len = strcspn(line, "\n");
+		char name[128], owner[128] = "";
+		if (sscanf(line, "%127s %127s", name, owner) >= 1 && !owner_alive(owner)) {
+			char *rm_argv[] = {podman, "--log-level=error", "rm", "--force", "--time=0", name,
+				NULL};
+			struct capture rm;
+			if (capture_command(rm_argv, 30000, &rm) == 0 && rm.status == 0) {
+				buffer_append(removed, name, strlen(name));
+				buffer_append(removed, "\n", 1);
+				count++;
+			}
+			capture_free(&rm);
+		}
+		line += len + (line[len] == '\n');
+	}
+	capture_free(&cap);
+	free(podman);
+	return count;
 }

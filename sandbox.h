@@ -28,6 +28,7 @@ enum setting_id {
 	SET_CPUS,
 	SET_PIDS_LIMIT,
 	SET_OUTPUT_LIMIT,
+	SET_SECCOMP_PROFILE,
 	SETTING_COUNT
 };
 
@@ -37,6 +38,7 @@ enum setting_kind {
 	KIND_INTEGER, /* min..max */
 	KIND_MILLI,   /* a decimal with up to 3 places, stored in thousandths */
 	KIND_CHOICE,  /* one of choices[] */
+	KIND_PROFILE, /* "builtin" or a file's path */
 };
 
 struct setting {
@@ -77,6 +79,24 @@ int config_init(struct config *cfg, const char *const flag_value[SETTING_COUNT],
 /* The memory limit in bytes (KIND_CHOICE values such as "512m"). */
 uint64_t config_memory_bytes(const struct config *cfg);
 
+/* The rlimits every run gets. Podman applies them with setrlimit inside the
+ * container, which needs no cgroup: they hold on every host. */
+enum rlimit_id { RL_DATA, RL_CPU, RL_NPROC, RL_NOFILE, RL_FSIZE, RL_CORE, RL_MSGQUEUE, RLIMIT_COUNT };
+struct rlimit_value {
+	const char *name; /* podman's --ulimit name, and RLIMIT_<NAME> */
+	uint64_t value;   /* soft and hard */
+};
+void sandbox_rlimits(const struct config *cfg, struct rlimit_value out[RLIMIT_COUNT]);
+
+/* Size of the container's /tmp, its only writable place. */
+#define TMPFS_BYTES (256ull << 20)
+
+/* The seccomp profile compiled in (seccomp.json), and the programs that run
+ * inside the container (launcher.py, checks.py); from embedded.c. */
+extern const char embedded_seccomp_json[];
+extern const char embedded_launcher_py[];
+extern const char embedded_checks_py[];
+
 /* An error travels as a value: only main() prints it and picks the exit
  * status. */
 struct error {
@@ -96,11 +116,14 @@ struct podman_host {
 	enum rootless_answer rootless;
 	char detail[512];                    /* why rootless is unknown */
 	char cgroups[8];                     /* "v1", "v2", or "" */
+	char runtime[32];                    /* the OCI runtime: "runc", "crun" */
+	char storage_driver[32];             /* "overlay"; "vfs" copies the image per run */
 	bool controller[CONTROLLER_COUNT];   /* usable by this user's containers */
 };
 
-/* Asks podman whether it runs rootless and which cgroup controllers its
- * containers get, in one `podman info` with a bounded wait. */
+/* Asks podman whether it runs rootless, which cgroup controllers its
+ * containers get, its runtime and storage driver, in one `podman info` with
+ * a bounded wait. */
 void podman_host_query(const char *podman, struct podman_host *host);
 const char *controller_name(enum cgroup_controller c);
 
@@ -128,6 +151,11 @@ struct run_result {
 /* How a run's output is handled: captured for JSON, or streamed live to
  * stdout and stderr for text. */
 enum output_mode { OUTPUT_CAPTURE, OUTPUT_STREAM };
+
+/* Removes containers that a killed sage-sandbox left: those with our label
+ * whose owner process is gone. Lists each removed name in removed (one per
+ * line); returns how many, or -1 with err set. */
+int sandbox_cleanup(const struct config *cfg, struct buffer *removed, struct error *err);
 
 /* Runs code in a new container and waits for it, its timeout, its output
  * limit or a terminating signal. Returns 0 with res filled in when the code
@@ -162,6 +190,9 @@ char **podman_environment(void);
 
 /* Resolves an executable name through PATH; returns a malloc'd path or NULL. */
 char *find_executable(const char *name);
+
+/* Reads a whole small file (at most max bytes); -1 with errno on failure. */
+int read_file(const char *path, size_t max, struct buffer *out);
 
 struct capture {
 	int status;         /* exit status, 128+N on signal N, -1 if not started */

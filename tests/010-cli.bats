@@ -26,7 +26,7 @@ load helpers
 	run_ss 125
 	expect_match "$errors" "Usage:"
 	run_ss 125 frobnicate
-	expect_equal "$errors" "sage-sandbox: unknown command 'frobnicate'; use run, self-test or status (see sage-sandbox --help)"
+	expect_equal "$errors" "sage-sandbox: unknown command 'frobnicate'; use run, self-test, status or cleanup (see sage-sandbox --help)"
 }
 
 # refuse ERROR-PATTERN ARGS...: sage-sandbox ARGS must refuse with status 125,

@@ -43,6 +43,7 @@ print(CRT([2, 3], [5, 7]))' 0 run
 True 40 1000000000039
 [1; 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, ...]
 17'
+	expect_equal "$errors" "" "stderr"
 }
 
 @test "sage - groups and curves: symmetric group, GAP, elliptic curve" {
@@ -54,6 +55,7 @@ print(E.conductor(), E.rank())' 0 run
 	expect_equal "$output" '24 False 5
 60
 37 1'
+	expect_equal "$errors" "" "stderr"
 }
 
 @test "sage - plotting to a PNG file in /tmp" {
@@ -62,4 +64,22 @@ p.save("/tmp/sine.png")
 data = open("/tmp/sine.png", "rb").read()
 print(data[:8] == b"\x89PNG\r\n\x1a\n", len(data) > 5000)' 0 run
 	expect_equal "$output" "True True"
+}
+
+@test "sage - no PARI stack warning at the default limits and at 512m; PARI works within the limit" {
+	sage 'print(factor(2^128 + 1))
+print(pari("2^100"))
+print(pari.default("parisizemax") <= 2^30 / 4)' 0 run
+	expect_equal "$output" "59649589127497217 * 5704689200685129054721
+1267650600228229401496703205376
+True"
+	expect_equal "$errors" "" "stderr (PARI warnings)"
+	sage 'print(factor(2^64 + 1))' 0 run --memory 512m
+	expect_equal "$errors" "" "stderr at 512m"
+}
+
+@test "sage - at --memory 256m, ordinary Sage runs without warnings" {
+	sage 'print(factor(2^64 + 1), integrate(x^2, x), matrix(QQ, [[1, 2], [3, 4]]).det())' 0 run --memory 256m
+	expect_equal "$output" "274177 * 67280421310721 1/3*x^3 -2"
+	expect_equal "$errors" "" "stderr"
 }

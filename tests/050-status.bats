@@ -7,10 +7,14 @@ load helpers
 	SAGE_SANDBOX_TIMEOUT=30 run_ss 0 status --pids-limit 64
 	expect_match "$output" "podman: +$(command -v podman) \(version [0-9.]+\)"
 	expect_match "$output" "rootless: +true"
-	expect_match "$output" "image: +localhost/sagemath-debian:bookworm \(present\)"
+	expect_match "$output" "image: +localhost/sagemath-debian:bookworm \(present, sha256:[0-9a-f]{64}\)"
 	expect_match "$output" "--timeout +30 +environment"
 	expect_match "$output" "--pids-limit +64 +flag +enforced by .*rlimit nproc"
-	expect_match "$output" "--memory +1g +default"
+	expect_match "$output" "--memory +1g +default +enforced by .*rlimit data \(per process\)"
+	expect_match "$output" "--cpus +1 +default +enforced by .*rlimit cpu"
+	expect_match "$output" "--seccomp-profile +builtin +default"
+	expect_match "$output" "runtime: +$(podman info --format '{{.Host.OCIRuntime.Name}}')"
+	expect_match "$output" "storage: +$(podman info --format '{{.Store.GraphDriverName}}')"
 	expect_match "$output" "ready: +yes"
 }
 
@@ -25,17 +29,17 @@ load helpers
 	expect_equal "$(json_get 'j["settings"]["timeout_seconds"]')" '{"value": 60, "source": "default", "enforced_by": ["sage-sandbox", "podman --timeout"]}'
 }
 
-@test "status - memory is reported enforced exactly when podman has the memory controller" {
+@test "status - the memory cgroup is reported exactly when podman has the controller; the rlimit always" {
 	run_ss 0 status --json
 	local controllers
 	controllers=$(podman info --format '{{.Host.CgroupControllers}}')
 	if [[ $controllers == *memory* ]]; then
-		expect_equal "$(json_get 'j["settings"]["memory"]["enforced_by"]')" '["cgroup memory"]'
+		expect_equal "$(json_get 'j["settings"]["memory"]["enforced_by"]')" '["cgroup memory", "rlimit data (per process)"]'
 	else
-		expect_equal "$(json_get 'j["settings"]["memory"]["enforced_by"]')" '[]'
-		run_ss 0 status
-		expect_match "$output" "--memory +1g +default +NOT ENFORCED on this host"
+		expect_equal "$(json_get 'j["settings"]["memory"]["enforced_by"]')" '["rlimit data (per process)"]'
 	fi
+	expect_equal "$(json_get 'j["image_digest"]')" "$(podman image inspect --format '{{.Digest}}' localhost/sagemath-debian:bookworm)"
+	expect_equal "$(json_get 'j["oci_runtime"], j["storage_driver"]')" "$(podman info --format '["{{.Host.OCIRuntime.Name}}", "{{.Store.GraphDriverName}}"]')"
 }
 
 @test "status - a missing image says how to get one, status 1" {
@@ -54,23 +58,75 @@ load helpers
 	expect_match "$(json_get 'j["hint"]')" "install podman"
 }
 
-@test "self-test - passes in the sandbox and prints PASS" {
+@test "self-test - verifies every property from inside the sandbox: all PASS, cgroups as the host allows" {
 	run_ss 0 self-test
-	expect_equal "$output" "PASS  factorisation: factor(x^4 - 1) = (x - 1) * (x + 1) * (x^2 + 1)
-self-test passed"
+	local name
+	for name in factorisation exit_status user capabilities no_new_privs seccomp user_namespaces \
+		other_namespaces mount ptrace network root_read_only writable tmp_size rlimit_core \
+		rlimit_cpu rlimit_data rlimit_fsize rlimit_msgqueue rlimit_nofile rlimit_nproc; do
+		printf '%s\n' "$output" | grep -q "^PASS  $name " ||
+			{ echo "# check $name did not PASS" >&2; return 1; }
+	done
+	expect_match "$output" "PASS  factorisation +\(x - 1\) \* \(x \+ 1\) \* \(x\^2 \+ 1\)"
+	expect_equal "$(printf '%s\n' "$output" | grep '^PASS  writable')" \
+		"PASS  writable          writable: /tmp, /tmp/sage-home"
+	local controllers
+	controllers=$(podman info --format '{{.Host.CgroupControllers}}')
+	if [[ $controllers == *memory* ]]; then
+		expect_match "$output" "PASS  cgroup_memory"
+	else
+		expect_match "$output" "SKIP  cgroup_memory +not enforced on this host"
+	fi
+	expect_match "$output" "self-test passed: 2[0-9] passed, 0 failed, [0-2] skipped"
 }
 
-@test "self-test --json - ok true with the check and the run" {
+@test "self-test - checks the rlimits of the settings given" {
+	run_ss 0 self-test --memory 512m --pids-limit 40 --timeout 30 --cpus 0.5
+	expect_match "$output" "PASS  rlimit_data +\(536870912, 536870912\)"
+	expect_match "$output" "PASS  rlimit_nproc +\(40, 40\)"
+	expect_match "$output" "PASS  rlimit_cpu +\(15, 15\)"
+}
+
+@test "self-test --json - ok true, every check named with its outcome" {
 	run_ss 0 self-test --json
 	expect_equal "$(json_get 'j["ok"]')" true
-	expect_equal "$(json_get 'j["checks"][0]["name"], j["checks"][0]["ok"]')" '["factorisation", true]'
-	expect_equal "$(json_get 'j["checks"][0]["got"]')" "(x - 1) * (x + 1) * (x^2 + 1)"
+	expect_equal "$(json_get 'j["checks"][0]["name"], j["checks"][0]["outcome"]')" '["factorisation", "PASS"]'
+	expect_equal "$(json_get 'sorted({c["outcome"] for c in j["checks"]} - {"SKIP"})')" '["PASS"]'
+	expect_equal "$(json_get 'len(j["checks"])')" 23
 	expect_equal "$(json_get 'j["run"]["exit_code"]')" 0
 }
 
+@test "self-test - FAILS, status 1, when the sandbox is weakened to podman's default seccomp profile" {
+	[ -r /usr/share/containers/seccomp.json ] || skip "podman's default profile is not installed"
+	run_ss 1 self-test --seccomp-profile /usr/share/containers/seccomp.json
+	expect_match "$output" "FAIL  user_namespaces +ALLOWED"
+	expect_match "$output" "PASS  seccomp "
+	expect_match "$output" "self-test FAILED: "
+	SAGE_SANDBOX_SECCOMP_PROFILE=/usr/share/containers/seccomp.json run_ss 1 self-test --json
+	expect_equal "$(json_get '[c["outcome"] for c in j["checks"] if c["name"] == "user_namespaces"]')" '["FAIL"]'
+	expect_equal "$(json_get 'j["ok"]')" false
+}
+
+@test "run --seccomp-profile - an unreadable profile is refused before anything runs" {
+	sage 'print(1)' 125 run --seccomp-profile /nonexistent/profile.json
+	expect_equal "$errors" "sage-sandbox: cannot read seccomp profile /nonexistent/profile.json: No such file or directory; give a readable seccomp profile of at most 1 MiB, or builtin"
+	SAGE_SANDBOX_SECCOMP_PROFILE=/nonexistent/p.json sage 'print(1)' 125 run --json
+	expect_match "$(json_get 'j["error"]')" "cannot read seccomp profile /nonexistent/p.json"
+}
+
+@test "run --seccomp-profile builtin and a copy of it as a file behave the same" {
+	local profile
+	profile=$BATS_TEST_DIRNAME/../seccomp.json
+	sage 'import ctypes; print(ctypes.CDLL(None).unshare(0x10000000r))' 0 run --seccomp-profile "$profile"
+	expect_equal "$output" -1
+	sage 'import ctypes; print(ctypes.CDLL(None).unshare(0x10000000r))' 0 run --seccomp-profile builtin
+	expect_equal "$output" -1
+}
+
 @test "self-test - fails with status 1 when Sage cannot finish in time" {
+	# One second of wall clock and of CPU: the timeout or the CPU rlimit
+	# ends Sage first, whichever comes first on this machine.
 	run_ss 1 self-test --timeout 1
-	expect_match "$output" "^FAIL  factorisation"
-	expect_match "$output" "self-test FAILED$"
-	expect_match "$errors" "timed out after 1 s"
+	expect_match "$output" "FAIL  (exit_status|factorisation)"
+	expect_match "$output" "self-test FAILED: "
 }

@@ -1,0 +1,193 @@
+# checks.py: the properties self-test verifies from inside the sandbox.
+#
+# sage-sandbox runs this as Python (not preparsed) in the very sandbox that
+# `run` uses, with EXPECTED defined before it: the limits it configured. Each
+# check prints one line, CHECK<tab>PASS|FAIL|SKIP<tab>name<tab>detail, and
+# a check that raises is a FAIL: nothing here can pass by not running.
+import ctypes
+import errno
+import os
+import resource
+import socket
+
+libc = ctypes.CDLL(None, use_errno=True)
+
+
+def report(outcome, name, detail):
+    print("CHECK\t%s\t%s\t%s" % (outcome, name, " ".join(str(detail).split())), flush=True)
+
+
+def check(name):
+    def run(function):
+        try:
+            passed, detail = function()
+            report("PASS" if passed else "FAIL", name, detail)
+        except Exception as e:  # a broken check is a failed check
+            report("FAIL", name, "%s: %s" % (type(e).__name__, e))
+    return run
+
+
+def status_fields():
+    fields = {}
+    with open("/proc/self/status") as f:
+        for line in f:
+            key, _, value = line.partition(":")
+            fields[key] = value.strip()
+    return fields
+
+
+@check("user")
+def _():
+    ids = os.getresuid() + os.getresgid()
+    return 0 not in ids, "uid %d gid %d" % (os.getuid(), os.getgid())
+
+
+@check("capabilities")
+def _():
+    caps = {k: int(v, 16) for k, v in status_fields().items() if k.startswith("Cap")}
+    held = sorted(k for k, v in caps.items() if v)
+    return not held, "held: " + ", ".join(held) if held else "none in " + ", ".join(sorted(caps))
+
+
+@check("no_new_privs")
+def _():
+    value = status_fields()["NoNewPrivs"]
+    return value == "1", "NoNewPrivs " + value
+
+
+@check("seccomp")
+def _():
+    value = status_fields()["Seccomp"]
+    return value == "2", "mode %s (2 is filter)" % value
+
+
+def refused(function, *args):
+    """Calls a libc function; returns (refused, detail)."""
+    ctypes.set_errno(0)
+    result = function(*args)
+    err = ctypes.get_errno()
+    if result == -1:
+        return True, "refused: " + errno.errorcode.get(err, str(err))
+    return False, "ALLOWED (returned %d)" % result
+
+
+CLONE_NEWUSER = 0x10000000
+CLONE_NEWNS = 0x00020000
+CLONE_NEWNET = 0x40000000
+
+
+@check("user_namespaces")
+def _():
+    return refused(libc.unshare, CLONE_NEWUSER)
+
+
+@check("other_namespaces")
+def _():
+    results = [refused(libc.unshare, flag) for flag in (CLONE_NEWNS, CLONE_NEWNET)]
+    return all(r for r, _ in results), "; ".join(d for _, d in results)
+
+
+@check("mount")
+def _():
+    return refused(libc.mount, b"none", b"/tmp", b"tmpfs", 0, None)
+
+
+@check("ptrace")
+def _():
+    PTRACE_TRACEME = 0
+    return refused(libc.ptrace, PTRACE_TRACEME, 0, None, None)
+
+
+@check("network")
+def _():
+    interfaces = sorted(os.listdir("/sys/class/net"))
+    with open("/proc/net/route") as f:
+        routes = f.read().splitlines()[1:]
+    with open("/proc/net/ipv6_route") as f:
+        routes += [r for r in f.read().splitlines() if not r.endswith(" lo")]
+    # Connecting a UDP socket sends nothing: it only looks up a route.
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    try:
+        s.connect(("192.0.2.1", 9))  # TEST-NET-1, never routed
+        reachable = True
+    except OSError:
+        reachable = False
+    finally:
+        s.close()
+    ok = interfaces == ["lo"] and not routes and not reachable
+    return ok, "interfaces %s, %d routes, route out %s" % (
+        ",".join(interfaces), len(routes), "FOUND" if reachable else "none")
+
+
+def mount_points():
+    with open("/proc/self/mountinfo") as f:
+        for line in f:
+            fields = line.split()
+            yield fields[4].replace("\\040", " "), fields[5].split(",")
+
+
+@check("root_read_only")
+def _():
+    options = dict(mount_points()).get("/", [])
+    try:
+        os.close(os.open("/sage-sandbox-probe", os.O_CREAT | os.O_WRONLY, 0o600))
+        os.unlink("/sage-sandbox-probe")
+        return False, "created a file in /"
+    except OSError as e:
+        return "ro" in options, "mounted %s, writing gives %s" % (
+            "ro" if "ro" in options else "rw", errno.errorcode.get(e.errno, e.errno))
+
+
+@check("writable")
+def _():
+    candidates = {p for p, _ in mount_points()} | {
+        "/", "/etc", "/usr", "/usr/bin", "/var", "/var/tmp", "/run", "/dev", "/dev/shm",
+        "/home", "/home/sage", "/root", os.path.expanduser("~")}
+    writable = []
+    for directory in sorted(candidates):
+        if not os.path.isdir(directory) or directory.startswith(("/proc", "/sys")):
+            continue
+        probe = os.path.join(directory, ".sage-sandbox-probe-%d" % os.getpid())
+        try:
+            os.close(os.open(probe, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
+        except OSError:
+            continue
+        os.unlink(probe)
+        writable.append(directory)
+    outside = [d for d in writable if d != "/tmp" and not d.startswith("/tmp/")]
+    return not outside, "writable: " + ", ".join(writable)
+
+
+@check("tmp_size")
+def _():
+    st = os.statvfs("/tmp")
+    size = st.f_blocks * st.f_frsize
+    return size == EXPECTED["tmp_bytes"], "%d bytes, expected %d" % (size, EXPECTED["tmp_bytes"])
+
+
+for _name, _want in sorted(EXPECTED["rlimits"].items()):
+    @check("rlimit_" + _name)
+    def _(name=_name, want=_want):
+        got = resource.getrlimit(getattr(resource, "RLIMIT_" + name.upper()))
+        return got == (want, want), "%s, expected %s" % (got, (want, want))
+
+
+def cgroup_value(v2_file, v1_file):
+    for path in ("/sys/fs/cgroup/" + v2_file, "/sys/fs/cgroup/" + v1_file):
+        if os.path.exists(path):
+            with open(path) as f:
+                return f.read().strip()
+    return None
+
+
+for _name, _v2, _v1 in (("memory", "memory.max", "memory/memory.limit_in_bytes"),
+                        ("pids", "pids.max", "pids/pids.max")):
+    _want = EXPECTED["cgroup"].get(_name)
+    if _want is None:
+        report("SKIP", "cgroup_" + _name, "not enforced on this host; the rlimit is")
+        continue
+
+    @check("cgroup_" + _name)
+    def _(want=_want, v2=_v2, v1=_v1):
+        got = cgroup_value(v2, v1)
+        return got == str(want), "%s, expected %s" % (got, want)

@@ -1,0 +1,96 @@
+/* selftest.c: what self-test runs in the sandbox (the factorisation, then
+ * checks.py with the values this configuration promises) and how its report
+ * becomes a list of checks. */
+#include "selftest.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char factorisation_code[] = "R.<x> = QQ[]\nprint(factor(x^4 - 1))\n";
+static const char factorisation_expected[] = "(x - 1) * (x + 1) * (x^2 + 1)";
+
+/* Every check checks.py must report. One that does not (the program died,
+ * or was tampered with) is a FAIL: a property passes only by being seen. */
+static const char *const required[] = {
+	"user", "capabilities", "no_new_privs", "seccomp", "user_namespaces",
+	"other_namespaces", "mount", "ptrace", "network", "root_read_only", "writable",
+	"tmp_size", "rlimit_core", "rlimit_cpu", "rlimit_data", "rlimit_fsize",
+	"rlimit_msgqueue", "rlimit_nofile", "rlimit_nproc", "cgroup_memory", "cgroup_pids",
+};
+
+void self_test_code(const struct config *cfg, const struct podman_host *host,
+		struct buffer *code)
+{
+	struct rlimit_value rlimits[RLIMIT_COUNT];
+	char *text;
+	size_t size;
+	FILE *f = open_memstream(&text, &size);
+
+	sandbox_rlimits(cfg, rlimits);
+	fputs(factorisation_code, f);
+	/* Not preparsed: checks.py is Python, run from a raw string (the
+	 * preparser leaves string literals alone). */
+	fprintf(f, "exec(r'''EXPECTED = {\"tmp_bytes\": %llu, \"rlimits\": {", TMPFS_BYTES);
+	for (int i = 0; i < RLIMIT_COUNT; i++)
+		fprintf(f, "%s\"%s\": %llu", i ? ", " : "", rlimits[i].name,
+			(unsigned long long)rlimits[i].value);
+	fputs("}, \"cgroup\": {", f);
+	if (host->controller[CONTROLLER_MEMORY])
+		fprintf(f, "\"memory\": %llu, ", (unsigned long long)config_memory_bytes(cfg));
+	if (host->controller[CONTROLLER_PIDS])
+		fprintf(f, "\"pids\": %ld", cfg->number[SET_PIDS_LIMIT]);
+	fprintf(f, "}}\n%s''')\n", embedded_checks_py);
+	fclose(f);
+	buffer_append(code, text, size);
+	free(text);
+}
+
+static void add_check(struct self_test *t, const char *outcome, const char *name,
+		const char *detail, int detail_len)
+{
+	struct check *c;
+	if (t->count == MAX_CHECKS)
+		return;
+	c = &t->checks[t->count++];
+	snprintf(c->outcome, sizeof c->outcome, "%s", outcome);
+	snprintf(c->name, sizeof c->name, "%s", name);
+	snprintf(c->detail, sizeof c->detail, "%.*s", detail_len, detail);
+	if (strcmp(outcome, "PASS") != 0 && strcmp(outcome, "SKIP") != 0)
+		t->failed = true;
+}
+
+static bool reported(const struct self_test *t, const char *name)
+{
+	for (int i = 0; i < t->count; i++)
+		if (strcmp(t->checks[i].name, name) == 0)
+			return true;
+	return false;
+}
+
+void self_test_parse(const char *out, int exit_code, struct self_test *t)
+{
+	const char *first_end = out + strcspn(out, "\n");
+	bool factored = (size_t)(first_end - out) == strlen(factorisation_expected) &&
+		strncmp(out, factorisation_expected, strlen(factorisation_expected)) == 0;
+
+	*t = (struct self_test){0};
+	char exit_detail[64];
+	add_check(t, factored ? "PASS" : "FAIL", "factorisation", out, (int)(first_end - out));
+	snprintf(exit_detail, sizeof exit_detail, "Sage exited with status %d", exit_code);
+	add_check(t, exit_code == 0 ? "PASS" : "FAIL", "exit_status", exit_detail, -1);
+	for (const char *line = *first_end ? first_end + 1 : first_end; *line;) {
+		size_t len = strcspn(line, "\n");
+		char outcome[8], name[64];
+		int detail_at = 0;
+		/* CHECK<tab>OUTCOME<tab>NAME<tab>DETAIL */
+		if (sscanf(line, "CHECK\t%7[A-Z]\t%63[a-z_]\t%n", outcome, name, &detail_at) == 2 &&
+		    detail_at > 0 && (size_t)detail_at <= len && !reported(t, name))
+			add_check(t, outcome, name, line + detail_at, (int)(len - (size_t)detail_at));
+		line += len + (line[len] == '\n');
+	}
+	for (size_t i = 0; i < sizeof required / sizeof required[0]; i++)
+		if (!reported(t, required[i]))
+			add_check(t, "FAIL", required[i], "not reported: the checks did not run to the end",
+				-1);
+}

@@ -1,0 +1,281 @@
+#!/usr/bin/env bats
+# Hostile code: each attack ends within its limits, with nothing left behind
+# and nothing on the host changed.
+
+load helpers
+
+# The host uid that the container's user sage (1000) maps to: rootless
+# podman maps container uid N >= 1 to the account's subordinate id N-1.
+sandbox_host_uid() {
+	awk -F: -v user="$(id -un)" '$1 == user { print $2 + 999; exit }' /etc/subuid
+}
+
+teardown() {
+	expect_no_containers
+	local uid
+	uid=$(sandbox_host_uid)
+	# No process of the sandbox's user outlives its run...
+	if pgrep -u "$uid" >/dev/null; then
+		echo "# processes of uid $uid left: $(pgrep -u "$uid" -a)" >&2
+		return 1
+	fi
+	# ...and it wrote nothing on the host (podman's image store holds the
+	# image's own files under that uid).
+	expect_equal "$(find /tmp "$HOME" -xdev -uid "$uid" \
+		-not -path "$HOME/.local/share/containers/*" 2>/dev/null | head -5)" "" "host files of uid $uid"
+}
+
+@test "attack - a fork bomb stops at the pids limit" {
+	sage 'import os, time
+pids = []
+try:
+    while True:
+        pid = os.fork()
+        if pid == 0:
+            time.sleep(60)
+            os._exit(0)
+        pids.append(pid)
+except OSError as e:
+    print("stopped", e.errno, len(pids) < 32)' 0 run --pids-limit 32
+	expect_equal "$output" "stopped 11 True" "EAGAIN before 32 processes"
+}
+
+@test "attack - a fork bomb that keeps trying ends at the timeout" {
+	sage 'import os
+while True:
+    try:
+        os.fork()
+    except OSError:
+        pass' 124 run --timeout 8 --pids-limit 24
+}
+
+@test "attack - a 4 GiB allocation under --memory 512m fails inside" {
+	sage 'try:
+    x = bytearray(4 * 2**30)
+    print("allocated")
+except MemoryError:
+    print("MemoryError")' 0 run --memory 512m
+	expect_equal "$output" MemoryError
+}
+
+@test "attack - gradual allocation under --memory 512m stops below 512 MiB" {
+	sage 'chunks = []
+try:
+    while True:
+        chunks.append(bytearray(16 * 2**20))
+except MemoryError:
+    print(len(chunks) * 16 < 512)' 0 run --memory 512m
+	expect_equal "$output" True
+}
+
+@test "attack - a CPU spin is killed by the CPU rlimit (timeout x cpus seconds)" {
+	sage 'while True: pass' 137 run --timeout 20 --cpus 0.2 --json
+	expect_equal "$(json_get 'j["signal"], j["timed_out"]')" '["SIGKILL", false]'
+	[ "$(json_get 'j["duration_ms"]')" -lt 20000 ]
+}
+
+@test "attack - a CPU spin within the CPU rlimit ends at the timeout" {
+	sage 'while True: pass' 124 run --timeout 4
+}
+
+@test "attack - filling /tmp stops at its 256 MiB, one file at 128 MiB" {
+	sage 'import errno
+def fill(name, mib):
+    written = 0
+    try:
+        with open(name, "wb") as f:
+            for _ in range(mib):
+                f.write(b"x" * 2**20)
+                written += 1
+    except OSError as e:
+        return errno.errorcode[e.errno], written
+    return "no limit", written
+print(*fill("/tmp/one", 200))
+total = [fill("/tmp/part%d" % i, 100) for i in range(4)]
+print(total[-1][0], sum(w for _, w in total) + 128 < 260)' 0 run
+	expect_equal "$output" "EFBIG 128
+ENOSPC True"
+}
+
+@test "attack - one 1 MiB line without a newline: whole under a 2 MiB limit, cut at 256 KiB" {
+	sage 'import sys; sys.stdout.write("z" * 2**20)' 0 run --output-limit 2048 --json
+	expect_equal "$(json_get 'j["stdout"] == "z" * 2**20')" true
+	sage 'import sys; sys.stdout.write("z" * 2**20)' 123 run --json
+	expect_equal "$(json_get 'len(j["stdout"]), j["truncated"]["stdout"]')" '[262144, true]'
+}
+
+@test "attack - no network: no connection, no name resolution" {
+	# Documentation addresses (TEST-NET-1, 2001:db8::/32): never routed.
+	sage 'import socket, errno
+for family, addr in ((socket.AF_INET, ("192.0.2.1", 80r)), (socket.AF_INET6, ("2001:db8::1", 80r))):
+    s = socket.socket(family)
+    try:
+        s.connect(addr)
+        print("CONNECTED")
+    except OSError as e:
+        print(errno.errorcode[e.errno])
+try:
+    socket.getaddrinfo("example.org", 80r)
+    print("RESOLVED")
+except socket.gaierror:
+    print("no resolution")' 0 run
+	expect_equal "$output" "ENETUNREACH
+ENETUNREACH
+no resolution"
+}
+
+@test "attack - writes to /, /etc, /usr and the image's home fail" {
+	sage 'import errno
+for path in ("/evil", "/etc/passwd", "/usr/bin/sage", "/home/sage/.bashrc", "/var/tmp/x", "/run/x", "/dev/shm/x"):
+    try:
+        with open(path, "a") as f:
+            f.write("owned")
+        print(path, "WRITTEN")
+    except OSError as e:
+        print(path, "refused" if e.errno in (errno.EROFS, errno.EACCES, errno.ENOENT) else e)' 0 run
+	expect_equal "$output" "/evil refused
+/etc/passwd refused
+/usr/bin/sage refused
+/home/sage/.bashrc refused
+/var/tmp/x refused
+/run/x refused
+/dev/shm/x refused"
+}
+
+@test "attack - the host's files and the caller's home are not visible" {
+	local marker=$HOME/.sage-sandbox-marker-$$
+	echo "host secret" >"$marker"
+	sage "import os
+print(os.path.exists('$marker'), os.path.exists('$HOME'))
+mount_points = [line.split()[4] for line in open('/proc/self/mountinfo')]
+print(any(p.startswith('$HOME') for p in mount_points), 'host secret' in open('/etc/passwd').read())" 0 run
+	rm -f "$marker"
+	expect_equal "$output" "False False
+False False"
+}
+
+@test "attack - a secret in sage-sandbox's environment does not reach the code" {
+	SAGE_SANDBOX_TEST_SECRET=s3cr3t-value AWS_SECRET_ACCESS_KEY=s3cr3t-value sage 'import os
+print(any("s3cr3t" in v for v in os.environ.values()))
+print(any("s3cr3t" in open("/proc/%s/environ" % p, "rb").read().decode(errors="replace")
+          for p in os.listdir("/proc") if p.isdigit() and os.access("/proc/%s/environ" % p, os.R_OK)))' 0 run
+	expect_equal "$output" "False
+False"
+}
+
+@test "attack - user namespaces, mounts and setns are refused" {
+	sage 'import ctypes, errno
+libc = ctypes.CDLL(None, use_errno=True)
+def try_(name, *args):
+    r = getattr(libc, name)(*args)
+    print(name, "ALLOWED" if r == 0 else errno.errorcode[ctypes.get_errno()])
+try_("unshare", 0x10000000r)
+try_("unshare", 0x00020000r)
+try_("mount", b"none", b"/tmp", b"tmpfs", 0r, None)
+try_("setns", 0r, 0r)' 0 run
+	expect_equal "$output" "unshare EPERM
+unshare EPERM
+mount EPERM
+setns EPERM"
+}
+
+@test "attack - ptrace of another process in the sandbox is refused" {
+	sage 'import ctypes, errno, os, time
+libc = ctypes.CDLL(None, use_errno=True)
+child = os.fork()
+if child == 0:
+    time.sleep(30)
+    os._exit(0)
+PTRACE_ATTACH = 16r
+r = libc.ptrace(PTRACE_ATTACH, int(child), None, None)
+print("ALLOWED" if r == 0 else errno.errorcode[ctypes.get_errno()])
+os.kill(child, 9r)' 0 run
+	expect_equal "$output" EPERM
+}
+
+@test "attack - setuid to root is refused, and a setuid-root program runs without root" {
+	sage 'import os, subprocess, time
+for call in (lambda: os.setuid(0), lambda: os.setresuid(0, 0, 0), lambda: os.setgid(0)):
+    try:
+        call()
+        print("ROOT")
+    except PermissionError:
+        print("EPERM")
+print(os.stat("/usr/bin/passwd").st_mode & 0o4000 != 0)
+# passwd waits for a password on its stdin: long enough to read its ids.
+p = subprocess.Popen(["/usr/bin/passwd"], stdin=subprocess.PIPE,
+                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+for _ in range(100):
+    status = open("/proc/%d/status" % p.pid).read()
+    if "Name:\tpasswd" in status:
+        break
+    time.sleep(float(0.05))
+time.sleep(float(0.2))
+status = open("/proc/%d/status" % p.pid).read()
+p.kill()
+print(status.split("Name:\t")[1].split()[0], status.split("Uid:\t")[1].split("\n")[0].split())' 0 run
+	expect_equal "$output" "EPERM
+EPERM
+EPERM
+True
+passwd ['1000', '1000', '1000', '1000']"
+}
+
+@test "attack - SIGKILL to sage-sandbox: the container is gone within the timeout and a grace" {
+	printf 'import time\nprint("started")\ntime.sleep(600)\n' >"$BATS_TEST_TMPDIR/long.sage"
+	"$SAGE_SANDBOX" run --timeout 5 "$BATS_TEST_TMPDIR/long.sage" >"$BATS_TEST_TMPDIR/out" 2>&1 &
+	local pid=$! i
+	for ((i = 0; i < 240; i++)); do
+		grep -q started "$BATS_TEST_TMPDIR/out" && break
+		sleep 0.25
+	done
+	[ -n "$(our_containers)" ]
+	kill -KILL "$pid"
+	# podman's --timeout backstop: 5 s + 5 s, then conmon's removal.
+	wait_no_containers 30
+}
+
+@test "cleanup - removes a container whose sage-sandbox was killed, and spares live runs" {
+	printf 'import time\nprint("started")\ntime.sleep(600)\n' >"$BATS_TEST_TMPDIR/long.sage"
+	"$SAGE_SANDBOX" run --timeout 300 "$BATS_TEST_TMPDIR/long.sage" >"$BATS_TEST_TMPDIR/killed" 2>&1 &
+	local killed=$! i
+	printf 'import time\nprint("started")\ntime.sleep(20)\nprint("finished")\n' >"$BATS_TEST_TMPDIR/live.sage"
+	"$SAGE_SANDBOX" run "$BATS_TEST_TMPDIR/live.sage" >"$BATS_TEST_TMPDIR/live" 2>&1 &
+	local live=$!
+	for ((i = 0; i < 240; i++)); do
+		grep -q started "$BATS_TEST_TMPDIR/killed" && grep -q started "$BATS_TEST_TMPDIR/live" && break
+		sleep 0.25
+	done
+	kill -KILL "$killed"
+	wait "$killed" || true
+	expect_equal "$(our_containers | wc -l)" 2 "containers before cleanup"
+	run_ss 0 cleanup --json
+	expect_equal "$(json_get 'len(j["removed"])')" 1
+	expect_equal "$(our_containers | wc -l)" 1 "the live run's container is spared"
+	wait "$live"
+	expect_equal "$(cat "$BATS_TEST_TMPDIR/live")" "started
+finished"
+	run_ss 0 cleanup
+	expect_equal "$output" "removed 0 containers left by killed runs"
+}
+
+@test "attack - 8 concurrent runs each get their own answer" {
+	local i pids=()
+	for i in 1 2 3 4 5 6 7 8; do
+		printf 'print(next_prime(10^%d))\n' "$((i + 5))" | "$SAGE_SANDBOX" run \
+			>"$BATS_TEST_TMPDIR/out$i" 2>"$BATS_TEST_TMPDIR/err$i" &
+		pids+=($!)
+	done
+	for i in "${pids[@]}"; do
+		wait "$i"
+	done
+	expect_equal "$(cat "$BATS_TEST_TMPDIR"/out{1..8})" "1000003
+10000019
+100000007
+1000000007
+10000000019
+100000000003
+1000000000039
+10000000000037"
+	expect_equal "$(cat "$BATS_TEST_TMPDIR"/err{1..8})" "" "stderr"
+}
