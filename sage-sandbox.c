@@ -33,13 +33,11 @@ static void print_usage(FILE *out)
 		"environment, which beats the default):\n");
 	for (int id = 0; id < SETTING_COUNT; id++) {
 		const struct setting *s = &settings[id];
-		char flag[64];
-		snprintf(flag, sizeof flag, "%s %s", s->flag, s->metavar);
-		fprintf(out, "  %-22s %s\n  %-22s %s; default %s; $%s\n", flag, s->help, "",
-			s->allowed, s->fallback, s->env);
+		fprintf(out, "  %s %s ($%s)\n        %s\n        allowed: %s\n        default: %s\n",
+			s->flag, s->metavar, s->env, s->help, s->allowed, s->fallback);
 	}
 	fprintf(out,
-		"  %-22s print one JSON object on stdout (see sage-sandbox(5))\n"
+		"  %s\n        print one JSON object on stdout (see sage-sandbox(5))\n"
 		"\n"
 		"Code is at most %d bytes and may not contain a NUL byte.\n"
 		"Exit status: Sage's own (0, 1, 128+N for signal N); %d output limit;\n"

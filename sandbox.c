@@ -26,7 +26,7 @@ static const char *const memory_choices[] = {"256m", "512m", "1g", "2g", "4g", "
 
 const struct setting settings[SETTING_COUNT] = {
 	[SET_IMAGE] = {"--image", "SAGE_SANDBOX_IMAGE", "IMAGE", "image", KIND_IMAGE, 0, 0, NULL,
-		"an image reference not starting with '-' and without white space",
+		"an image reference, not starting with '-', no white space",
 		"localhost/sagemath-debian:bookworm", "container image with /usr/bin/sage and a user sage"},
 	[SET_PODMAN] = {"--podman", "SAGE_SANDBOX_PODMAN", "PATH", "podman", KIND_PATH, 0, 0, NULL,
 		"an executable name or path", "podman", "podman executable"},
@@ -36,7 +36,7 @@ const struct setting settings[SETTING_COUNT] = {
 	[SET_MEMORY] = {"--memory", "SAGE_SANDBOX_MEMORY", "SIZE", "memory", KIND_CHOICE, 0, 0,
 		memory_choices, "256m, 512m, 1g, 2g, 4g or 8g", "1g", "memory limit"},
 	[SET_CPUS] = {"--cpus", "SAGE_SANDBOX_CPUS", "N", "cpus", KIND_MILLI, 100, 4000, NULL,
-		"a number from 0.1 to 4 with at most 3 decimals", "1", "CPU share"},
+		"a number from 0.1 to 4, at most 3 decimals", "1", "CPU share"},
 	[SET_PIDS_LIMIT] = {"--pids-limit", "SAGE_SANDBOX_PIDS_LIMIT", "N", "pids_limit",
 		KIND_INTEGER, 16, 512, NULL, "an integer from 16 to 512", "96",
 		"processes and threads"},
@@ -45,7 +45,7 @@ const struct setting settings[SETTING_COUNT] = {
 		"KiB of stdout and of stderr each, past which the run is stopped"},
 	[SET_SECCOMP_PROFILE] = {"--seccomp-profile", "SAGE_SANDBOX_SECCOMP_PROFILE", "PATH",
 		"seccomp_profile", KIND_PROFILE, 0, 0, NULL,
-		"builtin, or the path of a seccomp profile in podman's JSON format", "builtin",
+		"builtin, or a seccomp profile file in podman's JSON format", "builtin",
 		"seccomp profile"},
 };
 

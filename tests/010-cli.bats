@@ -6,15 +6,31 @@ load helpers
 
 @test "--help - prints usage with every option on stdout, status 0" {
 	run_ss 0 --help
-	for opt in --image --podman --timeout --memory --cpus --pids-limit --output-limit --json; do
+	for opt in --image --podman --timeout --memory --cpus --pids-limit --output-limit \
+		--seccomp-profile --json; do
 		expect_match "$output" "$opt" "help mentions $opt"
 	done
-	for env in IMAGE PODMAN TIMEOUT MEMORY CPUS PIDS_LIMIT OUTPUT_LIMIT; do
+	for env in IMAGE PODMAN TIMEOUT MEMORY CPUS PIDS_LIMIT OUTPUT_LIMIT SECCOMP_PROFILE; do
 		expect_match "$output" "SAGE_SANDBOX_$env" "help mentions SAGE_SANDBOX_$env"
 	done
 	expect_equal "$errors" "" "stderr"
 	run_ss 0 run --help
 	expect_match "$output" "^Usage: sage-sandbox run"
+}
+
+@test "--help, the man page and README - list the same options and variables" {
+	run_ss 0 --help
+	local docs=$BATS_TEST_DIRNAME/.. word
+	for word in $(printf '%s\n' "$output" | grep -oE -- '--[a-z-]+|SAGE_SANDBOX_[A-Z_]+' | sort -u); do
+		grep -qF -- "$word" "$docs/man/sage-sandbox.1.scd" ||
+			{ echo "# $word is not in man/sage-sandbox.1.scd" >&2; return 1; }
+		grep -qF -- "$word" "$docs/README.md" ||
+			{ echo "# $word is not in README.md" >&2; return 1; }
+	done
+	for word in run self-test status cleanup; do
+		expect_match "$output" "sage-sandbox $word" "--help lists $word"
+		grep -qF "*sage-sandbox $word*" "$docs/man/sage-sandbox.1.scd"
+	done
 }
 
 @test "--version - prints the version" {

@@ -2,6 +2,7 @@
  * Everything else is tested against the real sandbox by the bats suite. */
 #include "json.h"
 #include "sandbox.h"
+#include "selftest.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -111,6 +112,37 @@ int main(void)
 		      !accepts(SET_IMAGE, "-it", NULL) && !accepts(SET_IMAGE, "a\nb", NULL) &&
 		      !accepts(SET_IMAGE, "a\x7f", NULL) && !accepts(SET_IMAGE, "", NULL),
 		"image: leading dash, control characters, empty are refused");
+
+	/* self-test's verdict: a property passes only by being reported. */
+	static const char *const names[] = {"user", "capabilities", "no_new_privs", "seccomp",
+		"user_namespaces", "other_namespaces", "mount", "ptrace", "network", "root_read_only",
+		"writable", "tmp_size", "rlimit_core", "rlimit_cpu", "rlimit_data", "rlimit_fsize",
+		"rlimit_msgqueue", "rlimit_nofile", "rlimit_nproc", "cgroup_memory", "cgroup_pids"};
+	struct buffer report = {0};
+	struct self_test t;
+	buffer_append(&report, "(x - 1) * (x + 1) * (x^2 + 1)\n", 30);
+	for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+		char line[128];
+		int len = snprintf(line, sizeof line, "CHECK\t%s\t%s\tdetail\n",
+			i < 19 ? "PASS" : "SKIP", names[i]);
+		buffer_append(&report, line, (size_t)len);
+	}
+	self_test_parse(report.data, 0, &t);
+	check(!t.failed && t.count == 23, "self-test: every check reported PASS or SKIP passes");
+	self_test_parse(report.data, 137, &t);
+	check(t.failed, "self-test: a non-zero exit fails");
+	char *cut = strstr(report.data, "CHECK\tPASS\tnetwork");
+	*cut = '\0';
+	self_test_parse(report.data, 0, &t);
+	check(t.failed && strcmp(t.checks[t.count - 1].outcome, "FAIL") == 0,
+		"self-test: a check that never reported fails");
+	self_test_parse("(x - 1) * (x + 1)\n", 0, &t);
+	check(t.failed && strcmp(t.checks[0].outcome, "FAIL") == 0,
+		"self-test: a wrong factorisation fails");
+	self_test_parse("(x - 1) * (x + 1) * (x^2 + 1)\nCHECK\tPASS\tuser\tx\nCHECK\tFAIL\tuser\ty\n", 0, &t);
+	check(strcmp(t.checks[2].outcome, "PASS") == 0 && t.failed,
+		"self-test: a repeated name counts once, the rest still required");
+	buffer_free(&report);
 
 	printf("1..%d\n", test_number);
 	return failures ? 1 : 0;
