@@ -42,9 +42,15 @@ man/sage-sandbox.5: man/sage-sandbox.5.scd
 
 # The whole suite runs the real sage-sandbox against the real image under
 # rootless podman; run it as the unprivileged account (./setup.sh check).
-check: sage-sandbox tests/unit
+check: sage-sandbox tests/unit lmstudio/node_modules
 	./tests/unit
 	$(BATS) tests/
+	cd lmstudio && npm test
+
+# The LM Studio plugin's dependencies, exactly as locked.
+lmstudio/node_modules: lmstudio/package.json lmstudio/package-lock.json
+	cd lmstudio && npm ci --no-audit --no-fund
+	touch $@
 
 install: all
 	mkdir -p $(DESTDIR)$(BINDIR) $(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(MANDIR)/man5 \
@@ -61,5 +67,6 @@ uninstall:
 
 clean:
 	rm -f sage-sandbox $(OBJECTS) embedded.c tests/unit $(MANPAGES)
+	rm -rf lmstudio/dist
 
 .PHONY: all check install uninstall clean

@@ -302,7 +302,11 @@ char **podman_environment(void)
 	static const char *const keep[] = {"PATH", "HOME", "XDG_RUNTIME_DIR",
 		"DBUS_SESSION_BUS_ADDRESS", "TMPDIR"};
 	static char *env[sizeof keep / sizeof keep[0] + 1];
+	static bool built;
 	size_t n = 0;
+	if (built)
+		return env;
+	built = true;
 	for (size_t i = 0; i < sizeof keep / sizeof keep[0]; i++) {
 		const char *v = getenv(keep[i]);
 		if (!v)
@@ -344,7 +348,6 @@ struct child {
 	size_t input_len;
 	size_t limit;       /* bytes kept per stream */
 	bool stop_on_limit; /* passing the limit ends the run */
-	bool keep;          /* keep the bytes in out[] */
 	int echo[2];        /* copy stdout/stderr live to these fds, or -1 */
 	int64_t deadline;   /* CLOCK_MONOTONIC ms */
 	bool watch_signals;
@@ -358,14 +361,16 @@ struct child {
 	int killed_by;
 	enum stop_reason stopped;
 	int stop_signal;
-	struct buffer out[2];
+	struct buffer out[2]; /* what it printed, up to limit per stream; kept even when echoed,
+			     * so that a podman failure can be explained from it */
 	size_t seen[2];
 	bool truncated[2];
 };
 
-/* The child side of fork: no stdio, no exit(), nothing but dup2 and exec. */
-static __attribute__((noreturn)) void child_exec(struct child *c, int in_fd, int out_fd,
-		int err_fd)
+/* The child side of fork: no stdio, no malloc, no exit(), nothing but dup2
+ * and exec. */
+static __attribute__((noreturn)) void child_exec(struct child *c, char **env, int in_fd,
+		int out_fd, int err_fd)
 {
 	sigset_t none;
 	sigemptyset(&none);
@@ -380,7 +385,7 @@ static __attribute__((noreturn)) void child_exec(struct child *c, int in_fd, int
 	if (c->pass_fd == 3 ? fcntl(3, F_SETFD, 0) < 0 : c->pass_fd >= 0 && dup2(c->pass_fd, 3) < 0)
 		_exit(127);
 	close_range(c->pass_fd >= 0 ? 4 : 3, ~0U, 0);
-	execve(c->argv[0], c->argv, podman_environment());
+	execve(c->argv[0], c->argv, env);
 	_exit(127);
 }
 
@@ -431,8 +436,7 @@ static void take_output(struct child *c, int stream, const char *data, size_t le
 	size_t used = len < room ? len : room;
 	c->seen[stream] += len;
 	if (c->stopped == STOP_NONE || c->stopped == STOP_OUTPUT_LIMIT) {
-		if (c->keep)
-			buffer_append(&c->out[stream], data, used);
+		buffer_append(&c->out[stream], data, used);
 		if (c->echo[stream] >= 0 && used && !write_all(c->echo[stream], data, used))
 			request_stop(c, STOP_OUTPUT_CLOSED, grace);
 	}
@@ -457,6 +461,7 @@ static int child_run(struct child *c)
 {
 	int in[2] = {-1, -1}, out[2][2] = {{-1, -1}, {-1, -1}};
 	int pidfd = -1, saved;
+	char **env = podman_environment();
 
 	if (c->input ? pipe2(in, O_CLOEXEC) < 0 :
 		       (in[0] = open("/dev/null", O_RDONLY | O_CLOEXEC)) < 0)
@@ -467,7 +472,7 @@ static int child_run(struct child *c)
 	if (c->pid < 0)
 		goto fail;
 	if (c->pid == 0)
-		child_exec(c, in[0], out[0][1], out[1][1]);
+		child_exec(c, env, in[0], out[0][1], out[1][1]);
 	pidfd = pidfd_open(c->pid, 0);
 	close(in[0]);
 	close(out[0][1]);
@@ -598,7 +603,6 @@ int capture_command(char *const argv[], int timeout_ms, struct capture *cap)
 		.argv = argv,
 		.pass_fd = -1,
 		.limit = 64 * 1024,
-		.keep = true,
 		.echo = {-1, -1},
 		.deadline = now_ms() + timeout_ms,
 	};
@@ -958,8 +962,6 @@ int sandbox_run(const struct config *cfg, const struct podman_host *host, const 
 		.input_len = code_len,
 		.limit = (size_t)cfg->number[SET_OUTPUT_LIMIT] * 1024,
 		.stop_on_limit = true,
-		/* Kept in both modes: a podman failure is explained from it. */
-		.keep = true,
 		.echo = {stream ? 1 : -1, stream ? 2 : -1},
 		.deadline = start + cfg->number[SET_TIMEOUT] * 1000,
 		.watch_signals = true,

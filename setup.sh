@@ -41,6 +41,9 @@ install_packages() {
 		dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'ok installed' ||
 			missing+=("$p")
 	done
+	# The LM Studio plugin's tests need Node and npm; keep a newer Node that
+	# is already there.
+	command -v npm >/dev/null || missing+=(nodejs npm)
 	[ ${#missing[@]} -eq 0 ] && return
 	say "installing ${missing[*]}"
 	export DEBIAN_FRONTEND=noninteractive

@@ -1,0 +1,123 @@
+// toolsProvider.ts: three tools that call sage-sandbox with --json and the
+// configured limits as flags, and return its JSON result to the model.
+import { text, tool, type Tool, type ToolsProviderController } from "@lmstudio/sdk";
+import { z } from "zod";
+import { configSchematics, globalConfigSchematics } from "./config";
+import { runSageSandbox } from "./sageSandbox";
+
+export const MAX_CODE_CHARS = 50_000;
+// sage-sandbox enforces the timeout; this margin only covers podman's own
+// start-up and clean-up before the plugin's backstop would fire.
+const BACKSTOP_MARGIN_MS = 60_000;
+
+interface Settings {
+  executable: string;
+  podman: string;
+  image: string;
+  timeoutSeconds: number;
+  memory: string;
+  cpus: number;
+  pidsLimit: number;
+  outputLimitKiB: number;
+}
+
+function readSettings(ctl: ToolsProviderController): Settings {
+  const chat = ctl.getPluginConfig(configSchematics);
+  const global = ctl.getGlobalPluginConfig(globalConfigSchematics);
+  return {
+    executable: global.get("sageSandboxPath").trim() || "sage-sandbox",
+    podman: global.get("podmanPath").trim(),
+    image: global.get("image").trim(),
+    timeoutSeconds: chat.get("timeoutSeconds"),
+    memory: chat.get("memory"),
+    cpus: chat.get("cpus"),
+    pidsLimit: chat.get("pidsLimit"),
+    outputLimitKiB: chat.get("outputLimitKiB"),
+  };
+}
+
+// Settings become flags as they are: out-of-range values are refused by
+// sage-sandbox with a message, never clamped here. Only a slider's float
+// noise (1.2000000000000002) is rounded to the 3 decimals it allows.
+function sandboxFlags(s: Settings, timeoutSeconds: number): string[] {
+  const flags = [
+    "--json",
+    `--timeout=${timeoutSeconds}`,
+    `--memory=${s.memory}`,
+    `--cpus=${Number(s.cpus.toFixed(3))}`,
+    `--pids-limit=${s.pidsLimit}`,
+    `--output-limit=${s.outputLimitKiB}`,
+  ];
+  if (s.podman) flags.push(`--podman=${s.podman}`);
+  if (s.image) flags.push(`--image=${s.image}`);
+  return flags;
+}
+
+export async function toolsProvider(ctl: ToolsProviderController): Promise<Tool[]> {
+  const runSagemath = tool({
+    name: "run_sagemath",
+    description: text`
+      Run SageMath code and return what it printed. Use it for exact and symbolic mathematics:
+      algebra, calculus, number theory, linear algebra, groups, polynomials, elliptic curves.
+      Sage syntax works (R.<x> = QQ[], x^2). Print every result you need: only printed output
+      comes back, in "stdout"; errors and tracebacks come back in "stderr" with ok false.
+      Each call starts fresh (no variables survive between calls), has no network and no
+      files from the user, and runs under time, memory and output limits: "timed_out" or
+      "output_limit_exceeded" tell when a limit stopped it. Plots can be saved under /tmp
+      but are not returned.
+    `,
+    parameters: {
+      code: z.string().max(MAX_CODE_CHARS),
+      timeout_seconds: z.number().int().min(1).max(600).optional(),
+    },
+    implementation: async ({ code, timeout_seconds }, ctx) => {
+      const s = readSettings(ctl);
+      const timeout = timeout_seconds ?? s.timeoutSeconds;
+      ctx.status("Starting SageMath in the sandbox");
+      return runSageSandbox(s.executable, ["run", ...sandboxFlags(s, timeout)], {
+        input: code,
+        signal: ctx.signal,
+        status: ctx.status,
+        backstopMs: timeout * 1000 + BACKSTOP_MARGIN_MS,
+      });
+    },
+  });
+
+  const selfTest = tool({
+    name: "sage_sandbox_self_test",
+    description: text`
+      Check that the SageMath sandbox works: runs a small factorisation in it and verifies,
+      from inside, each security property (no network, read-only files, no root, limits).
+      Use it when run_sagemath fails for reasons other than the code.
+    `,
+    parameters: {},
+    implementation: async (_params, ctx) => {
+      const s = readSettings(ctl);
+      ctx.status("Running the sandbox self-test");
+      return runSageSandbox(s.executable, ["self-test", ...sandboxFlags(s, s.timeoutSeconds)], {
+        signal: ctx.signal,
+        status: ctx.status,
+        backstopMs: s.timeoutSeconds * 1000 + BACKSTOP_MARGIN_MS,
+      });
+    },
+  });
+
+  const status = tool({
+    name: "sage_sandbox_status",
+    description: text`
+      Report whether the SageMath sandbox can run here: podman and its version, whether it is
+      rootless, whether the Sage image is present, and the limits in force. Runs no code.
+      Use it first when run_sagemath reports that it could not run.
+    `,
+    parameters: {},
+    implementation: async (_params, ctx) => {
+      const s = readSettings(ctl);
+      return runSageSandbox(s.executable, ["status", ...sandboxFlags(s, s.timeoutSeconds)], {
+        signal: ctx.signal,
+        backstopMs: BACKSTOP_MARGIN_MS,
+      });
+    },
+  });
+
+  return [runSagemath, selfTest, status];
+}

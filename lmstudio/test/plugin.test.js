@@ -1,0 +1,178 @@
+// plugin.test.js: the tools provider as LM Studio calls it, with a fake
+// controller, against the real sage-sandbox and the real Sage image.
+"use strict";
+const { test } = require("node:test");
+const assert = require("node:assert/strict");
+const { execFileSync } = require("node:child_process");
+const path = require("node:path");
+const { toolsProvider, MAX_CODE_CHARS } = require("../dist/test-entry.js");
+
+const SAGE_SANDBOX = process.env.SAGE_SANDBOX || path.resolve(__dirname, "../../sage-sandbox");
+
+// The controller LM Studio hands to a tools provider: here only the two
+// config getters the plugin uses, with the defaults of config.ts.
+function fakeController(chat = {}, global = {}) {
+  const chatValues = { timeoutSeconds: 60, memory: "1g", cpus: 1, pidsLimit: 96, outputLimitKiB: 256, ...chat };
+  const globalValues = { sageSandboxPath: SAGE_SANDBOX, podmanPath: "", image: "", ...global };
+  return {
+    getPluginConfig: () => ({ get: (key) => chatValues[key] }),
+    getGlobalPluginConfig: () => ({ get: (key) => globalValues[key] }),
+  };
+}
+
+function fakeContext(signal = new AbortController().signal) {
+  const statuses = [];
+  return { statuses, status: (t) => statuses.push(t), warn: () => {}, signal, callId: 1 };
+}
+
+async function tools(chat, global) {
+  const list = await toolsProvider(fakeController(chat, global));
+  return Object.fromEntries(list.map((t) => [t.name, t]));
+}
+
+function ourContainers() {
+  return execFileSync("podman", ["ps", "-a", "--filter", "label=sage-sandbox=1", "--format", "{{.Names}}"])
+    .toString()
+    .trim();
+}
+
+const SEED = `R.<x> = QQ[]
+f = x^6 - 2*x^5 - 13*x^4 + 8*x^3 + 32*x^2 - 8*x - 4
+print(f.factor())
+print(f.discriminant())
+`;
+
+test("the bundled entry point registers both config schematics and the tools provider", async () => {
+  const { main } = require("../dist/index.js");
+  const calls = [];
+  const context = {
+    withConfigSchematics: (s) => (calls.push(["config", s]), context),
+    withGlobalConfigSchematics: (s) => (calls.push(["global", s]), context),
+    withToolsProvider: (p) => (calls.push(["tools", p]), context),
+  };
+  await main(context);
+  assert.deepEqual(calls.map(([kind]) => kind).sort(), ["config", "global", "tools"]);
+  const provider = calls.find(([kind]) => kind === "tools")[1];
+  const list = await provider(fakeController());
+  assert.equal(list.length, 3);
+});
+
+test("provides run_sagemath, sage_sandbox_self_test and sage_sandbox_status", async () => {
+  const list = await toolsProvider(fakeController());
+  assert.deepEqual(list.map((t) => t.name), ["run_sagemath", "sage_sandbox_self_test", "sage_sandbox_status"]);
+  for (const t of list) assert.ok(t.description.length > 100, `${t.name} has a description for the model`);
+});
+
+test("run_sagemath: the seed example returns the factorisation and the discriminant", async () => {
+  const { run_sagemath } = await tools();
+  const ctx = fakeContext();
+  const result = await run_sagemath.implementation({ code: SEED }, ctx);
+  assert.equal(result.ok, true);
+  assert.equal(result.exit_code, 0);
+  assert.equal(result.stdout, "x^6 - 2*x^5 - 13*x^4 + 8*x^3 + 32*x^2 - 8*x - 4\n181118435328\n");
+  assert.equal(result.sandbox.network, "none");
+  assert.ok(ctx.statuses.length >= 1, "progress shown with ctx.status");
+});
+
+test("run_sagemath: an exception comes back as ok false with the traceback", async () => {
+  const { run_sagemath } = await tools();
+  const result = await run_sagemath.implementation({ code: "1/0" }, fakeContext());
+  assert.equal(result.ok, false);
+  assert.equal(result.exit_code, 1);
+  assert.match(result.stderr, /ZeroDivisionError/);
+});
+
+test("run_sagemath: timeout_seconds and the chat's limits reach sage-sandbox as flags", async () => {
+  const { run_sagemath } = await tools({ memory: "512m", cpus: 1.2000000000000002, pidsLimit: 40, outputLimitKiB: 16 });
+  const result = await run_sagemath.implementation(
+    { code: "import time\nprint('a')\ntime.sleep(30)", timeout_seconds: 3 },
+    fakeContext(),
+  );
+  assert.equal(result.timed_out, true);
+  assert.equal(result.exit_code, 124);
+  assert.equal(result.stdout, "a\n");
+  assert.deepEqual(
+    [result.sandbox.timeout_seconds, result.sandbox.memory, result.sandbox.cpus, result.sandbox.pids_limit, result.sandbox.output_limit_kib],
+    [3, "512m", 1.2, 40, 16],
+  );
+});
+
+test("run_sagemath: the parameters are checked as LM Studio checks them", async () => {
+  const { run_sagemath } = await tools();
+  assert.doesNotThrow(() => run_sagemath.checkParameters({ code: "print(1)", timeout_seconds: 600 }));
+  assert.throws(() => run_sagemath.checkParameters({ code: "#".repeat(MAX_CODE_CHARS + 1) }));
+  assert.throws(() => run_sagemath.checkParameters({ code: "print(1)", timeout_seconds: 0 }));
+  assert.throws(() => run_sagemath.checkParameters({ code: "print(1)", timeout_seconds: 1.5 }));
+  assert.throws(() => run_sagemath.checkParameters({ timeout_seconds: 5 }));
+});
+
+test("run_sagemath: an abort stops sage-sandbox promptly and leaves no container", async () => {
+  const { run_sagemath } = await tools();
+  const abort = new AbortController();
+  const pending = run_sagemath.implementation({ code: "import time\ntime.sleep(120)" }, fakeContext(abort.signal));
+  await new Promise((r) => setTimeout(r, 4000));
+  assert.notEqual(ourContainers(), "", "the run's container exists before the abort");
+  const abortedAt = Date.now();
+  abort.abort();
+  const result = await pending;
+  const seconds = (Date.now() - abortedAt) / 1000;
+  assert.ok(seconds < 5, `returned ${seconds} s after the abort`);
+  assert.equal(result.ok, false);
+  assert.equal(result.aborted, true);
+  assert.equal(result.exit_code, 143);
+  assert.equal(ourContainers(), "", "no container left");
+});
+
+test("run_sagemath: a missing sage-sandbox gives ok false with a hint, not an exception", async () => {
+  const { run_sagemath } = await tools({}, { sageSandboxPath: "/nonexistent/sage-sandbox" });
+  const result = await run_sagemath.implementation({ code: "print(1)" }, fakeContext());
+  assert.equal(result.ok, false);
+  assert.equal(result.error, "sage-sandbox executable '/nonexistent/sage-sandbox' not found");
+  assert.match(result.hint, /absolute path/);
+});
+
+test("run_sagemath: output that is not JSON gives ok false with what was printed", async () => {
+  // /bin/echo stands for a wrong executable configured as sage-sandbox.
+  const { run_sagemath } = await tools({}, { sageSandboxPath: "/bin/echo" });
+  const result = await run_sagemath.implementation({ code: "print(1)" }, fakeContext());
+  assert.equal(result.ok, false);
+  assert.equal(result.error, "sage-sandbox did not print a JSON result");
+  assert.match(result.stdout, /^run --json --timeout=60/);
+});
+
+test("run_sagemath: invalid settings are refused by sage-sandbox with the reason", async () => {
+  const { run_sagemath } = await tools({ memory: "3g" });
+  const result = await run_sagemath.implementation({ code: "print(1)" }, fakeContext());
+  assert.equal(result.ok, false);
+  assert.equal(result.exit_code, 125);
+  assert.match(result.error, /invalid --memory '3g'/);
+  const bad = await (await tools({ timeoutSeconds: 0 })).run_sagemath.implementation({ code: "print(1)" }, fakeContext());
+  assert.match(bad.error, /invalid --timeout '0'/);
+});
+
+test("run_sagemath: a missing image is reported with how to get one", async () => {
+  const { run_sagemath } = await tools({}, { image: "localhost/no-such-image:1" });
+  const result = await run_sagemath.implementation({ code: "print(1)" }, fakeContext());
+  assert.equal(result.ok, false);
+  assert.match(result.error, /image 'localhost\/no-such-image:1' is not present locally/);
+  assert.match(result.hint, /setup\.sh image/);
+});
+
+test("sage_sandbox_self_test: every property passes in the sandbox", async () => {
+  const { sage_sandbox_self_test } = await tools();
+  const result = await sage_sandbox_self_test.implementation({}, fakeContext());
+  assert.equal(result.ok, true);
+  const outcomes = Object.fromEntries(result.checks.map((c) => [c.name, c.outcome]));
+  assert.equal(outcomes.factorisation, "PASS");
+  assert.equal(outcomes.user_namespaces, "PASS");
+  assert.equal(outcomes.network, "PASS");
+});
+
+test("sage_sandbox_status: podman rootless and the image present", async () => {
+  const { sage_sandbox_status } = await tools();
+  const result = await sage_sandbox_status.implementation({}, fakeContext());
+  assert.equal(result.ok, true);
+  assert.equal(result.rootless, "true");
+  assert.equal(result.image_available, true);
+  assert.equal(result.settings.memory.value, "1g");
+});
