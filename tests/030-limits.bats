@@ -172,3 +172,17 @@ stop_with() {
 	[ $((SECONDS - start)) -lt 60 ]
 	expect_no_containers
 }
+
+@test "run - a SIGHUP the caller ignores (nohup) stays ignored: the run completes" {
+	printf 'import time\nprint("started")\ntime.sleep(6)\nprint("finished")\n' >"$BATS_TEST_TMPDIR/hup.sage"
+	nohup "$SAGE_SANDBOX" run "$BATS_TEST_TMPDIR/hup.sage" >"$BATS_TEST_TMPDIR/hup.out" 2>"$BATS_TEST_TMPDIR/hup.err" &
+	local pid=$! i
+	for ((i = 0; i < 240; i++)); do
+		grep -q started "$BATS_TEST_TMPDIR/hup.out" 2>/dev/null && break
+		sleep 0.25
+	done
+	kill -HUP "$pid"
+	wait "$pid"
+	expect_equal "$(cat "$BATS_TEST_TMPDIR/hup.out")" "started
+finished"
+}
