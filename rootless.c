@@ -40,9 +40,11 @@ static void parse_controllers(struct podman_host *host, const char *list)
 /* Copies line number n (from 0) of text into out. */
 static void nth_line(const char *text, int n, char *out, size_t size)
 {
-	for (; n > 0 && *text; n--)
-		text += strcspn(text, "\n") + (text[strcspn(text, "\n")] == '\n');
-	snprintf(out, size, "%.*s", (int)strcspn(text, "\n"), text);
+	const char *line = NULL;
+	size_t len = 0;
+	for (int i = 0; i <= n && (line = next_line(&text, &len)); i++)
+		;
+	snprintf(out, size, "%.*s", line ? (int)len : 0, line ? line : "");
 }
 
 void podman_host_query(const char *podman, struct podman_host *host)

@@ -313,8 +313,8 @@ static void say_why_stopped(const struct run_result *r, const struct config *cfg
 
 /* ---- commands ----------------------------------------------------------- */
 
-/* Reads the code, checks podman, runs. Returns the exit status, or -1 with
- * err set when the code was not run. */
+/* Runs code in the sandbox that preflight checked, with terminating signals
+ * watched. Returns the exit status, or -1 with err set when it did not run. */
 static int run_code(const struct options *o, const struct podman_host *host, const char *code,
 		size_t len, enum output_mode mode, struct run_result *res, struct error *err)
 {
@@ -445,11 +445,10 @@ static int cmd_cleanup(int argc, char **argv)
 		json_bool(&j, true);
 		json_key(&j, "removed");
 		json_begin_array(&j);
-		for (char *line = removed.data; line && *line;) {
-			size_t len = strcspn(line, "\n");
+		const char *cursor = removed.data, *line;
+		size_t len;
+		while ((line = next_line(&cursor, &len)))
 			json_string(&j, line, len);
-			line += len + (line[len] == '\n');
-		}
 		json_end_array(&j);
 		json_end_object(&j);
 	} else {

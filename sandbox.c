@@ -225,6 +225,16 @@ void buffer_free(struct buffer *b)
 	*b = (struct buffer){0};
 }
 
+const char *next_line(const char **cursor, size_t *len)
+{
+	const char *line = *cursor;
+	if (!line || !*line)
+		return NULL;
+	*len = strcspn(line, "\n");
+	*cursor = line + *len + (line[*len] == '\n');
+	return line;
+}
+
 int read_file(const char *path, size_t max, struct buffer *out)
 {
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -861,14 +871,21 @@ const char image_hint[] =
 	"build it with 'sudo ./setup.sh image' in the sage-sandbox source tree, or pull one "
 	"(podman pull docker.io/sagemath/sagemath:latest) and pass --image";
 
-int sandbox_preflight(const struct config *cfg, struct podman_host *host, struct error *err)
+/* The podman executable to run (malloc'd), or NULL with err set. */
+static char *podman_executable(const struct config *cfg, struct error *err)
 {
 	char *podman = find_executable(cfg->value[SET_PODMAN]);
-	if (!podman) {
+	if (!podman)
 		error_set(err, EXIT_REFUSED, podman_install_hint, "podman executable '%s' not found",
 			cfg->value[SET_PODMAN]);
+	return podman;
+}
+
+int sandbox_preflight(const struct config *cfg, struct podman_host *host, struct error *err)
+{
+	char *podman = podman_executable(cfg, err);
+	if (!podman)
 		return -1;
-	}
 	podman_host_query(podman, host);
 	switch (host->rootless) {
 	case ROOTLESS_TRUE:
@@ -936,17 +953,14 @@ static int seccomp_profile_fd(const struct config *cfg, struct error *err)
 int sandbox_run(const struct config *cfg, const struct podman_host *host, const char *code,
 		size_t code_len, enum output_mode mode, struct run_result *res, struct error *err)
 {
-	struct sandbox_run_context ctx = {.podman = find_executable(cfg->value[SET_PODMAN])};
+	struct sandbox_run_context ctx = {.podman = podman_executable(cfg, err)};
 	struct argv_builder args = {0};
 	bool stream = mode == OUTPUT_STREAM;
 	int64_t start = now_ms();
 
 	*res = (struct run_result){0};
-	if (!ctx.podman) {
-		error_set(err, EXIT_REFUSED, podman_install_hint, "podman executable '%s' not found",
-			cfg->value[SET_PODMAN]);
+	if (!ctx.podman)
 		return -1;
-	}
 	int profile_fd = seccomp_profile_fd(cfg, err);
 	if (profile_fd < 0) {
 		free(ctx.podman);
@@ -1042,15 +1056,14 @@ static bool owner_alive(const char *owner)
 
 int sandbox_cleanup(const struct config *cfg, struct buffer *removed, struct error *err)
 {
-	char *podman = find_executable(cfg->value[SET_PODMAN]);
+	char *podman = podman_executable(cfg, err);
 	struct capture cap;
+	const char *cursor, *line;
+	size_t len;
 	int count = 0;
 
-	if (!podman) {
-		error_set(err, EXIT_REFUSED, podman_install_hint, "podman executable '%s' not found",
-			cfg->value[SET_PODMAN]);
+	if (!podman)
 		return -1;
-	}
 	char *list_argv[] = {podman, "ps", "--all", "--filter=label=" CONTAINER_LABEL,
 		"--format={{.Names}} {{index .Labels \"" OWNER_LABEL "\"}}", NULL};
 	if (capture_command(list_argv, 30000, &cap) < 0 || cap.status != 0) {
@@ -1060,10 +1073,11 @@ int sandbox_cleanup(const struct config *cfg, struct buffer *removed, struct err
 		free(podman);
 		return -1;
 	}
-	for (char *line = cap.out.data; line && *line;) {
-		size_t len = strcspn(line, "\n");
-		char name[128], owner[128] = "";
-		if (sscanf(line, "%127s %127s", name, owner) >= 1 && !owner_alive(owner)) {
+	for (cursor = cap.out.data; (line = next_line(&cursor, &len));) {
+		/* "NAME OWNER", parsed within its own line. */
+		char text[512], name[128], owner[128] = "";
+		snprintf(text, sizeof text, "%.*s", (int)len, line);
+		if (sscanf(text, "%127s %127s", name, owner) >= 1 && !owner_alive(owner)) {
 			char *rm_argv[] = {podman, "--log-level=error", "rm", "--force", "--time=0", name,
 				NULL};
 			struct capture rm;
@@ -1074,7 +1088,6 @@ int sandbox_cleanup(const struct config *cfg, struct buffer *removed, struct err
 			}
 			capture_free(&rm);
 		}
-		line += len + (line[len] == '\n');
 	}
 	capture_free(&cap);
 	free(podman);

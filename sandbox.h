@@ -136,6 +136,10 @@ struct buffer {
 void buffer_append(struct buffer *b, const char *data, size_t len);
 void buffer_free(struct buffer *b);
 
+/* Steps *cursor through text a line at a time: returns the line's start and
+ * sets *len (newline excluded), or NULL at the end of the text. */
+const char *next_line(const char **cursor, size_t *len);
+
 /* What one run of code in the sandbox produced. */
 struct run_result {
 	int exit_code;      /* the status sage-sandbox exits with */

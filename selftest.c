@@ -70,24 +70,25 @@ static bool reported(const struct self_test *t, const char *name)
 
 void self_test_parse(const char *out, int exit_code, struct self_test *t)
 {
-	const char *first_end = out + strcspn(out, "\n");
-	bool factored = (size_t)(first_end - out) == strlen(factorisation_expected) &&
-		strncmp(out, factorisation_expected, strlen(factorisation_expected)) == 0;
+	const char *cursor = out, *line;
+	size_t len = 0;
+	const char *first = next_line(&cursor, &len);
+	size_t first_len = first ? len : 0;
+	bool factored = first_len == strlen(factorisation_expected) &&
+		strncmp(first, factorisation_expected, first_len) == 0;
 
 	*t = (struct self_test){0};
 	char exit_detail[64];
-	add_check(t, factored ? "PASS" : "FAIL", "factorisation", out, (int)(first_end - out));
+	add_check(t, factored ? "PASS" : "FAIL", "factorisation", first ? first : "", (int)first_len);
 	snprintf(exit_detail, sizeof exit_detail, "Sage exited with status %d", exit_code);
 	add_check(t, exit_code == 0 ? "PASS" : "FAIL", "exit_status", exit_detail, -1);
-	for (const char *line = *first_end ? first_end + 1 : first_end; *line;) {
-		size_t len = strcspn(line, "\n");
+	while ((line = next_line(&cursor, &len))) {
 		char outcome[8], name[64];
 		int detail_at = 0;
 		/* CHECK<tab>OUTCOME<tab>NAME<tab>DETAIL */
 		if (sscanf(line, "CHECK\t%7[A-Z]\t%63[a-z_]\t%n", outcome, name, &detail_at) == 2 &&
 		    detail_at > 0 && (size_t)detail_at <= len && !reported(t, name))
 			add_check(t, outcome, name, line + detail_at, (int)(len - (size_t)detail_at));
-		line += len + (line[len] == '\n');
 	}
 	for (size_t i = 0; i < sizeof required / sizeof required[0]; i++)
 		if (!reported(t, required[i]))
