@@ -9,7 +9,12 @@ CPPFLAGS += -D_GNU_SOURCE
 SCDOC ?= scdoc
 BATS ?= bats
 
-OBJECTS = sage-sandbox.o sandbox.o rootless.o json.o selftest.o embedded.o
+# One concern a file; see the layout table in README.md.
+CORE_OBJECTS = loop.o process.o buffer.o error.o settings.o podman.o rootless.o sandbox.o \
+	oneshot.o result.o json.o selftest.o embedded.o
+OBJECTS = sage-sandbox.o $(CORE_OBJECTS)
+HEADERS = loop.h process.h buffer.h error.h settings.h podman.h rootless.h sandbox.h \
+	oneshot.h result.h json.h selftest.h embedded.h
 EMBEDDED = seccomp.json launcher.py checks.py
 DATADIR ?= $(PREFIX)/share
 MANPAGES = man/sage-sandbox.1 man/sage-sandbox.5
@@ -19,20 +24,25 @@ all: sage-sandbox $(MANPAGES)
 sage-sandbox: $(OBJECTS)
 	$(CC) $(LDFLAGS) -o $@ $(OBJECTS) $(LDLIBS)
 
-$(OBJECTS): sandbox.h json.h selftest.h
+$(OBJECTS): $(HEADERS)
 
 # The seccomp profile and the programs run inside the container are
 # compiled in: what runs is what was tested, and no file can go missing.
+# Written to a temporary file and renamed: a failing step never leaves a
+# partial embedded.c that make would take for up to date.
 embedded.c: $(EMBEDDED)
 	for f in $(EMBEDDED); do \
 		printf 'const char embedded_%s[] =\n' "$$(printf %s "$$f" | tr .- __)"; \
-		sed -e 's/\\/\\\\/g' -e 's/"/\\"/g' -e 's/?/\\?/g' -e 's/^/\t"/' -e 's/$$/\\n"/' "$$f"; \
+		sed -e 's/\\/\\\\/g' -e 's/"/\\"/g' -e 's/?/\\?/g' -e 's/^/\t"/' -e 's/$$/\\n"/' "$$f" || exit 1; \
 		printf '\t"";\n'; \
-	done > $@
+	done > $@.tmp && mv -f $@.tmp $@
 
-UNIT_OBJECTS = json.o sandbox.o rootless.o selftest.o embedded.o
-tests/unit: tests/unit.c $(UNIT_OBJECTS) sandbox.h json.h
-	$(CC) $(CPPFLAGS) $(CFLAGS) -I. $(LDFLAGS) -o $@ tests/unit.c $(UNIT_OBJECTS)
+tests/unit: tests/unit.c $(CORE_OBJECTS) $(HEADERS)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -I. $(LDFLAGS) -o $@ tests/unit.c $(CORE_OBJECTS) $(LDLIBS)
+
+# The loop and the process module on plain /bin/sh children: no podman.
+tests/unit-loop: tests/unit-loop.c $(CORE_OBJECTS) $(HEADERS)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -I. $(LDFLAGS) -o $@ tests/unit-loop.c $(CORE_OBJECTS) $(LDLIBS)
 
 .SUFFIXES: .scd
 man/sage-sandbox.1: man/sage-sandbox.1.scd
@@ -42,8 +52,9 @@ man/sage-sandbox.5: man/sage-sandbox.5.scd
 
 # The whole suite runs the real sage-sandbox against the real image under
 # rootless podman; run it as the unprivileged account (./setup.sh check).
-check: sage-sandbox tests/unit lmstudio/node_modules
+check: sage-sandbox tests/unit tests/unit-loop lmstudio/node_modules
 	./tests/unit
+	./tests/unit-loop
 	$(BATS) tests/
 	cd lmstudio && npm test
 
@@ -66,7 +77,7 @@ uninstall:
 		$(DESTDIR)$(MANDIR)/man5/sage-sandbox.5 $(DESTDIR)$(DATADIR)/sage-sandbox/seccomp.json
 
 clean:
-	rm -f sage-sandbox $(OBJECTS) embedded.c tests/unit $(MANPAGES)
+	rm -f sage-sandbox $(OBJECTS) embedded.c embedded.c.tmp tests/unit tests/unit-loop $(MANPAGES)
 	rm -rf lmstudio/dist
 
 .PHONY: all check install uninstall clean

@@ -2,6 +2,10 @@
  * reading the code, and printing results as text or JSON. */
 
 #include "json.h"
+#include "oneshot.h"
+#include "process.h"
+#include "result.h"
+#include "rootless.h"
 #include "sandbox.h"
 #include "selftest.h"
 
@@ -12,7 +16,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-
 
 struct options {
 	struct config cfg;
@@ -48,31 +51,14 @@ static void print_usage(FILE *out)
 
 /* ---- errors ------------------------------------------------------------- */
 
-static void write_sandbox_summary(struct json *j, const struct config *cfg);
-
-/* Says why nothing was run: one line on stderr, and the JSON object too when
- * asked for. Returns the exit status. */
+/* Says why nothing was run, before any loop exists: one line on stderr, and
+ * the JSON object too when asked for. Returns the exit status. */
 static int report_error(const struct error *err, bool json, const struct config *cfg)
 {
 	fprintf(stderr, "sage-sandbox: %s%s%s\n", err->message, err->hint[0] ? "; " : "",
 		err->hint);
-	if (json) {
-		struct json j = {.out = stdout};
-		json_begin_object(&j);
-		json_key(&j, "ok");
-		json_bool(&j, false);
-		json_key(&j, "exit_code");
-		json_integer(&j, err->status);
-		json_key(&j, "error");
-		json_cstring(&j, err->message);
-		json_key(&j, "hint");
-		json_cstring(&j, err->hint);
-		if (cfg) {
-			json_key(&j, "sandbox");
-			write_sandbox_summary(&j, cfg);
-		}
-		json_end_object(&j);
-	}
+	if (json)
+		write_error_object(stdout, err, cfg);
 	fflush(stdout);
 	return err->status;
 }
@@ -152,279 +138,180 @@ static int parse_options(int argc, char **argv, bool takes_file, struct options 
 	return 0;
 }
 
-/* ---- code --------------------------------------------------------------- */
+/* ---- run and self-test ----------------------------------------------------- */
 
-/* Reads at most MAX_CODE_BYTES; refuses more, and refuses NUL bytes (Sage
- * would see a different program than the caller wrote). */
-static char *read_code(const char *file, size_t *len, struct error *err)
+/* When sage-sandbox started: --timeout counts from here. */
+static int64_t started_at;
+
+/* What a writer printed, queued on the run's stdout (0) or stderr (1). */
+static void emit(struct oneshot *run, int stream, void (*writer)(FILE *f, const void *arg),
+		const void *arg)
 {
-	bool from_stdin = !file || strcmp(file, "-") == 0;
-	const char *name = from_stdin ? "standard input" : file;
-	int fd = from_stdin ? 0 : open(file, O_RDONLY | O_CLOEXEC);
-	char *code = malloc(MAX_CODE_BYTES + 2);
-	size_t n = 0;
-
-	if (!code)
+	char *text = NULL;
+	size_t size = 0;
+	FILE *f = open_memstream(&text, &size);
+	if (!f)
 		abort();
-	if (fd < 0) {
-		error_set(err, EXIT_REFUSED, "name a readable file, or - for standard input",
-			"cannot open %s: %s", file, strerror(errno));
-		free(code);
-		return NULL;
-	}
-	while (n <= MAX_CODE_BYTES) {
-		ssize_t r = read(fd, code + n, MAX_CODE_BYTES + 1 - n);
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r < 0) {
-			error_set(err, EXIT_REFUSED, "name a readable file, or - for standard input",
-				"cannot read %s: %s", name, strerror(errno));
-			goto fail;
-		}
-		if (r == 0)
-			break;
-		n += (size_t)r;
-	}
-	if (n > MAX_CODE_BYTES) {
-		error_set(err, EXIT_REFUSED, "split the computation or read data from a smaller file",
-			"code from %s is larger than %d bytes", name, MAX_CODE_BYTES);
-		goto fail;
-	}
-	char *nul = memchr(code, '\0', n);
-	if (nul) {
-		error_set(err, EXIT_REFUSED, "Sage code is text; remove the NUL byte",
-			"code from %s contains a NUL byte at offset %zu", name, (size_t)(nul - code));
-		goto fail;
-	}
-	if (!from_stdin)
-		close(fd);
-	code[n] = '\0';
-	*len = n;
-	return code;
-fail:
-	if (!from_stdin)
-		close(fd);
-	free(code);
-	return NULL;
+	writer(f, arg);
+	fclose(f);
+	oneshot_emit(run, stream, text, size);
+	free(text);
 }
 
-/* ---- output ------------------------------------------------------------- */
+struct printed {
+	const struct error *err;
+	const struct run_result *result;
+	const struct config *cfg;
+};
 
-static const char *signal_name(int sig, char *buf, size_t size)
+static void print_error_line(FILE *f, const void *arg)
 {
-	const char *abbrev = sig > 0 ? sigabbrev_np(sig) : NULL;
-	if (abbrev)
-		snprintf(buf, size, "SIG%s", abbrev);
-	else
-		snprintf(buf, size, "signal %d", sig);
-	return buf;
+	const struct error *err = ((const struct printed *)arg)->err;
+	fprintf(f, "sage-sandbox: %s%s%s\n", err->message, err->hint[0] ? "; " : "", err->hint);
 }
 
-static void write_setting_value(struct json *j, const struct config *cfg, int id)
+static void print_error_object(FILE *f, const void *arg)
 {
-	switch (settings[id].kind) {
-	case KIND_INTEGER:
-		json_integer(j, cfg->number[id]);
-		break;
-	case KIND_MILLI:
-		json_decimal(j, cfg->number[id]);
-		break;
-	default:
-		json_cstring(j, cfg->value[id]);
-	}
+	const struct printed *p = arg;
+	write_error_object(f, p->err, p->cfg);
 }
 
-static void write_sandbox_summary(struct json *j, const struct config *cfg)
+static void print_run_object(FILE *f, const void *arg)
 {
-	json_begin_object(j);
-	for (int id = 0; id < SETTING_COUNT; id++) {
-		json_key(j, settings[id].key);
-		write_setting_value(j, cfg, id);
-	}
-	json_key(j, "network");
-	json_cstring(j, "none");
-	json_key(j, "root_filesystem");
-	json_cstring(j, "read-only");
-	json_key(j, "writable");
-	json_cstring(j, "/tmp (tmpfs, 256 MiB)");
-	json_key(j, "host_mounts");
-	json_cstring(j, "none");
-	json_key(j, "user");
-	json_cstring(j, "sage");
-	json_key(j, "capabilities");
-	json_cstring(j, "none");
-	json_key(j, "no_new_privileges");
-	json_bool(j, true);
-	json_key(j, "pull");
-	json_cstring(j, "never");
-	json_end_object(j);
+	const struct printed *p = arg;
+	write_run_object(f, p->result, p->cfg);
 }
 
-static void write_run_fields(struct json *j, const struct run_result *r, const struct config *cfg)
+static void print_stop_line(FILE *f, const void *arg)
 {
-	char name[32];
-	json_key(j, "exit_code");
-	json_integer(j, r->exit_code);
-	json_key(j, "signal");
-	if (r->signal)
-		json_cstring(j, signal_name(r->signal, name, sizeof name));
-	else
-		json_null(j);
-	json_key(j, "timed_out");
-	json_bool(j, r->timed_out);
-	json_key(j, "output_limit_exceeded");
-	json_bool(j, r->output_limit_exceeded);
-	json_key(j, "stdout");
-	json_string(j, r->out.data ? r->out.data : "", r->out.len);
-	json_key(j, "stderr");
-	json_string(j, r->err.data ? r->err.data : "", r->err.len);
-	json_key(j, "truncated");
-	json_begin_object(j);
-	json_key(j, "stdout");
-	json_bool(j, r->out_truncated);
-	json_key(j, "stderr");
-	json_bool(j, r->err_truncated);
-	json_key(j, "max_bytes_per_stream");
-	json_integer(j, cfg->number[SET_OUTPUT_LIMIT] * 1024);
-	json_end_object(j);
-	json_key(j, "duration_ms");
-	json_integer(j, r->duration_ms);
-	if (r->interrupted_by) {
-		json_key(j, "error");
-		json_cstring(j, signal_name(r->interrupted_by, name, sizeof name));
-	}
+	const struct printed *p = arg;
+	write_stop_line(f, p->result, p->cfg);
 }
 
-/* What text mode adds on stderr when sage-sandbox, not Sage, ended the run. */
-static void say_why_stopped(const struct run_result *r, const struct config *cfg)
+/* Ends a run that did not run: the line, and the object with --json. */
+static int emit_refusal(struct oneshot *run, const struct error *err, bool json,
+		const struct config *cfg)
 {
-	char name[32];
-	if (r->timed_out)
-		fprintf(stderr, "sage-sandbox: timed out after %ld s; the container was stopped\n",
-			cfg->number[SET_TIMEOUT]);
-	else if (r->output_limit_exceeded)
-		fprintf(stderr,
-			"sage-sandbox: %s passed the output limit of %ld KiB; the container was stopped\n",
-			r->out_truncated ? "stdout" : "stderr", cfg->number[SET_OUTPUT_LIMIT]);
-	else if (r->interrupted_by && r->interrupted_by != SIGPIPE)
-		fprintf(stderr, "sage-sandbox: interrupted by %s; the container was stopped\n",
-			signal_name(r->interrupted_by, name, sizeof name));
-}
-
-/* ---- commands ----------------------------------------------------------- */
-
-/* Runs code in the sandbox that preflight checked, with terminating signals
- * watched. Returns the exit status, or -1 with err set when it did not run. */
-static int run_code(const struct options *o, const struct podman_host *host, const char *code,
-		size_t len, enum output_mode mode, struct run_result *res, struct error *err)
-{
-	if (signals_watch() < 0) {
-		error_set(err, EXIT_REFUSED, NULL, "cannot watch signals: %s", strerror(errno));
-		return -1;
-	}
-	return sandbox_run(&o->cfg, host, code, len, mode, res, err) < 0 ? -1 : res->exit_code;
+	struct printed p = {.err = err, .cfg = cfg};
+	emit(run, 1, print_error_line, &p);
+	if (json)
+		emit(run, 0, print_error_object, &p);
+	return err->status;
 }
 
 static int cmd_run(int argc, char **argv)
 {
 	struct options o = {0};
 	struct error err;
-	struct run_result res;
-	size_t len;
-	char *code;
 
 	if (parse_options(argc, argv, true, &o, &err) < 0)
 		return report_error(&err, o.json, NULL);
-	if (!(code = read_code(o.file, &len, &err)))
-		return report_error(&err, o.json, &o.cfg);
-	struct podman_host host;
-	int status = sandbox_preflight(&o.cfg, &host, &err);
-	if (status == 0)
-		status = run_code(&o, &host, code, len, o.json ? OUTPUT_CAPTURE : OUTPUT_STREAM, &res,
-			&err);
-	free(code);
-	if (status < 0)
-		return report_error(&err, o.json, &o.cfg);
-	if (o.json) {
-		struct json j = {.out = stdout};
-		json_begin_object(&j);
-		json_key(&j, "ok");
-		json_bool(&j, res.exit_code == 0);
-		write_run_fields(&j, &res, &o.cfg);
-		json_key(&j, "sandbox");
-		write_sandbox_summary(&j, &o.cfg);
-		json_end_object(&j);
+	struct oneshot run = {.cfg = &o.cfg, .started_at = started_at, .stream = !o.json,
+		.file = o.file};
+	int status;
+	if (oneshot_begin(&run) < 0) {
+		status = report_error(&run.err, o.json, &o.cfg);
+	} else if (oneshot_run(&run) < 0) {
+		status = emit_refusal(&run, &run.err, o.json, &o.cfg);
 	} else {
-		say_why_stopped(&res, &o.cfg);
+		struct printed p = {.result = run.result, .cfg = &o.cfg};
+		status = run.result->exit_code;
+		emit(&run, o.json ? 0 : 1, o.json ? print_run_object : print_stop_line, &p);
 	}
-	run_result_free(&res);
+	oneshot_end(&run);
 	return status;
+}
+
+static void self_test_code_for_host(struct oneshot *run, const struct podman_host *host)
+{
+	struct buffer *code = run->hook_data;
+	self_test_code(run->cfg, host, code);
+	run->code = code->data;
+	run->code_len = code->len;
+}
+
+static void print_self_test(FILE *f, const struct self_test *t, const struct run_result *res,
+		const struct config *cfg, bool json)
+{
+	int counts[3] = {0}; /* passed, failed, skipped */
+	for (int i = 0; i < t->count; i++)
+		counts[t->checks[i].outcome[0] == 'P' ? 0 : t->checks[i].outcome[0] == 'S' ? 2 : 1]++;
+	if (!json) {
+		for (int i = 0; i < t->count; i++)
+			fprintf(f, "%-4s  %-17s %s\n", t->checks[i].outcome, t->checks[i].name,
+				t->checks[i].detail);
+		fprintf(f, "self-test %s: %d passed, %d failed, %d skipped\n",
+			t->failed ? "FAILED" : "passed", counts[0], counts[1], counts[2]);
+		return;
+	}
+	struct json j = {.out = f};
+	json_begin_object(&j);
+	json_key(&j, "ok");
+	json_bool(&j, !t->failed);
+	json_key(&j, "checks");
+	json_begin_array(&j);
+	for (int i = 0; i < t->count; i++) {
+		json_begin_object(&j);
+		json_key(&j, "name");
+		json_cstring(&j, t->checks[i].name);
+		json_key(&j, "outcome");
+		json_cstring(&j, t->checks[i].outcome);
+		json_key(&j, "detail");
+		json_cstring(&j, t->checks[i].detail);
+		json_end_object(&j);
+	}
+	json_end_array(&j);
+	json_key(&j, "run");
+	json_begin_object(&j);
+	write_run_fields(&j, res, cfg);
+	json_end_object(&j);
+	json_key(&j, "sandbox");
+	write_sandbox_summary(&j, cfg);
+	json_end_object(&j);
 }
 
 static int cmd_self_test(int argc, char **argv)
 {
 	struct options o = {0};
 	struct error err;
-	struct run_result res;
-	struct podman_host host;
 	struct buffer code = {0};
-	struct self_test t;
 
 	if (parse_options(argc, argv, false, &o, &err) < 0)
 		return report_error(&err, o.json, NULL);
-	if (sandbox_preflight(&o.cfg, &host, &err) < 0)
-		return report_error(&err, o.json, &o.cfg);
-	self_test_code(&o.cfg, &host, &code);
-	int status = run_code(&o, &host, code.data, code.len, OUTPUT_CAPTURE, &res, &err);
-	buffer_free(&code);
-	if (status < 0)
-		return report_error(&err, o.json, &o.cfg);
-	self_test_parse(res.out.data ? res.out.data : "", status, &t);
-
-	int counts[3] = {0}; /* passed, failed, skipped */
-	for (int i = 0; i < t.count; i++)
-		counts[t.checks[i].outcome[0] == 'P' ? 0 : t.checks[i].outcome[0] == 'S' ? 2 : 1]++;
-	if (o.json) {
-		struct json j = {.out = stdout};
-		json_begin_object(&j);
-		json_key(&j, "ok");
-		json_bool(&j, !t.failed);
-		json_key(&j, "checks");
-		json_begin_array(&j);
-		for (int i = 0; i < t.count; i++) {
-			json_begin_object(&j);
-			json_key(&j, "name");
-			json_cstring(&j, t.checks[i].name);
-			json_key(&j, "outcome");
-			json_cstring(&j, t.checks[i].outcome);
-			json_key(&j, "detail");
-			json_cstring(&j, t.checks[i].detail);
-			json_end_object(&j);
-		}
-		json_end_array(&j);
-		json_key(&j, "run");
-		json_begin_object(&j);
-		write_run_fields(&j, &res, &o.cfg);
-		json_end_object(&j);
-		json_key(&j, "sandbox");
-		write_sandbox_summary(&j, &o.cfg);
-		json_end_object(&j);
+	struct oneshot run = {.cfg = &o.cfg, .started_at = started_at,
+		.code_for_host = self_test_code_for_host, .hook_data = &code};
+	int status;
+	if (oneshot_begin(&run) < 0) {
+		status = report_error(&run.err, o.json, &o.cfg);
+	} else if (oneshot_run(&run) < 0) {
+		status = emit_refusal(&run, &run.err, o.json, &o.cfg);
 	} else {
-		for (int i = 0; i < t.count; i++)
-			printf("%-4s  %-17s %s\n", t.checks[i].outcome, t.checks[i].name,
-				t.checks[i].detail);
-		if (t.failed) {
-			say_why_stopped(&res, &o.cfg);
-			if (res.err.len)
-				fprintf(stderr, "sage-sandbox: Sage's stderr:\n%s", res.err.data);
+		struct run_result *res = run.result;
+		struct self_test t;
+		struct printed p = {.result = res, .cfg = &o.cfg};
+		self_test_parse(res->out.data ? res->out.data : "", res->exit_code, &t);
+		char *text = NULL;
+		size_t size = 0;
+		FILE *f = open_memstream(&text, &size);
+		if (!f)
+			abort();
+		print_self_test(f, &t, res, &o.cfg, o.json);
+		fclose(f);
+		oneshot_emit(&run, 0, text, size);
+		free(text);
+		if (t.failed && !o.json) {
+			emit(&run, 1, print_stop_line, &p);
+			if (res->err.len) {
+				static const char intro[] = "sage-sandbox: Sage's stderr:\n";
+				oneshot_emit(&run, 1, intro, sizeof intro - 1);
+				oneshot_emit(&run, 1, res->err.data, res->err.len);
+			}
 		}
-		printf("self-test %s: %d passed, %d failed, %d skipped\n",
-			t.failed ? "FAILED" : "passed", counts[0], counts[1], counts[2]);
+		status = res->interrupted_by ? res->exit_code : t.failed ? 1 : 0;
 	}
-	run_result_free(&res);
-	if (res.interrupted_by)
-		return status;
-	return t.failed ? 1 : 0;
+	oneshot_end(&run);
+	buffer_free(&code);
+	return status;
 }
 
 static int cmd_cleanup(int argc, char **argv)
@@ -435,7 +322,14 @@ static int cmd_cleanup(int argc, char **argv)
 
 	if (parse_options(argc, argv, false, &o, &err) < 0)
 		return report_error(&err, o.json, NULL);
-	int count = sandbox_cleanup(&o.cfg, &removed, &err);
+	char *podman = find_executable(o.cfg.value[SET_PODMAN]);
+	if (!podman) {
+		error_set(&err, EXIT_REFUSED, podman_install_hint, "podman executable '%s' not found",
+			o.cfg.value[SET_PODMAN]);
+		return report_error(&err, o.json, &o.cfg);
+	}
+	int count = sandbox_cleanup(podman, &removed, &err);
+	free(podman);
 	if (count < 0)
 		return report_error(&err, o.json, &o.cfg);
 	if (o.json) {
@@ -478,23 +372,23 @@ static int cmd_status(int argc, char **argv)
 
 	char *podman = find_executable(o.cfg.value[SET_PODMAN]);
 	if (podman) {
-		char *version_argv[] = {podman, "--version", NULL};
+		struct argv_builder args = {0};
 		struct capture cap;
-		if (capture_command(version_argv, 20000, &cap) == 0 && cap.status == 0 &&
-		    cap.out.data) {
-			const char *v = strstr(cap.out.data, "version ");
-			v = v ? v + strlen("version ") : cap.out.data;
-			snprintf(version, sizeof version, "%.*s", (int)strcspn(v, "\n"), v);
-		}
+		podman_version_args(&args, podman);
+		if (capture_command(args.arg, podman_environment(), 20000, &cap) == 0 &&
+		    cap.status == 0)
+			podman_version_parse(cap.out.data, version, sizeof version);
 		capture_free(&cap);
-		podman_host_query(podman, &host);
-		char *image_argv[] = {podman, "image", "inspect", "--format={{.Digest}}",
-			(char *)o.cfg.value[SET_IMAGE], NULL};
-		image_available = capture_command(image_argv, 30000, &cap) == 0 && cap.status == 0;
+		args_free(&args);
+		rootless_query_now(podman, &host);
+		podman_image_digest_args(&args, podman, o.cfg.value[SET_IMAGE]);
+		image_available = capture_command(args.arg, podman_environment(), 30000, &cap) == 0 &&
+			cap.status == 0;
 		if (image_available && cap.out.data)
 			snprintf(digest, sizeof digest, "%.*s", (int)strcspn(cap.out.data, "\n"),
 				cap.out.data);
 		capture_free(&cap);
+		args_free(&args);
 	}
 	if (!podman)
 		hint = podman_install_hint;
@@ -610,6 +504,12 @@ static const struct command {
 
 int main(int argc, char **argv)
 {
+	started_at = loop_now_ms();
+	/* A caller that ignores SIGCHLD (inherited across exec) would have the
+	 * kernel reap our children before we can learn how they ended. */
+	signal(SIGCHLD, SIG_DFL);
+	/* A closed pipe is an error from write(), not a death. */
+	signal(SIGPIPE, SIG_IGN);
 	/* With 0, 1 or 2 closed, the pipes and files opened later could take
 	 * their numbers and be mistaken for them in the child. */
 	for (int fd = 0; fd < 3; fd++)

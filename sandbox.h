@@ -1,180 +1,90 @@
-/* sandbox.h: the settings, the podman sandbox and the result of one run. */
+/* sandbox.h: one sandbox (a podman container running the launcher) as a
+ * state machine on the loop, and the result of the code it ran. */
 #ifndef SAGE_SANDBOX_SANDBOX_H
 #define SAGE_SANDBOX_SANDBOX_H
 
+#include "buffer.h"
+#include "error.h"
+#include "loop.h"
+#include "podman.h"
+#include "settings.h"
+
 #include <stdbool.h>
-#include <stddef.h>
 #include <stdint.h>
 
-#define SAGE_SANDBOX_VERSION "0.1.0"
+/* STARTING: podman is starting the container. READY: the launcher has
+ * imported Sage and waits for code (it said so before any code existed).
+ * RUNNING: the code was handed over. STOPPING: the client is killed and
+ * `podman rm` is on its way. DONE: the result is known; the container is
+ * gone or going. */
+enum sandbox_state { SANDBOX_STARTING, SANDBOX_READY, SANDBOX_RUNNING, SANDBOX_STOPPING,
+	SANDBOX_DONE };
 
-/* Exit statuses of sage-sandbox besides Sage's own (0, 1, 128+N). */
-enum {
-	EXIT_OUTPUT_LIMIT = 123, /* an output stream passed --output-limit */
-	EXIT_TIMEOUT = 124,      /* --timeout stopped the run */
-	EXIT_REFUSED = 125,      /* could not or would not run the code */
-};
-
-#define MAX_CODE_BYTES 50000
-
-/* One entry of the settings table: its flag, its environment variable, the
- * values it allows and its default. The CLI, --help, status and the man page
- * all follow this table. */
-enum setting_id {
-	SET_IMAGE,
-	SET_PODMAN,
-	SET_TIMEOUT,
-	SET_MEMORY,
-	SET_CPUS,
-	SET_PIDS_LIMIT,
-	SET_OUTPUT_LIMIT,
-	SET_SECCOMP_PROFILE,
-	SETTING_COUNT
-};
-
-enum setting_kind {
-	KIND_IMAGE,   /* an image reference */
-	KIND_PATH,    /* an executable name or path */
-	KIND_INTEGER, /* min..max */
-	KIND_MILLI,   /* a decimal with up to 3 places, stored in thousandths */
-	KIND_CHOICE,  /* one of choices[] */
-	KIND_PROFILE, /* "builtin" or a file's path */
-};
-
-struct setting {
-	const char *flag;    /* "--timeout" */
-	const char *env;     /* "SAGE_SANDBOX_TIMEOUT" */
-	const char *metavar; /* "SECONDS" */
-	const char *key;     /* name in JSON: "timeout_seconds" */
-	enum setting_kind kind;
-	long min, max;             /* KIND_INTEGER, KIND_MILLI (in thousandths) */
-	const char *const *choices; /* KIND_CHOICE, NULL-terminated */
-	const char *allowed;        /* the allowed values, for messages */
-	const char *fallback;       /* the default */
-	const char *help;
-};
-
-extern const struct setting settings[SETTING_COUNT];
-
-enum setting_source { FROM_DEFAULT, FROM_ENVIRONMENT, FROM_FLAG };
-
-struct config {
-	const char *value[SETTING_COUNT];
-	enum setting_source source[SETTING_COUNT];
-	long number[SETTING_COUNT]; /* parsed value of numeric settings */
-};
-
-const char *setting_source_name(enum setting_source source);
-
-/* Checks text against the setting's rules; on success stores it in cfg and
- * returns 0, else writes the reason into why and returns -1. */
-int setting_set(struct config *cfg, enum setting_id id, const char *text,
-		enum setting_source source, char *why, size_t why_size);
-/* Fills every setting from its flag (flag_value[id] non-NULL), else its
- * environment variable (unset or empty: not given), else its default. An
- * environment variable that a flag overrides is not checked. */
-int config_init(struct config *cfg, const char *const flag_value[SETTING_COUNT], char *why,
-		size_t why_size);
-
-/* The memory limit in bytes (KIND_CHOICE values such as "512m"). */
-uint64_t config_memory_bytes(const struct config *cfg);
-
-/* The rlimits every run gets. Podman applies them with setrlimit inside the
- * container, which needs no cgroup: they hold on every host. */
-enum rlimit_id { RL_DATA, RL_CPU, RL_NPROC, RL_NOFILE, RL_FSIZE, RL_CORE, RL_MSGQUEUE, RLIMIT_COUNT };
-struct rlimit_value {
-	const char *name; /* podman's --ulimit name, and RLIMIT_<NAME> */
-	uint64_t value;   /* soft and hard */
-};
-void sandbox_rlimits(const struct config *cfg, struct rlimit_value out[RLIMIT_COUNT]);
-
-/* Size of the container's /tmp, its only writable place. */
-#define TMPFS_BYTES (256ull << 20)
-
-/* The seccomp profile compiled in (seccomp.json), and the programs that run
- * inside the container (launcher.py, checks.py); from embedded.c. */
-extern const char embedded_seccomp_json[];
-extern const char embedded_launcher_py[];
-extern const char embedded_checks_py[];
-
-/* An error travels as a value: only main() prints it and picks the exit
- * status. */
-struct error {
-	int status;
-	char message[512];
-	char hint[512];
-};
-
-void error_set(struct error *err, int status, const char *hint, const char *fmt, ...)
-	__attribute__((format(printf, 4, 5)));
-
-/* rootless.c: what podman says of this host. */
-enum rootless_answer { ROOTLESS_TRUE, ROOTLESS_FALSE, ROOTLESS_UNKNOWN };
-enum cgroup_controller { CONTROLLER_MEMORY, CONTROLLER_CPU, CONTROLLER_PIDS, CONTROLLER_COUNT };
-
-struct podman_host {
-	enum rootless_answer rootless;
-	char detail[512];                    /* why rootless is unknown */
-	char cgroups[8];                     /* "v1", "v2", or "" */
-	char runtime[32];                    /* the OCI runtime: "runc", "crun" */
-	char storage_driver[32];             /* "overlay"; "vfs" copies the image per run */
-	bool controller[CONTROLLER_COUNT];   /* usable by this user's containers */
-};
-
-/* Asks podman whether it runs rootless, which cgroup controllers its
- * containers get, its runtime and storage driver, in one `podman info` with
- * a bounded wait. */
-void podman_host_query(const char *podman, struct podman_host *host);
-const char *controller_name(enum cgroup_controller c);
-
-/* A growable byte buffer for captured output. */
-struct buffer {
-	char *data;
-	size_t len, cap;
-};
-
-void buffer_append(struct buffer *b, const char *data, size_t len);
-void buffer_free(struct buffer *b);
-
-/* Steps *cursor through text a line at a time: returns the line's start and
- * sets *len (newline excluded), or NULL at the end of the text. */
-const char *next_line(const char **cursor, size_t *len);
+/* Why sage-sandbox, not the code, ended a run. */
+enum stop_reason { STOP_NONE, STOP_TIMEOUT, STOP_OUTPUT_LIMIT, STOP_SIGNAL, STOP_OUTPUT_CLOSED };
 
 /* What one run of code in the sandbox produced. */
 struct run_result {
+	bool failed;        /* the code never ran: see failure */
+	struct error failure;
+	bool started;       /* the container's launcher started */
 	int exit_code;      /* the status sage-sandbox exits with */
-	int signal;         /* the signal Sage died of, or 0 */
+	int signal;         /* the signal the code died of, or 0 */
 	bool timed_out;
 	bool output_limit_exceeded;
 	int interrupted_by; /* a signal that stopped sage-sandbox, or 0 */
-	struct buffer out, err;
+	struct buffer out, err; /* kept only when asked (keep_output) */
 	bool out_truncated, err_truncated;
 	int64_t duration_ms;
 };
 
-/* How a run's output is handled: captured for JSON, or streamed live to
- * stdout and stderr for text. */
-enum output_mode { OUTPUT_CAPTURE, OUTPUT_STREAM };
+struct sandbox;
+
+struct sandbox_options {
+	const struct config *cfg;
+	const struct podman_host *host;
+	const char *podman;     /* a path */
+	int64_t deadline;       /* loop_now_ms() clock: the run ends here */
+	bool keep_output;       /* keep stdout and stderr in the result */
+	/* Output as it arrives, within the output limit. At most 128 KiB per
+	 * call turn; the receiver may pause the sandbox (sandbox_pause_output)
+	 * when it cannot take more. */
+	void (*on_output)(struct sandbox *sb, int stream, const char *bytes, size_t len,
+			void *data);
+	/* The result is known (sandbox_result). For a stopped run, the
+	 * container is already removed. */
+	void (*on_done)(struct sandbox *sb, void *data);
+	/* Everything the sandbox started has ended: the podman client, and any
+	 * `podman rm`. After on_done, or with it. */
+	void (*on_released)(struct sandbox *sb, void *data);
+	void *data;
+};
+
+/* Refuses code that is too long, has a NUL byte or is not UTF-8; origin
+ * names it in the message ("standard input", a file name). */
+int sandbox_check_code(const char *code, size_t len, const char *origin, struct error *err);
+
+/* Starts a container. NULL with err set when podman could not be started. */
+struct sandbox *sandbox_start(struct loop *loop, const struct sandbox_options *opt,
+		struct error *err);
+/* Hands the code (already checked) to the sandbox: it runs as soon as the
+ * launcher is ready. Once per sandbox. */
+void sandbox_submit(struct sandbox *sb, const char *code, size_t len);
+void sandbox_pause_output(struct sandbox *sb, bool paused);
+/* Ends the run early, asynchronously: on_done follows once the container is
+ * removed. Ignored once the result is known. signal: for STOP_SIGNAL. */
+void sandbox_stop(struct sandbox *sb, enum stop_reason reason, int signal);
+enum sandbox_state sandbox_state(const struct sandbox *sb);
+const char *sandbox_name(const struct sandbox *sb);
+struct run_result *sandbox_result(struct sandbox *sb);
+/* Frees it; the result's buffers go with it. Only after on_released, or
+ * to abandon it (what it started then runs on to podman's backstop). */
+void sandbox_free(struct sandbox *sb);
 
 /* Removes containers that a killed sage-sandbox left: those with our label
  * whose owner process is gone. Lists each removed name in removed (one per
  * line); returns how many, or -1 with err set. */
-int sandbox_cleanup(const struct config *cfg, struct buffer *removed, struct error *err);
-
-/* Runs code in a new container and waits for it, its timeout, its output
- * limit or a terminating signal. Returns 0 with res filled in when the code
- * ran (whatever its outcome), -1 with err set when it could not be run. */
-int sandbox_run(const struct config *cfg, const struct podman_host *host, const char *code,
-		size_t code_len, enum output_mode mode, struct run_result *res, struct error *err);
-void run_result_free(struct run_result *res);
-
-/* How to fix a missing podman or a missing image. */
-extern const char podman_install_hint[];
-extern const char image_hint[];
-
-/* Refuses with err set unless podman is found, reports itself rootless and
- * has the image; fills host for sandbox_run. */
-int sandbox_preflight(const struct config *cfg, struct podman_host *host, struct error *err);
+int sandbox_cleanup(const char *podman, struct buffer *removed, struct error *err);
 
 /* What enforces a limit on this host: up to MAX_ENFORCERS names such as
  * "cgroup memory" or "rlimit nproc"; 0 when nothing does, -1 when the
@@ -182,31 +92,5 @@ int sandbox_preflight(const struct config *cfg, struct podman_host *host, struct
 #define MAX_ENFORCERS 4
 int setting_enforcement(enum setting_id id, const struct podman_host *host,
 		const char *by[MAX_ENFORCERS]);
-
-/* Children of sage-sandbox. */
-
-/* Blocks SIGINT, SIGTERM and SIGHUP and turns them into poll events, so a
- * run can remove its container before sage-sandbox exits. Call once. */
-int signals_watch(void);
-
-/* The environment podman gets: only what it needs to find its own state. */
-char **podman_environment(void);
-
-/* Resolves an executable name through PATH; returns a malloc'd path or NULL. */
-char *find_executable(const char *name);
-
-/* Reads a whole small file (at most max bytes); -1 with errno on failure. */
-int read_file(const char *path, size_t max, struct buffer *out);
-
-struct capture {
-	int status;         /* exit status, 128+N on signal N, -1 if not started */
-	bool timed_out;
-	struct buffer out, err;
-};
-
-/* Runs argv with no input, capturing up to 64 KiB of each stream, killing it
- * after timeout_ms. Returns 0 if it ran, -1 if it could not be started. */
-int capture_command(char *const argv[], int timeout_ms, struct capture *cap);
-void capture_free(struct capture *cap);
 
 #endif

@@ -2,6 +2,7 @@
  * checks.py with the values this configuration promises) and how its report
  * becomes a list of checks. */
 #include "selftest.h"
+#include "embedded.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -2,7 +2,9 @@
 #ifndef SAGE_SANDBOX_SELFTEST_H
 #define SAGE_SANDBOX_SELFTEST_H
 
-#include "sandbox.h"
+#include "podman.h"
+#include "settings.h"
+#include "buffer.h"
 
 #define MAX_CHECKS 32
 

@@ -121,13 +121,7 @@ start_background() {
 	env --default-signal=INT,HUP "$SAGE_SANDBOX" run "$BATS_TEST_TMPDIR/bg.sage" \
 		>"$BATS_TEST_TMPDIR/bg.out" 2>"$BATS_TEST_TMPDIR/bg.err" &
 	pid=$!
-	local i
-	for ((i = 0; i < 240; i++)); do
-		grep -q started "$BATS_TEST_TMPDIR/bg.out" 2>/dev/null && return 0
-		sleep 0.25
-	done
-	echo "# Sage did not print 'started' within 60 s" >&2
-	return 1
+	wait_for_started "$BATS_TEST_TMPDIR/bg.out"
 }
 
 # stop_with SIGNAL STATUS: sends SIGNAL to the background run and checks
@@ -176,11 +170,8 @@ stop_with() {
 @test "run - a SIGHUP the caller ignores (nohup) stays ignored: the run completes" {
 	printf 'import time\nprint("started")\ntime.sleep(6)\nprint("finished")\n' >"$BATS_TEST_TMPDIR/hup.sage"
 	nohup "$SAGE_SANDBOX" run "$BATS_TEST_TMPDIR/hup.sage" >"$BATS_TEST_TMPDIR/hup.out" 2>"$BATS_TEST_TMPDIR/hup.err" &
-	local pid=$! i
-	for ((i = 0; i < 240; i++)); do
-		grep -q started "$BATS_TEST_TMPDIR/hup.out" 2>/dev/null && break
-		sleep 0.25
-	done
+	local pid=$!
+	wait_for_started "$BATS_TEST_TMPDIR/hup.out"
 	kill -HUP "$pid"
 	wait "$pid"
 	expect_equal "$(cat "$BATS_TEST_TMPDIR/hup.out")" "started

@@ -11,7 +11,7 @@ sandbox_host_uid() {
 }
 
 teardown() {
-	expect_no_containers
+	wait_no_containers 10
 	local uid
 	uid=$(sandbox_host_uid)
 	# No process of the sandbox's user outlives its run...
@@ -224,11 +224,8 @@ passwd ['1000', '1000', '1000', '1000']"
 @test "attack - SIGKILL to sage-sandbox: the container is gone within the timeout and a grace" {
 	printf 'import time\nprint("started")\ntime.sleep(600)\n' >"$BATS_TEST_TMPDIR/long.sage"
 	"$SAGE_SANDBOX" run --timeout 5 "$BATS_TEST_TMPDIR/long.sage" >"$BATS_TEST_TMPDIR/out" 2>&1 &
-	local pid=$! i
-	for ((i = 0; i < 240; i++)); do
-		grep -q started "$BATS_TEST_TMPDIR/out" && break
-		sleep 0.25
-	done
+	local pid=$!
+	wait_for_started "$BATS_TEST_TMPDIR/out"
 	[ -n "$(our_containers)" ]
 	kill -KILL "$pid"
 	# podman's --timeout backstop: 5 s + 5 s, then conmon's removal.
@@ -238,14 +235,11 @@ passwd ['1000', '1000', '1000', '1000']"
 @test "cleanup - removes a container whose sage-sandbox was killed, and spares live runs" {
 	printf 'import time\nprint("started")\ntime.sleep(600)\n' >"$BATS_TEST_TMPDIR/long.sage"
 	"$SAGE_SANDBOX" run --timeout 300 "$BATS_TEST_TMPDIR/long.sage" >"$BATS_TEST_TMPDIR/killed" 2>&1 &
-	local killed=$! i
+	local killed=$!
 	printf 'import time\nprint("started")\ntime.sleep(20)\nprint("finished")\n' >"$BATS_TEST_TMPDIR/live.sage"
 	"$SAGE_SANDBOX" run "$BATS_TEST_TMPDIR/live.sage" >"$BATS_TEST_TMPDIR/live" 2>&1 &
 	local live=$!
-	for ((i = 0; i < 240; i++)); do
-		grep -q started "$BATS_TEST_TMPDIR/killed" && grep -q started "$BATS_TEST_TMPDIR/live" && break
-		sleep 0.25
-	done
+	wait_for_started "$BATS_TEST_TMPDIR/killed" "$BATS_TEST_TMPDIR/live"
 	kill -KILL "$killed"
 	wait "$killed" || true
 	expect_equal "$(our_containers | wc -l)" 2 "containers before cleanup"

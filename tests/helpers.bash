@@ -83,6 +83,22 @@ expect_no_containers() {
 	fi
 }
 
+# wait_for_started FILE...: waits up to 60 s until each FILE (a background
+# run's stdout) holds the word "started", printed by its code.
+wait_for_started() {
+	local i f missing
+	for ((i = 0; i < 240; i++)); do
+		missing=
+		for f; do
+			grep -q started "$f" 2>/dev/null || missing=$f
+		done
+		[ -z "$missing" ] && return 0
+		sleep 0.25
+	done
+	echo "# the run writing $missing did not print 'started' within 60 s" >&2
+	return 1
+}
+
 # Waits up to $1 seconds for our containers to be gone.
 wait_no_containers() {
 	local i
@@ -93,6 +109,9 @@ wait_no_containers() {
 	expect_no_containers
 }
 
+# Every test leaves nothing behind. A run that ended by itself returns at
+# the code's exit, and conmon removes its container (podman run --rm) a
+# moment later: give it a few seconds.
 teardown() {
-	expect_no_containers
+	wait_no_containers 10
 }

@@ -1,7 +1,10 @@
-/* unit.c: tests of the pure helpers (JSON writing, setting parsing), as TAP.
- * Everything else is tested against the real sandbox by the bats suite. */
+/* unit.c: tests of the pure helpers (JSON writing, setting parsing, code
+ * checks, what podman prints), as TAP. The loop and the process module are
+ * in unit-loop.c; everything else is tested against the real sandbox by the
+ * bats suite. */
 #include "json.h"
 #include "sandbox.h"
+#include "rootless.h"
 #include "selftest.h"
 
 #include <stdio.h>
@@ -143,6 +146,48 @@ int main(void)
 	check(strcmp(t.checks[2].outcome, "PASS") == 0 && t.failed,
 		"self-test: a repeated name counts once, the rest still required");
 	buffer_free(&report);
+
+	/* The code every front end hands to a sandbox. */
+	struct error err;
+	check(sandbox_check_code("print(1)\n", 9, "x", &err) == 0, "code: plain ASCII passes");
+	check(sandbox_check_code("\xc3\xa9", 2, "x", &err) == 0, "code: UTF-8 passes");
+	check(sandbox_check_code("ab\xff", 3, "f.sage", &err) < 0 &&
+		      strcmp(err.message, "code from f.sage is not UTF-8: invalid byte at offset 2") == 0,
+		"code: invalid UTF-8 is refused with its offset");
+	check(sandbox_check_code("a\0b", 3, "x", &err) < 0 && strstr(err.message, "NUL byte at offset 1"),
+		"code: a NUL byte is refused with its offset");
+	char *big = calloc(1, MAX_CODE_BYTES + 1);
+	memset(big, '#', MAX_CODE_BYTES + 1);
+	check(sandbox_check_code(big, MAX_CODE_BYTES, "x", &err) == 0 &&
+		      sandbox_check_code(big, MAX_CODE_BYTES + 1, "x", &err) < 0 &&
+		      err.status == EXIT_REFUSED,
+		"code: 50000 bytes pass, 50001 are refused (status 125)");
+	free(big);
+
+	/* What podman info prints. */
+	struct podman_host host;
+	podman_info_parse("true\nv2\n[cpuset cpu io memory pids]\ncrun\noverlay\nfalse\n", 0, false,
+		NULL, &host);
+	check(host.rootless == ROOTLESS_TRUE && !host.remote && strcmp(host.cgroups, "v2") == 0 &&
+		      host.controller[CONTROLLER_MEMORY] && host.controller[CONTROLLER_CPU] &&
+		      host.controller[CONTROLLER_PIDS] && strcmp(host.runtime, "crun") == 0 &&
+		      strcmp(host.storage_driver, "overlay") == 0,
+		"podman info: rootless, cgroups, controllers, runtime, storage");
+	podman_info_parse("true\nv1\n[]\nrunc\nvfs\ntrue\n", 0, false, NULL, &host);
+	check(host.remote && !host.controller[CONTROLLER_MEMORY], "podman info: a remote service is seen");
+	podman_info_parse("false\nv1\n[]\nrunc\noverlay\nfalse\n", 0, false, NULL, &host);
+	check(host.rootless == ROOTLESS_FALSE && rootless_verdict(&host, &err) < 0 &&
+		      strstr(err.message, "not rootless"), "podman info: rootful is refused");
+	podman_info_parse("", 125, false, "Error: cannot connect\nmore\n", &host);
+	check(host.rootless == ROOTLESS_UNKNOWN &&
+		      strcmp(host.detail, "podman info exited with status 125: Error: cannot connect") == 0 &&
+		      rootless_verdict(&host, &err) < 0,
+		"podman info: a failure is unknown, with podman's first line, and refused");
+	podman_info_parse("maybe\n", 0, false, NULL, &host);
+	check(host.rootless == ROOTLESS_UNKNOWN, "podman info: an answer that is not true or false is unknown");
+	check(podman_said_no_image("Error: localhost/x:1: image not known\n") &&
+		      !podman_said_no_image("Error: crun: cgroups in hybrid mode not supported"),
+		"podman run: a missing image is told apart from other failures");
 
 	printf("1..%d\n", test_number);
 	return failures ? 1 : 0;

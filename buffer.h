@@ -1,0 +1,24 @@
+/* buffer.h: growable byte buffers, stepping through lines, reading small files. */
+#ifndef SAGE_SANDBOX_BUFFER_H
+#define SAGE_SANDBOX_BUFFER_H
+
+#include <stddef.h>
+
+/* Always NUL-terminated after its len bytes once anything was appended. */
+struct buffer {
+	char *data;
+	size_t len, cap;
+};
+
+void buffer_append(struct buffer *b, const char *data, size_t len);
+void buffer_free(struct buffer *b);
+
+/* Steps *cursor through text a line at a time: returns the line's start and
+ * sets *len (newline excluded), or NULL at the end of the text. */
+const char *next_line(const char **cursor, size_t *len);
+
+/* Reads a whole small file (at most max bytes); -1 with errno on failure
+ * (EFBIG past max). */
+int read_file(const char *path, size_t max, struct buffer *out);
+
+#endif

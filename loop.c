@@ -1,0 +1,421 @@
+/* loop.c: the one event loop (epoll), its timers and its output queues.
+ *
+ * Shaped after conmon and crun: every source the process waits on is a
+ * watch with a callback, every deadline a timer, and every write goes
+ * through a bounded queue drained on EPOLLOUT, so that nothing blocks and
+ * one stalled peer never stops the clock, the signals or the other
+ * sandboxes on the same loop. */
+#include "loop.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+struct loop_watch {
+	struct loop *loop;
+	int fd;
+	unsigned events;
+	bool always_ready; /* epoll refused it: a file that never blocks */
+	bool dead;         /* unwatched; freed after the current turn */
+	loop_fd_callback *cb;
+	void *data;
+	struct loop_watch *next;
+};
+
+struct loop_timer {
+	int64_t when;
+	bool dead;
+	loop_timer_callback *cb;
+	void *data;
+	struct loop_timer *next;
+};
+
+struct loop {
+	int epoll_fd;
+	bool quit;
+	struct loop_watch *watches;
+	struct loop_timer *timers;
+};
+
+int64_t loop_now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+struct loop *loop_new(void)
+{
+	struct loop *loop = calloc(1, sizeof *loop);
+	if (!loop)
+		abort();
+	loop->epoll_fd = epoll_create1(EPOLL_CLOEXEC);
+	if (loop->epoll_fd < 0) {
+		free(loop);
+		return NULL;
+	}
+	return loop;
+}
+
+static void sweep(struct loop *loop)
+{
+	for (struct loop_watch **p = &loop->watches; *p;) {
+		struct loop_watch *w = *p;
+		if (w->dead) {
+			*p = w->next;
+			free(w);
+		} else {
+			p = &w->next;
+		}
+	}
+	for (struct loop_timer **p = &loop->timers; *p;) {
+		struct loop_timer *t = *p;
+		if (t->dead) {
+			*p = t->next;
+			free(t);
+		} else {
+			p = &t->next;
+		}
+	}
+}
+
+void loop_free(struct loop *loop)
+{
+	if (!loop)
+		return;
+	sweep(loop);
+	close(loop->epoll_fd);
+	free(loop);
+}
+
+static uint32_t epoll_events(unsigned events)
+{
+	return (events & LOOP_READ ? EPOLLIN : 0) | (events & LOOP_WRITE ? EPOLLOUT : 0);
+}
+
+struct loop_watch *loop_watch(struct loop *loop, int fd, unsigned events, loop_fd_callback *cb,
+		void *data)
+{
+	struct loop_watch *w = calloc(1, sizeof *w);
+	if (!w)
+		abort();
+	*w = (struct loop_watch){.loop = loop, .fd = fd, .events = events, .cb = cb, .data = data};
+	struct epoll_event ev = {.events = epoll_events(events), .data.ptr = w};
+	if (epoll_ctl(loop->epoll_fd, EPOLL_CTL_ADD, fd, &ev) < 0) {
+		if (errno != EPERM) {
+			int saved = errno;
+			free(w);
+			errno = saved;
+			return NULL;
+		}
+		w->always_ready = true;
+	}
+	w->next = loop->watches;
+	loop->watches = w;
+	return w;
+}
+
+void loop_watch_events(struct loop_watch *w, unsigned events)
+{
+	if (w->dead || w->events == events)
+		return;
+	w->events = events;
+	if (!w->always_ready) {
+		struct epoll_event ev = {.events = epoll_events(events), .data.ptr = w};
+		epoll_ctl(w->loop->epoll_fd, EPOLL_CTL_MOD, w->fd, &ev);
+	}
+}
+
+void loop_unwatch(struct loop_watch *w)
+{
+	if (!w || w->dead)
+		return;
+	if (!w->always_ready)
+		epoll_ctl(w->loop->epoll_fd, EPOLL_CTL_DEL, w->fd, NULL);
+	w->dead = true;
+	w->events = 0;
+}
+
+struct loop_timer *loop_timer(struct loop *loop, int64_t when, loop_timer_callback *cb,
+		void *data)
+{
+	struct loop_timer *t = calloc(1, sizeof *t);
+	if (!t)
+		abort();
+	*t = (struct loop_timer){.when = when, .cb = cb, .data = data, .next = loop->timers};
+	loop->timers = t;
+	return t;
+}
+
+void loop_timer_cancel(struct loop_timer *t)
+{
+	if (t)
+		t->dead = true;
+}
+
+void loop_quit(struct loop *loop)
+{
+	loop->quit = true;
+}
+
+static bool has_work(struct loop *loop, int64_t *next_timer, bool *ready_now)
+{
+	bool any = false;
+	*next_timer = INT64_MAX;
+	*ready_now = false;
+	for (struct loop_watch *w = loop->watches; w; w = w->next) {
+		if (w->dead)
+			continue;
+		any = true;
+		if (w->always_ready && w->events)
+			*ready_now = true;
+	}
+	for (struct loop_timer *t = loop->timers; t; t = t->next) {
+		if (t->dead)
+			continue;
+		any = true;
+		if (t->when < *next_timer)
+			*next_timer = t->when;
+	}
+	return any;
+}
+
+static void fire_timers(struct loop *loop)
+{
+	int64_t now = loop_now_ms();
+	/* Timers added by a callback wait for the next turn. */
+	for (struct loop_timer *t = loop->timers; t; t = t->next) {
+		if (!t->dead && t->when <= now) {
+			t->dead = true;
+			t->cb(t, t->data);
+		}
+	}
+}
+
+int loop_run(struct loop *loop)
+{
+	loop->quit = false;
+	for (;;) {
+		int64_t next_timer;
+		bool ready_now;
+		sweep(loop);
+		if (loop->quit || !has_work(loop, &next_timer, &ready_now))
+			return 0;
+		int64_t now = loop_now_ms();
+		int wait = -1;
+		if (ready_now || next_timer <= now)
+			wait = 0;
+		else if (next_timer != INT64_MAX)
+			wait = next_timer - now > INT_MAX ? INT_MAX : (int)(next_timer - now);
+
+		struct epoll_event events[32];
+		int n = epoll_wait(loop->epoll_fd, events, 32, wait);
+		if (n < 0 && errno != EINTR)
+			return -1;
+		for (int i = 0; i < n; i++) {
+			struct loop_watch *w = events[i].data.ptr;
+			unsigned got = (events[i].events & EPOLLIN ? LOOP_READ : 0) |
+				(events[i].events & EPOLLOUT ? LOOP_WRITE : 0) |
+				(events[i].events & EPOLLHUP ? LOOP_HANGUP : 0) |
+				(events[i].events & EPOLLERR ? LOOP_ERROR : 0);
+			/* A watch unwatched earlier in this turn is not called. */
+			if (!w->dead && (w->events || (got & (LOOP_HANGUP | LOOP_ERROR))))
+				w->cb(w, w->fd, got, w->data);
+		}
+		for (struct loop_watch *w = loop->watches; w; w = w->next)
+			if (!w->dead && w->always_ready && w->events)
+				w->cb(w, w->fd, w->events, w->data);
+		fire_timers(loop);
+	}
+}
+
+/* ---- queues ----------------------------------------------------------- */
+
+struct queue {
+	struct loop_watch *watch;
+	int fd;
+	char *data;
+	size_t head, len, limit;
+	bool closing, closed, failed;
+	queue_callback *on_drained, *on_error;
+	void *cb_data;
+};
+
+static void queue_finish(struct queue *q)
+{
+	loop_unwatch(q->watch);
+	q->watch = NULL;
+	if (q->fd >= 0)
+		close(q->fd);
+	q->fd = -1;
+	q->closed = true;
+}
+
+static void queue_write_some(struct queue *q)
+{
+	bool was_full = q->len >= q->limit, wrote = q->len > 0;
+	while (q->len > 0) {
+		ssize_t n = write(q->fd, q->data + q->head, q->len);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 && errno == EAGAIN)
+			break;
+		if (n < 0) {
+			int saved = errno;
+			q->failed = true;
+			q->len = 0;
+			queue_finish(q);
+			errno = saved;
+			if (q->on_error)
+				q->on_error(q, q->cb_data);
+			return;
+		}
+		q->head += (size_t)n;
+		q->len -= (size_t)n;
+	}
+	if (q->len == 0)
+		q->head = 0;
+	if (q->watch)
+		loop_watch_events(q->watch, q->len ? LOOP_WRITE : 0);
+	if (q->len == 0 && q->closing && !q->closed) {
+		queue_finish(q);
+		if (q->on_drained)
+			q->on_drained(q, q->cb_data);
+		return;
+	}
+	if (((was_full && q->len < q->limit) || (wrote && q->len == 0)) && q->on_drained)
+		q->on_drained(q, q->cb_data);
+}
+
+static void queue_writable(struct loop_watch *w, int fd, unsigned events, void *data)
+{
+	queue_write_some(data);
+}
+
+struct queue *queue_new(struct loop *loop, int fd, size_t limit, queue_callback *on_drained,
+		queue_callback *on_error, void *data)
+{
+	struct queue *q = calloc(1, sizeof *q);
+	if (!q)
+		abort();
+	*q = (struct queue){.fd = fd, .limit = limit, .on_drained = on_drained,
+		.on_error = on_error, .cb_data = data};
+	q->data = malloc(limit ? limit : 1);
+	if (!q->data)
+		abort();
+	q->watch = loop_watch(loop, fd, 0, queue_writable, q);
+	if (!q->watch) {
+		free(q->data);
+		free(q);
+		return NULL;
+	}
+	return q;
+}
+
+size_t queue_room(const struct queue *q)
+{
+	return q->closed || q->closing || q->failed ? 0 : q->limit - q->len;
+}
+
+size_t queue_pending(const struct queue *q)
+{
+	return q->len;
+}
+
+size_t queue_put(struct queue *q, const void *bytes, size_t len)
+{
+	size_t room = queue_room(q);
+	if (len > room)
+		len = room;
+	if (len == 0)
+		return 0;
+	if (q->head + q->len + len > q->limit) {
+		memmove(q->data, q->data + q->head, q->len);
+		q->head = 0;
+	}
+	memcpy(q->data + q->head + q->len, bytes, len);
+	q->len += len;
+	loop_watch_events(q->watch, LOOP_WRITE);
+	return len;
+}
+
+void queue_put_all(struct queue *q, const void *bytes, size_t len)
+{
+	if (q->closed || q->closing || q->failed || len == 0)
+		return;
+	if (q->len + len > q->limit) {
+		memmove(q->data, q->data + q->head, q->len);
+		q->head = 0;
+		char *bigger = realloc(q->data, q->len + len);
+		if (!bigger)
+			abort();
+		q->data = bigger;
+		q->limit = q->len + len;
+	}
+	queue_put(q, bytes, len);
+}
+
+void queue_close_when_empty(struct queue *q)
+{
+	if (q->closed || q->closing)
+		return;
+	q->closing = true;
+	/* Done on the next turn, never from inside the caller's own call. */
+	loop_watch_events(q->watch, LOOP_WRITE);
+}
+
+bool queue_closed(const struct queue *q)
+{
+	return q->closed;
+}
+
+void queue_flush_now(struct queue *q)
+{
+	if (!q->closed && q->len)
+		queue_write_some(q);
+}
+
+void queue_free(struct queue *q)
+{
+	if (!q)
+		return;
+	if (!q->closed)
+		queue_finish(q);
+	free(q->data);
+	free(q);
+}
+
+int reopen_nonblocking(int fd, int flags)
+{
+	struct stat st;
+	if (fstat(fd, &st) < 0)
+		return -1;
+	flags |= O_NONBLOCK | O_CLOEXEC;
+	if (S_ISFIFO(st.st_mode) || S_ISCHR(st.st_mode)) {
+		char path[64];
+		snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
+		int reopened = open(path, flags | O_NOCTTY);
+		if (reopened >= 0)
+			return reopened;
+	}
+	int copy = fcntl(fd, F_DUPFD_CLOEXEC, 3);
+	if (copy < 0)
+		return -1;
+	/* A socket (Node gives its children socket pairs) cannot be reopened;
+	 * its end is the child's own, so its flag is ours to set. Regular files
+	 * and /dev/null never block and need nothing. */
+	if (S_ISSOCK(st.st_mode)) {
+		int fl = fcntl(copy, F_GETFL);
+		if (fl >= 0)
+			fcntl(copy, F_SETFL, fl | O_NONBLOCK);
+	}
+	return copy;
+}

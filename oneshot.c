@@ -1,0 +1,380 @@
+/* oneshot.c: one sandbox run from start to end on one loop: reading the
+ * code, the rootless check, the sandbox, signals, and the output.
+ *
+ * Every stage is a source on the same loop, under the same deadline, which
+ * counts from when sage-sandbox started: a FIFO or a stdin that never
+ * closes, a podman that hangs, a reader that stops reading our stdout, none
+ * of them outlasts --timeout or blocks the signals. */
+#include "oneshot.h"
+#include "process.h"
+#include "rootless.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/signalfd.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* Output waiting for a slow reader, per stream. The sandbox is paused past
+ * half of it; one turn of the sandbox delivers at most 128 KiB, so the
+ * queue never has to drop a byte. */
+#define SINK_BYTES (512 * 1024)
+#define SINK_PAUSE_AT (256 * 1024)
+/* After the result, output still queued gets until the deadline, and at
+ * least this long. */
+#define FLUSH_GRACE_MS 1000
+
+static const char read_hint[] = "name a readable file, or - for standard input";
+
+static void run_finished(struct oneshot *o)
+{
+	o->finished = true;
+	loop_timer_cancel(o->deadline_timer);
+	o->deadline_timer = NULL;
+	loop_quit(o->loop);
+}
+
+static void refuse(struct oneshot *o)
+{
+	o->failed = true;
+	run_finished(o);
+}
+
+/* ---- output ------------------------------------------------------------- */
+
+void oneshot_emit(struct oneshot *o, int stream, const char *bytes, size_t len)
+{
+	/* The live output is within the queue's bound (the sandbox pauses);
+	 * the last message, bounded by the output limit, is taken whole. */
+	if (o->sink[stream])
+		queue_put_all(o->sink[stream], bytes, len);
+}
+
+static bool pending_output(const struct oneshot *o);
+
+static void on_sink_drained(struct queue *q, void *data)
+{
+	struct oneshot *o = data;
+	if (o->flushing && !pending_output(o))
+		loop_quit(o->loop);
+	if (o->sandbox && queue_pending(o->sink[0]) < SINK_PAUSE_AT &&
+	    queue_pending(o->sink[1]) < SINK_PAUSE_AT)
+		sandbox_pause_output(o->sandbox, false);
+}
+
+static void on_sink_error(struct queue *q, void *data)
+{
+	struct oneshot *o = data;
+	/* Our reader went away (EPIPE): like any filter, stop. */
+	if (o->sandbox)
+		sandbox_stop(o->sandbox, STOP_OUTPUT_CLOSED, 0);
+}
+
+static void on_sandbox_output(struct sandbox *sb, int stream, const char *bytes, size_t len,
+		void *data)
+{
+	struct oneshot *o = data;
+	if (!o->stream)
+		return;
+	oneshot_emit(o, stream, bytes, len);
+	if (queue_pending(o->sink[stream]) >= SINK_PAUSE_AT)
+		sandbox_pause_output(sb, true);
+}
+
+/* ---- signals ------------------------------------------------------------ */
+
+static void on_signal(struct loop_watch *w, int fd, unsigned events, void *data)
+{
+	struct oneshot *o = data;
+	struct signalfd_siginfo info;
+	if (read(fd, &info, sizeof info) != sizeof info)
+		return;
+	int sig = (int)info.ssi_signo;
+	if (++o->signals_seen > 1) {
+		/* A second signal while stopping: leave now. The `podman rm`
+		 * already started finishes on its own; podman's --timeout is
+		 * the backstop. */
+		_exit(128 + sig);
+	}
+	if (o->sandbox) {
+		sandbox_stop(o->sandbox, STOP_SIGNAL, sig);
+		return;
+	}
+	error_set(&o->err, 128 + sig, NULL, "interrupted by signal %d before the code ran", sig);
+	refuse(o);
+}
+
+static int watch_signals(struct oneshot *o)
+{
+	static const int watched[] = {SIGINT, SIGTERM, SIGHUP};
+	sigset_t set;
+	sigemptyset(&set);
+	for (size_t i = 0; i < sizeof watched / sizeof watched[0]; i++) {
+		/* A signal the caller ignores (nohup, a background job) stays
+		 * ignored: that was the caller's choice. */
+		struct sigaction old;
+		if (sigaction(watched[i], NULL, &old) == 0 && old.sa_handler == SIG_IGN)
+			continue;
+		sigaddset(&set, watched[i]);
+	}
+	if (sigprocmask(SIG_BLOCK, &set, NULL) < 0)
+		return -1;
+	o->signal_fd = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
+	if (o->signal_fd < 0)
+		return -1;
+	o->signal_watch = loop_watch(o->loop, o->signal_fd, LOOP_READ, on_signal, o);
+	return o->signal_watch ? 0 : -1;
+}
+
+/* ---- the stages --------------------------------------------------------- */
+
+static void on_deadline(struct loop_timer *t, void *data)
+{
+	struct oneshot *o = data;
+	o->deadline_timer = NULL;
+	if (o->sandbox)
+		return; /* the sandbox has its own deadline */
+	error_set(&o->err, EXIT_TIMEOUT, "close standard input, name a FILE, or raise --timeout",
+		"timed out after %ld s %s; nothing was run", o->cfg->number[SET_TIMEOUT],
+		o->code_watch ? "reading the code" : "checking podman");
+	refuse(o);
+}
+
+static void on_sandbox_done(struct sandbox *sb, void *data)
+{
+	struct oneshot *o = data;
+	o->result = sandbox_result(sb);
+	if (o->result->failed) {
+		o->err = o->result->failure;
+		o->failed = true;
+	}
+	run_finished(o);
+}
+
+static void start_sandbox(struct oneshot *o)
+{
+	struct sandbox_options opt = {.cfg = o->cfg, .host = &o->host, .podman = o->podman,
+		.deadline = o->deadline, .keep_output = !o->stream, .on_output = on_sandbox_output,
+		.on_done = on_sandbox_done, .data = o};
+	o->sandbox = sandbox_start(o->loop, &opt, &o->err);
+	if (!o->sandbox) {
+		refuse(o);
+		return;
+	}
+	sandbox_submit(o->sandbox, o->code, o->code_len);
+}
+
+static void on_rootless_answer(const struct podman_host *host, void *data)
+{
+	struct oneshot *o = data;
+	o->host = *host;
+	if (loop_now_ms() >= o->deadline) {
+		on_deadline(NULL, o);
+	} else if (rootless_verdict(host, &o->err) < 0) {
+		refuse(o);
+	} else {
+		if (o->code_for_host)
+			o->code_for_host(o, host);
+		start_sandbox(o);
+	}
+}
+
+static const char *code_origin(const struct oneshot *o)
+{
+	return o->file && strcmp(o->file, "-") != 0 ? o->file : "standard input";
+}
+
+static void check_podman(struct oneshot *o)
+{
+	if (o->code && sandbox_check_code(o->code, o->code_len, code_origin(o), &o->err) < 0) {
+		refuse(o);
+		return;
+	}
+	o->podman = find_executable(o->cfg->value[SET_PODMAN]);
+	if (!o->podman) {
+		error_set(&o->err, EXIT_REFUSED, podman_install_hint,
+			"podman executable '%s' not found", o->cfg->value[SET_PODMAN]);
+		refuse(o);
+		return;
+	}
+	if (rootless_check(o->loop, o->podman, o->deadline, on_rootless_answer, o) < 0) {
+		error_set(&o->err, EXIT_REFUSED, podman_install_hint, "cannot execute podman %s: %s",
+			o->podman, strerror(errno));
+		refuse(o);
+	}
+}
+
+/* Reads what is there; at the end (or past the size limit) goes on. */
+static void on_code_readable(struct loop_watch *w, int fd, unsigned events, void *data)
+{
+	struct oneshot *o = data;
+	char chunk[65536];
+	ssize_t n;
+	/* One read a turn: a file that never blocks still lets the loop turn. */
+	while ((n = read(fd, chunk, sizeof chunk)) < 0 && errno == EINTR)
+		;
+	if (n < 0 && errno == EAGAIN)
+		return;
+	if (n < 0) {
+		error_set(&o->err, EXIT_REFUSED, read_hint, "cannot read %s: %s", code_origin(o),
+			strerror(errno));
+		loop_unwatch(w);
+		o->code_watch = NULL;
+		refuse(o);
+		return;
+	}
+	if (n > 0) {
+		size_t room = MAX_CODE_BYTES + 1 - o->code_read.len;
+		buffer_append(&o->code_read, chunk, (size_t)n < room ? (size_t)n : room);
+		if (o->code_read.len <= MAX_CODE_BYTES)
+			return;
+	}
+	/* End of file, or one byte too many: enough to decide. */
+	loop_unwatch(w);
+	o->code_watch = NULL;
+	if (!o->code_read.data)
+		buffer_append(&o->code_read, "", 0);
+	o->code = o->code_read.data;
+	o->code_len = o->code_read.len;
+	check_podman(o);
+}
+
+static void read_code(struct oneshot *o)
+{
+	bool from_stdin = !o->file || strcmp(o->file, "-") == 0;
+	if (from_stdin) {
+		o->code_fd = reopen_nonblocking(0, O_RDONLY);
+	} else {
+		/* O_NONBLOCK: opening a FIFO with no writer yet must not block
+		 * before the loop (and its deadline) runs. */
+		o->code_fd = open(o->file, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+		if (o->code_fd < 0) {
+			error_set(&o->err, EXIT_REFUSED, read_hint, "cannot open %s: %s", o->file,
+				strerror(errno));
+			refuse(o);
+			return;
+		}
+	}
+	struct stat st;
+	if (o->code_fd < 0 || fstat(o->code_fd, &st) < 0 || S_ISDIR(st.st_mode)) {
+		error_set(&o->err, EXIT_REFUSED, read_hint, "cannot read %s: %s", code_origin(o),
+			o->code_fd >= 0 && S_ISDIR(st.st_mode) ? strerror(EISDIR) : strerror(errno));
+		refuse(o);
+		return;
+	}
+	o->code_watch = loop_watch(o->loop, o->code_fd, LOOP_READ, on_code_readable, o);
+	if (!o->code_watch) {
+		error_set(&o->err, EXIT_REFUSED, read_hint, "cannot read %s: %s", code_origin(o),
+			strerror(errno));
+		refuse(o);
+	}
+}
+
+/* ---- the whole ----------------------------------------------------------- */
+
+int oneshot_begin(struct oneshot *o)
+{
+	o->signal_fd = -1;
+	o->code_fd = -1;
+	o->loop = loop_new();
+	if (!o->loop) {
+		error_set(&o->err, EXIT_REFUSED, NULL, "cannot create an event loop: %s",
+			strerror(errno));
+		return -1;
+	}
+	for (int s = 0; s < 2; s++) {
+		int fd = reopen_nonblocking(1 + s, O_WRONLY);
+		o->sink[s] = fd < 0 ? NULL :
+			queue_new(o->loop, fd, SINK_BYTES, on_sink_drained, s == 0 ? on_sink_error : NULL, o);
+		if (!o->sink[s]) {
+			if (fd >= 0)
+				close(fd);
+			error_set(&o->err, EXIT_REFUSED, NULL, "cannot use %s: %s",
+				s ? "standard error" : "standard output", strerror(errno));
+			return -1;
+		}
+	}
+	if (watch_signals(o) < 0) {
+		error_set(&o->err, EXIT_REFUSED, NULL, "cannot watch signals: %s", strerror(errno));
+		return -1;
+	}
+	return 0;
+}
+
+int oneshot_run(struct oneshot *o)
+{
+	o->deadline = o->started_at + o->cfg->number[SET_TIMEOUT] * 1000;
+	o->deadline_timer = loop_timer(o->loop, o->deadline, on_deadline, o);
+	if (o->code)
+		check_podman(o);
+	else
+		read_code(o);
+	while (!o->finished) {
+		if (loop_run(o->loop) < 0) {
+			error_set(&o->err, EXIT_REFUSED, NULL, "the event loop failed: %s",
+				strerror(errno));
+			o->failed = true;
+			break;
+		}
+	}
+	return o->failed ? -1 : 0;
+}
+
+static void quit_loop(struct loop_timer *t, void *data)
+{
+	loop_quit(data);
+}
+
+static bool pending_output(const struct oneshot *o)
+{
+	for (int s = 0; s < 2; s++)
+		if (o->sink[s] && queue_pending(o->sink[s]))
+			return true;
+	return false;
+}
+
+void oneshot_end(struct oneshot *o)
+{
+	/* An interrupted run gets the grace only: the caller wants out. */
+	int64_t until = loop_now_ms() + FLUSH_GRACE_MS;
+	bool interrupted = o->signals_seen || (o->result && o->result->interrupted_by);
+	if (o->deadline > until && !interrupted)
+		until = o->deadline;
+	loop_unwatch(o->signal_watch);
+	o->signal_watch = NULL;
+	loop_unwatch(o->code_watch);
+	o->code_watch = NULL;
+	loop_timer_cancel(o->deadline_timer);
+	o->deadline_timer = NULL;
+	/* Deliver what is queued; a reader that stopped reading gets until
+	 * the deadline, never forever. A run that ended by itself does not
+	 * wait for its container to exit and be removed (about 0.1 s): the
+	 * result is complete at the launcher's exit frame, and conmon removes
+	 * the container (podman run --rm) whether or not the client or we are
+	 * still there. A stopped run's container is already gone. */
+	struct loop_timer *stop = loop_timer(o->loop, until, quit_loop, o->loop);
+	o->flushing = true;
+	while (loop_now_ms() < until && pending_output(o)) {
+		if (loop_run(o->loop) < 0)
+			break;
+	}
+	loop_timer_cancel(stop);
+	for (int s = 0; s < 2; s++) {
+		queue_free(o->sink[s]);
+		o->sink[s] = NULL;
+	}
+	sandbox_free(o->sandbox);
+	o->sandbox = NULL;
+	o->result = NULL;
+	if (o->code_fd >= 0)
+		close(o->code_fd);
+	if (o->signal_fd >= 0)
+		close(o->signal_fd);
+	buffer_free(&o->code_read);
+	free(o->podman);
+	loop_free(o->loop);
+}

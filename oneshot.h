@@ -1,0 +1,58 @@
+/* oneshot.h: one sandbox run from start to end on one loop: reading the
+ * code, the rootless check, the sandbox, signals, and the output. */
+#ifndef SAGE_SANDBOX_ONESHOT_H
+#define SAGE_SANDBOX_ONESHOT_H
+
+#include "loop.h"
+#include "sandbox.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+
+struct oneshot {
+	/* in */
+	const struct config *cfg;
+	int64_t started_at; /* loop_now_ms() when sage-sandbox started */
+	bool stream;        /* copy the code's output live to stdout/stderr */
+	const char *file;   /* read the code from it: NULL or "-" for stdin */
+	const char *code;   /* or take this code (self-test) */
+	size_t code_len;
+	/* Or make the code once the host is known (self-test's depends on it). */
+	void (*code_for_host)(struct oneshot *o, const struct podman_host *host);
+	void *hook_data;
+
+	/* out, after oneshot_run */
+	bool failed;            /* nothing ran: see err */
+	struct error err;
+	struct run_result *result; /* when it ran */
+
+	/* private */
+	struct loop *loop;
+	struct queue *sink[2];
+	int signal_fd;
+	struct loop_watch *signal_watch, *code_watch;
+	struct loop_timer *deadline_timer;
+	int code_fd;
+	struct buffer code_read;
+	char *podman;
+	struct podman_host host;
+	struct sandbox *sandbox;
+	int signals_seen;
+	bool finished, flushing;
+	int64_t deadline;
+};
+
+/* Sets up the loop, stdout and stderr as non-blocking queues and the
+ * terminating signals (SIGINT, SIGTERM, SIGHUP, unless the caller ignores
+ * them). -1 with err set on failure. */
+int oneshot_begin(struct oneshot *o);
+/* Runs to the result: 0 with o->result, or -1 with o->err when nothing
+ * ran. The deadline counts from o->started_at, reading the code included. */
+int oneshot_run(struct oneshot *o);
+/* Queues bytes for stdout (stream 0) or stderr (stream 1). */
+void oneshot_emit(struct oneshot *o, int stream, const char *bytes, size_t len);
+/* Delivers what is queued (until the run's deadline, and at least one more
+ * second), then frees everything. */
+void oneshot_end(struct oneshot *o);
+
+#endif

@@ -1,0 +1,318 @@
+/* podman.c: podman's command lines and the parsing of what podman prints.
+ * The `podman run` arguments below are the sandbox: each flag says which
+ * attack or accident it closes. */
+#include "podman.h"
+#include "embedded.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static const char *const controller_names[CONTROLLER_COUNT] = {
+	[CONTROLLER_MEMORY] = "memory",
+	[CONTROLLER_CPU] = "cpu",
+	[CONTROLLER_PIDS] = "pids",
+};
+
+const char *controller_name(enum cgroup_controller c)
+{
+	return controller_names[c];
+}
+
+void arg_add(struct argv_builder *a, const char *fmt, ...)
+{
+	va_list ap;
+	if (a->n + 1 >= (int)(sizeof a->arg / sizeof a->arg[0]))
+		abort();
+	va_start(ap, fmt);
+	if (vasprintf(&a->arg[a->n], fmt, ap) < 0)
+		abort();
+	va_end(ap);
+	a->arg[++a->n] = NULL;
+}
+
+void args_free(struct argv_builder *a)
+{
+	for (int i = 0; i < a->n; i++)
+		free(a->arg[i]);
+	a->n = 0;
+	a->arg[0] = NULL;
+}
+
+/* Podman needs these to find its binaries, its per-user configuration,
+ * storage and runtime directory, exactly as the user's own `podman` does;
+ * nothing else of the caller's (API keys, tokens) may reach the container
+ * through `--env NAME` or a careless image. CONTAINER_HOST and
+ * CONTAINER_CONNECTION are not passed: they would make podman remote, and
+ * the rootless check refuses them. */
+const char *const podman_environment_names[] = {"PATH", "HOME", "XDG_RUNTIME_DIR",
+	"XDG_CONFIG_HOME", "XDG_DATA_HOME", "CONTAINERS_CONF", "CONTAINERS_STORAGE_CONF",
+	"DBUS_SESSION_BUS_ADDRESS", "TMPDIR", NULL};
+
+char *const *podman_environment(void)
+{
+	static char *env[sizeof podman_environment_names / sizeof podman_environment_names[0]];
+	static bool built;
+	size_t n = 0;
+	if (built)
+		return env;
+	built = true;
+	for (size_t i = 0; podman_environment_names[i]; i++) {
+		const char *v = getenv(podman_environment_names[i]);
+		if (!v)
+			continue;
+		if (asprintf(&env[n], "%s=%s", podman_environment_names[i], v) < 0)
+			abort();
+		n++;
+	}
+	env[n] = NULL;
+	return env;
+}
+
+char *find_executable(const char *name)
+{
+	if (strchr(name, '/'))
+		return access(name, X_OK) == 0 ? strdup(name) : NULL;
+	const char *path = getenv("PATH");
+	if (!path || !*path)
+		path = "/usr/local/bin:/usr/bin:/bin";
+	for (const char *dir = path; *dir;) {
+		size_t len = strcspn(dir, ":");
+		char *candidate;
+		if (asprintf(&candidate, "%.*s/%s", (int)(len ? len : 1), len ? dir : ".", name) < 0)
+			abort();
+		if (access(candidate, X_OK) == 0)
+			return candidate;
+		free(candidate);
+		dir += len + (dir[len] == ':');
+	}
+	return NULL;
+}
+
+const char podman_install_hint[] =
+	"install podman (apt-get install podman runc uidmap) or name it with --podman PATH";
+const char image_hint[] =
+	"build it with 'sudo ./setup.sh image' in the sage-sandbox source tree, or pull one "
+	"(podman pull docker.io/sagemath/sagemath:latest) and pass --image";
+
+void podman_run_args(struct argv_builder *a, const struct config *cfg,
+		const struct podman_host *host, const char *podman, const char *name,
+		const char *owner)
+{
+	long cpus = cfg->number[SET_CPUS];
+	struct rlimit_value rlimits[RLIMIT_COUNT];
+
+	sandbox_rlimits(cfg, rlimits);
+	arg_add(a, "%s", podman);
+	/* Podman's warnings (e.g. "/ is not a shared mount") would otherwise
+	 * be mixed into its error messages. */
+	arg_add(a, "--log-level=error");
+	arg_add(a, "run");
+	/* The container and its writable layer go away with the run, removed
+	 * by conmon's exit command even if the podman client is gone; -i feeds
+	 * the code on stdin, so it is never on a command line or a host mount. */
+	arg_add(a, "--rm");
+	arg_add(a, "-i");
+	/* A name to stop it by (killing the podman client does not stop it),
+	 * a label to find strays by, and their owner to tell strays from the
+	 * containers of runs still going (sage-sandbox cleanup). */
+	arg_add(a, "--name=%s", name);
+	arg_add(a, "--label=%s", CONTAINER_LABEL);
+	arg_add(a, "--label=%s=%s", OWNER_LABEL, owner);
+	/* Never fetch an image during a run: what runs is what the user
+	 * built or pulled, not whatever a registry serves today. A missing
+	 * image is podman's refusal, turned into ours (podman_said_no_image),
+	 * with no `podman image exists` before every run. */
+	arg_add(a, "--pull=%s", SANDBOX_PULL);
+	/* No network interface but loopback: no exfiltration, no downloads,
+	 * no attacks on the host's or the LAN's services. */
+	arg_add(a, "--network=%s", SANDBOX_NETWORK);
+	/* No /etc/hosts from the host: nothing about the host's names. */
+	arg_add(a, "--no-hosts");
+	/* No System V IPC or POSIX shared memory (/dev/shm) namespace at all:
+	 * one more kernel interface, and a writable tmpfs, gone. */
+	arg_add(a, "--ipc=none");
+	/* --ipc=none still mounts a writable /dev/mqueue; cover it with a
+	 * read-only empty directory. */
+	arg_add(a, "--security-opt=mask=/dev/mqueue");
+	/* The image cannot be modified: no trojaned sage for the next run.
+	 * Without --read-only-tmpfs=false podman would also mount writable,
+	 * uncapped tmpfs on /run, /var/tmp and /dev/shm. */
+	arg_add(a, "--read-only");
+	arg_add(a, "--read-only-tmpfs=false");
+	/* The only writable place, in memory, capped, no setuid or devices. */
+	arg_add(a, "--tmpfs=/tmp:rw,nosuid,nodev,size=%llu,mode=1777", TMPFS_BYTES);
+	arg_add(a, "--workdir=/tmp");
+	/* What Sage prints is returned, not also kept in a log on the host. */
+	arg_add(a, "--log-driver=none");
+	/* Sage's state, and what `sage -python` would point into it, in the
+	 * writable /tmp. The launcher runs under python3 directly: the `sage`
+	 * shell wrapper costs 70-100 ms a run and only sets variables. */
+	arg_add(a, "--env=HOME=/tmp/sage-home");
+	arg_add(a, "--env=DOT_SAGE=/tmp/dot-sage");
+	arg_add(a, "--env=MPLCONFIGDIR=/tmp/dot-sage/matplotlib");
+	arg_add(a, "--env=MAXIMA_USERDIR=/tmp/dot-sage/maxima");
+	/* One thread each: the CPU and process limits mean what they say and
+	 * BLAS does not spawn a thread per host core. */
+	arg_add(a, "--env=SAGE_NUM_THREADS=1");
+	arg_add(a, "--env=OPENBLAS_NUM_THREADS=1");
+	arg_add(a, "--env=OMP_NUM_THREADS=1");
+	arg_add(a, "--env=MKL_NUM_THREADS=1");
+	/* No user site-packages to shadow Sage's modules. */
+	arg_add(a, "--env=PYTHONNOUSERSITE=1");
+	/* Printed progress reaches the caller as it happens, not at exit. */
+	arg_add(a, "--env=PYTHONUNBUFFERED=1");
+	/* PARI's stack within the memory limit (see launcher.py). */
+	arg_add(a, "--env=SAGE_SANDBOX_PARI_SIZEMAX=%llu",
+		(unsigned long long)rlimits[RL_DATA].value / 4);
+	/* Not root inside, so a container escape starts without even the
+	 * user namespace's root. */
+	arg_add(a, "--user=%s", SANDBOX_USER);
+	/* No capabilities, and no way to regain any through setuid files. */
+	arg_add(a, "--cap-drop=all");
+	arg_add(a, "--security-opt=no-new-privileges");
+	/* Our seccomp profile, on fd 3 (see derive-seccomp.py): no new
+	 * namespaces, mounts, keyrings, ptrace, bpf, perf or userfaultfd, the
+	 * kernel interfaces most container escapes go through. */
+	arg_add(a, "--security-opt=seccomp=/proc/self/fd/3");
+	/* Resource limits against fork bombs, memory exhaustion and CPU
+	 * hogging. The cgroup ones only where podman can apply them (elsewhere
+	 * it drops them and prints a warning); the rlimits everywhere, as the
+	 * line of defence that always holds. */
+	if (host->controller[CONTROLLER_PIDS])
+		arg_add(a, "--pids-limit=%ld", cfg->number[SET_PIDS_LIMIT]);
+	if (host->controller[CONTROLLER_MEMORY])
+		arg_add(a, "--memory=%s", cfg->value[SET_MEMORY]);
+	if (host->controller[CONTROLLER_CPU])
+		arg_add(a, "--cpus=%ld.%03ld", cpus / 1000, cpus % 1000);
+	for (int i = 0; i < RLIMIT_COUNT; i++)
+		arg_add(a, "--ulimit=%s=%llu:%llu", rlimits[i].name,
+			(unsigned long long)rlimits[i].value, (unsigned long long)rlimits[i].value);
+	/* A backstop run by conmon: if sage-sandbox itself is killed before
+	 * it can stop the container, the container still dies. */
+	arg_add(a, "--timeout=%ld", cfg->number[SET_TIMEOUT] + PODMAN_BACKSTOP_SECONDS);
+	/* The launcher is the container's first process: no shell around it
+	 * (it costs a fork and an exec, and buys nothing). It runs the code in
+	 * a child of its own, so the code is never the namespace's init, whose
+	 * signals the kernel would drop (see launcher.py). */
+	arg_add(a, "--entrypoint=python3");
+	arg_add(a, "--");
+	arg_add(a, "%s", cfg->value[SET_IMAGE]);
+	arg_add(a, "-c");
+	arg_add(a, "%s", embedded_launcher_py);
+}
+
+void podman_rm_args(struct argv_builder *a, const char *podman, const char *name)
+{
+	arg_add(a, "%s", podman);
+	arg_add(a, "--log-level=error");
+	arg_add(a, "rm");
+	arg_add(a, "--force");
+	arg_add(a, "--time=0");
+	arg_add(a, "%s", name);
+}
+
+void podman_ps_args(struct argv_builder *a, const char *podman)
+{
+	arg_add(a, "%s", podman);
+	arg_add(a, "ps");
+	arg_add(a, "--all");
+	arg_add(a, "--filter=label=%s", CONTAINER_LABEL);
+	arg_add(a, "--format={{.Names}} {{index .Labels \"%s\"}}", OWNER_LABEL);
+}
+
+void podman_info_args(struct argv_builder *a, const char *podman)
+{
+	arg_add(a, "%s", podman);
+	arg_add(a, "info");
+	arg_add(a, "--format");
+	arg_add(a, "%s",
+		"{{.Host.Security.Rootless}}\n{{.Host.CgroupsVersion}}\n{{.Host.CgroupControllers}}\n"
+		"{{.Host.OCIRuntime.Name}}\n{{.Store.GraphDriverName}}\n{{.Host.ServiceIsRemote}}");
+}
+
+static void parse_controllers(struct podman_host *host, const char *list)
+{
+	/* Go prints a []string as "[cpuset cpu io memory pids]". */
+	char words[256];
+	snprintf(words, sizeof words, "%s", list);
+	for (char *word = strtok(words, "[] "); word; word = strtok(NULL, "[] "))
+		for (int c = 0; c < CONTROLLER_COUNT; c++)
+			if (strcmp(word, controller_names[c]) == 0)
+				host->controller[c] = true;
+}
+
+/* Copies line number n (from 0) of text into out. */
+static void nth_line(const char *text, int n, char *out, size_t size)
+{
+	const char *line = NULL;
+	size_t len = 0;
+	for (int i = 0; i <= n && (line = next_line(&text, &len)); i++)
+		;
+	snprintf(out, size, "%.*s", line ? (int)len : 0, line ? line : "");
+}
+
+void podman_info_parse(const char *said, int status, bool timed_out, const char *errors,
+		struct podman_host *host)
+{
+	char rootless[16], controllers[256], remote[16];
+
+	*host = (struct podman_host){.rootless = ROOTLESS_UNKNOWN};
+	said = said ? said : "";
+	nth_line(said, 0, rootless, sizeof rootless);
+	if (timed_out) {
+		snprintf(host->detail, sizeof host->detail, "podman info did not answer in time");
+	} else if (status != 0) {
+		const char *why = errors ? errors : "";
+		snprintf(host->detail, sizeof host->detail, "podman info exited with status %d: %.*s",
+			status, (int)strcspn(why, "\n"), why);
+	} else if (strcmp(rootless, "true") == 0) {
+		host->rootless = ROOTLESS_TRUE;
+	} else if (strcmp(rootless, "false") == 0) {
+		host->rootless = ROOTLESS_FALSE;
+	} else {
+		snprintf(host->detail, sizeof host->detail,
+			"podman info printed '%s', not true or false", rootless);
+	}
+	if (host->rootless == ROOTLESS_UNKNOWN)
+		return;
+	nth_line(said, 1, host->cgroups, sizeof host->cgroups);
+	nth_line(said, 2, controllers, sizeof controllers);
+	parse_controllers(host, controllers);
+	nth_line(said, 3, host->runtime, sizeof host->runtime);
+	nth_line(said, 4, host->storage_driver, sizeof host->storage_driver);
+	nth_line(said, 5, remote, sizeof remote);
+	host->remote = strcmp(remote, "true") == 0;
+}
+
+void podman_version_args(struct argv_builder *a, const char *podman)
+{
+	arg_add(a, "%s", podman);
+	arg_add(a, "--version");
+}
+
+void podman_version_parse(const char *said, char *version, size_t size)
+{
+	const char *v = said ? strstr(said, "version ") : NULL;
+	v = v ? v + strlen("version ") : said ? said : "";
+	snprintf(version, size, "%.*s", (int)strcspn(v, "\n"), v);
+}
+
+void podman_image_digest_args(struct argv_builder *a, const char *podman, const char *image)
+{
+	arg_add(a, "%s", podman);
+	arg_add(a, "image");
+	arg_add(a, "inspect");
+	arg_add(a, "--format={{.Digest}}");
+	arg_add(a, "%s", image);
+}
+
+bool podman_said_no_image(const char *errors)
+{
+	/* podman 4: "Error: IMAGE: image not known"; older and newer wordings
+	 * say "no such image". */
+	return errors && (strstr(errors, "image not known") || strstr(errors, "no such image") ||
+		strstr(errors, "No such image"));
+}

@@ -1,0 +1,84 @@
+/* podman.h: everything sage-sandbox knows of podman's command line and of
+ * what podman prints: run, rm, ps, info, image inspect, version. */
+#ifndef SAGE_SANDBOX_PODMAN_H
+#define SAGE_SANDBOX_PODMAN_H
+
+#include "buffer.h"
+#include "settings.h"
+
+#include <stdbool.h>
+
+/* The fixed properties of every sandbox: the podman arguments are written
+ * from these, and so is the summary that run --json and status report. */
+#define SANDBOX_NETWORK "none"
+#define SANDBOX_USER "sage"
+#define SANDBOX_PULL "never"
+#define CONTAINER_LABEL "sage-sandbox=1"
+#define OWNER_LABEL "sage-sandbox.owner"
+/* conmon kills the container this long after our own timeout, if
+ * sage-sandbox itself was killed before it could. */
+#define PODMAN_BACKSTOP_SECONDS 5
+
+/* What podman says of this host. */
+enum rootless_answer { ROOTLESS_TRUE, ROOTLESS_FALSE, ROOTLESS_UNKNOWN };
+enum cgroup_controller { CONTROLLER_MEMORY, CONTROLLER_CPU, CONTROLLER_PIDS, CONTROLLER_COUNT };
+
+struct podman_host {
+	enum rootless_answer rootless;
+	bool remote;                         /* podman talks to a service */
+	char detail[512];                    /* why rootless is unknown or refused */
+	char cgroups[8];                     /* "v1", "v2", or "" */
+	char runtime[32];                    /* the OCI runtime: "runc", "crun" */
+	char storage_driver[32];             /* "overlay"; "vfs" copies the image per run */
+	bool controller[CONTROLLER_COUNT];   /* usable by this user's containers */
+};
+
+const char *controller_name(enum cgroup_controller c);
+
+/* A NULL-terminated argv under construction; every string is malloc'd. */
+struct argv_builder {
+	char *arg[96];
+	int n;
+};
+void arg_add(struct argv_builder *a, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void args_free(struct argv_builder *a);
+
+/* The environment podman gets: only what it needs to find its own state
+ * and configuration, so that it finds the same storage and image as the
+ * user's own `podman`. Built once. */
+char *const *podman_environment(void);
+/* The variables of podman_environment(), for the man page and the cache. */
+extern const char *const podman_environment_names[];
+
+/* Resolves an executable name through PATH; returns a malloc'd path or NULL. */
+char *find_executable(const char *name);
+
+/* How to fix a missing podman or a missing image. */
+extern const char podman_install_hint[];
+extern const char image_hint[];
+
+/* `podman run` of one sandbox, with the reason for each flag beside it.
+ * The seccomp profile is read by podman from fd 3; the launcher is the
+ * container's first process. */
+void podman_run_args(struct argv_builder *a, const struct config *cfg,
+		const struct podman_host *host, const char *podman, const char *name,
+		const char *owner);
+/* Removes a container at once, whatever state it is in. */
+void podman_rm_args(struct argv_builder *a, const char *podman, const char *name);
+/* Lists "NAME OWNER" of every container with our label. */
+void podman_ps_args(struct argv_builder *a, const char *podman);
+/* One `podman info` for everything podman_host holds. */
+void podman_info_args(struct argv_builder *a, const char *podman);
+/* Fills host from what podman info (podman_info_args) printed. */
+void podman_info_parse(const char *said, int status, bool timed_out, const char *errors,
+		struct podman_host *host);
+void podman_version_args(struct argv_builder *a, const char *podman);
+/* "4.3.1" from `podman --version`. */
+void podman_version_parse(const char *said, char *version, size_t size);
+void podman_image_digest_args(struct argv_builder *a, const char *podman, const char *image);
+
+/* podman run's own failure, from its stderr, when the container never
+ * started: true when it says the image is missing. */
+bool podman_said_no_image(const char *errors);
+
+#endif

@@ -1,0 +1,27 @@
+/* rootless.h: whether podman runs rootless here, asked on every run and
+ * answered from a per-user cache while nothing that could change it has. */
+#ifndef SAGE_SANDBOX_ROOTLESS_H
+#define SAGE_SANDBOX_ROOTLESS_H
+
+#include "error.h"
+#include "loop.h"
+#include "podman.h"
+
+#include <stdint.h>
+
+/* The answer is in host; rootless_verdict() turns it into a refusal. */
+typedef void rootless_callback(const struct podman_host *host, void *data);
+
+/* Asks, on the loop: refused at once as root or with a remote podman
+ * configured in the environment; answered from the cache when its key
+ * matches (no process started); otherwise by one `podman info` killed at
+ * deadline, whose positive answer is cached. done may be called before
+ * this returns. -1 with errno when podman could not be started. */
+int rootless_check(struct loop *loop, const char *podman, int64_t deadline,
+		rootless_callback *done, void *data);
+/* 0 when host is rootless and local; else -1 with the refusal in err. */
+int rootless_verdict(const struct podman_host *host, struct error *err);
+/* The same question without the cache (status): one `podman info`. */
+void rootless_query_now(const char *podman, struct podman_host *host);
+
+#endif

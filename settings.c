@@ -1,0 +1,176 @@
+/* settings.c: the settings table, parsing and checking each value, and the
+ * rlimits derived from the settings. */
+#include "settings.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- the settings table ---------------------------------------------- */
+
+static const char *const memory_choices[] = {"256m", "512m", "1g", "2g", "4g", "8g", NULL};
+
+const struct setting settings[SETTING_COUNT] = {
+	[SET_IMAGE] = {"--image", "SAGE_SANDBOX_IMAGE", "IMAGE", "image", KIND_IMAGE, 0, 0, NULL,
+		"an image reference, not starting with '-', no white space",
+		"localhost/sagemath-debian:bookworm",
+		"container image with a python3 that imports Sage, and a user sage"},
+	[SET_PODMAN] = {"--podman", "SAGE_SANDBOX_PODMAN", "PATH", "podman", KIND_PATH, 0, 0, NULL,
+		"an executable name or path", "podman", "podman executable"},
+	[SET_TIMEOUT] = {"--timeout", "SAGE_SANDBOX_TIMEOUT", "SECONDS", "timeout_seconds",
+		KIND_INTEGER, 1, 600, NULL, "an integer from 1 to 600", "60",
+		"wall-clock limit for the whole run, container start included"},
+	[SET_MEMORY] = {"--memory", "SAGE_SANDBOX_MEMORY", "SIZE", "memory", KIND_CHOICE, 0, 0,
+		memory_choices, "256m, 512m, 1g, 2g, 4g or 8g", "1g", "memory limit"},
+	[SET_CPUS] = {"--cpus", "SAGE_SANDBOX_CPUS", "N", "cpus", KIND_MILLI, 100, 4000, NULL,
+		"a number from 0.1 to 4, at most 3 decimals", "1", "CPU share"},
+	[SET_PIDS_LIMIT] = {"--pids-limit", "SAGE_SANDBOX_PIDS_LIMIT", "N", "pids_limit",
+		KIND_INTEGER, 16, 512, NULL, "an integer from 16 to 512", "96",
+		"processes and threads"},
+	[SET_OUTPUT_LIMIT] = {"--output-limit", "SAGE_SANDBOX_OUTPUT_LIMIT", "KIB",
+		"output_limit_kib", KIND_INTEGER, 16, 2048, NULL, "an integer from 16 to 2048", "256",
+		"KiB of stdout and of stderr each, past which the run is stopped"},
+	[SET_SECCOMP_PROFILE] = {"--seccomp-profile", "SAGE_SANDBOX_SECCOMP_PROFILE", "PATH",
+		"seccomp_profile", KIND_PROFILE, 0, 0, NULL,
+		"builtin, or a seccomp profile file in podman's JSON format", "builtin",
+		"seccomp profile"},
+};
+
+const char *setting_source_name(enum setting_source source)
+{
+	switch (source) {
+	case FROM_FLAG: return "flag";
+	case FROM_ENVIRONMENT: return "environment";
+	default: return "default";
+	}
+}
+
+static bool parse_integer(const char *text, long *out)
+{
+	long value = 0;
+	if (*text == '\0')
+		return false;
+	for (const char *p = text; *p; p++) {
+		if (*p < '0' || *p > '9' || value > 100000000)
+			return false;
+		value = value * 10 + (*p - '0');
+	}
+	*out = value;
+	return true;
+}
+
+/* "0.25" -> 250; no floating point, no locale, no "1e3" or "inf". */
+static bool parse_milli(const char *text, long *out)
+{
+	const char *dot = strchr(text, '.');
+	char whole[16];
+	long units, fraction = 0;
+	size_t whole_len = dot ? (size_t)(dot - text) : strlen(text);
+	if (whole_len == 0 || whole_len >= sizeof whole)
+		return false;
+	memcpy(whole, text, whole_len);
+	whole[whole_len] = '\0';
+	if (!parse_integer(whole, &units))
+		return false;
+	if (dot) {
+		size_t places = strlen(dot + 1);
+		if (places == 0 || places > 3 || !parse_integer(dot + 1, &fraction))
+			return false;
+		for (; places < 3; places++)
+			fraction *= 10;
+	}
+	*out = units * 1000 + fraction;
+	return true;
+}
+
+static bool has_space_or_control(const char *text)
+{
+	for (const unsigned char *p = (const unsigned char *)text; *p; p++)
+		if (*p <= ' ' || *p == 0x7f)
+			return true;
+	return false;
+}
+
+int setting_set(struct config *cfg, enum setting_id id, const char *text,
+		enum setting_source source, char *why, size_t why_size)
+{
+	const struct setting *s = &settings[id];
+	long number = 0;
+	bool valid = false;
+
+	switch (s->kind) {
+	case KIND_IMAGE:
+		valid = *text != '\0' && *text != '-' && !has_space_or_control(text);
+		break;
+	case KIND_PATH:
+	case KIND_PROFILE:
+		valid = *text != '\0' && !has_space_or_control(text);
+		break;
+	case KIND_INTEGER:
+		valid = parse_integer(text, &number) && number >= s->min && number <= s->max;
+		break;
+	case KIND_MILLI:
+		valid = parse_milli(text, &number) && number >= s->min && number <= s->max;
+		break;
+	case KIND_CHOICE:
+		for (const char *const *c = s->choices; *c; c++)
+			if (strcmp(text, *c) == 0)
+				valid = true;
+		break;
+	}
+	if (!valid) {
+		const char *origin = source == FROM_ENVIRONMENT ? s->env : s->flag;
+		snprintf(why, why_size, "invalid %s '%s': allowed is %s", origin, text, s->allowed);
+		return -1;
+	}
+	cfg->value[id] = text;
+	cfg->source[id] = source;
+	cfg->number[id] = number;
+	return 0;
+}
+
+int config_init(struct config *cfg, const char *const flag_value[SETTING_COUNT], char *why,
+		size_t why_size)
+{
+	for (int id = 0; id < SETTING_COUNT; id++) {
+		const char *env = getenv(settings[id].env);
+		int rc;
+		if (flag_value[id])
+			rc = setting_set(cfg, id, flag_value[id], FROM_FLAG, why, why_size);
+		else if (env && *env)
+			rc = setting_set(cfg, id, env, FROM_ENVIRONMENT, why, why_size);
+		else
+			rc = setting_set(cfg, id, settings[id].fallback, FROM_DEFAULT, why, why_size);
+		if (rc < 0)
+			return -1;
+	}
+	return 0;
+}
+
+uint64_t config_memory_bytes(const struct config *cfg)
+{
+	const char *v = cfg->value[SET_MEMORY];
+	uint64_t n = strtoull(v, NULL, 10);
+	return v[strlen(v) - 1] == 'g' ? n << 30 : n << 20;
+}
+
+void sandbox_rlimits(const struct config *cfg, struct rlimit_value out[RLIMIT_COUNT])
+{
+	/* CPU seconds one process may use: what --cpus allows over the whole
+	 * timeout, so that the rlimit bounds a spinning process where no cgroup
+	 * does. At least 1: 0 would mean no limit. */
+	uint64_t cpu = ((uint64_t)cfg->number[SET_TIMEOUT] * cfg->number[SET_CPUS] + 999) / 1000;
+	out[RL_DATA] = (struct rlimit_value){"data", config_memory_bytes(cfg)};
+	out[RL_CPU] = (struct rlimit_value){"cpu", cpu ? cpu : 1};
+	out[RL_NPROC] = (struct rlimit_value){"nproc", (uint64_t)cfg->number[SET_PIDS_LIMIT]};
+	/* Enough for Sage and its pexpect children; not enough to exhaust the
+	 * kernel's file table. */
+	out[RL_NOFILE] = (struct rlimit_value){"nofile", 1024};
+	/* No single file beyond 128 MiB, whatever the tmpfs has left. */
+	out[RL_FSIZE] = (struct rlimit_value){"fsize", 128ull << 20};
+	/* No core dumps: a crashing 1 GiB process would fill /tmp. */
+	out[RL_CORE] = (struct rlimit_value){"core", 0};
+	/* No bytes for POSIX message queues: kernel memory outside any limit
+	 * above, and nothing Sage uses. */
+	out[RL_MSGQUEUE] = (struct rlimit_value){"msgqueue", 0};
+}

@@ -1,0 +1,89 @@
+/* settings.h: the settings table (flag, environment variable, range,
+ * default) and the rlimits derived from it. */
+#ifndef SAGE_SANDBOX_SETTINGS_H
+#define SAGE_SANDBOX_SETTINGS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define SAGE_SANDBOX_VERSION "0.2.0"
+
+/* The code: at most this many bytes, no NUL byte. */
+#define MAX_CODE_BYTES 50000
+
+/* Size of the container's /tmp, its only writable place. */
+#define TMPFS_BYTES (256ull << 20)
+
+/* One entry of the settings table: its flag, its environment variable, the
+ * values it allows and its default. The CLI, --help, status and the man page
+ * all follow this table. */
+enum setting_id {
+	SET_IMAGE,
+	SET_PODMAN,
+	SET_TIMEOUT,
+	SET_MEMORY,
+	SET_CPUS,
+	SET_PIDS_LIMIT,
+	SET_OUTPUT_LIMIT,
+	SET_SECCOMP_PROFILE,
+	SETTING_COUNT
+};
+
+enum setting_kind {
+	KIND_IMAGE,   /* an image reference */
+	KIND_PATH,    /* an executable name or path */
+	KIND_INTEGER, /* min..max */
+	KIND_MILLI,   /* a decimal with up to 3 places, stored in thousandths */
+	KIND_CHOICE,  /* one of choices[] */
+	KIND_PROFILE, /* "builtin" or a file's path */
+};
+
+struct setting {
+	const char *flag;    /* "--timeout" */
+	const char *env;     /* "SAGE_SANDBOX_TIMEOUT" */
+	const char *metavar; /* "SECONDS" */
+	const char *key;     /* name in JSON: "timeout_seconds" */
+	enum setting_kind kind;
+	long min, max;             /* KIND_INTEGER, KIND_MILLI (in thousandths) */
+	const char *const *choices; /* KIND_CHOICE, NULL-terminated */
+	const char *allowed;        /* the allowed values, for messages */
+	const char *fallback;       /* the default */
+	const char *help;
+};
+
+extern const struct setting settings[SETTING_COUNT];
+
+enum setting_source { FROM_DEFAULT, FROM_ENVIRONMENT, FROM_FLAG };
+
+struct config {
+	const char *value[SETTING_COUNT];
+	enum setting_source source[SETTING_COUNT];
+	long number[SETTING_COUNT]; /* parsed value of numeric settings */
+};
+
+const char *setting_source_name(enum setting_source source);
+
+/* Checks text against the setting's rules; on success stores it in cfg and
+ * returns 0, else writes the reason into why and returns -1. */
+int setting_set(struct config *cfg, enum setting_id id, const char *text,
+		enum setting_source source, char *why, size_t why_size);
+/* Fills every setting from its flag (flag_value[id] non-NULL), else its
+ * environment variable (unset or empty: not given), else its default. An
+ * environment variable that a flag overrides is not checked. */
+int config_init(struct config *cfg, const char *const flag_value[SETTING_COUNT], char *why,
+		size_t why_size);
+
+/* The memory limit in bytes (KIND_CHOICE values such as "512m"). */
+uint64_t config_memory_bytes(const struct config *cfg);
+
+/* The rlimits every run gets. Podman applies them with setrlimit inside the
+ * container, which needs no cgroup: they hold on every host. */
+enum rlimit_id { RL_DATA, RL_CPU, RL_NPROC, RL_NOFILE, RL_FSIZE, RL_CORE, RL_MSGQUEUE, RLIMIT_COUNT };
+struct rlimit_value {
+	const char *name; /* podman's --ulimit name, and RLIMIT_<NAME> */
+	uint64_t value;   /* soft and hard */
+};
+void sandbox_rlimits(const struct config *cfg, struct rlimit_value out[RLIMIT_COUNT]);
+
+#endif

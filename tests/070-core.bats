@@ -1,0 +1,202 @@
+#!/usr/bin/env bats
+# The core: one loop for the code, podman, the clock, the signals and our
+# output; the rootless check and its cache; podman as a child that is
+# executed once. Each test is a defect of the old loop or a promise of the
+# new one, against the real image.
+
+load helpers
+
+flood='while True: print("x" * 1000)'
+
+# logging_podman: a podman that writes its subcommand to $podman_log and
+# execs the real one (so everything else is real podman).
+logging_podman() {
+	podman_log=$BATS_TEST_TMPDIR/podman.log
+	: >"$podman_log"
+	cat >"$BATS_TEST_TMPDIR/podman" <<-EOF
+		#!/bin/sh
+		for a; do case \$a in -*) ;; *) echo "\$a" >>"$podman_log"; break ;; esac; done
+		exec $(command -v podman) "\$@"
+	EOF
+	chmod 755 "$BATS_TEST_TMPDIR/podman"
+}
+
+@test "run - a caller that leaves SIGCHLD ignored gets a normal run and status, no spin" {
+	local ignore='import os, signal, sys; signal.signal(signal.SIGCHLD, signal.SIG_IGN); os.execv(sys.argv[1], sys.argv[1:])'
+	local start=$SECONDS
+	printf 'print(factor(2^64+1))\n' >"$BATS_TEST_TMPDIR/f.sage"
+	run_ss 0 status
+	output=$(timeout 60 python3 -c "$ignore" "$SAGE_SANDBOX" run "$BATS_TEST_TMPDIR/f.sage")
+	expect_equal "$output" "274177 * 67280421310721"
+	output=$(timeout 60 python3 -c "$ignore" "$SAGE_SANDBOX" status --json)
+	expect_equal "$(json_get 'j["rootless"]')" true
+	[ $((SECONDS - start)) -lt 40 ]
+}
+
+@test "run - a reader that stops reading our stdout does not stop the timeout" {
+	mkfifo "$BATS_TEST_TMPDIR/fifo"
+	# The reader opens the FIFO and never reads it.
+	sleep 120 <"$BATS_TEST_TMPDIR/fifo" &
+	local reader=$! start=$SECONDS
+	printf '%s\n' "$flood" >"$BATS_TEST_TMPDIR/flood.sage"
+	# An output limit the flood cannot reach before our queue is full.
+	status=0
+	timeout 100 "$SAGE_SANDBOX" run --timeout 3 --output-limit 2048 "$BATS_TEST_TMPDIR/flood.sage" \
+		>"$BATS_TEST_TMPDIR/fifo" 2>"$BATS_TEST_TMPDIR/err" || status=$?
+	kill "$reader" 2>/dev/null || true
+	expect_equal "$status" 124
+	expect_equal "$(cat "$BATS_TEST_TMPDIR/err")" \
+		"sage-sandbox: timed out after 3 s; the container was stopped"
+	[ $((SECONDS - start)) -lt 20 ]
+	expect_no_containers
+}
+
+@test "run - a reader that stops reading does not stop the signals either" {
+	mkfifo "$BATS_TEST_TMPDIR/fifo"
+	sleep 120 <"$BATS_TEST_TMPDIR/fifo" &
+	local reader=$!
+	printf 'print("started", flush=True)\n%s\n' "$flood" >"$BATS_TEST_TMPDIR/flood.sage"
+	env --default-signal=TERM "$SAGE_SANDBOX" run --timeout 120 --output-limit 2048 \
+		"$BATS_TEST_TMPDIR/flood.sage" \
+		>"$BATS_TEST_TMPDIR/fifo" 2>"$BATS_TEST_TMPDIR/err" &
+	local pid=$!
+	sleep 8
+	local start=$SECONDS
+	kill -TERM "$pid"
+	status=0
+	wait "$pid" || status=$?
+	kill "$reader" 2>/dev/null || true
+	expect_equal "$status" 143
+	[ $((SECONDS - start)) -lt 10 ]
+	expect_no_containers
+}
+
+@test "run - code that exits 125 after a podman-like message is reported as the code's own" {
+	sage 'import os, sys
+print("partial")
+sys.stderr.write("Error: short-name resolution enforced but cannot prompt without a TTY\n")
+sys.stderr.flush()
+os._exit(125)' 125 run
+	expect_equal "$output" partial
+	expect_equal "$errors" "Error: short-name resolution enforced but cannot prompt without a TTY"
+	sage 'import os; print("x"); os._exit(125)' 125 run --json
+	expect_equal "$(json_get '[j["exit_code"], j["stdout"], "error" in j]')" '[125, "x\n", false]'
+}
+
+@test "run - a process that exited is not timed out because a descendant holds its output" {
+	sage 'import subprocess
+subprocess.Popen(["sleep", "60"])
+print("done")' 0 run --timeout 20 --json
+	expect_equal "$(json_get '[j["stdout"], j["timed_out"], j["exit_code"]]')" '["done\n", false, 0]'
+	[ "$(json_get 'j["duration_ms"]')" -lt 15000 ]
+}
+
+@test "run --timeout - counts from the start: a FIFO with no writer cannot outlast it" {
+	mkfifo "$BATS_TEST_TMPDIR/code.fifo"
+	local start=$SECONDS
+	run_ss 124 run --timeout 2 "$BATS_TEST_TMPDIR/code.fifo"
+	expect_equal "$errors" "sage-sandbox: timed out after 2 s reading the code; nothing was run; close standard input, name a FILE, or raise --timeout"
+	[ $((SECONDS - start)) -lt 8 ]
+}
+
+@test "run --timeout - counts from the start: a stdin that never closes cannot outlast it" {
+	mkfifo "$BATS_TEST_TMPDIR/stdin"
+	# A writer that sends one line and keeps the pipe open.
+	(echo 'print(1)'; sleep 30) >"$BATS_TEST_TMPDIR/stdin" &
+	local writer=$! start=$SECONDS
+	status=0
+	output=$(timeout 60 "$SAGE_SANDBOX" run --timeout 2 --json <"$BATS_TEST_TMPDIR/stdin") ||
+		status=$?
+	kill "$writer" 2>/dev/null || true
+	expect_equal "$status" 124
+	expect_equal "$(json_get '[j["ok"], j["exit_code"]]')" '[false, 124]'
+	expect_match "$(json_get 'j["error"]')" "timed out after 2 s reading the code"
+	[ $((SECONDS - start)) -lt 8 ]
+}
+
+@test "run - a second SIGINT while stopping exits at once" {
+	printf 'import time\nprint("started", flush=True)\ntime.sleep(120)\n' >"$BATS_TEST_TMPDIR/bg.sage"
+	env --default-signal=INT "$SAGE_SANDBOX" run "$BATS_TEST_TMPDIR/bg.sage" \
+		>"$BATS_TEST_TMPDIR/bg.out" 2>"$BATS_TEST_TMPDIR/bg.err" &
+	local pid=$!
+	wait_for_started "$BATS_TEST_TMPDIR/bg.out"
+	kill -INT "$pid"
+	kill -INT "$pid"
+	status=0
+	wait "$pid" || status=$?
+	expect_equal "$status" 130
+	# The removal the first signal started goes on without us.
+	wait_no_containers 30
+}
+
+@test "run - podman that cannot be executed is said so, never a status 127 of Sage" {
+	printf '\x7fELF-not-really' >"$BATS_TEST_TMPDIR/podman"
+	chmod 755 "$BATS_TEST_TMPDIR/podman"
+	sage 'print(1)' 125 run --podman "$BATS_TEST_TMPDIR/podman"
+	expect_equal "$errors" "sage-sandbox: cannot execute podman $BATS_TEST_TMPDIR/podman: Exec format error; install podman (apt-get install podman runc uidmap) or name it with --podman PATH"
+}
+
+@test "run - on the success path podman is executed once: no info (cached), no image exists" {
+	logging_podman
+	sage 'print(1)' 0 run --podman "$BATS_TEST_TMPDIR/podman"
+	sage 'print(2)' 0 run --podman "$BATS_TEST_TMPDIR/podman"
+	expect_equal "$output" 2
+	# The first run asks podman info (this podman path is new to the cache).
+	expect_equal "$(cat "$podman_log")" "info
+run
+run"
+}
+
+@test "rootless cache - private, and asked again when the configuration changes" {
+	logging_podman
+	local conf=$HOME/.config/containers/containers.conf
+	sage 'print(1)' 0 run --podman "$BATS_TEST_TMPDIR/podman"
+	local dir=${XDG_RUNTIME_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}}/sage-sandbox
+	expect_equal "$(stat -c %a "$dir") $(stat -c %a "$dir/podman-host")" "700 600"
+	# A changed containers.conf (a new inode, as editors write it) is asked about.
+	cp -p "$conf" "$conf.new" && mv "$conf.new" "$conf"
+	sage 'print(1)' 0 run --podman "$BATS_TEST_TMPDIR/podman"
+	# A cache file others could have written is not trusted.
+	chmod 620 "$dir/podman-host"
+	sage 'print(1)' 0 run --podman "$BATS_TEST_TMPDIR/podman"
+	expect_equal "$(stat -c %a "$dir/podman-host")" 600 "rewritten privately"
+	expect_equal "$(grep -c info "$podman_log")" 3
+	expect_equal "$(grep -c run "$podman_log")" 3
+}
+
+@test "rootless check - CONTAINER_HOST or CONTAINER_CONNECTION is refused without running podman" {
+	logging_podman
+	CONTAINER_HOST=unix:///run/podman/podman.sock sage 'print(1)' 125 run --podman "$BATS_TEST_TMPDIR/podman"
+	expect_match "$errors" "^sage-sandbox: refusing to run: podman is remote \(CONTAINER_HOST is set"
+	CONTAINER_CONNECTION=other sage 'print(1)' 125 run --podman "$BATS_TEST_TMPDIR/podman" --json
+	expect_match "$(json_get 'j["error"]')" "CONTAINER_CONNECTION is set"
+	expect_equal "$(cat "$podman_log")" ""
+}
+
+@test "run - podman gets CONTAINERS_CONF and XDG_CONFIG_HOME, as the user's own podman would" {
+	local probe='import os; print(os.environ.get("SAGE_SANDBOX_PROBE"))'
+	local conf=$BATS_TEST_TMPDIR/config/containers
+	mkdir -p "$conf"
+	cp "$HOME/.config/containers/storage.conf" "$conf/"
+	{ cat "$HOME/.config/containers/containers.conf"
+	  printf '[containers]\nenv = ["SAGE_SANDBOX_PROBE=from-xdg-config-home"]\n'; } >"$conf/containers.conf"
+	XDG_CONFIG_HOME=$BATS_TEST_TMPDIR/config sage "$probe" 0 run
+	expect_equal "$output" from-xdg-config-home
+	sed 's/from-xdg-config-home/from-containers-conf/' "$conf/containers.conf" >"$BATS_TEST_TMPDIR/c.conf"
+	CONTAINERS_CONF=$BATS_TEST_TMPDIR/c.conf sage "$probe" 0 run
+	expect_equal "$output" from-containers-conf
+	sage "$probe" 0 run
+	expect_equal "$output" None
+}
+
+@test "make - a failing step leaves no embedded.c that looks up to date" {
+	local tree=$BATS_TEST_TMPDIR/tree
+	mkdir -p "$tree"
+	cp "$BATS_TEST_DIRNAME"/../{Makefile,seccomp.json,launcher.py,checks.py} "$tree"
+	chmod 000 "$tree/checks.py"
+	! make -s -C "$tree" embedded.c 2>/dev/null
+	[ ! -e "$tree/embedded.c" ]
+	chmod 644 "$tree/checks.py"
+	make -s -C "$tree" embedded.c
+	grep -q embedded_checks_py "$tree/embedded.c"
+}
