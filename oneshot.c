@@ -20,7 +20,7 @@
 #include <unistd.h>
 
 /* Output waiting for a slow reader, per stream. The sandbox is paused past
- * half of it; one turn of the sandbox delivers at most 128 KiB, so the
+ * half of it; one turn of the sandbox delivers at most 64 KiB, so the
  * queue never has to drop a byte. */
 #define SINK_BYTES (512 * 1024)
 #define SINK_PAUSE_AT (256 * 1024)

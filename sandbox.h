@@ -46,7 +46,7 @@ struct sandbox_options {
 	const char *podman;     /* a path */
 	int64_t deadline;       /* loop_now_ms() clock: the run ends here */
 	bool keep_output;       /* keep stdout and stderr in the result */
-	/* Output as it arrives, within the output limit. At most 128 KiB per
+	/* Output as it arrives, within the output limit. At most 64 KiB per
 	 * call turn; the receiver may pause the sandbox (sandbox_pause_output)
 	 * when it cannot take more. */
 	void (*on_output)(struct sandbox *sb, int stream, const char *bytes, size_t len,
