@@ -505,18 +505,13 @@ struct sandbox *sandbox_start(struct loop *loop, const struct sandbox_options *o
 	return sb;
 }
 
-static void on_input_error(struct queue *q, void *data)
-{
-	/* The launcher stopped reading (it died, or was stopped): its exit or
-	 * our stop says the rest. */
-}
-
 void sandbox_submit(struct sandbox *sb, const char *code, size_t len)
 {
 	unsigned char header[FRAME_HEADER] = {'C', (unsigned char)(len >> 24),
 		(unsigned char)(len >> 16), (unsigned char)(len >> 8), (unsigned char)len};
-	sb->input = queue_new(sb->loop, sb->podman.stdin_fd, FRAME_HEADER + len, NULL,
-		on_input_error, sb);
+	/* No error callback: a launcher that stops reading has died or was
+	 * stopped, and its exit or our stop says the rest. */
+	sb->input = queue_new(sb->loop, sb->podman.stdin_fd, FRAME_HEADER + len, NULL, NULL, sb);
 	if (!sb->input)
 		return;
 	sb->podman.stdin_fd = -1; /* the queue owns it now */
