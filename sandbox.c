@@ -310,6 +310,13 @@ static void on_deadline(struct loop_timer *t, void *data)
 {
 	struct sandbox *sb = data;
 	sb->deadline_timer = NULL;
+	/* A run whose podman already exited ended before its deadline: only
+	 * its pipes were still draining. */
+	if (sb->podman.exited) {
+		loop_timer_cancel(sb->grace_timer);
+		on_grace_over(NULL, sb);
+		return;
+	}
 	sandbox_stop(sb, STOP_TIMEOUT, 0);
 }
 
