@@ -119,6 +119,59 @@ def _():
         ",".join(interfaces), len(routes), "FOUND" if reachable else "none")
 
 
+@check("socket_families")
+def _():
+    # AF_VSOCK passes --network=none (it ignores network namespaces and, on a
+    # VM, reaches the hypervisor); the others are kernel code Sage never uses.
+    seen, leaked = [], False
+    for name, kind in (("AF_VSOCK", socket.SOCK_STREAM), ("AF_NETLINK", socket.SOCK_DGRAM),
+                       ("AF_PACKET", socket.SOCK_DGRAM), ("AF_ALG", socket.SOCK_SEQPACKET)):
+        try:
+            socket.socket(getattr(socket, name), kind).close()
+            leaked = True
+            seen.append(name + " ALLOWED")
+        except OSError as e:
+            seen.append("%s %s" % (name, errno.errorcode.get(e.errno, e.errno)))
+    return not leaked, "; ".join(seen)
+
+
+def run_machine_code(code):
+    """Runs code (x86-64 machine code returning a long) in a child: returns
+    "returned N" or "killed by signal N"."""
+    import mmap
+    pid = os.fork()
+    if pid == 0:
+        buf = mmap.mmap(-1, 4096, prot=mmap.PROT_READ | mmap.PROT_WRITE | mmap.PROT_EXEC)
+        buf.write(bytes(code))
+        function = ctypes.CFUNCTYPE(ctypes.c_long)(ctypes.addressof(ctypes.c_char.from_buffer(buf)))
+        os._exit(0 if function() == os.getpid() else 1)
+    status = os.waitpid(pid, 0)[1]
+    if os.WIFSIGNALED(status):
+        return False, "killed by signal %d" % os.WTERMSIG(status)
+    return os.WEXITSTATUS(status) == 0, "returned %s" % (
+        "the pid" if os.WEXITSTATUS(status) == 0 else "an error")
+
+
+@check("syscall_abi")
+def _():
+    # The i386 (int 0x80) and x32 ABIs have their own system call numbers:
+    # the 64-bit rules do not see them, so they must not be usable at all.
+    import platform
+    if platform.machine() != "x86_64":
+        return True, "not x86_64: only the native ABI is in the profile's archMap"
+    details, bad = [], False
+    for name, code in (("i386", [0xb8, 20, 0, 0, 0, 0xcd, 0x80, 0xc3]),  # getpid, int 0x80
+                       ("x32", [0xb8, 0x27, 0, 0, 0x40, 0x0f, 0x05, 0xc3])):  # getpid | x32 bit
+        worked, detail = run_machine_code(code)
+        bad = bad or worked
+        details.append("%s getpid %s" % (name, "ALLOWED" if worked else detail))
+    # The probe itself must work where it should, or it proves nothing.
+    native, detail = run_machine_code([0xb8, 39, 0, 0, 0, 0x0f, 0x05, 0xc3])
+    bad = bad or not native
+    details.append("x86_64 getpid " + ("works" if native else "BROKEN: " + detail))
+    return not bad, "; ".join(details)
+
+
 def mount_points():
     with open("/proc/self/mountinfo") as f:
         for line in f:

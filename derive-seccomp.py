@@ -20,12 +20,31 @@ clone3 answers ENOSYS instead, so that glibc falls back to clone, whose flags
 only when (flags & 0x7E020000) == 0, that is without CLONE_NEWNS,
 CLONE_NEWCGROUP, CLONE_NEWUTS, CLONE_NEWIPC, CLONE_NEWUSER, CLONE_NEWPID or
 CLONE_NEWNET.
+
+socket is allowed for AF_UNIX (pipes between Sage's helpers, multiprocessing),
+AF_INET and AF_INET6 (loopback is all --network=none leaves) and nothing
+else: every other family answers EAFNOSUPPORT. AF_VSOCK ignores network
+namespaces (on a VM it reaches the hypervisor and shares the host's port
+space), AF_ALG, AF_NETLINK, AF_PACKET, AF_KEY and the rest are kernel code
+Sage never needs and exploits often reach. glibc's getaddrinfo falls back
+without netlink.
+
+Each architecture keeps only its native system call ABI: podman's profile
+also lets an x86_64 process enter the kernel through the i386 (int 0x80) and
+x32 ABIs, whose system call numbers and argument layouts differ, so that
+a rule written for x86_64 (the socket family rule above, or clone's flags)
+does not see them: socketcall(SYS_SOCKET, AF_VSOCK) through int 0x80 would
+pass. Sage is 64-bit only. A system call of any other ABI meets the
+profile's default action.
 """
 import json
 import sys
 
-EPERM, ENOSYS = 1, 38
+EPERM, ENOSYS, EAFNOSUPPORT = 1, 38, 97
 CLONE_NEW_FLAGS = 0x7E020000
+AF_UNIX, AF_INET, AF_INET6 = 1, 2, 10
+SOCKET_FAMILIES_ALLOWED = (AF_UNIX, AF_INET, AF_INET6)
+AF_MAX = 46  # Linux 6.x; families past it do not exist and get the default
 
 REFUSED = sorted({
     "unshare", "setns", "clone", "clone3",
@@ -39,15 +58,27 @@ REFUSED = sorted({
 })
 
 
+def socket_rules():
+    rules = [{"names": ["socket"], "action": "SCMP_ACT_ALLOW",
+              "args": [{"index": 0, "value": family, "valueTwo": 0, "op": "SCMP_CMP_EQ"}]}
+             for family in SOCKET_FAMILIES_ALLOWED]
+    # No "not one of" in the OCI format: one refusal per other family.
+    rules += [{"names": ["socket"], "action": "SCMP_ACT_ERRNO", "errnoRet": EAFNOSUPPORT,
+               "args": [{"index": 0, "value": family, "valueTwo": 0, "op": "SCMP_CMP_EQ"}]}
+              for family in range(AF_MAX) if family not in SOCKET_FAMILIES_ALLOWED]
+    return rules
+
+
 def derive(profile):
     rules = []
     for rule in profile["syscalls"]:
-        if rule["action"] != "SCMP_ACT_ALLOW":
+        # podman's own socket rules (for AF_NETLINK audit) give way to ours.
+        names = [n for n in rule["names"] if n not in REFUSED and n != "socket"]
+        if rule["action"] != "SCMP_ACT_ALLOW" and "socket" not in rule["names"]:
             rules.append(rule)
-            continue
-        names = [n for n in rule["names"] if n not in REFUSED]
-        if names:
+        elif names:
             rules.append(dict(rule, names=names))
+    rules += socket_rules()
     refused = [n for n in REFUSED if n not in ("clone", "clone3")]
     rules.append({"names": refused, "action": "SCMP_ACT_ERRNO", "errnoRet": EPERM})
     rules.append({"names": ["clone3"], "action": "SCMP_ACT_ERRNO", "errnoRet": ENOSYS})
@@ -70,7 +101,9 @@ def derive(profile):
                 "args": [{"index": index, "value": bit, "valueTwo": bit,
                           "op": "SCMP_CMP_MASKED_EQ"}],
             }, **arches))
-    return dict(profile, syscalls=rules)
+    arch_map = [{"architecture": a["architecture"], "subArchitectures": []}
+                for a in profile.get("archMap", [])]
+    return dict(profile, archMap=arch_map, syscalls=rules)
 
 
 if __name__ == "__main__":

@@ -120,6 +120,7 @@ import ctypes  # noqa: E402
 import select  # noqa: E402
 
 PR_SET_DUMPABLE = 4
+PTRACE_CONT = 7
 libc = ctypes.CDLL(None, use_errno=True)
 libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
 
@@ -169,6 +170,12 @@ def reap():
             return
         if pid == 0:
             return
+        if os.WIFSTOPPED(status):
+            # Only a tracee stops here: the code made us its tracer with
+            # PTRACE_TRACEME (possible only under a profile that allows
+            # ptrace). Let the signal through; a stop is not an end.
+            libc.ptrace(PTRACE_CONT, pid, None, os.WSTOPSIG(status))
+            continue
         if pid == child:
             ended = status
 

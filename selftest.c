@@ -15,7 +15,8 @@ static const char factorisation_expected[] = "(x - 1) * (x + 1) * (x^2 + 1)";
  * or was tampered with) is a FAIL: a property passes only by being seen. */
 static const char *const required[] = {
 	"user", "capabilities", "no_new_privs", "seccomp", "user_namespaces",
-	"other_namespaces", "mount", "ptrace", "network", "root_read_only", "writable",
+	"other_namespaces", "mount", "ptrace", "network", "socket_families", "syscall_abi",
+	"root_read_only", "writable",
 	"tmp_size", "rlimit_core", "rlimit_cpu", "rlimit_data", "rlimit_fsize",
 	"rlimit_msgqueue", "rlimit_nofile", "rlimit_nproc", "cgroup_memory", "cgroup_pids",
 };

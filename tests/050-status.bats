@@ -62,7 +62,8 @@ load helpers
 	run_ss 0 self-test
 	local name
 	for name in factorisation exit_status user capabilities no_new_privs seccomp user_namespaces \
-		other_namespaces mount ptrace network root_read_only writable tmp_size rlimit_core \
+		other_namespaces mount ptrace network socket_families syscall_abi root_read_only \
+		writable tmp_size rlimit_core \
 		rlimit_cpu rlimit_data rlimit_fsize rlimit_msgqueue rlimit_nofile rlimit_nproc; do
 		printf '%s\n' "$output" | grep -q "^PASS  $name " ||
 			{ echo "# check $name did not PASS" >&2; return 1; }
@@ -92,7 +93,7 @@ load helpers
 	expect_equal "$(json_get 'j["ok"]')" true
 	expect_equal "$(json_get 'j["checks"][0]["name"], j["checks"][0]["outcome"]')" '["factorisation", "PASS"]'
 	expect_equal "$(json_get 'sorted({c["outcome"] for c in j["checks"]} - {"SKIP"})')" '["PASS"]'
-	expect_equal "$(json_get 'len(j["checks"])')" 23
+	expect_equal "$(json_get 'len(j["checks"])')" 25
 	expect_equal "$(json_get 'j["run"]["exit_code"]')" 0
 }
 
@@ -100,6 +101,8 @@ load helpers
 	[ -r /usr/share/containers/seccomp.json ] || skip "podman's default profile is not installed"
 	run_ss 1 self-test --seccomp-profile /usr/share/containers/seccomp.json
 	expect_match "$output" "FAIL  user_namespaces +ALLOWED"
+	expect_match "$output" "FAIL  socket_families +AF_VSOCK ALLOWED"
+	expect_match "$output" "FAIL  syscall_abi +i386 getpid ALLOWED"
 	expect_match "$output" "PASS  seccomp "
 	expect_match "$output" "self-test FAILED: "
 	SAGE_SANDBOX_SECCOMP_PROFILE=/usr/share/containers/seccomp.json run_ss 1 self-test --json
@@ -134,5 +137,5 @@ json.dump(profile, sys.stdout)' "$BATS_TEST_DIRNAME/../seccomp.json" >"$BATS_TES
 	expect_match "$output" "FAIL  factorisation"
 	expect_match "$output" "FAIL  exit_status +Sage exited with status [1-9]"
 	expect_match "$output" "FAIL  user +not reported: the checks did not run to the end"
-	expect_match "$output" "self-test FAILED: 0 passed, 23 failed, 0 skipped"
+	expect_match "$output" "self-test FAILED: 0 passed, 25 failed, 0 skipped"
 }
