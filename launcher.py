@@ -7,8 +7,9 @@
 #   to the host:   S  started: first thing, before Sage or any code exists
 #                  R  ready: Sage is imported, the code may come
 #                  O  bytes the code wrote to stdout, E  to stderr
-#                  X  "exit N" or "signal N": the code's process ended and
-#                     everything it wrote is in the frames before
+#                  X  "exit N T" or "signal N T": the code's process ended
+#                     at T (CLOCK_MONOTONIC, ms) and everything it wrote is
+#                     in the frames before
 #   from the host: C  the code (UTF-8, at most 50000 bytes)
 # The code runs in a forked child whose stdout and stderr are pipes to this
 # process, which frames what they carry: nothing the code prints can be
@@ -30,6 +31,7 @@ import os
 import signal
 import struct
 import sys
+import time
 
 MAX_FRAME = 65536
 
@@ -207,8 +209,12 @@ for fd in list(streams):
     os.set_blocking(fd, False)
     while fd in streams and relay(fd):
         pass
+# When the code ended, on the host's monotonic clock (a container has no
+# clock of its own): sage-sandbox may read this frame late, if it was
+# stopped, and a run that ended past its deadline is a timeout.
+ended_at = time.clock_gettime_ns(time.CLOCK_MONOTONIC) // 1000000
 if os.WIFSIGNALED(ended):
-    send(b"X", b"signal %d" % os.WTERMSIG(ended))
+    send(b"X", b"signal %d %d" % (os.WTERMSIG(ended), ended_at))
 else:
-    send(b"X", b"exit %d" % os.WEXITSTATUS(ended))
+    send(b"X", b"exit %d %d" % (os.WEXITSTATUS(ended), ended_at))
 os._exit(0)

@@ -47,6 +47,7 @@ struct sandbox {
 	char frame[FRAME_HEADER + FRAME_MAX];
 	size_t frame_len;
 	bool saw_started, saw_ready, saw_exit;
+	int64_t code_ended_at; /* from the exit frame, loop_now_ms() clock */
 	struct buffer podman_errors;
 	size_t seen[2];
 	size_t limit;
@@ -207,18 +208,20 @@ static void take_frame(struct sandbox *sb, char type, const char *payload, size_
 			take_output(sb, type == 'E', payload, len);
 		break;
 	case 'X': {
-		char text[32];
+		char text[64];
 		int n = 0;
+		long long at = 0;
 		snprintf(text, sizeof text, "%.*s", (int)len, payload);
 		sb->saw_exit = true;
-		if (sscanf(text, "exit %d", &n) == 1) {
+		if (sscanf(text, "exit %d %lld", &n, &at) == 2) {
 			sb->result.exit_code = n;
-		} else if (sscanf(text, "signal %d", &n) == 1) {
+		} else if (sscanf(text, "signal %d %lld", &n, &at) == 2) {
 			sb->result.signal = n;
 			sb->result.exit_code = 128 + n;
 		} else {
 			protocol_broken(sb, "a malformed exit frame");
 		}
+		sb->code_ended_at = at;
 		break;
 	}
 	default:
@@ -401,6 +404,18 @@ static void finish_result(struct sandbox *sb)
 		return;
 	case STOP_NONE:
 		break;
+	}
+	/* Ended past the deadline, though nobody stopped it: sage-sandbox was
+	 * itself stopped (SIGSTOP, a suspended VM) while the deadline passed,
+	 * and podman's backstop or the code's own end came first. Whatever
+	 * ended it, the run did not end in time. */
+	int64_t ended_at = sb->saw_exit ? sb->code_ended_at : loop_now_ms();
+	if (ended_at >= sb->opt.deadline && sb->saw_started) {
+		r->timed_out = true;
+		if (!sb->saw_exit)
+			r->signal = SIGKILL; /* podman's backstop */
+		r->exit_code = EXIT_TIMEOUT;
+		return;
 	}
 	if (sb->saw_exit)
 		return;

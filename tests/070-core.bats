@@ -129,6 +129,23 @@ print("done")' 0 run --timeout 20 --json
 	wait_no_containers 30
 }
 
+@test "run - a sage-sandbox stopped (SIGSTOP) past its deadline reports the run as timed out" {
+	printf 'import time\nprint("started", flush=True)\ntime.sleep(120)\n' >"$BATS_TEST_TMPDIR/s.sage"
+	"$SAGE_SANDBOX" run --timeout 3 "$BATS_TEST_TMPDIR/s.sage" \
+		>"$BATS_TEST_TMPDIR/s.out" 2>"$BATS_TEST_TMPDIR/s.err" &
+	local pid=$!
+	wait_for_started "$BATS_TEST_TMPDIR/s.out"
+	kill -STOP "$pid"
+	# podman's backstop (the timeout + 5 s) kills the container meanwhile.
+	wait_no_containers 40
+	kill -CONT "$pid"
+	status=0
+	wait "$pid" || status=$?
+	expect_equal "$status" 124
+	expect_equal "$(cat "$BATS_TEST_TMPDIR/s.err")" \
+		"sage-sandbox: timed out after 3 s; the container was stopped"
+}
+
 @test "run - podman that cannot be executed is said so, never a status 127 of Sage" {
 	printf '\x7fELF-not-really' >"$BATS_TEST_TMPDIR/podman"
 	chmod 755 "$BATS_TEST_TMPDIR/podman"
