@@ -54,6 +54,19 @@ void oneshot_emit(struct oneshot *o, int stream, const char *bytes, size_t len)
 		queue_put_all(o->sink[stream], bytes, len);
 }
 
+void oneshot_emit_code_output(struct oneshot *o, int stream, const char *bytes, size_t len,
+		bool at_end)
+{
+	if (!o->escape[stream]) {
+		oneshot_emit(o, stream, bytes, len);
+		return;
+	}
+	struct buffer visible = {0};
+	terminal_escape(&o->filter[stream], bytes, len, at_end, &visible);
+	oneshot_emit(o, stream, visible.data, visible.len);
+	buffer_free(&visible);
+}
+
 static bool pending_output(const struct oneshot *o);
 
 static void on_sink_drained(struct queue *q, void *data)
@@ -80,7 +93,7 @@ static void on_sandbox_output(struct sandbox *sb, int stream, const char *bytes,
 	struct oneshot *o = data;
 	if (!o->stream)
 		return;
-	oneshot_emit(o, stream, bytes, len);
+	oneshot_emit_code_output(o, stream, bytes, len, false);
 	if (queue_pending(o->sink[stream]) >= SINK_PAUSE_AT)
 		sandbox_pause_output(sb, true);
 }
@@ -148,6 +161,9 @@ static void on_sandbox_done(struct sandbox *sb, void *data)
 {
 	struct oneshot *o = data;
 	o->result = sandbox_result(sb);
+	for (int s = 0; s < 2; s++)
+		if (o->stream)
+			oneshot_emit_code_output(o, s, NULL, 0, true);
 	if (o->result->failed) {
 		o->err = o->result->failure;
 		o->failed = true;
@@ -287,6 +303,7 @@ int oneshot_begin(struct oneshot *o)
 		return -1;
 	}
 	for (int s = 0; s < 2; s++) {
+		o->escape[s] = !o->show_control_chars && isatty(1 + s);
 		int fd = reopen_nonblocking(1 + s, O_WRONLY);
 		o->sink[s] = fd < 0 ? NULL :
 			queue_new(o->loop, fd, SINK_BYTES, on_sink_drained, s == 0 ? on_sink_error : NULL, o);

@@ -5,6 +5,7 @@
 
 #include "loop.h"
 #include "sandbox.h"
+#include "terminal.h"
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -14,6 +15,7 @@ struct oneshot {
 	const struct config *cfg;
 	int64_t started_at; /* loop_now_ms() when sage-sandbox started */
 	bool stream;        /* copy the code's output live to stdout/stderr */
+	bool show_control_chars; /* on a terminal too: no escaping */
 	const char *file;   /* read the code from it: NULL or "-" for stdin */
 	const char *code;   /* or take this code (self-test) */
 	size_t code_len;
@@ -29,6 +31,8 @@ struct oneshot {
 	/* private */
 	struct loop *loop;
 	struct queue *sink[2];
+	bool escape[2]; /* that stream is a terminal: the code's controls are shown */
+	struct terminal_filter filter[2];
 	int signal_fd;
 	struct loop_watch *signal_watch, *code_watch;
 	struct loop_timer *deadline_timer;
@@ -51,6 +55,10 @@ int oneshot_begin(struct oneshot *o);
 int oneshot_run(struct oneshot *o);
 /* Queues bytes for stdout (stream 0) or stderr (stream 1). */
 void oneshot_emit(struct oneshot *o, int stream, const char *bytes, size_t len);
+/* The same for bytes the code wrote: escaped where that stream is a
+ * terminal (see terminal.c). at_end: the stream is over. */
+void oneshot_emit_code_output(struct oneshot *o, int stream, const char *bytes, size_t len,
+		bool at_end);
 /* Delivers what is queued (until the run's deadline, and at least one more
  * second), then frees everything. */
 void oneshot_end(struct oneshot *o);

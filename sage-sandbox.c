@@ -20,6 +20,7 @@
 struct options {
 	struct config cfg;
 	bool json;
+	bool show_control_chars;
 	const char *file; /* run: NULL or "-" for stdin */
 };
 
@@ -41,8 +42,11 @@ static void print_usage(FILE *out)
 	}
 	fprintf(out,
 		"  %s\n        print one JSON object on stdout (see sage-sandbox(5))\n"
+		"  --show-control-chars\n"
+		"        on a terminal, pass the code's control characters and escape\n"
+		"        sequences as they are; by default they are shown as ^[, \\x9b\n"
 		"\n"
-		"Code is at most %d bytes and may not contain a NUL byte.\n"
+		"Code is at most %d bytes of UTF-8 and may not contain a NUL byte.\n"
 		"Exit status: Sage's own (0, 1, 128+N for signal N); %d output limit;\n"
 		"%d timeout; %d not run (bad usage, podman missing or not rootless, no image).\n"
 		"See sage-sandbox(1).\n",
@@ -102,6 +106,10 @@ static int parse_options(int argc, char **argv, bool takes_file, struct options 
 				error_set(err, EXIT_REFUSED, usage_hint, "option --json given twice");
 				return -1;
 			}
+			continue;
+		}
+		if (strcmp(arg, "--show-control-chars") == 0) {
+			o->show_control_chars = true;
 			continue;
 		}
 		size_t name_len = strcspn(arg, "=");
@@ -207,7 +215,7 @@ static int cmd_run(int argc, char **argv)
 	if (parse_options(argc, argv, true, &o, &err) < 0)
 		return report_error(&err, o.json, NULL);
 	struct oneshot run = {.cfg = &o.cfg, .started_at = started_at, .stream = !o.json,
-		.file = o.file};
+		.show_control_chars = o.show_control_chars, .file = o.file};
 	int status;
 	if (oneshot_begin(&run) < 0) {
 		status = report_error(&run.err, o.json, &o.cfg);
@@ -279,7 +287,7 @@ static int cmd_self_test(int argc, char **argv)
 	if (parse_options(argc, argv, false, &o, &err) < 0)
 		return report_error(&err, o.json, NULL);
 	struct oneshot run = {.cfg = &o.cfg, .started_at = started_at,
-		.code_for_host = self_test_code_for_host, .hook_data = &code};
+		.show_control_chars = o.show_control_chars, .code_for_host = self_test_code_for_host, .hook_data = &code};
 	int status;
 	if (oneshot_begin(&run) < 0) {
 		status = report_error(&run.err, o.json, &o.cfg);
@@ -304,7 +312,7 @@ static int cmd_self_test(int argc, char **argv)
 			if (res->err.len) {
 				static const char intro[] = "sage-sandbox: Sage's stderr:\n";
 				oneshot_emit(&run, 1, intro, sizeof intro - 1);
-				oneshot_emit(&run, 1, res->err.data, res->err.len);
+				oneshot_emit_code_output(&run, 1, res->err.data, res->err.len, true);
 			}
 		}
 		status = res->interrupted_by ? res->exit_code : t.failed ? 1 : 0;

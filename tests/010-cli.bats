@@ -7,7 +7,7 @@ load helpers
 @test "--help - prints usage with every option on stdout, status 0" {
 	run_ss 0 --help
 	for opt in --image --podman --timeout --memory --cpus --pids-limit --output-limit \
-		--seccomp-profile --json; do
+		--seccomp-profile --json --show-control-chars; do
 		expect_match "$output" "$opt" "help mentions $opt"
 	done
 	for env in IMAGE PODMAN TIMEOUT MEMORY CPUS PIDS_LIMIT OUTPUT_LIMIT SECCOMP_PROFILE; do

@@ -130,3 +130,17 @@ print(os.environ["HOME"], os.environ["DOT_SAGE"], os.environ["PYTHONNOUSERSITE"]
 87178291200"
 	expect_equal "$(cat "$BATS_TEST_TMPDIR"/err{1,2,3,4})" "" "stderr"
 }
+
+@test "run - on a terminal the code's escape sequences are shown, not obeyed; --show-control-chars passes them" {
+	command -v script >/dev/null || skip "needs script(1) from util-linux"
+	printf '%s\n' 'import sys' \
+		'sys.stdout.write("\x1b]52;c;aGk=\x07clip\x1b[2J\x9b\n")' \
+		'sys.stderr.write("\x1b]0;title\x07\n")' >"$BATS_TEST_TMPDIR/esc.sage"
+	# script(1) runs sage-sandbox on a pseudo-terminal and prints what reached it.
+	output=$(script -qec "$SAGE_SANDBOX run $BATS_TEST_TMPDIR/esc.sage" /dev/null </dev/null)
+	[[ $output != *$'\e'* ]] || { echo "# an ESC byte reached the terminal: $output" >&2; return 1; }
+	expect_match "$output" '\^\[\]52;c;aGk=\^Gclip\^\[\[2J\\u009b' "stdout as shown"
+	expect_match "$output" '\^\[\]0;title\^G' "stderr as shown"
+	output=$(script -qec "$SAGE_SANDBOX run --show-control-chars $BATS_TEST_TMPDIR/esc.sage" /dev/null </dev/null)
+	[[ $output == *$'\e]52;c;aGk=\a'* ]] || { echo "# raw bytes did not pass: $output" >&2; return 1; }
+}

@@ -6,6 +6,7 @@
 #include "sandbox.h"
 #include "rootless.h"
 #include "selftest.h"
+#include "terminal.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -189,6 +190,35 @@ int main(void)
 	check(podman_said_no_image("Error: localhost/x:1: image not known\n") &&
 		      !podman_said_no_image("Error: crun: cgroups in hybrid mode not supported"),
 		"podman run: a missing image is told apart from other failures");
+
+	/* What a terminal is shown of the code's output. */
+	static const struct {
+		const char *first, *second; /* two chunks */
+		bool at_end;
+		const char *want, *what;
+	} shown[] = {
+		{"a\tb\n", "", true, "a\tb\n", "terminal: tab and newline pass"},
+		{"\x1b]52;c;aGk=\x07", "", true, "^[]52;c;aGk=^G", "terminal: OSC 52 is shown, not obeyed"},
+		{"\x1b[2J\r\x7f\x01", "", true, "^[[2J^M^?^A", "terminal: CSI, CR, DEL, C0 in caret notation"},
+		{"\xc2\x9b[2J", "", true, "\\u009b[2J", "terminal: a C1 control as \\u009b"},
+		{"\x9b[2J", "", true, "\\x9b[2J", "terminal: a lone 0x9b byte as \\x9b"},
+		{"\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80", "", true, "\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80",
+			"terminal: printable UTF-8 passes"},
+		{"x\xe2\x82", "\xacy", true, "x\xe2\x82\xacy", "terminal: a sequence split between chunks passes"},
+		{"x\xe2\x82", "", true, "x\\xe2\\x82", "terminal: a sequence cut at the end is shown as bytes"},
+		{"\xe2", "a", true, "\\xe2a", "terminal: a broken sequence across chunks is shown as bytes"},
+	};
+	for (size_t i = 0; i < sizeof shown / sizeof shown[0]; i++) {
+		struct terminal_filter tf = {0};
+		struct buffer out = {0};
+		terminal_escape(&tf, shown[i].first, strlen(shown[i].first), false, &out);
+		terminal_escape(&tf, shown[i].second, strlen(shown[i].second), shown[i].at_end, &out);
+		bool same = out.len == strlen(shown[i].want) && memcmp(out.data, shown[i].want, out.len) == 0;
+		check(same, shown[i].what);
+		if (!same)
+			printf("#   want %s\n#   got  %.*s\n", shown[i].want, (int)out.len, out.data);
+		buffer_free(&out);
+	}
 
 	printf("1..%d\n", test_number);
 	return failures ? 1 : 0;
