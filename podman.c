@@ -97,9 +97,15 @@ const char image_hint[] =
 	"build it with 'sudo ./setup.sh image' in the sage-sandbox source tree, or pull one "
 	"(podman pull docker.io/sagemath/sagemath:latest) and pass --image";
 
+unsigned long sandbox_uid_max(const struct podman_host *host)
+{
+	unsigned long top = host->id_count ? host->id_count - 1 : 0;
+	return top < SANDBOX_UID_MAX ? top : SANDBOX_UID_MAX;
+}
+
 void podman_run_args(struct argv_builder *a, const struct config *cfg,
 		const struct podman_host *host, const char *podman, const char *name,
-		const char *owner)
+		const char *owner, unsigned long uid)
 {
 	long cpus = cfg->number[SET_CPUS];
 	struct rlimit_value rlimits[RLIMIT_COUNT];
@@ -168,8 +174,15 @@ void podman_run_args(struct argv_builder *a, const struct config *cfg,
 	arg_add(a, "--env=SAGE_SANDBOX_PARI_SIZEMAX=%llu",
 		(unsigned long long)rlimits[RL_DATA].value / 4);
 	/* Not root inside, so a container escape starts without even the
-	 * user namespace's root. */
-	arg_add(a, "--user=%s", SANDBOX_USER);
+	 * user namespace's root; and a uid of this sandbox's own. Rootless
+	 * podman maps container uid N to the host uid subuid_start + N - 1, and
+	 * RLIMIT_NPROC counts processes per host uid: with one shared uid, a
+	 * run held at its pids limit made every concurrent run of the account
+	 * fail to fork. The image's files stay owned by root; HOME and all
+	 * that Sage writes are in /tmp. (--userns=auto would separate them as
+	 * well, but chowns a copy of the whole image for every new range:
+	 * 30-50 s here.) */
+	arg_add(a, "--user=%lu:%lu", uid, uid);
 	/* No capabilities, and no way to regain any through setuid files. */
 	arg_add(a, "--cap-drop=all");
 	arg_add(a, "--security-opt=no-new-privileges");
@@ -230,7 +243,9 @@ void podman_info_args(struct argv_builder *a, const char *podman)
 	arg_add(a, "--format");
 	arg_add(a, "%s",
 		"{{.Host.Security.Rootless}}\n{{.Host.CgroupsVersion}}\n{{.Host.CgroupControllers}}\n"
-		"{{.Host.OCIRuntime.Name}}\n{{.Store.GraphDriverName}}\n{{.Host.ServiceIsRemote}}");
+		"{{.Host.OCIRuntime.Name}}\n{{.Store.GraphDriverName}}\n{{.Host.ServiceIsRemote}}\n"
+		"{{range .Host.IDMappings.UIDMap}}{{.Size}} {{end}}\n"
+		"{{range .Host.IDMappings.GIDMap}}{{.Size}} {{end}}");
 }
 
 static void parse_controllers(struct podman_host *host, const char *list)
@@ -285,6 +300,17 @@ void podman_info_parse(const char *said, int status, bool timed_out, const char 
 	nth_line(said, 4, host->storage_driver, sizeof host->storage_driver);
 	nth_line(said, 5, remote, sizeof remote);
 	host->remote = strcmp(remote, "true") == 0;
+	/* The container ids are 0..n-1, n the sum of the mapping's sizes; as
+	 * uid and gid are the same number, the smaller of the two counts. */
+	for (int line = 6; line <= 7; line++) {
+		char sizes[256];
+		unsigned long total = 0;
+		nth_line(said, line, sizes, sizeof sizes);
+		for (char *word = strtok(sizes, " "); word; word = strtok(NULL, " "))
+			total += strtoul(word, NULL, 10);
+		if (line == 6 || total < host->id_count)
+			host->id_count = total;
+	}
 }
 
 void podman_version_args(struct argv_builder *a, const char *podman)

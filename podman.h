@@ -11,7 +11,10 @@
 /* The fixed properties of every sandbox: the podman arguments are written
  * from these, and so is the summary that run --json and status report. */
 #define SANDBOX_NETWORK "none"
-#define SANDBOX_USER "sage"
+/* Each sandbox runs as a uid (and gid) of its own, drawn from this range
+ * where the user's rootless mapping holds it: see podman_run_args(). */
+#define SANDBOX_UID_MIN 10000
+#define SANDBOX_UID_MAX 59999
 #define SANDBOX_PULL "never"
 #define CONTAINER_LABEL "sage-sandbox=1"
 #define OWNER_LABEL "sage-sandbox.owner"
@@ -31,7 +34,12 @@ struct podman_host {
 	char runtime[32];                    /* the OCI runtime: "runc", "crun" */
 	char storage_driver[32];             /* "overlay"; "vfs" copies the image per run */
 	bool controller[CONTROLLER_COUNT];   /* usable by this user's containers */
+	unsigned long id_count;              /* container uids and gids mapped (0..n-1) */
 };
+
+/* The highest uid a sandbox may run as on this host; SANDBOX_UID_MIN - 1
+ * or less means the mapping is too small for a uid of its own per run. */
+unsigned long sandbox_uid_max(const struct podman_host *host);
 
 const char *controller_name(enum cgroup_controller c);
 
@@ -62,7 +70,7 @@ extern const char image_hint[];
  * container's first process. */
 void podman_run_args(struct argv_builder *a, const struct config *cfg,
 		const struct podman_host *host, const char *podman, const char *name,
-		const char *owner);
+		const char *owner, unsigned long uid);
 /* Removes a container at once, whatever state it is in. */
 void podman_rm_args(struct argv_builder *a, const char *podman, const char *name);
 /* Lists "NAME OWNER" of every container with our label. */

@@ -31,7 +31,7 @@ void write_setting_value(struct json *j, const struct config *cfg, int id)
 
 void write_sandbox_summary(struct json *j, const struct config *cfg)
 {
-	char writable[64];
+	char text[64];
 	json_begin_object(j);
 	for (int id = 0; id < SETTING_COUNT; id++) {
 		json_key(j, settings[id].key);
@@ -42,12 +42,14 @@ void write_sandbox_summary(struct json *j, const struct config *cfg)
 	json_key(j, "root_filesystem");
 	json_cstring(j, "read-only");
 	json_key(j, "writable");
-	snprintf(writable, sizeof writable, "/tmp (tmpfs, %llu MiB)", TMPFS_BYTES >> 20);
-	json_cstring(j, writable);
+	snprintf(text, sizeof text, "/tmp (tmpfs, %llu MiB)", TMPFS_BYTES >> 20);
+	json_cstring(j, text);
 	json_key(j, "host_mounts");
 	json_cstring(j, "none");
 	json_key(j, "user");
-	json_cstring(j, SANDBOX_USER);
+	snprintf(text, sizeof text, "a uid of its own, %d-%d, not root", SANDBOX_UID_MIN,
+		SANDBOX_UID_MAX);
+	json_cstring(j, text);
 	json_key(j, "capabilities");
 	json_cstring(j, "none");
 	json_key(j, "no_new_privileges");

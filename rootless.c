@@ -37,7 +37,8 @@
  * seconds, not milliseconds, on a slow disk. */
 #define PODMAN_INFO_TIMEOUT_MS 20000
 #define CACHE_MAX_AGE_SECONDS 600
-#define CACHE_MAGIC "sage-sandbox podman-host 1\n"
+/* Changed whenever what is cached changes. */
+#define CACHE_MAGIC "sage-sandbox podman-host 2\n"
 
 static void key_escaped(struct buffer *key, const char *text)
 {

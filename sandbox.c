@@ -127,6 +127,23 @@ static void container_name(char *name, size_t size)
 		random[1], random[2], random[3], random[4], random[5], random[6], random[7]);
 }
 
+/* A uid for this sandbox alone, so that its processes count against no
+ * other sandbox's nproc limit: random, as sandboxes of one account start
+ * from many processes with no common registry. Among 50000 uids, two of 8
+ * concurrent runs share one with a probability of 0.06%. A rootless
+ * mapping too small for the range gets SANDBOX_UID_MIN's share of it, or
+ * 1000 (shared) where even that is missing. */
+static unsigned long sandbox_uid(const struct podman_host *host)
+{
+	unsigned long top = sandbox_uid_max(host);
+	uint32_t random;
+	if (top < SANDBOX_UID_MIN)
+		return 1000;
+	if (getrandom(&random, sizeof random, 0) != sizeof random)
+		abort();
+	return SANDBOX_UID_MIN + random % (top - SANDBOX_UID_MIN + 1);
+}
+
 /* The seccomp profile as an anonymous in-memory file, for podman to read as
  * /proc/self/fd/3: no temporary file to leave behind or to race on. */
 static int seccomp_profile_fd(const struct config *cfg, struct error *err)
@@ -500,7 +517,8 @@ struct sandbox *sandbox_start(struct loop *loop, const struct sandbox_options *o
 	}
 	container_name(sb->name, sizeof sb->name);
 	process_identity(getpid(), owner, sizeof owner);
-	podman_run_args(&sb->args, opt->cfg, opt->host, opt->podman, sb->name, owner);
+	podman_run_args(&sb->args, opt->cfg, opt->host, opt->podman, sb->name, owner,
+		sandbox_uid(opt->host));
 	struct process_spec spec = {.argv = sb->args.arg, .envp = podman_environment(),
 		.pipe_stdin = true, .pipe_stdout = true, .pipe_stderr = true,
 		.pass_fd = sb->profile_fd, .on_exit = on_podman_exit, .data = sb};

@@ -14,7 +14,7 @@ const struct setting settings[SETTING_COUNT] = {
 	[SET_IMAGE] = {"--image", "SAGE_SANDBOX_IMAGE", "IMAGE", "image", KIND_IMAGE, 0, 0, NULL,
 		"an image reference, not starting with '-', no white space",
 		"localhost/sagemath-debian:bookworm",
-		"container image with a python3 that imports Sage, and a user sage"},
+		"container image with a python3 that imports Sage"},
 	[SET_PODMAN] = {"--podman", "SAGE_SANDBOX_PODMAN", "PATH", "podman", KIND_PATH, 0, 0, NULL,
 		"an executable name or path", "podman", "podman executable"},
 	[SET_TIMEOUT] = {"--timeout", "SAGE_SANDBOX_TIMEOUT", "SECONDS", "timeout_seconds",

@@ -64,7 +64,7 @@ sys.stderr.write("to err\n")' 0 run
 	expect_match "$(json_get 'j["duration_ms"]')" '^[0-9]+$'
 	expect_equal "$(json_get 'j["sandbox"]["image"]')" localhost/sagemath-debian:bookworm
 	expect_equal "$(json_get 'j["sandbox"]["network"]')" none
-	expect_equal "$(json_get 'j["sandbox"]["user"]')" sage
+	expect_equal "$(json_get 'j["sandbox"]["user"]')" "a uid of its own, 10000-59999, not root"
 	expect_equal "$errors" "" "stderr"
 }
 

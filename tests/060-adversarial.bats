@@ -4,25 +4,29 @@
 
 load helpers
 
-# The host uid that the container's user sage (1000) maps to: rootless
-# podman maps container uid N >= 1 to the account's subordinate id N-1.
-sandbox_host_uid() {
-	awk -F: -v user="$(id -un)" '$1 == user { print $2 + 999; exit }' /etc/subuid
+# The host uids a sandbox can run as: rootless podman maps container uid
+# N >= 1 to the account's subordinate id N-1, and each sandbox runs as a
+# uid of its own from 10000 to 59999 (1000 where the mapping is too small).
+sandbox_host_uids() {
+	awk -F: -v user="$(id -un)" '$1 == user { print $2 + 999, $2 + 9999, $2 + 59998; exit }' /etc/subuid
 }
 
 teardown() {
 	wait_no_containers 10
-	local uid
-	uid=$(sandbox_host_uid)
-	# No process of the sandbox's user outlives its run...
-	if pgrep -u "$uid" >/dev/null; then
-		echo "# processes of uid $uid left: $(pgrep -u "$uid" -a)" >&2
+	local shared low high
+	read -r shared low high < <(sandbox_host_uids)
+	# No process of a sandbox's user outlives its run...
+	local left
+	left=$(ps -eo uid=,pid=,args= | awk -v s="$shared" -v l="$low" -v h="$high" \
+		'$1 == s || ($1 >= l && $1 <= h)')
+	if [ -n "$left" ]; then
+		echo "# processes of a sandbox's uid left: $left" >&2
 		return 1
 	fi
 	# ...and it wrote nothing on the host (podman's image store holds the
-	# image's own files under that uid).
-	expect_equal "$(find /tmp "$HOME" -xdev -uid "$uid" \
-		-not -path "$HOME/.local/share/containers/*" 2>/dev/null | head -5)" "" "host files of uid $uid"
+	# image's own files under such uids).
+	expect_equal "$(find /tmp "$HOME" -xdev \( -uid "$shared" -o \( -uid +$((low - 1)) -uid -$((high + 1)) \) \) \
+		-not -path "$HOME/.local/share/containers/*" 2>/dev/null | head -5)" "" "host files of a sandbox's uid"
 }
 
 @test "attack - a fork bomb stops at the pids limit" {
@@ -47,6 +51,32 @@ while True:
         os.fork()
     except OSError:
         pass' 124 run --timeout 8 --pids-limit 24
+}
+
+@test "attack - a run held at its pids limit does not change the outcome of a concurrent run" {
+	printf '%s\n' 'import os, time' 'pids = []' 'try:' '    while True:' \
+		'        pid = os.fork()' '        if pid == 0:' '            time.sleep(60)' \
+		'            os._exit(0)' '        pids.append(pid)' 'except OSError:' \
+		'    print("held", len(pids), flush=True)' 'time.sleep(30)' >"$BATS_TEST_TMPDIR/bomb.sage"
+	"$SAGE_SANDBOX" run --timeout 50 "$BATS_TEST_TMPDIR/bomb.sage" >"$BATS_TEST_TMPDIR/bomb.out" 2>&1 &
+	local bomb=$! i
+	for ((i = 0; i < 240; i++)); do
+		grep -q held "$BATS_TEST_TMPDIR/bomb.out" 2>/dev/null && break
+		sleep 0.25
+	done
+	expect_match "$(cat "$BATS_TEST_TMPDIR/bomb.out")" "^held 9[0-9]$" "the bomb is at its limit"
+	# Each run has its own host uid, so the bomb's processes count against
+	# its own nproc limit only.
+	sage 'print(factor(2^64+1))
+import os
+pid = os.fork()
+if pid == 0:
+    os._exit(0)
+print(os.waitpid(pid, 0)[1])' 0 run
+	expect_equal "$output" "274177 * 67280421310721
+0"
+	kill -TERM "$bomb"
+	wait "$bomb" || true
 }
 
 @test "attack - a 4 GiB allocation under --memory 512m fails inside" {
@@ -260,12 +290,12 @@ for _ in range(100):
 time.sleep(float(0.2))
 status = open("/proc/%d/status" % p.pid).read()
 p.kill()
-print(status.split("Name:\t")[1].split()[0], status.split("Uid:\t")[1].split("\n")[0].split())' 0 run
+print(status.split("Name:\t")[1].split()[0], status.split("Uid:\t")[1].split("\n")[0].split() == [str(os.getuid())] * 4)' 0 run
 	expect_equal "$output" "EPERM
 EPERM
 EPERM
 True
-passwd ['1000', '1000', '1000', '1000']"
+passwd True"
 }
 
 @test "attack - SIGKILL to sage-sandbox: the container is gone within the timeout and a grace" {

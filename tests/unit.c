@@ -175,6 +175,16 @@ int main(void)
 		      host.controller[CONTROLLER_PIDS] && strcmp(host.runtime, "crun") == 0 &&
 		      strcmp(host.storage_driver, "overlay") == 0,
 		"podman info: rootless, cgroups, controllers, runtime, storage");
+	check(host.id_count == 0 && sandbox_uid_max(&host) < SANDBOX_UID_MIN,
+		"podman info: no mapping given, no uid range of its own");
+	podman_info_parse("true\nv1\n[]\nrunc\noverlay\nfalse\n1 65536 \n1 65536 \n", 0, false, NULL,
+		&host);
+	check(host.id_count == 65537 && sandbox_uid_max(&host) == SANDBOX_UID_MAX,
+		"podman info: a 65536-id mapping holds the whole sandbox uid range");
+	podman_info_parse("true\nv1\n[]\nrunc\noverlay\nfalse\n1 65536 \n1 20000 \n", 0, false, NULL,
+		&host);
+	check(host.id_count == 20001 && sandbox_uid_max(&host) == 20000,
+		"podman info: the smaller of the uid and gid mappings bounds the range");
 	podman_info_parse("true\nv1\n[]\nrunc\nvfs\ntrue\n", 0, false, NULL, &host);
 	check(host.remote && !host.controller[CONTROLLER_MEMORY], "podman info: a remote service is seen");
 	podman_info_parse("false\nv1\n[]\nrunc\noverlay\nfalse\n", 0, false, NULL, &host);
