@@ -135,6 +135,15 @@ def _():
     return not leaked, "; ".join(seen)
 
 
+@check("shared_memory")
+def _():
+    # SysV segments and memfd files hold memory that no rlimit counts.
+    IPC_PRIVATE, IPC_CREAT = 0, 0o1000
+    shm = refused(libc.shmget, IPC_PRIVATE, 1 << 20, IPC_CREAT | 0o600)
+    memfd = refused(libc.memfd_create, b"probe", 0)
+    return shm[0] and memfd[0], "shmget %s; memfd_create %s" % (shm[1], memfd[1])
+
+
 def run_machine_code(code):
     """Runs code (x86-64 machine code returning a long) in a child: returns
     "returned N" or "killed by signal N"."""

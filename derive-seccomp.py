@@ -14,7 +14,11 @@ least-trodden code, so they are refused with EPERM:
   processes;
 - bpf, perf_event_open, userfaultfd: frequent kernel exploit primitives;
 - syslog, name_to_handle_at, open_by_handle_at, lookup_dcookie, quotactl,
-  pivot_root, chroot, acct: host information or root-only operations.
+  pivot_root, chroot, acct: host information or root-only operations;
+- shmget, shmat, shmctl, shmdt, memfd_create, memfd_secret: memory that no
+  rlimit counts (a 2 GiB SysV segment, memfd files written but not mapped,
+  under --memory 256m); Sage uses none of them, and libffi falls back to a
+  file in /tmp for its trampolines.
 clone3 answers ENOSYS instead, so that glibc falls back to clone, whose flags
 (unlike clone3's, which sit in memory) seccomp can inspect: clone is allowed
 only when (flags & 0x7E020000) == 0, that is without CLONE_NEWNS,
@@ -55,6 +59,7 @@ REFUSED = sorted({
     "bpf", "perf_event_open", "userfaultfd",
     "syslog", "name_to_handle_at", "open_by_handle_at", "lookup_dcookie",
     "quotactl", "acct",
+    "shmget", "shmat", "shmctl", "shmdt", "memfd_create", "memfd_secret",
 })
 
 

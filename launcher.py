@@ -140,6 +140,11 @@ if child == 0:
         signal.signal(sig, signal.SIG_DFL if sig == signal.SIGCHLD else signal.SIG_IGN)
     signal.signal(signal.SIGINT, signal.default_int_handler)
     libc.prctl(PR_SET_DUMPABLE, 1, 0, 0, 0)
+    # The one rlimit podman cannot set (it has no name for it): the code's
+    # address space, which counts the shared mappings RLIMIT_DATA does not.
+    import resource
+    limit = int(os.environ.get("SAGE_SANDBOX_RLIMIT_AS", resource.RLIM_INFINITY))
+    resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
     null = os.open("/dev/null", os.O_RDONLY)
     os.dup2(null, 0)
     os.dup2(out_w, 1)

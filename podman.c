@@ -201,8 +201,10 @@ void podman_run_args(struct argv_builder *a, const struct config *cfg,
 	if (host->controller[CONTROLLER_CPU])
 		arg_add(a, "--cpus=%ld.%03ld", cpus / 1000, cpus % 1000);
 	for (int i = 0; i < RLIMIT_COUNT; i++)
-		arg_add(a, "--ulimit=%s=%llu:%llu", rlimits[i].name,
-			(unsigned long long)rlimits[i].value, (unsigned long long)rlimits[i].value);
+		if (!rlimits[i].by_launcher)
+			arg_add(a, "--ulimit=%s=%llu:%llu", rlimits[i].name,
+				(unsigned long long)rlimits[i].value, (unsigned long long)rlimits[i].value);
+	arg_add(a, "--env=SAGE_SANDBOX_RLIMIT_AS=%llu", (unsigned long long)rlimits[RL_AS].value);
 	/* A backstop run by conmon: if sage-sandbox itself is killed before
 	 * it can stop the container, the container still dies. */
 	arg_add(a, "--timeout=%ld", cfg->number[SET_TIMEOUT] + PODMAN_BACKSTOP_SECONDS);

@@ -15,10 +15,11 @@ static const char factorisation_expected[] = "(x - 1) * (x + 1) * (x^2 + 1)";
  * or was tampered with) is a FAIL: a property passes only by being seen. */
 static const char *const required[] = {
 	"user", "capabilities", "no_new_privs", "seccomp", "user_namespaces",
-	"other_namespaces", "mount", "ptrace", "network", "socket_families", "syscall_abi",
+	"other_namespaces", "mount", "ptrace", "network", "socket_families", "shared_memory",
+	"syscall_abi",
 	"root_read_only", "writable",
 	"tmp_size", "rlimit_core", "rlimit_cpu", "rlimit_data", "rlimit_fsize",
-	"rlimit_msgqueue", "rlimit_nofile", "rlimit_nproc", "cgroup_memory", "cgroup_pids",
+	"rlimit_msgqueue", "rlimit_nofile", "rlimit_nproc", "rlimit_stack", "rlimit_as", "cgroup_memory", "cgroup_pids",
 };
 
 void self_test_code(const struct config *cfg, const struct podman_host *host,

@@ -160,17 +160,27 @@ void sandbox_rlimits(const struct config *cfg, struct rlimit_value out[RLIMIT_CO
 	 * timeout, so that the rlimit bounds a spinning process where no cgroup
 	 * does. At least 1: 0 would mean no limit. */
 	uint64_t cpu = ((uint64_t)cfg->number[SET_TIMEOUT] * cfg->number[SET_CPUS] + 999) / 1000;
-	out[RL_DATA] = (struct rlimit_value){"data", config_memory_bytes(cfg)};
-	out[RL_CPU] = (struct rlimit_value){"cpu", cpu ? cpu : 1};
-	out[RL_NPROC] = (struct rlimit_value){"nproc", (uint64_t)cfg->number[SET_PIDS_LIMIT]};
+	out[RL_DATA] = (struct rlimit_value){.name = "data", .value = config_memory_bytes(cfg)};
+	out[RL_CPU] = (struct rlimit_value){.name = "cpu", .value = cpu ? cpu : 1};
+	out[RL_NPROC] = (struct rlimit_value){.name = "nproc",
+		.value = (uint64_t)cfg->number[SET_PIDS_LIMIT]};
 	/* Enough for Sage and its pexpect children; not enough to exhaust the
 	 * kernel's file table. */
-	out[RL_NOFILE] = (struct rlimit_value){"nofile", 1024};
+	out[RL_NOFILE] = (struct rlimit_value){.name = "nofile", .value = 1024};
 	/* No single file beyond 128 MiB, whatever the tmpfs has left. */
-	out[RL_FSIZE] = (struct rlimit_value){"fsize", 128ull << 20};
+	out[RL_FSIZE] = (struct rlimit_value){.name = "fsize", .value = 128ull << 20};
 	/* No core dumps: a crashing 1 GiB process would fill /tmp. */
-	out[RL_CORE] = (struct rlimit_value){"core", 0};
+	out[RL_CORE] = (struct rlimit_value){.name = "core", .value = 0};
 	/* No bytes for POSIX message queues: kernel memory outside any limit
 	 * above, and nothing Sage uses. */
-	out[RL_MSGQUEUE] = (struct rlimit_value){"msgqueue", 0};
+	out[RL_MSGQUEUE] = (struct rlimit_value){.name = "msgqueue", .value = 0};
+	/* The stack is not data: without a hard limit, code raised its soft
+	 * limit and grew a 3 GiB stack under --memory 256m. The usual 8 MiB. */
+	out[RL_STACK] = (struct rlimit_value){.name = "stack", .value = 8ull << 20};
+	/* Shared anonymous mappings and mapped memfds are not data either (a
+	 * 4 GiB shared mapping was filled under --memory 256m); the address
+	 * space counts every mapping. Podman has no name for it: the launcher
+	 * sets it on the code's process. */
+	out[RL_AS] = (struct rlimit_value){.name = "as",
+		.value = config_memory_bytes(cfg) + ADDRESS_SPACE_HEADROOM, .by_launcher = true};
 }

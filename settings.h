@@ -78,12 +78,21 @@ int config_init(struct config *cfg, const char *const flag_value[SETTING_COUNT],
 uint64_t config_memory_bytes(const struct config *cfg);
 
 /* The rlimits every run gets. Podman applies them with setrlimit inside the
- * container, which needs no cgroup: they hold on every host. */
-enum rlimit_id { RL_DATA, RL_CPU, RL_NPROC, RL_NOFILE, RL_FSIZE, RL_CORE, RL_MSGQUEUE, RLIMIT_COUNT };
+ * container (the launcher, those podman has no name for), which needs no
+ * cgroup: they hold on every host. */
+enum rlimit_id { RL_DATA, RL_CPU, RL_NPROC, RL_NOFILE, RL_FSIZE, RL_CORE, RL_MSGQUEUE, RL_STACK,
+	RL_AS, RLIMIT_COUNT };
 struct rlimit_value {
 	const char *name; /* podman's --ulimit name, and RLIMIT_<NAME> */
 	uint64_t value;   /* soft and hard */
+	bool by_launcher; /* set on the code's process by the launcher */
 };
+
+/* RLIMIT_AS is --memory plus this: the address space Sage reserves beyond
+ * what it uses (libraries, PARI's and GAP's reservations). Measured with
+ * the test corpus: the code's process peaks at 1.54 GB at --memory 1g and
+ * 7.0 GB at 8g, and starts at 0.51 GB at 256m. */
+#define ADDRESS_SPACE_HEADROOM (1ull << 30)
 void sandbox_rlimits(const struct config *cfg, struct rlimit_value out[RLIMIT_COUNT]);
 
 #endif

@@ -62,8 +62,8 @@ load helpers
 	run_ss 0 self-test
 	local name
 	for name in factorisation exit_status user capabilities no_new_privs seccomp user_namespaces \
-		other_namespaces mount ptrace network socket_families syscall_abi root_read_only \
-		writable tmp_size rlimit_core \
+		other_namespaces mount ptrace network socket_families shared_memory syscall_abi \
+		root_read_only writable tmp_size rlimit_as rlimit_stack rlimit_core \
 		rlimit_cpu rlimit_data rlimit_fsize rlimit_msgqueue rlimit_nofile rlimit_nproc; do
 		printf '%s\n' "$output" | grep -q "^PASS  $name " ||
 			{ echo "# check $name did not PASS" >&2; return 1; }
@@ -86,6 +86,7 @@ load helpers
 	expect_match "$output" "PASS  rlimit_data +\(536870912, 536870912\)"
 	expect_match "$output" "PASS  rlimit_nproc +\(40, 40\)"
 	expect_match "$output" "PASS  rlimit_cpu +\(15, 15\)"
+	expect_match "$output" "PASS  rlimit_as +\(1610612736, 1610612736\)"
 }
 
 @test "self-test --json - ok true, every check named with its outcome" {
@@ -93,7 +94,7 @@ load helpers
 	expect_equal "$(json_get 'j["ok"]')" true
 	expect_equal "$(json_get 'j["checks"][0]["name"], j["checks"][0]["outcome"]')" '["factorisation", "PASS"]'
 	expect_equal "$(json_get 'sorted({c["outcome"] for c in j["checks"]} - {"SKIP"})')" '["PASS"]'
-	expect_equal "$(json_get 'len(j["checks"])')" 25
+	expect_equal "$(json_get 'len(j["checks"])')" 28
 	expect_equal "$(json_get 'j["run"]["exit_code"]')" 0
 }
 
@@ -137,5 +138,5 @@ json.dump(profile, sys.stdout)' "$BATS_TEST_DIRNAME/../seccomp.json" >"$BATS_TES
 	expect_match "$output" "FAIL  factorisation"
 	expect_match "$output" "FAIL  exit_status +Sage exited with status [1-9]"
 	expect_match "$output" "FAIL  user +not reported: the checks did not run to the end"
-	expect_match "$output" "self-test FAILED: 0 passed, 25 failed, 0 skipped"
+	expect_match "$output" "self-test FAILED: 0 passed, 28 failed, 0 skipped"
 }

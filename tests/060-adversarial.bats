@@ -98,6 +98,36 @@ except MemoryError:
 	expect_equal "$output" True
 }
 
+@test "attack - memory past --memory 256m by shared mappings, stack, SysV shm or memfd is refused" {
+	sage 'import mmap, resource, ctypes, errno
+libc = ctypes.CDLL(None, use_errno=True)
+# A shared anonymous mapping is not data: the address space limit counts it.
+try:
+    m = mmap.mmap(-1, 4 << 30, flags=mmap.MAP_SHARED | mmap.MAP_ANONYMOUS)
+    print("shared mapping ALLOWED")
+except OSError as e:
+    print("shared mapping", errno.errorcode[e.errno])
+# The stack: its hard limit cannot be raised.
+try:
+    resource.setrlimit(resource.RLIMIT_STACK, (resource.RLIM_INFINITY, resource.RLIM_INFINITY))
+    print("stack limit RAISED")
+except ValueError:
+    print("stack limit", resource.getrlimit(resource.RLIMIT_STACK))
+print("shmget", libc.shmget(0r, 2r << 30r, 0o1600r), errno.errorcode[ctypes.get_errno()])
+print("memfd_create", libc.memfd_create(b"x", 0r), errno.errorcode[ctypes.get_errno()])
+# libffi closures (ctypes callbacks) still work without memfd.
+compare = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.POINTER(ctypes.c_int), ctypes.POINTER(ctypes.c_int))(
+    lambda a, b: a[0] - b[0])
+values = (ctypes.c_int * 4r)(3r, 1r, 4r, 2r)
+libc.qsort(values, 4r, ctypes.sizeof(ctypes.c_int), compare)
+print("callback", list(values))' 0 run --memory 256m
+	expect_equal "$output" "shared mapping ENOMEM
+stack limit (8388608, 8388608)
+shmget -1 EPERM
+memfd_create -1 EPERM
+callback [1, 2, 3, 4]"
+}
+
 @test "attack - a CPU spin is killed by the CPU rlimit (timeout x cpus seconds)" {
 	sage 'while True: pass' 137 run --timeout 20 --cpus 0.2 --json
 	expect_equal "$(json_get 'j["signal"], j["timed_out"]')" '["SIGKILL", false]'

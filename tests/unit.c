@@ -120,20 +120,21 @@ int main(void)
 	/* self-test's verdict: a property passes only by being reported. */
 	static const char *const names[] = {"user", "capabilities", "no_new_privs", "seccomp",
 		"user_namespaces", "other_namespaces", "mount", "ptrace", "network", "socket_families",
-		"syscall_abi", "root_read_only",
+		"shared_memory", "syscall_abi", "root_read_only",
 		"writable", "tmp_size", "rlimit_core", "rlimit_cpu", "rlimit_data", "rlimit_fsize",
-		"rlimit_msgqueue", "rlimit_nofile", "rlimit_nproc", "cgroup_memory", "cgroup_pids"};
+		"rlimit_msgqueue", "rlimit_nofile", "rlimit_nproc", "rlimit_stack", "rlimit_as",
+		"cgroup_memory", "cgroup_pids"};
 	struct buffer report = {0};
 	struct self_test t;
 	buffer_append(&report, "(x - 1) * (x + 1) * (x^2 + 1)\n", 30);
 	for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
 		char line[128];
 		int len = snprintf(line, sizeof line, "CHECK\t%s\t%s\tdetail\n",
-			i < 21 ? "PASS" : "SKIP", names[i]);
+			i < 24 ? "PASS" : "SKIP", names[i]);
 		buffer_append(&report, line, (size_t)len);
 	}
 	self_test_parse(report.data, 0, &t);
-	check(!t.failed && t.count == 25, "self-test: every check reported PASS or SKIP passes");
+	check(!t.failed && t.count == 28, "self-test: every check reported PASS or SKIP passes");
 	self_test_parse(report.data, 137, &t);
 	check(t.failed, "self-test: a non-zero exit fails");
 	char *cut = strstr(report.data, "CHECK\tPASS\tnetwork");
