@@ -11,10 +11,10 @@ BATS ?= bats
 
 # One concern a file; see the layout table in README.md.
 CORE_OBJECTS = loop.o process.o buffer.o error.o settings.o podman.o rootless.o sandbox.o \
-	oneshot.o result.o terminal.o json.o selftest.o embedded.o
+	oneshot.o result.o terminal.o memwatch.o json.o selftest.o embedded.o
 OBJECTS = sage-sandbox.o $(CORE_OBJECTS)
 HEADERS = loop.h process.h buffer.h error.h settings.h podman.h rootless.h sandbox.h \
-	oneshot.h result.h terminal.h json.h selftest.h embedded.h
+	oneshot.h result.h terminal.h memwatch.h json.h selftest.h embedded.h
 EMBEDDED = seccomp.json launcher.py checks.py
 DATADIR ?= $(PREFIX)/share
 MANPAGES = man/sage-sandbox.1 man/sage-sandbox.5

@@ -4,6 +4,7 @@
 
 /* Exit statuses of sage-sandbox besides Sage's own (0, 1, 128+N). */
 enum {
+	EXIT_MEMORY_LIMIT = 122, /* the run's processes together passed --memory */
 	EXIT_OUTPUT_LIMIT = 123, /* an output stream passed --output-limit */
 	EXIT_TIMEOUT = 124,      /* --timeout stopped the run */
 	EXIT_REFUSED = 125,      /* could not or would not run the code */

@@ -246,8 +246,8 @@ void podman_info_args(struct argv_builder *a, const char *podman)
 	arg_add(a, "%s",
 		"{{.Host.Security.Rootless}}\n{{.Host.CgroupsVersion}}\n{{.Host.CgroupControllers}}\n"
 		"{{.Host.OCIRuntime.Name}}\n{{.Store.GraphDriverName}}\n{{.Host.ServiceIsRemote}}\n"
-		"{{range .Host.IDMappings.UIDMap}}{{.Size}} {{end}}\n"
-		"{{range .Host.IDMappings.GIDMap}}{{.Size}} {{end}}");
+		"{{range .Host.IDMappings.UIDMap}}{{.ContainerID}}:{{.HostID}}:{{.Size}} {{end}}\n"
+		"{{range .Host.IDMappings.GIDMap}}{{.ContainerID}}:{{.HostID}}:{{.Size}} {{end}}");
 }
 
 static void parse_controllers(struct podman_host *host, const char *list)
@@ -302,17 +302,34 @@ void podman_info_parse(const char *said, int status, bool timed_out, const char 
 	nth_line(said, 4, host->storage_driver, sizeof host->storage_driver);
 	nth_line(said, 5, remote, sizeof remote);
 	host->remote = strcmp(remote, "true") == 0;
-	/* The container ids are 0..n-1, n the sum of the mapping's sizes; as
-	 * uid and gid are the same number, the smaller of the two counts. */
+	/* "CONTAINER:HOST:SIZE ..." for uids, then gids. The container ids
+	 * are 0..n-1, n the sum of the sizes; as uid and gid are the same
+	 * number, the smaller of the two counts. */
 	for (int line = 6; line <= 7; line++) {
-		char sizes[256];
+		char ranges[512];
 		unsigned long total = 0;
-		nth_line(said, line, sizes, sizeof sizes);
-		for (char *word = strtok(sizes, " "); word; word = strtok(NULL, " "))
-			total += strtoul(word, NULL, 10);
+		nth_line(said, line, ranges, sizeof ranges);
+		for (char *word = strtok(ranges, " "); word; word = strtok(NULL, " ")) {
+			struct id_range r;
+			if (sscanf(word, "%lu:%lu:%lu", &r.container, &r.host, &r.size) != 3)
+				continue;
+			total += r.size;
+			if (line == 6 && host->uid_ranges < 4)
+				host->uid_map[host->uid_ranges++] = r;
+		}
 		if (line == 6 || total < host->id_count)
 			host->id_count = total;
 	}
+}
+
+long host_uid_of(const struct podman_host *host, unsigned long uid)
+{
+	for (int i = 0; i < host->uid_ranges; i++) {
+		const struct id_range *r = &host->uid_map[i];
+		if (uid >= r->container && uid - r->container < r->size)
+			return (long)(r->host + (uid - r->container));
+	}
+	return -1;
 }
 
 void podman_version_args(struct argv_builder *a, const char *podman)

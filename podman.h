@@ -35,7 +35,14 @@ struct podman_host {
 	char storage_driver[32];             /* "overlay"; "vfs" copies the image per run */
 	bool controller[CONTROLLER_COUNT];   /* usable by this user's containers */
 	unsigned long id_count;              /* container uids and gids mapped (0..n-1) */
+	struct id_range {
+		unsigned long container, host, size;
+	} uid_map[4];                        /* container uid -> host uid, as podman maps them */
+	int uid_ranges;
 };
+
+/* The host uid that container uid maps to, or -1 when it is not mapped. */
+long host_uid_of(const struct podman_host *host, unsigned long uid);
 
 /* The highest uid a sandbox may run as on this host; SANDBOX_UID_MIN - 1
  * or less means the mapping is too small for a uid of its own per run. */

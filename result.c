@@ -73,6 +73,8 @@ void write_run_fields(struct json *j, const struct run_result *r, const struct c
 	json_bool(j, r->timed_out);
 	json_key(j, "output_limit_exceeded");
 	json_bool(j, r->output_limit_exceeded);
+	json_key(j, "memory_limit_exceeded");
+	json_bool(j, r->memory_limit_exceeded);
 	json_key(j, "stdout");
 	json_string(j, r->out.data ? r->out.data : "", r->out.len);
 	json_key(j, "stderr");
@@ -135,6 +137,11 @@ void write_stop_line(FILE *out, const struct run_result *r, const struct config 
 		fprintf(out,
 			"sage-sandbox: %s passed the output limit of %ld KiB; the container was stopped\n",
 			r->out_truncated ? "stdout" : "stderr", cfg->number[SET_OUTPUT_LIMIT]);
+	else if (r->memory_limit_exceeded)
+		fprintf(out,
+			"sage-sandbox: the run's processes together passed the memory limit of %s "
+			"(%llu MiB seen); the container was stopped\n",
+			cfg->value[SET_MEMORY], (unsigned long long)(r->memory_seen >> 20));
 	else if (r->interrupted_by && r->interrupted_by != SIGPIPE)
 		fprintf(out, "sage-sandbox: interrupted by %s; the container was stopped\n",
 			signal_name(r->interrupted_by, name, sizeof name));

@@ -38,7 +38,7 @@
 #define PODMAN_INFO_TIMEOUT_MS 20000
 #define CACHE_MAX_AGE_SECONDS 600
 /* Changed whenever what is cached changes. */
-#define CACHE_MAGIC "sage-sandbox podman-host 2\n"
+#define CACHE_MAGIC "sage-sandbox podman-host 3\n"
 
 static void key_escaped(struct buffer *key, const char *text)
 {

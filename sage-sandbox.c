@@ -47,10 +47,12 @@ static void print_usage(FILE *out)
 		"        sequences as they are; by default they are shown as ^[, \\x9b\n"
 		"\n"
 		"Code is at most %d bytes of UTF-8 and may not contain a NUL byte.\n"
-		"Exit status: Sage's own (0, 1, 128+N for signal N); %d output limit;\n"
-		"%d timeout; %d not run (bad usage, podman missing or not rootless, no image).\n"
+		"Exit status: Sage's own (0, 1, 128+N for signal N); %d memory limit (the\n"
+		"run's total); %d output limit; %d timeout; %d not run (bad usage, podman\n"
+		"missing or not rootless, no image).\n"
 		"See sage-sandbox(1).\n",
-		"--json", MAX_CODE_BYTES, EXIT_OUTPUT_LIMIT, EXIT_TIMEOUT, EXIT_REFUSED);
+		"--json", MAX_CODE_BYTES, EXIT_MEMORY_LIMIT, EXIT_OUTPUT_LIMIT, EXIT_TIMEOUT,
+		EXIT_REFUSED);
 }
 
 /* ---- errors ------------------------------------------------------------- */

@@ -4,6 +4,7 @@
 #include "sandbox.h"
 #include "embedded.h"
 #include "json.h"
+#include "memwatch.h"
 #include "process.h"
 
 #include <errno.h>
@@ -27,6 +28,9 @@
 /* After the podman client exits, pipes held by a descendant get this long. */
 #define DRAIN_GRACE_MS 1000
 #define MAX_PROFILE_BYTES (1u << 20)
+/* How often the memory watchdog looks: the overshoot it allows is what the
+ * run can allocate in this time (see the man page for the measurement). */
+#define MEMWATCH_INTERVAL_MS 50
 
 struct sandbox {
 	struct loop *loop;
@@ -40,7 +44,8 @@ struct sandbox {
 	int profile_fd;
 	struct queue *input;
 	struct loop_watch *out_watch, *err_watch;
-	struct loop_timer *deadline_timer, *grace_timer, *retry_timer;
+	struct loop_timer *deadline_timer, *grace_timer, *retry_timer, *memwatch_timer;
+	long host_uid; /* the run's own, for the memory watchdog; -1: not watched */
 	bool output_paused;
 
 	/* The frame being read from the launcher's stream. */
@@ -342,6 +347,25 @@ static void on_deadline(struct loop_timer *t, void *data)
 
 static void start_remove(struct sandbox *sb);
 
+/* The memory watchdog: where no cgroup bounds the run's total, sum its
+ * processes' memory every MEMWATCH_INTERVAL_MS and stop it past --memory. */
+static void on_memwatch(struct loop_timer *t, void *data)
+{
+	struct sandbox *sb = data;
+	int processes;
+	pid_t init;
+	sb->memwatch_timer = NULL;
+	uint64_t total = memwatch_total((uid_t)sb->host_uid, &processes, &init);
+	sb->result.memory_seen = total;
+	if (total > config_memory_bytes(sb->opt.cfg)) {
+		if (init > 0)
+			memwatch_kill(init, (uid_t)sb->host_uid);
+		sandbox_stop(sb, STOP_MEMORY_LIMIT, 0);
+		return;
+	}
+	sb->memwatch_timer = loop_timer(sb->loop, loop_now_ms() + MEMWATCH_INTERVAL_MS, on_memwatch, sb);
+}
+
 static void on_retry_remove(struct loop_timer *t, void *data)
 {
 	struct sandbox *sb = data;
@@ -389,6 +413,8 @@ void sandbox_stop(struct sandbox *sb, enum stop_reason reason, int signal)
 	sb->state = SANDBOX_STOPPING;
 	loop_timer_cancel(sb->deadline_timer);
 	sb->deadline_timer = NULL;
+	loop_timer_cancel(sb->memwatch_timer);
+	sb->memwatch_timer = NULL;
 	/* Nothing printed after a stop is kept. */
 	close_stream(sb, true);
 	/* The client goes first: a live one, blocked writing output nobody
@@ -412,6 +438,11 @@ static void finish_result(struct sandbox *sb)
 		r->output_limit_exceeded = true;
 		r->signal = SIGKILL;
 		r->exit_code = EXIT_OUTPUT_LIMIT;
+		return;
+	case STOP_MEMORY_LIMIT:
+		r->memory_limit_exceeded = true;
+		r->signal = SIGKILL;
+		r->exit_code = EXIT_MEMORY_LIMIT;
 		return;
 	case STOP_SIGNAL:
 	case STOP_OUTPUT_CLOSED:
@@ -481,6 +512,8 @@ static void sandbox_advance(struct sandbox *sb)
 		sb->done_reported = true;
 		loop_timer_cancel(sb->deadline_timer);
 		sb->deadline_timer = NULL;
+		loop_timer_cancel(sb->memwatch_timer);
+		sb->memwatch_timer = NULL;
 		finish_result(sb);
 		sb->state = SANDBOX_DONE;
 		if (sb->opt.on_done)
@@ -517,8 +550,13 @@ struct sandbox *sandbox_start(struct loop *loop, const struct sandbox_options *o
 	}
 	container_name(sb->name, sizeof sb->name);
 	process_identity(getpid(), owner, sizeof owner);
-	podman_run_args(&sb->args, opt->cfg, opt->host, opt->podman, sb->name, owner,
-		sandbox_uid(opt->host));
+	unsigned long uid = sandbox_uid(opt->host);
+	podman_run_args(&sb->args, opt->cfg, opt->host, opt->podman, sb->name, owner, uid);
+	/* Watched where no memory cgroup holds the total, and where the run's
+	 * uid is its own (with the shared fallback uid, the sum would be of
+	 * every run's processes). */
+	sb->host_uid = !opt->host->controller[CONTROLLER_MEMORY] && uid >= SANDBOX_UID_MIN ?
+		host_uid_of(opt->host, uid) : -1;
 	struct process_spec spec = {.argv = sb->args.arg, .envp = podman_environment(),
 		.pipe_stdin = true, .pipe_stdout = true, .pipe_stderr = true,
 		.pass_fd = sb->profile_fd, .on_exit = on_podman_exit, .data = sb};
@@ -537,6 +575,8 @@ struct sandbox *sandbox_start(struct loop *loop, const struct sandbox_options *o
 	sb->out_watch = loop_watch(loop, sb->podman.stdout_fd, LOOP_READ, on_launcher_stream, sb);
 	sb->err_watch = loop_watch(loop, sb->podman.stderr_fd, LOOP_READ, on_podman_errors, sb);
 	sb->deadline_timer = loop_timer(loop, opt->deadline, on_deadline, sb);
+	if (sb->host_uid >= 0)
+		sb->memwatch_timer = loop_timer(loop, loop_now_ms() + MEMWATCH_INTERVAL_MS, on_memwatch, sb);
 	sb->state = SANDBOX_STARTING;
 	if (!sb->out_watch || !sb->err_watch) {
 		error_set(err, EXIT_REFUSED, NULL, "cannot watch podman's output: %s", strerror(errno));
@@ -591,6 +631,7 @@ void sandbox_free(struct sandbox *sb)
 	loop_timer_cancel(sb->deadline_timer);
 	loop_timer_cancel(sb->grace_timer);
 	loop_timer_cancel(sb->retry_timer);
+	loop_timer_cancel(sb->memwatch_timer);
 	close_stream(sb, true);
 	close_stream(sb, false);
 	queue_free(sb->input);
@@ -675,7 +716,10 @@ int setting_enforcement(enum setting_id id, const struct podman_host *host,
 	case SET_MEMORY:
 		if (host->controller[CONTROLLER_MEMORY])
 			by[n++] = "cgroup memory";
+		else if (sandbox_uid_max(host) >= SANDBOX_UID_MIN)
+			by[n++] = "sage-sandbox (the run's total)";
 		by[n++] = "rlimit data (per process)";
+		by[n++] = "rlimit as (per process, + 1 GiB)";
 		break;
 	case SET_CPUS:
 		if (host->controller[CONTROLLER_CPU])

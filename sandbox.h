@@ -21,7 +21,8 @@ enum sandbox_state { SANDBOX_STARTING, SANDBOX_READY, SANDBOX_RUNNING, SANDBOX_S
 	SANDBOX_DONE };
 
 /* Why sage-sandbox, not the code, ended a run. */
-enum stop_reason { STOP_NONE, STOP_TIMEOUT, STOP_OUTPUT_LIMIT, STOP_SIGNAL, STOP_OUTPUT_CLOSED };
+enum stop_reason { STOP_NONE, STOP_TIMEOUT, STOP_OUTPUT_LIMIT, STOP_MEMORY_LIMIT, STOP_SIGNAL,
+	STOP_OUTPUT_CLOSED };
 
 /* What one run of code in the sandbox produced. */
 struct run_result {
@@ -32,6 +33,8 @@ struct run_result {
 	int signal;         /* the signal the code died of, or 0 */
 	bool timed_out;
 	bool output_limit_exceeded;
+	bool memory_limit_exceeded; /* the watchdog stopped it (no memory cgroup) */
+	uint64_t memory_seen;       /* the watchdog's last look, in bytes */
 	int interrupted_by; /* a signal that stopped sage-sandbox, or 0 */
 	struct buffer out, err; /* kept only when asked (keep_output) */
 	bool out_truncated, err_truncated;

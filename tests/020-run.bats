@@ -52,12 +52,13 @@ sys.stderr.write("to err\n")' 0 run
 @test "run --json - the result object has every field, and ok true on success" {
 	input_file=$seed
 	run_ss 0 run --json
-	expect_equal "$(json_get 'sorted(j)')" '["duration_ms", "exit_code", "ok", "output_limit_exceeded", "sandbox", "signal", "stderr", "stdout", "timed_out", "truncated"]'
+	expect_equal "$(json_get 'sorted(j)')" '["duration_ms", "exit_code", "memory_limit_exceeded", "ok", "output_limit_exceeded", "sandbox", "signal", "stderr", "stdout", "timed_out", "truncated"]'
 	expect_equal "$(json_get 'j["ok"]')" true
 	expect_equal "$(json_get 'j["exit_code"]')" 0
 	expect_equal "$(json_get 'j["signal"]')" null
 	expect_equal "$(json_get 'j["timed_out"]')" false
 	expect_equal "$(json_get 'j["output_limit_exceeded"]')" false
+	expect_equal "$(json_get 'j["memory_limit_exceeded"]')" false
 	expect_equal "$(json_get 'j["stdout"]')" "$seed_output"
 	expect_equal "$(json_get 'j["stderr"]')" ""
 	expect_equal "$(json_get 'j["truncated"]')" '{"stdout": false, "stderr": false, "max_bytes_per_stream": 262144}'

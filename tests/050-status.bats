@@ -34,9 +34,9 @@ load helpers
 	local controllers
 	controllers=$(podman info --format '{{.Host.CgroupControllers}}')
 	if [[ $controllers == *memory* ]]; then
-		expect_equal "$(json_get 'j["settings"]["memory"]["enforced_by"]')" '["cgroup memory", "rlimit data (per process)"]'
+		expect_equal "$(json_get 'j["settings"]["memory"]["enforced_by"]')" '["cgroup memory", "rlimit data (per process)", "rlimit as (per process, + 1 GiB)"]'
 	else
-		expect_equal "$(json_get 'j["settings"]["memory"]["enforced_by"]')" '["rlimit data (per process)"]'
+		expect_equal "$(json_get 'j["settings"]["memory"]["enforced_by"]')" '["sage-sandbox (the run'"'"'s total)", "rlimit data (per process)", "rlimit as (per process, + 1 GiB)"]'
 	fi
 	expect_equal "$(json_get 'j["image_digest"]')" "$(podman image inspect --format '{{.Digest}}' localhost/sagemath-debian:bookworm)"
 	expect_equal "$(json_get 'j["oci_runtime"], j["storage_driver"]')" "$(podman info --format '["{{.Host.OCIRuntime.Name}}", "{{.Store.GraphDriverName}}"]')"

@@ -128,6 +128,40 @@ memfd_create -1 EPERM
 callback [1, 2, 3, 4]"
 }
 
+@test "attack - processes that together pass --memory are stopped by the watchdog: status 122" {
+	[[ $(podman info --format '{{.Host.CgroupControllers}}') != *memory* ]] ||
+		skip "the memory cgroup holds the total on this host"
+	# Six processes of 150 MB each: every one within its own rlimits.
+	local code='import os, time
+for i in range(6r):
+    if os.fork() == 0:
+        block = b"x" * (150r << 20r)
+        time.sleep(30)
+        os._exit(0)
+time.sleep(30)
+print("never")'
+	sage "$code" 122 run --memory 512m
+	expect_equal "$output" ""
+	expect_match "$errors" "^sage-sandbox: the run's processes together passed the memory limit of 512m \([0-9]+ MiB seen\); the container was stopped$"
+	expect_no_containers
+	sage "$code" 122 run --memory 512m --json
+	expect_equal "$(json_get '[j["memory_limit_exceeded"], j["signal"], j["exit_code"], j["ok"], j["timed_out"]]')" '[true, "SIGKILL", 122, false, false]'
+	[ "$(json_get 'j["duration_ms"]')" -lt 20000 ]
+}
+
+@test "attack - the code cannot reach the launcher's descriptors or memory to forge its frames" {
+	sage 'import os, errno
+for path, flags in (("/proc/1/fd/1", os.O_WRONLY), ("/proc/1/mem", os.O_RDWR), ("/proc/1/environ", os.O_RDONLY)):
+    try:
+        os.close(os.open(path, flags))
+        print(path, "OPENED")
+    except OSError as e:
+        print(path, errno.errorcode[e.errno])' 0 run
+	expect_equal "$output" "/proc/1/fd/1 EACCES
+/proc/1/mem EACCES
+/proc/1/environ EACCES"
+}
+
 @test "attack - a CPU spin is killed by the CPU rlimit (timeout x cpus seconds)" {
 	sage 'while True: pass' 137 run --timeout 20 --cpus 0.2 --json
 	expect_equal "$(json_get 'j["signal"], j["timed_out"]')" '["SIGKILL", false]'

@@ -178,12 +178,15 @@ int main(void)
 		"podman info: rootless, cgroups, controllers, runtime, storage");
 	check(host.id_count == 0 && sandbox_uid_max(&host) < SANDBOX_UID_MIN,
 		"podman info: no mapping given, no uid range of its own");
-	podman_info_parse("true\nv1\n[]\nrunc\noverlay\nfalse\n1 65536 \n1 65536 \n", 0, false, NULL,
-		&host);
+	podman_info_parse("true\nv1\n[]\nrunc\noverlay\nfalse\n0:1001:1 1:100000:65536 \n"
+			  "0:1001:1 1:100000:65536 \n", 0, false, NULL, &host);
 	check(host.id_count == 65537 && sandbox_uid_max(&host) == SANDBOX_UID_MAX,
 		"podman info: a 65536-id mapping holds the whole sandbox uid range");
-	podman_info_parse("true\nv1\n[]\nrunc\noverlay\nfalse\n1 65536 \n1 20000 \n", 0, false, NULL,
-		&host);
+	check(host_uid_of(&host, 0) == 1001 && host_uid_of(&host, 12345) == 112344 &&
+		      host_uid_of(&host, 65537) == -1,
+		"podman info: container uids map to host uids as podman maps them");
+	podman_info_parse("true\nv1\n[]\nrunc\noverlay\nfalse\n0:1001:1 1:100000:65536 \n"
+			  "0:1001:1 1:100000:20000 \n", 0, false, NULL, &host);
 	check(host.id_count == 20001 && sandbox_uid_max(&host) == 20000,
 		"podman info: the smaller of the uid and gid mappings bounds the range");
 	podman_info_parse("true\nv1\n[]\nrunc\nvfs\ntrue\n", 0, false, NULL, &host);
