@@ -90,7 +90,8 @@ def run_code(source):
     from sage.repl.preparse import preparse_file
 
     try:
-        preparsed = preparse_file(source.decode("utf-8"))
+        # A byte order mark starts many files saved on Windows: not code.
+        preparsed = preparse_file(source.decode("utf-8-sig"))
         # Tracebacks quote the preparsed lines, so they are kept in a file
         # of their own, as Sage does.
         with open("/tmp/code.sage", "wb") as f:

@@ -145,3 +145,12 @@ print(os.environ["HOME"], os.environ["DOT_SAGE"], os.environ["PYTHONNOUSERSITE"]
 	output=$(script -qec "$SAGE_SANDBOX run --show-control-chars $BATS_TEST_TMPDIR/esc.sage" /dev/null </dev/null)
 	[[ $output == *$'\e]52;c;aGk=\a'* ]] || { echo "# raw bytes did not pass: $output" >&2; return 1; }
 }
+
+@test "run - code starting with a UTF-8 byte order mark runs; code that is not UTF-8 is refused" {
+	printf '\xef\xbb\xbfprint("bom ok")\n' >"$BATS_TEST_TMPDIR/bom.sage"
+	run_ss 0 run "$BATS_TEST_TMPDIR/bom.sage"
+	expect_equal "$output" "bom ok"
+	printf 'print("caf\xe9")\n' >"$BATS_TEST_TMPDIR/latin1.sage"
+	run_ss 125 run "$BATS_TEST_TMPDIR/latin1.sage"
+	expect_equal "$errors" "sage-sandbox: code from $BATS_TEST_TMPDIR/latin1.sage is not UTF-8: invalid byte at offset 10; save the file as UTF-8 (iconv -t UTF-8)"
+}
