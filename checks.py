@@ -144,6 +144,25 @@ def _():
     return shm[0] and memfd[0], "shmget %s; memfd_create %s" % (shm[1], memfd[1])
 
 
+@check("pty_cap")
+def _():
+    # Each pty is host kernel memory from a pool of 4096 shared by the host:
+    # the run gets a devpts instance of its own with max= set, and pexpect
+    # interfaces still need at least one.
+    want, held = EXPECTED["pty_max"], []
+    try:
+        while len(held) <= want:
+            held.append(os.openpty())
+        outcome = "ALLOWED"
+    except OSError as e:
+        outcome = errno.errorcode.get(e.errno, str(e.errno))
+    finally:
+        for pair in held:
+            os.close(pair[0])
+            os.close(pair[1])
+    return 0 < len(held) <= want, "opened %d of at most %d, then %s" % (len(held), want, outcome)
+
+
 def run_machine_code(code):
     """Runs code (x86-64 machine code returning a long) in a child: returns
     "returned N" or "killed by signal N"."""

@@ -151,6 +151,15 @@ void podman_run_args(struct argv_builder *a, const struct config *cfg,
 	/* The only writable place, in memory, capped, no setuid or devices. */
 	arg_add(a, "--tmpfs=/tmp:rw,nosuid,nodev,size=%llu,mode=1777", TMPFS_BYTES);
 	arg_add(a, "--workdir=/tmp");
+	/* A devpts instance of the run's own, capped: with podman's default
+	 * one, four processes opening /dev/ptmx in a loop took 3,071 of the
+	 * host's 4,096 ptys and `podman run -t` failed for everyone. Without
+	 * ptmxmode the kernel makes pts/ptmx mode 000 and Sage's pexpect
+	 * interfaces fail. Podman 4.3 accepts only uid, gid, mode and max here
+	 * and passes max's value through unparsed, so the two options travel
+	 * as one quoted field; newer podman accepts that too. self-test's
+	 * pty_cap row checks what the kernel got. */
+	arg_add(a, "--mount=type=devpts,destination=/dev/pts,\"max=%d,ptmxmode=0666\"", PTY_MAX);
 	/* What Sage prints is returned, not also kept in a log on the host. */
 	arg_add(a, "--log-driver=none");
 	/* Sage's state, and what `sage -python` would point into it, in the

@@ -44,6 +44,8 @@ void write_sandbox_summary(struct json *j, const struct config *cfg)
 	json_key(j, "writable");
 	snprintf(text, sizeof text, "/tmp (tmpfs, %llu MiB)", TMPFS_BYTES >> 20);
 	json_cstring(j, text);
+	json_key(j, "ptys");
+	json_integer(j, PTY_MAX);
 	json_key(j, "host_mounts");
 	json_cstring(j, "none");
 	json_key(j, "user");

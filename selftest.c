@@ -34,7 +34,8 @@ void self_test_code(const struct config *cfg, const struct podman_host *host,
 	fputs(factorisation_code, f);
 	/* Not preparsed: checks.py is Python, run from a raw string (the
 	 * preparser leaves string literals alone). */
-	fprintf(f, "exec(r'''EXPECTED = {\"tmp_bytes\": %llu, \"rlimits\": {", TMPFS_BYTES);
+	fprintf(f, "exec(r'''EXPECTED = {\"tmp_bytes\": %llu, \"pty_max\": %d, \"rlimits\": {",
+		TMPFS_BYTES, PTY_MAX);
 	for (int i = 0; i < RLIMIT_COUNT; i++)
 		fprintf(f, "%s\"%s\": %llu", i ? ", " : "", rlimits[i].name,
 			(unsigned long long)rlimits[i].value);

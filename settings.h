@@ -15,6 +15,10 @@
 /* Size of the container's /tmp, its only writable place. */
 #define TMPFS_BYTES (256ull << 20)
 
+/* Pseudo-terminals a run may hold at once: pexpect-based interfaces (gp(),
+ * gap(), maxima(), singular()) take one each; the host has 4096 in all. */
+#define PTY_MAX 8
+
 /* One entry of the settings table: its flag, its environment variable, the
  * values it allows and its default. The CLI, --help, status and the man page
  * all follow this table. */
