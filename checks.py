@@ -76,15 +76,20 @@ CLONE_NEWNS = 0x00020000
 CLONE_NEWNET = 0x40000000
 
 
+def namespaces_refused(kinds):
+    results = [(name, refused(libc.unshare, flag)) for name, flag in kinds]
+    return all(r for _, (r, _) in results), "; ".join(
+        "unshare(%s) %s" % (name, detail) for name, (_, detail) in results)
+
+
 @check("user_namespaces")
 def _():
-    return refused(libc.unshare, CLONE_NEWUSER)
+    return namespaces_refused([("CLONE_NEWUSER", CLONE_NEWUSER)])
 
 
 @check("other_namespaces")
 def _():
-    results = [refused(libc.unshare, flag) for flag in (CLONE_NEWNS, CLONE_NEWNET)]
-    return all(r for r, _ in results), "; ".join(d for _, d in results)
+    return namespaces_refused([("CLONE_NEWNS", CLONE_NEWNS), ("CLONE_NEWNET", CLONE_NEWNET)])
 
 
 @check("mount")
@@ -265,7 +270,10 @@ for _name, _v2, _v1 in (("memory", "memory.max", "memory/memory.limit_in_bytes")
                         ("pids", "pids.max", "pids/pids.max")):
     _want = EXPECTED["cgroup"].get(_name)
     if _want is None:
-        report("SKIP", "cgroup_" + _name, "not enforced on this host; the rlimit is")
+        report("SKIP", "cgroup_" + _name, "Not checked: podman cannot apply a %s cgroup on this "
+               "host; %s instead." % (_name, {
+                   "memory": "the data and address-space rlimits and the memory watchdog hold it",
+                   "pids": "the nproc rlimit and the run's own uid hold it"}[_name]))
         continue
 
     @check("cgroup_" + _name)

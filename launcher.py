@@ -1,16 +1,26 @@
-# launcher.py: the container's first process. It imports Sage, takes the code
-# from sage-sandbox on stdin, runs it in a child process as `sage FILE` would,
-# and reports everything back as frames on stdout.
+# launcher.py: the container's first process. It imports Sage, takes the
+# program from sage-sandbox on stdin, runs it in a child process as `sage FILE`
+# would, relays the program's stdin to it, and reports everything back as
+# frames on stdout.
 #
-# The protocol (sandbox.c reads it): each frame is one type byte, a 4-byte
+# The protocol (sandbox.c speaks it): each frame is one type byte, a 4-byte
 # big-endian length and that many bytes (at most 65536).
 #   to the host:   S  started: first thing, before Sage or any code exists
-#                  R  ready: Sage is imported, the code may come
+#                  R  ready: Sage is imported, the program may come
 #                  O  bytes the code wrote to stdout, E  to stderr
 #                  X  "exit N T" or "signal N T": the code's process ended
 #                     at T (CLOCK_MONOTONIC, ms) and everything it wrote is
-#                     in the frames before
-#   from the host: C  the code (UTF-8, at most 50000 bytes)
+#                     in the frames before; "signal 9 T cpu" when the kernel
+#                     killed it at its CPU time rlimit
+#   from the host: A  the program's arguments, each ended by a NUL: the
+#                     first is the name the code goes by (its file's name
+#                     as the user gave it, or "-" for standard input)
+#                  C  the code (UTF-8, at most 50000 bytes)
+#                  I  bytes for the code's standard input; an empty I frame
+#                     is its end
+# Code, arguments and data share this one channel: nothing of them is on a
+# command line, in the environment or on a host mount.
+#
 # The code runs in a forked child whose stdout and stderr are pipes to this
 # process, which frames what they carry: nothing the code prints can be
 # taken for a frame, and this process is made non-dumpable first, so the
@@ -71,19 +81,31 @@ def read_exact(n):
     while len(data) < n:
         chunk = os.read(0, n - len(data))
         if not chunk:
-            os._exit(0)  # the host went away before sending the code
+            os._exit(0)  # the host went away before sending the program
         data += chunk
     return data
 
 
-kind, length = struct.unpack(">cI", read_exact(5))
-if kind != b"C" or length > 50000:
-    os._exit(2)
-code = read_exact(length)
+def read_frame(expected, limit):
+    kind, length = struct.unpack(">cI", read_exact(5))
+    if kind != expected or length > limit:
+        os._exit(2)
+    return read_exact(length)
+
+
+argv = [os.fsdecode(a) for a in read_frame(b"A", MAX_FRAME).split(b"\0")[:-1]] or ["-"]
+code = read_frame(b"C", 50000)
+# Tracebacks name the file as the user gave it, with the user's lines.
+filename = "<stdin>" if argv[0] == "-" else argv[0]
+
+MISSING_FILE_NOTE = (
+    "note: the sandbox holds only this code and the image's packages: files and\n"
+    "modules beside it on the host are not there (see INPUT in sage-sandbox(1))\n")
 
 
 def run_code(source):
     """In the child: the code as `sage FILE` runs it; returns the status."""
+    import linecache
     import numbers
     import traceback
 
@@ -91,17 +113,21 @@ def run_code(source):
 
     try:
         # A byte order mark starts many files saved on Windows: not code.
-        preparsed = preparse_file(source.decode("utf-8-sig"))
-        # Tracebacks quote the preparsed lines, so they are kept in a file
-        # of their own, as Sage does.
-        with open("/tmp/code.sage", "wb") as f:
-            f.write(source)
-        with open("/tmp/code.sage.py", "w", encoding="utf-8") as f:
-            f.write(preparsed)
-        namespace = {"__name__": "__main__", "__file__": "/tmp/code.sage",
+        text = source.decode("utf-8-sig")
+        preparsed = preparse_file(text)
+        namespace = {"__name__": "__main__", "__file__": filename,
                      "__builtins__": __builtins__}
         exec("from sage.all_cmdline import *", namespace)
-        exec(compile(preparsed, "/tmp/code.sage.py", "exec"), namespace)
+        # The preparser hoists the code's numeric constants into one line
+        # of its own at the top; run it first, so that the code's lines keep
+        # their numbers, and tracebacks quote the user's own lines.
+        first, newline, rest = preparsed.partition("\n")
+        if first.startswith("_sage_const_") and not text.startswith("_sage_const_"):
+            exec(compile(first, filename, "exec"), namespace)
+            preparsed = rest
+        linecache.cache[filename] = (len(text), None, text.splitlines(True), filename)
+        sys.argv = argv
+        exec(compile(preparsed, filename, "exec"), namespace)
         return 0
     except SystemExit as e:
         # As Python does, but a Sage Integer is an exit code too:
@@ -112,10 +138,13 @@ def run_code(source):
             return int(e.code) & 0xFF
         print(e.code, file=sys.stderr)
         return 1
-    except BaseException:
+    except BaseException as e:
         kind, value, tb = sys.exc_info()
         # The first frame is this function: not the user's.
         traceback.print_exception(kind, value, tb.tb_next if tb else tb)
+        if isinstance(e, (FileNotFoundError, ModuleNotFoundError)) or (
+                isinstance(e, OSError) and "did not find file" in str(e)):
+            sys.stderr.write(MISSING_FILE_NOTE)
         return 1
 
 
@@ -127,6 +156,7 @@ PTRACE_CONT = 7
 libc = ctypes.CDLL(None, use_errno=True)
 libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
 
+in_r, in_w = os.pipe()
 out_r, out_w = os.pipe()
 err_r, err_w = os.pipe()
 wake_r, wake_w = os.pipe()
@@ -146,11 +176,10 @@ if child == 0:
     import resource
     limit = int(os.environ.get("SAGE_SANDBOX_RLIMIT_AS", resource.RLIM_INFINITY))
     resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
-    null = os.open("/dev/null", os.O_RDONLY)
-    os.dup2(null, 0)
+    os.dup2(in_r, 0)
     os.dup2(out_w, 1)
     os.dup2(err_w, 2)
-    for fd in (null, out_r, out_w, err_r, err_w, wake_r, wake_w):
+    for fd in (in_r, in_w, out_r, out_w, err_r, err_w, wake_r, wake_w):
         os.close(fd)
     status = run_code(code)
     try:
@@ -159,25 +188,100 @@ if child == 0:
     finally:
         os._exit(status)
 
+os.close(in_r)
 os.close(out_w)
 os.close(err_w)
+os.set_blocking(0, False)
+os.set_blocking(in_w, False)
 streams = {out_r: b"O", err_r: b"E"}
 poller = select.poll()
 for fd in (out_r, err_r, wake_r):
     poller.register(fd, select.POLLIN)
 ended = None
+cpu_used = 0.0
+
+# The code's standard input: I frames from the host, parsed from inbox,
+# into pending, then into the child's pipe. The host is read only while
+# pending is short: a code that does not read its input holds the data
+# back to sage-sandbox, which stops reading its own stdin.
+inbox = bytearray()
+pending = bytearray()
+input_ended = False  # the empty I frame came, or the host closed
+input_closed = False  # the child's pipe is closed
+
+
+def close_input():
+    global input_closed
+    if not input_closed:
+        input_closed = True
+        pending.clear()
+        os.close(in_w)
+
+
+def take_input():
+    global input_ended
+    try:
+        data = os.read(0, MAX_FRAME + 5)
+    except BlockingIOError:
+        return
+    if not data:
+        input_ended = True
+        return
+    inbox.extend(data)
+    while len(inbox) >= 5:
+        kind, length = struct.unpack(">cI", inbox[:5])
+        if kind != b"I" or length > MAX_FRAME:
+            os._exit(2)
+        if len(inbox) < 5 + length:
+            break
+        if length == 0:
+            input_ended = True
+        elif not input_closed:
+            pending.extend(inbox[5:5 + length])
+        del inbox[:5 + length]
+
+
+def give_input():
+    try:
+        del pending[:os.write(in_w, pending[:MAX_FRAME])]
+    except BlockingIOError:
+        pass
+    except OSError:  # the code closed its stdin: what is left is not wanted
+        close_input()
+
+
+def input_interest():
+    want_host = not input_ended and len(pending) < MAX_FRAME
+    if want_host:
+        poller.register(0, select.POLLIN)
+    else:
+        try:
+            poller.unregister(0)
+        except KeyError:
+            pass
+    if not input_closed and pending:
+        poller.register(in_w, select.POLLOUT)
+    else:
+        try:
+            poller.unregister(in_w)
+        except KeyError:
+            pass
+    if input_ended and not pending:
+        close_input()
 
 
 def reap():
     """Reaps every exited process (orphans are ours too, as init)."""
-    global ended
+    global ended, cpu_used
     while True:
         try:
-            pid, status = os.waitpid(-1, os.WNOHANG)
+            pid, status, usage = os.wait4(-1, os.WNOHANG)
         except ChildProcessError:
             return
         if pid == 0:
             return
+        if pid == child:
+            cpu_used = usage.ru_utime + usage.ru_stime
         if os.WIFSTOPPED(status):
             # Only a tracee stops here: the code made us its tracer with
             # PTRACE_TRACEME (possible only under a profile that allows
@@ -202,11 +306,19 @@ def relay(fd):
 
 
 while ended is None:
-    for fd, _ in poller.poll():
+    input_interest()
+    for fd, events in poller.poll():
         if fd == wake_r:
             os.read(wake_r, 4096)
         elif fd in streams:
             relay(fd)
+        elif fd == 0:
+            take_input()
+        elif fd == in_w and not input_closed:
+            if events & (select.POLLERR | select.POLLHUP):
+                close_input()
+            else:
+                give_input()
     reap()
 
 # The child is gone and what it wrote is in the pipes; a descendant that
@@ -220,7 +332,13 @@ for fd in list(streams):
 # stopped, and a run that ended past its deadline is a timeout.
 ended_at = time.clock_gettime_ns(time.CLOCK_MONOTONIC) // 1000000
 if os.WIFSIGNALED(ended):
-    send(b"X", b"signal %d %d" % (os.WTERMSIG(ended), ended_at))
+    # At RLIMIT_CPU (soft = hard) the kernel sends SIGKILL: told from any
+    # other SIGKILL by the CPU time the process had used.
+    import resource
+    cpu_limit = resource.getrlimit(resource.RLIMIT_CPU)[1]
+    at_limit = os.WTERMSIG(ended) in (signal.SIGKILL, signal.SIGXCPU) and \
+        cpu_limit != resource.RLIM_INFINITY and cpu_used >= cpu_limit - 0.05
+    send(b"X", b"signal %d %d%s" % (os.WTERMSIG(ended), ended_at, b" cpu" if at_limit else b""))
 else:
     send(b"X", b"exit %d %d" % (os.WEXITSTATUS(ended), ended_at))
 os._exit(0)

@@ -161,6 +161,9 @@ static void on_sandbox_done(struct sandbox *sb, void *data)
 {
 	struct oneshot *o = data;
 	o->result = sandbox_result(sb);
+	/* The code is gone: nothing more of our stdin is wanted. */
+	loop_unwatch(o->input_watch);
+	o->input_watch = NULL;
 	for (int s = 0; s < 2; s++)
 		if (o->stream)
 			oneshot_emit_code_output(o, s, NULL, 0, true);
@@ -171,17 +174,86 @@ static void on_sandbox_done(struct sandbox *sb, void *data)
 	run_finished(o);
 }
 
+/* ---- the code's stdin ---------------------------------------------------- */
+
+static void end_input(struct oneshot *o)
+{
+	sandbox_input_end(o->sandbox);
+	loop_unwatch(o->input_watch);
+	o->input_watch = NULL;
+	if (o->input_fd >= 0)
+		close(o->input_fd);
+	o->input_fd = -1;
+}
+
+static void on_input_readable(struct loop_watch *w, int fd, unsigned events, void *data)
+{
+	struct oneshot *o = data;
+	char chunk[65536];
+	size_t room = sandbox_input_room(o->sandbox);
+	ssize_t n;
+	if (room == 0) {
+		/* The code is not reading: leave the rest in our stdin. */
+		loop_watch_events(w, 0);
+		return;
+	}
+	while ((n = read(fd, chunk, room < sizeof chunk ? room : sizeof chunk)) < 0 &&
+	       errno == EINTR)
+		;
+	if (n < 0 && errno == EAGAIN)
+		return;
+	/* End of file, or an error: EIO is a background job's terminal. */
+	if (n <= 0) {
+		end_input(o);
+		return;
+	}
+	sandbox_input(o->sandbox, chunk, (size_t)n);
+	if (sandbox_result(o->sandbox)->input_truncated)
+		end_input(o);
+}
+
+static void on_input_room(struct sandbox *sb, void *data)
+{
+	struct oneshot *o = data;
+	if (o->input_watch)
+		loop_watch_events(o->input_watch, LOOP_READ);
+}
+
+/* Our stdin, when the code came from a file, is the code's, as with `sage
+ * FILE`: streamed through the launcher's channel, never read whole. */
+static void relay_input(struct oneshot *o)
+{
+	/* A background job reading its terminal would be stopped (SIGTTIN);
+	 * ignored, the read fails with EIO instead: end of the code's input. */
+	if (isatty(0))
+		signal(SIGTTIN, SIG_IGN);
+	o->input_fd = reopen_nonblocking(0, O_RDONLY);
+	o->input_watch = o->input_fd < 0 ? NULL :
+		loop_watch(o->loop, o->input_fd, LOOP_READ, on_input_readable, o);
+	if (!o->input_watch)
+		end_input(o);
+}
+
 static void start_sandbox(struct oneshot *o)
 {
 	struct sandbox_options opt = {.cfg = o->cfg, .host = &o->host, .podman = o->podman,
 		.deadline = o->deadline, .keep_output = !o->stream, .on_output = on_sandbox_output,
-		.on_done = on_sandbox_done, .data = o};
+		.on_input_room = on_input_room, .on_done = on_sandbox_done, .data = o};
+	bool from_file = o->file && strcmp(o->file, "-") != 0;
+	const char *argv[o->argc + 1];
+	argv[0] = o->file ? o->file : "-";
+	for (int i = 0; i < o->argc; i++)
+		argv[1 + i] = o->args[i];
+	struct program program = {.code = o->code, .code_len = o->code_len, .argv = argv,
+		.argc = o->argc + 1, .input_follows = from_file};
 	o->sandbox = sandbox_start(o->loop, &opt, &o->err);
 	if (!o->sandbox) {
 		refuse(o);
 		return;
 	}
-	sandbox_submit(o->sandbox, o->code, o->code_len);
+	sandbox_submit(o->sandbox, &program);
+	if (from_file)
+		relay_input(o);
 }
 
 static void on_rootless_answer(const struct podman_host *host, void *data)
@@ -296,6 +368,7 @@ int oneshot_begin(struct oneshot *o)
 {
 	o->signal_fd = -1;
 	o->code_fd = -1;
+	o->input_fd = -1;
 	o->loop = loop_new();
 	if (!o->loop) {
 		error_set(&o->err, EXIT_REFUSED, NULL, "cannot create an event loop: %s",
@@ -365,6 +438,8 @@ void oneshot_end(struct oneshot *o)
 	o->signal_watch = NULL;
 	loop_unwatch(o->code_watch);
 	o->code_watch = NULL;
+	loop_unwatch(o->input_watch);
+	o->input_watch = NULL;
 	loop_timer_cancel(o->deadline_timer);
 	o->deadline_timer = NULL;
 	/* Deliver what is queued; a reader that stopped reading gets until
@@ -389,6 +464,8 @@ void oneshot_end(struct oneshot *o)
 	o->result = NULL;
 	if (o->code_fd >= 0)
 		close(o->code_fd);
+	if (o->input_fd >= 0)
+		close(o->input_fd);
 	if (o->signal_fd >= 0)
 		close(o->signal_fd);
 	buffer_free(&o->code_read);

@@ -16,7 +16,10 @@ struct oneshot {
 	int64_t started_at; /* loop_now_ms() when sage-sandbox started */
 	bool stream;        /* copy the code's output live to stdout/stderr */
 	bool show_control_chars; /* on a terminal too: no escaping */
-	const char *file;   /* read the code from it: NULL or "-" for stdin */
+	const char *file;   /* read the code from it: NULL or "-" for stdin; from
+			     * a file, our stdin is the code's, streamed */
+	const char *const *args; /* the code's arguments after its name */
+	int argc;
 	const char *code;   /* or take this code (self-test) */
 	size_t code_len;
 	/* Or make the code once the host is known (self-test's depends on it). */
@@ -34,9 +37,9 @@ struct oneshot {
 	bool escape[2]; /* that stream is a terminal: the code's controls are shown */
 	struct terminal_filter filter[2];
 	int signal_fd;
-	struct loop_watch *signal_watch, *code_watch;
+	struct loop_watch *signal_watch, *code_watch, *input_watch;
 	struct loop_timer *deadline_timer;
-	int code_fd;
+	int code_fd, input_fd;
 	struct buffer code_read;
 	char *podman;
 	struct podman_host host;

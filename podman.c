@@ -93,9 +93,15 @@ char *find_executable(const char *name)
 
 const char podman_install_hint[] =
 	"install podman (apt-get install podman runc uidmap) or name it with --podman PATH";
+/* Said to the user who lacks the image, in their own storage: setup.sh
+ * image, run as that user, builds or copies it there (with sudo for the
+ * steps that need root). */
 const char image_hint[] =
-	"build it with 'sudo ./setup.sh image' in the sage-sandbox source tree, or pull one "
-	"(podman pull docker.io/sagemath/sagemath:latest) and pass --image";
+	"put it in this user's podman storage with './setup.sh image' in the sage-sandbox "
+	"source tree (as this user; it uses sudo where it must), or pull one and pass --image";
+const char as_root_hint[] =
+	"run it as the account that has the image: sudo -iu sage-sandbox sage-sandbox status "
+	"(the account setup.sh made), or as your own user after './setup.sh image'";
 
 unsigned long sandbox_uid_max(const struct podman_host *host)
 {
@@ -206,7 +212,7 @@ void podman_run_args(struct argv_builder *a, const struct config *cfg,
 	if (host->controller[CONTROLLER_PIDS])
 		arg_add(a, "--pids-limit=%ld", cfg->number[SET_PIDS_LIMIT]);
 	if (host->controller[CONTROLLER_MEMORY])
-		arg_add(a, "--memory=%s", cfg->value[SET_MEMORY]);
+		arg_add(a, "--memory=%llu", (unsigned long long)config_memory_bytes(cfg));
 	if (host->controller[CONTROLLER_CPU])
 		arg_add(a, "--cpus=%ld.%03ld", cpus / 1000, cpus % 1000);
 	for (int i = 0; i < RLIMIT_COUNT; i++)
@@ -224,6 +230,11 @@ void podman_run_args(struct argv_builder *a, const struct config *cfg,
 	arg_add(a, "--entrypoint=python3");
 	arg_add(a, "--");
 	arg_add(a, "%s", cfg->value[SET_IMAGE]);
+	/* Tracebacks quote the user's own lines (see launcher.py), so the
+	 * column marks Python 3.11 computes on the preparsed lines would
+	 * point at the wrong characters. */
+	arg_add(a, "-X");
+	arg_add(a, "no_debug_ranges");
 	arg_add(a, "-c");
 	arg_add(a, "%s", embedded_launcher_py);
 }

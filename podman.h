@@ -71,6 +71,7 @@ char *find_executable(const char *name);
 /* How to fix a missing podman or a missing image. */
 extern const char podman_install_hint[];
 extern const char image_hint[];
+extern const char as_root_hint[];
 
 /* `podman run` of one sandbox, with the reason for each flag beside it.
  * The seccomp profile is read by podman from fd 3; the launcher is the

@@ -24,8 +24,10 @@ void write_setting_value(struct json *j, const struct config *cfg, int id)
 	case KIND_MILLI:
 		json_decimal(j, cfg->number[id]);
 		break;
-	default:
-		json_cstring(j, cfg->value[id]);
+	default: {
+		char text[32];
+		json_cstring(j, setting_text(cfg, id, text, sizeof text));
+	}
 	}
 }
 
@@ -61,22 +63,89 @@ void write_sandbox_summary(struct json *j, const struct config *cfg)
 	json_end_object(j);
 }
 
+void write_json_header(struct json *j, bool ok, int exit_code, const char *error)
+{
+	json_key(j, "schema_version");
+	json_integer(j, JSON_SCHEMA_VERSION);
+	json_key(j, "ok");
+	json_bool(j, ok);
+	json_key(j, "exit_code");
+	json_integer(j, exit_code);
+	json_key(j, "error");
+	json_cstring(j, error);
+}
+
+const char *stopped_by(const struct run_result *r)
+{
+	if (r->timed_out)
+		return "timeout";
+	if (r->output_limit_exceeded)
+		return "output_limit";
+	if (r->memory_limit_exceeded)
+		return "memory_limit";
+	if (r->cpu_limit_exceeded)
+		return "cpu_limit";
+	if (r->interrupted_by == SIGPIPE)
+		return "output_closed";
+	if (r->interrupted_by)
+		return "signal";
+	return NULL;
+}
+
+bool describe_stop(const struct run_result *r, const struct config *cfg, char *buf, size_t size)
+{
+	char name[32], memory[32];
+	const char *by = stopped_by(r);
+	if (!by)
+		return false;
+	if (r->timed_out)
+		snprintf(buf, size, "timed out after %ld s; the container was stopped; "
+			"raise --timeout (at most %ld)", cfg->number[SET_TIMEOUT],
+			settings[SET_TIMEOUT].max);
+	else if (r->output_limit_exceeded)
+		snprintf(buf, size, "%s passed the output limit of %ld KiB; the container was "
+			"stopped; raise --output-limit (at most %ld)",
+			r->out_truncated ? "stdout" : "stderr", cfg->number[SET_OUTPUT_LIMIT],
+			settings[SET_OUTPUT_LIMIT].max);
+	else if (r->memory_limit_exceeded)
+		snprintf(buf, size, "the run's processes together passed the memory limit of %s "
+			"(%llu MiB seen); the container was stopped; raise --memory (at most 8g)",
+			setting_text(cfg, SET_MEMORY, memory, sizeof memory),
+			(unsigned long long)(r->memory_seen >> 20));
+	else if (r->cpu_limit_exceeded) {
+		struct rlimit_value rl[RLIMIT_COUNT];
+		sandbox_rlimits(cfg, rl);
+		snprintf(buf, size, "the code used its CPU time limit of %llu s (--timeout x "
+			"--cpus) and the kernel killed it; raise --timeout or --cpus",
+			(unsigned long long)rl[RL_CPU].value);
+	} else if (r->interrupted_by == SIGPIPE)
+		snprintf(buf, size, "standard output was closed; the container was stopped");
+	else
+		snprintf(buf, size, "interrupted by %s; the container was stopped",
+			signal_name(r->interrupted_by, name, sizeof name));
+	return true;
+}
+
 void write_run_fields(struct json *j, const struct run_result *r, const struct config *cfg)
 {
 	char name[32];
-	json_key(j, "exit_code");
-	json_integer(j, r->exit_code);
+	json_key(j, "file");
+	json_cstring(j, r->file);
 	json_key(j, "signal");
 	if (r->signal)
 		json_cstring(j, signal_name(r->signal, name, sizeof name));
 	else
 		json_null(j);
+	json_key(j, "stopped_by");
+	json_cstring(j, stopped_by(r));
 	json_key(j, "timed_out");
 	json_bool(j, r->timed_out);
 	json_key(j, "output_limit_exceeded");
 	json_bool(j, r->output_limit_exceeded);
 	json_key(j, "memory_limit_exceeded");
 	json_bool(j, r->memory_limit_exceeded);
+	json_key(j, "cpu_limit_exceeded");
+	json_bool(j, r->cpu_limit_exceeded);
 	json_key(j, "stdout");
 	json_string(j, r->out.data ? r->out.data : "", r->out.len);
 	json_key(j, "stderr");
@@ -90,20 +159,19 @@ void write_run_fields(struct json *j, const struct run_result *r, const struct c
 	json_key(j, "max_bytes_per_stream");
 	json_integer(j, cfg->number[SET_OUTPUT_LIMIT] * 1024);
 	json_end_object(j);
+	json_key(j, "stdin_truncated");
+	json_bool(j, r->input_truncated);
 	json_key(j, "duration_ms");
 	json_integer(j, r->duration_ms);
-	if (r->interrupted_by) {
-		json_key(j, "error");
-		json_cstring(j, signal_name(r->interrupted_by, name, sizeof name));
-	}
 }
 
 void write_run_object(FILE *out, const struct run_result *r, const struct config *cfg)
 {
 	struct json j = {.out = out};
+	char sentence[256];
 	json_begin_object(&j);
-	json_key(&j, "ok");
-	json_bool(&j, r->exit_code == 0);
+	write_json_header(&j, r->exit_code == 0, r->exit_code,
+		describe_stop(r, cfg, sentence, sizeof sentence) ? sentence : NULL);
 	write_run_fields(&j, r, cfg);
 	json_key(&j, "sandbox");
 	write_sandbox_summary(&j, cfg);
@@ -114,12 +182,7 @@ void write_error_object(FILE *out, const struct error *err, const struct config 
 {
 	struct json j = {.out = out};
 	json_begin_object(&j);
-	json_key(&j, "ok");
-	json_bool(&j, false);
-	json_key(&j, "exit_code");
-	json_integer(&j, err->status);
-	json_key(&j, "error");
-	json_cstring(&j, err->message);
+	write_json_header(&j, false, err->status, err->message);
 	json_key(&j, "hint");
 	json_cstring(&j, err->hint);
 	if (cfg) {
@@ -131,20 +194,11 @@ void write_error_object(FILE *out, const struct error *err, const struct config 
 
 void write_stop_line(FILE *out, const struct run_result *r, const struct config *cfg)
 {
-	char name[32];
-	if (r->timed_out)
-		fprintf(out, "sage-sandbox: timed out after %ld s; the container was stopped\n",
-			cfg->number[SET_TIMEOUT]);
-	else if (r->output_limit_exceeded)
-		fprintf(out,
-			"sage-sandbox: %s passed the output limit of %ld KiB; the container was stopped\n",
-			r->out_truncated ? "stdout" : "stderr", cfg->number[SET_OUTPUT_LIMIT]);
-	else if (r->memory_limit_exceeded)
-		fprintf(out,
-			"sage-sandbox: the run's processes together passed the memory limit of %s "
-			"(%llu MiB seen); the container was stopped\n",
-			cfg->value[SET_MEMORY], (unsigned long long)(r->memory_seen >> 20));
-	else if (r->interrupted_by && r->interrupted_by != SIGPIPE)
-		fprintf(out, "sage-sandbox: interrupted by %s; the container was stopped\n",
-			signal_name(r->interrupted_by, name, sizeof name));
+	char sentence[256];
+	if (r->input_truncated)
+		fprintf(out, "sage-sandbox: the code's standard input was cut at %llu MiB; it read "
+			"end of file there\n", MAX_INPUT_BYTES >> 20);
+	/* A closed stdout is the reader's own doing: nothing to tell it. */
+	if (describe_stop(r, cfg, sentence, sizeof sentence) && r->interrupted_by != SIGPIPE)
+		fprintf(out, "sage-sandbox: %s\n", sentence);
 }

@@ -16,14 +16,27 @@ void write_setting_value(struct json *j, const struct config *cfg, int id);
 /* The settings and the fixed properties of the sandbox, from the same
  * constants as the podman arguments. */
 void write_sandbox_summary(struct json *j, const struct config *cfg);
-/* The fields of a run: exit_code, signal, timed_out, ..., duration_ms. */
+/* Bumped when a field changes meaning or goes away; new fields do not. */
+#define JSON_SCHEMA_VERSION 1
+
+/* The fields every object begins with: schema_version, ok, exit_code, and
+ * error (a sentence, or null). */
+void write_json_header(struct json *j, bool ok, int exit_code, const char *error);
+/* Why the run was ended by a limit or by sage-sandbox: "timeout",
+ * "output_limit", "memory_limit", "cpu_limit", "signal", "output_closed";
+ * NULL when the code ended by itself. */
+const char *stopped_by(const struct run_result *r);
+/* That, as a sentence that says what to change; false when there is none. */
+bool describe_stop(const struct run_result *r, const struct config *cfg, char *buf, size_t size);
+/* The fields of a run after the header: file, signal, stopped_by, ...,
+ * duration_ms. */
 void write_run_fields(struct json *j, const struct run_result *r, const struct config *cfg);
 /* The whole object of `run --json`. */
 void write_run_object(FILE *out, const struct run_result *r, const struct config *cfg);
 /* The whole object of a refusal; cfg NULL when the options were unreadable. */
 void write_error_object(FILE *out, const struct error *err, const struct config *cfg);
-/* The one line text mode adds on stderr when sage-sandbox, not the code,
- * ended the run; nothing otherwise. */
+/* The line text mode adds on stderr when a limit or sage-sandbox, not the
+ * code, ended the run, or the code's stdin was cut; nothing otherwise. */
 void write_stop_line(FILE *out, const struct run_result *r, const struct config *cfg);
 
 #endif

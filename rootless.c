@@ -346,6 +346,13 @@ int rootless_verdict(const struct podman_host *host, struct error *err)
 	case ROOTLESS_TRUE:
 		return 0;
 	case ROOTLESS_FALSE:
+		if (geteuid() == 0) {
+			error_set(err, EXIT_REFUSED,
+				"run it as the account setup.sh made (sudo -iu sage-sandbox sage-sandbox "
+				"run FILE), or as your own user after './setup.sh image'",
+				"refusing to run as root: rootless podman needs an unprivileged user");
+			return -1;
+		}
 		error_set(err, EXIT_REFUSED,
 			"run sage-sandbox as an unprivileged user (not root, not sudo) with rootless "
 			"podman; check with: podman info --format '{{.Host.Security.Rootless}}'",

@@ -21,38 +21,75 @@ struct options {
 	struct config cfg;
 	bool json;
 	bool show_control_chars;
-	const char *file; /* run: NULL or "-" for stdin */
+	bool help;
+	const char *file;  /* run: NULL or "-" for stdin */
+	char **args;       /* run: the code's arguments after FILE */
+	int argc;
 };
 
-static void print_usage(FILE *out)
+/* What each command is, for `help COMMAND` and `COMMAND --help`. */
+static const struct command_help {
+	const char *name, *synopsis, *summary;
+	bool settings, run_options;
+} command_help[] = {
+	{"run", "run [OPTIONS] [FILE [ARG...]]", "run Sage code from FILE (or - or nothing: "
+		"stdin); with FILE, stdin is the code's and ARGs its sys.argv[1:]", true, true},
+	{"self-test", "self-test [OPTIONS]", "verify the sandbox from inside it", true, false},
+	{"status", "status [OPTIONS]", "diagnose podman, the image and the settings", true, false},
+	{"cleanup", "cleanup [--podman PATH] [--json]",
+		"remove containers that a killed sage-sandbox left", false, false},
+	{"help", "help [COMMAND]", "print this help, or one command's", false, false},
+};
+#define COMMAND_COUNT (sizeof command_help / sizeof command_help[0])
+
+static const struct command_help *find_help(const char *name)
 {
-	fprintf(out,
-		"Usage: sage-sandbox run [OPTIONS] [FILE]    run Sage code from FILE or stdin\n"
-		"       sage-sandbox self-test [OPTIONS]     verify the sandbox from inside it\n"
-		"       sage-sandbox status [OPTIONS]        diagnose podman, image and settings\n"
-		"       sage-sandbox cleanup [OPTIONS]       remove containers a killed run left\n"
-		"       sage-sandbox --help | --version\n"
-		"\n"
-		"Options (each also set by its environment variable; a flag beats the\n"
-		"environment, which beats the default):\n");
+	for (size_t i = 0; i < COMMAND_COUNT; i++)
+		if (strcmp(command_help[i].name, name) == 0)
+			return &command_help[i];
+	return NULL;
+}
+
+/* The whole usage (command NULL) or one command's. */
+static void print_usage(FILE *out, const struct command_help *command)
+{
+	bool settings_apply = !command || command->settings;
+	for (size_t i = 0; i < COMMAND_COUNT; i++) {
+		const struct command_help *c = &command_help[i];
+		if (command && c != command)
+			continue;
+		fprintf(out, "%s sage-sandbox %s\n        %s\n", i == 0 || command ? "Usage:" : "      ",
+			c->synopsis, c->summary);
+	}
+	if (!command)
+		fprintf(out, "       sage-sandbox --help | --version\n");
+	fprintf(out, "\nOptions come before FILE; everything after FILE (or after --) is the\n"
+		"code's. A repeated option: the last one wins. Each setting is also read\n"
+		"from its environment variable; a flag beats the environment, which beats\n"
+		"the default.\n");
 	for (int id = 0; id < SETTING_COUNT; id++) {
 		const struct setting *s = &settings[id];
+		if (!settings_apply && id != SET_PODMAN)
+			continue;
 		fprintf(out, "  %s %s ($%s)\n        %s\n        allowed: %s\n        default: %s\n",
 			s->flag, s->metavar, s->env, s->help, s->allowed, s->fallback);
 	}
+	fprintf(out, "  --json\n        print one JSON object on stdout (see sage-sandbox(5))\n");
+	if (!command || command->run_options)
+		fprintf(out,
+			"  --show-control-chars\n"
+			"        on a terminal, pass the code's control characters and escape\n"
+			"        sequences as they are; by default they are shown as ^[, \\x9b\n"
+			"\n"
+			"Code is at most %d bytes of UTF-8 and may not contain a NUL byte; the\n"
+			"code's stdin is streamed, at most %llu MiB.\n",
+			MAX_CODE_BYTES, MAX_INPUT_BYTES >> 20);
 	fprintf(out,
-		"  %s\n        print one JSON object on stdout (see sage-sandbox(5))\n"
-		"  --show-control-chars\n"
-		"        on a terminal, pass the code's control characters and escape\n"
-		"        sequences as they are; by default they are shown as ^[, \\x9b\n"
-		"\n"
-		"Code is at most %d bytes of UTF-8 and may not contain a NUL byte.\n"
-		"Exit status: Sage's own (0, 1, 128+N for signal N); %d memory limit (the\n"
-		"run's total); %d output limit; %d timeout; %d not run (bad usage, podman\n"
-		"missing or not rootless, no image).\n"
+		"Exit status: the code's own (0, 1, n of sys.exit(n), 128+N for signal N);\n"
+		"%d memory limit (the run's total); %d output limit; %d timeout; %d not\n"
+		"run (bad usage, podman missing or not rootless, no image).\n"
 		"See sage-sandbox(1).\n",
-		"--json", MAX_CODE_BYTES, EXIT_MEMORY_LIMIT, EXIT_OUTPUT_LIMIT, EXIT_TIMEOUT,
-		EXIT_REFUSED);
+		EXIT_MEMORY_LIMIT, EXIT_OUTPUT_LIMIT, EXIT_TIMEOUT, EXIT_REFUSED);
 }
 
 /* ---- errors ------------------------------------------------------------- */
@@ -73,48 +110,69 @@ static int report_error(const struct error *err, bool json, const struct config 
 
 static const char usage_hint[] = "see sage-sandbox --help";
 
-/* A strict parse: an unknown option, a missing value, a repeated option or
- * a value out of range is an error that names the option. Flags are checked
- * first, then only the environment variables they do not override. */
+/* Options as podman and GNU tools take them: the last of a repeated option
+ * wins (an alias or a Makefile variable can be overridden), --opt VALUE and
+ * --opt=VALUE alike. An unknown option, a missing value or a value out of
+ * range is an error that names the option. For run, the first argument
+ * that is not an option (or follows --) is FILE, and the rest are the
+ * code's, as with `podman run IMAGE ARG...` and `sage FILE ARG...`. Flags
+ * are checked first, then only the environment variables they do not
+ * override. */
 static int parse_options(int argc, char **argv, bool takes_file, struct options *o,
 		struct error *err)
 {
 	const char *flag_value[SETTING_COUNT] = {0};
 	bool only_positional = false;
-	int json_seen = 0;
 	char why[256];
+	int i;
 
 	/* Known before anything can fail, so that every error is JSON too. */
-	for (int i = 0; i < argc && strcmp(argv[i], "--") != 0; i++)
-		if (strcmp(argv[i], "--json") == 0)
+	for (i = 0; i < argc && strcmp(argv[i], "--") != 0; i++) {
+		if (argv[i][0] != '-' || strcmp(argv[i], "-") == 0) {
+			/* FILE, or the value of the option before it. */
+			if (i == 0 || strncmp(argv[i - 1], "--", 2) != 0 || strchr(argv[i - 1], '=') ||
+			    strcmp(argv[i - 1], "--json") == 0 ||
+			    strcmp(argv[i - 1], "--show-control-chars") == 0)
+				break;
+		}
+		if (strncmp(argv[i], "--json", 6) == 0 && (argv[i][6] == '\0' || argv[i][6] == '='))
 			o->json = true;
+	}
 
-	for (int i = 0; i < argc; i++) {
+	for (i = 0; i < argc; i++) {
 		const char *arg = argv[i];
 		if (only_positional || arg[0] != '-' || strcmp(arg, "-") == 0) {
-			if (!takes_file || o->file) {
+			if (!takes_file) {
 				error_set(err, EXIT_REFUSED, usage_hint, "unexpected argument '%s'", arg);
 				return -1;
 			}
 			o->file = arg;
-			continue;
+			o->args = argv + i + 1;
+			o->argc = argc - i - 1;
+			break;
 		}
 		if (strcmp(arg, "--") == 0) {
 			only_positional = true;
 			continue;
 		}
-		if (strcmp(arg, "--json") == 0) {
-			if (json_seen++) {
-				error_set(err, EXIT_REFUSED, usage_hint, "option --json given twice");
-				return -1;
-			}
-			continue;
-		}
-		if (strcmp(arg, "--show-control-chars") == 0) {
-			o->show_control_chars = true;
-			continue;
+		if (strcmp(arg, "--help") == 0 || strcmp(arg, "-h") == 0) {
+			o->help = true;
+			return 0;
 		}
 		size_t name_len = strcspn(arg, "=");
+		bool has_value = arg[name_len] == '=';
+		bool *flag = strncmp(arg, "--json", name_len) == 0 && name_len == 6 ? &o->json :
+			strncmp(arg, "--show-control-chars", name_len) == 0 && name_len == 20 ?
+			&o->show_control_chars : NULL;
+		if (flag) {
+			if (has_value) {
+				error_set(err, EXIT_REFUSED, usage_hint, "option %.*s takes no value",
+					(int)name_len, arg);
+				return -1;
+			}
+			*flag = true;
+			continue;
+		}
 		int id;
 		for (id = 0; id < SETTING_COUNT; id++)
 			if (strlen(settings[id].flag) == name_len &&
@@ -125,12 +183,7 @@ static int parse_options(int argc, char **argv, bool takes_file, struct options 
 				(int)name_len, arg);
 			return -1;
 		}
-		if (flag_value[id]) {
-			error_set(err, EXIT_REFUSED, usage_hint, "option %s given twice",
-				settings[id].flag);
-			return -1;
-		}
-		if (arg[name_len] == '=') {
+		if (has_value) {
 			flag_value[id] = arg + name_len + 1;
 		} else if (i + 1 < argc) {
 			flag_value[id] = argv[++i];
@@ -216,8 +269,13 @@ static int cmd_run(int argc, char **argv)
 
 	if (parse_options(argc, argv, true, &o, &err) < 0)
 		return report_error(&err, o.json, NULL);
+	if (o.help) {
+		print_usage(stdout, find_help("run"));
+		return 0;
+	}
 	struct oneshot run = {.cfg = &o.cfg, .started_at = started_at, .stream = !o.json,
-		.show_control_chars = o.show_control_chars, .file = o.file};
+		.show_control_chars = o.show_control_chars, .file = o.file,
+		.args = (const char *const *)o.args, .argc = o.argc};
 	int status;
 	if (oneshot_begin(&run) < 0) {
 		status = report_error(&run.err, o.json, &o.cfg);
@@ -225,6 +283,8 @@ static int cmd_run(int argc, char **argv)
 		status = emit_refusal(&run, &run.err, o.json, &o.cfg);
 	} else {
 		struct printed p = {.result = run.result, .cfg = &o.cfg};
+		if (o.file && strcmp(o.file, "-") != 0)
+			run.result->file = o.file;
 		status = run.result->exit_code;
 		emit(&run, o.json ? 0 : 1, o.json ? print_run_object : print_stop_line, &p);
 	}
@@ -241,7 +301,7 @@ static void self_test_code_for_host(struct oneshot *run, const struct podman_hos
 }
 
 static void print_self_test(FILE *f, const struct self_test *t, const struct run_result *res,
-		const struct config *cfg, bool json)
+		const struct config *cfg, bool json, int status)
 {
 	int counts[3] = {0}; /* passed, failed, skipped */
 	for (int i = 0; i < t->count; i++)
@@ -255,9 +315,11 @@ static void print_self_test(FILE *f, const struct self_test *t, const struct run
 		return;
 	}
 	struct json j = {.out = f};
+	char sentence[128];
+	snprintf(sentence, sizeof sentence, "self-test failed: %d of %d checks failed", counts[1],
+		t->count);
 	json_begin_object(&j);
-	json_key(&j, "ok");
-	json_bool(&j, !t->failed);
+	write_json_header(&j, status == 0, status, t->failed ? sentence : NULL);
 	json_key(&j, "checks");
 	json_begin_array(&j);
 	for (int i = 0; i < t->count; i++) {
@@ -273,6 +335,8 @@ static void print_self_test(FILE *f, const struct self_test *t, const struct run
 	json_end_array(&j);
 	json_key(&j, "run");
 	json_begin_object(&j);
+	write_json_header(&j, res->exit_code == 0, res->exit_code,
+		describe_stop(res, cfg, sentence, sizeof sentence) ? sentence : NULL);
 	write_run_fields(&j, res, cfg);
 	json_end_object(&j);
 	json_key(&j, "sandbox");
@@ -288,6 +352,10 @@ static int cmd_self_test(int argc, char **argv)
 
 	if (parse_options(argc, argv, false, &o, &err) < 0)
 		return report_error(&err, o.json, NULL);
+	if (o.help) {
+		print_usage(stdout, find_help("self-test"));
+		return 0;
+	}
 	struct oneshot run = {.cfg = &o.cfg, .started_at = started_at,
 		.show_control_chars = o.show_control_chars, .code_for_host = self_test_code_for_host, .hook_data = &code};
 	int status;
@@ -300,12 +368,13 @@ static int cmd_self_test(int argc, char **argv)
 		struct self_test t;
 		struct printed p = {.result = res, .cfg = &o.cfg};
 		self_test_parse(res->out.data ? res->out.data : "", res->exit_code, &t);
+		status = res->interrupted_by ? res->exit_code : t.failed ? 1 : 0;
 		char *text = NULL;
 		size_t size = 0;
 		FILE *f = open_memstream(&text, &size);
 		if (!f)
 			abort();
-		print_self_test(f, &t, res, &o.cfg, o.json);
+		print_self_test(f, &t, res, &o.cfg, o.json, status);
 		fclose(f);
 		oneshot_emit(&run, 0, text, size);
 		free(text);
@@ -317,7 +386,6 @@ static int cmd_self_test(int argc, char **argv)
 				oneshot_emit_code_output(&run, 1, res->err.data, res->err.len, true);
 			}
 		}
-		status = res->interrupted_by ? res->exit_code : t.failed ? 1 : 0;
 	}
 	oneshot_end(&run);
 	buffer_free(&code);
@@ -332,6 +400,10 @@ static int cmd_cleanup(int argc, char **argv)
 
 	if (parse_options(argc, argv, false, &o, &err) < 0)
 		return report_error(&err, o.json, NULL);
+	if (o.help) {
+		print_usage(stdout, find_help("cleanup"));
+		return 0;
+	}
 	char *podman = find_executable(o.cfg.value[SET_PODMAN]);
 	if (!podman) {
 		error_set(&err, EXIT_REFUSED, podman_install_hint, "podman executable '%s' not found",
@@ -345,8 +417,7 @@ static int cmd_cleanup(int argc, char **argv)
 	if (o.json) {
 		struct json j = {.out = stdout};
 		json_begin_object(&j);
-		json_key(&j, "ok");
-		json_bool(&j, true);
+		write_json_header(&j, true, 0, NULL);
 		json_key(&j, "removed");
 		json_begin_array(&j);
 		const char *cursor = removed.data, *line;
@@ -367,18 +438,33 @@ static const char not_enforced_fix[] =
 	"on cgroup v2, delegate the controller to the user (systemd: Delegate=yes for "
 	"user@.service); rootless podman on cgroup v1 cannot apply it";
 
+/* A line without the padding its last column may have left. */
+static void print_line(const char *text)
+{
+	size_t len = strlen(text);
+	while (len && text[len - 1] == ' ')
+		len--;
+	printf("%.*s\n", (int)len, text);
+}
+
 static int cmd_status(int argc, char **argv)
 {
 	struct options o = {0};
 	struct error err;
 	struct podman_host host = {.rootless = ROOTLESS_UNKNOWN};
 	char version[128] = "", digest[128] = "";
-	bool image_available = false;
-	const char *hint = NULL;
-	static const char *const rootless_text[] = {"true", "false", "unknown"};
+	/* Images are per user: root's podman looks in root's storage, not in
+	 * the storage of the account that runs sage-sandbox. */
+	enum { IMAGE_UNKNOWN, IMAGE_PRESENT, IMAGE_MISSING, IMAGE_NOT_CHECKED_AS_ROOT } image =
+		IMAGE_UNKNOWN;
+	const char *hint = NULL, *problem = NULL;
 
 	if (parse_options(argc, argv, false, &o, &err) < 0)
 		return report_error(&err, o.json, NULL);
+	if (o.help) {
+		print_usage(stdout, find_help("status"));
+		return 0;
+	}
 
 	char *podman = find_executable(o.cfg.value[SET_PODMAN]);
 	if (podman) {
@@ -391,43 +477,59 @@ static int cmd_status(int argc, char **argv)
 		capture_free(&cap);
 		args_free(&args);
 		rootless_query_now(podman, &host);
-		podman_image_digest_args(&args, podman, o.cfg.value[SET_IMAGE]);
-		image_available = capture_command(args.arg, podman_environment(), 30000, &cap) == 0 &&
-			cap.status == 0;
-		if (image_available && cap.out.data)
-			snprintf(digest, sizeof digest, "%.*s", (int)strcspn(cap.out.data, "\n"),
-				cap.out.data);
-		capture_free(&cap);
-		args_free(&args);
+		if (geteuid() == 0) {
+			image = IMAGE_NOT_CHECKED_AS_ROOT;
+		} else {
+			podman_image_digest_args(&args, podman, o.cfg.value[SET_IMAGE]);
+			image = capture_command(args.arg, podman_environment(), 30000, &cap) == 0 &&
+				cap.status == 0 ? IMAGE_PRESENT : IMAGE_MISSING;
+			if (image == IMAGE_PRESENT && cap.out.data)
+				snprintf(digest, sizeof digest, "%.*s",
+					(int)strcspn(cap.out.data, "\n"), cap.out.data);
+			capture_free(&cap);
+			args_free(&args);
+		}
 	}
-	if (!podman)
+	if (!podman) {
+		problem = "podman was not found";
 		hint = podman_install_hint;
-	else if (host.rootless == ROOTLESS_FALSE)
+	} else if (geteuid() == 0) {
+		problem = "sage-sandbox does not run as root";
+		hint = as_root_hint;
+	} else if (host.rootless == ROOTLESS_FALSE) {
+		problem = "podman is not rootless for this user";
 		hint = "run sage-sandbox as an unprivileged user (not root, not sudo)";
-	else if (host.rootless == ROOTLESS_UNKNOWN)
+	} else if (host.rootless == ROOTLESS_UNKNOWN) {
+		problem = "podman did not answer";
 		hint = "check that podman works for this user: podman info";
-	else if (!image_available)
+	} else if (image == IMAGE_MISSING) {
+		problem = "the image is not in this user's podman storage";
 		hint = image_hint;
-	bool ready = !hint;
+	}
+	bool ready = !problem;
 	const char *warning = strcmp(host.storage_driver, "vfs") == 0 ?
 		"storage driver vfs copies the whole image for every run; set driver = \"overlay\" "
 		"in ~/.config/containers/storage.conf" : NULL;
+	static const char *const image_text[] = {"unknown (no podman)", "present", "NOT PRESENT",
+		"not checked: images are per user, and root's are not the ones sage-sandbox uses"};
 
 	if (o.json) {
 		struct json j = {.out = stdout};
+		char sentence[128];
+		snprintf(sentence, sizeof sentence, "not ready: %s", problem ? problem : "");
 		json_begin_object(&j);
-		json_key(&j, "ok");
-		json_bool(&j, ready);
+		write_json_header(&j, ready, ready ? 0 : 1, ready ? NULL : sentence);
 		json_key(&j, "podman");
 		json_cstring(&j, podman);
 		json_key(&j, "podman_version");
 		json_cstring(&j, version[0] ? version : NULL);
 		json_key(&j, "rootless");
-		json_cstring(&j, rootless_text[host.rootless]);
-		if (host.detail[0]) {
-			json_key(&j, "rootless_detail");
-			json_cstring(&j, host.detail);
-		}
+		if (host.rootless == ROOTLESS_UNKNOWN)
+			json_null(&j);
+		else
+			json_bool(&j, host.rootless == ROOTLESS_TRUE);
+		json_key(&j, "rootless_detail");
+		json_cstring(&j, host.detail[0] ? host.detail : NULL);
 		json_key(&j, "cgroups");
 		json_cstring(&j, host.cgroups[0] ? host.cgroups : NULL);
 		json_key(&j, "oci_runtime");
@@ -437,13 +539,14 @@ static int cmd_status(int argc, char **argv)
 		json_key(&j, "image");
 		json_cstring(&j, o.cfg.value[SET_IMAGE]);
 		json_key(&j, "image_available");
-		json_bool(&j, image_available);
+		if (image == IMAGE_PRESENT || image == IMAGE_MISSING)
+			json_bool(&j, image == IMAGE_PRESENT);
+		else
+			json_null(&j);
 		json_key(&j, "image_digest");
 		json_cstring(&j, digest[0] ? digest : NULL);
-		if (warning) {
-			json_key(&j, "warning");
-			json_cstring(&j, warning);
-		}
+		json_key(&j, "warning");
+		json_cstring(&j, warning);
 		json_key(&j, "settings");
 		json_begin_object(&j);
 		for (int id = 0; id < SETTING_COUNT; id++) {
@@ -465,12 +568,12 @@ static int cmd_status(int argc, char **argv)
 			json_end_object(&j);
 		}
 		json_end_object(&j);
-		if (hint) {
-			json_key(&j, "hint");
-			json_cstring(&j, hint);
-		}
+		json_key(&j, "hint");
+		json_cstring(&j, hint);
 		json_end_object(&j);
 	} else {
+		static const char *const rootless_text[] = {"yes", "no", "unknown"};
+		char line[1024];
 		printf("podman:    %s%s%s%s\n", podman ? podman : "NOT FOUND",
 			version[0] ? " (version " : "", version, version[0] ? ")" : "");
 		printf("rootless:  %s%s%s\n", rootless_text[host.rootless],
@@ -478,23 +581,28 @@ static int cmd_status(int argc, char **argv)
 		printf("cgroups:   %s\n", host.cgroups[0] ? host.cgroups : "unknown");
 		printf("runtime:   %s\n", host.runtime[0] ? host.runtime : "unknown");
 		printf("storage:   %s\n", host.storage_driver[0] ? host.storage_driver : "unknown");
-		printf("image:     %s (%s%s%s)\n", o.cfg.value[SET_IMAGE],
-			image_available ? "present" : "NOT PRESENT", digest[0] ? ", " : "", digest);
+		printf("image:     %s (%s%s%s)\n", o.cfg.value[SET_IMAGE], image_text[image],
+			digest[0] ? ", " : "", digest);
 		if (warning)
 			printf("warning:   %s\n", warning);
 		printf("settings:\n");
 		for (int id = 0; id < SETTING_COUNT; id++) {
 			const char *by[MAX_ENFORCERS];
+			char value[32];
 			int n = setting_enforcement(id, &host, by);
-			printf("  %-17s %-35s %-12s", settings[id].flag, o.cfg.value[id],
+			int at = snprintf(line, sizeof line, "  %-17s %-35s %-12s", settings[id].flag,
+				setting_text(&o.cfg, id, value, sizeof value),
 				setting_source_name(o.cfg.source[id]));
 			if (n == 0)
-				printf(" NOT ENFORCED on this host: %s", not_enforced_fix);
-			for (int i = 0; i < n; i++)
-				printf("%s%s", i ? ", " : " enforced by ", by[i]);
-			printf("\n");
+				at += snprintf(line + at, sizeof line - at, " NOT ENFORCED on this host: %s",
+					not_enforced_fix);
+			for (int i = 0; i < n && at < (int)sizeof line; i++)
+				at += snprintf(line + at, sizeof line - at, "%s%s",
+					i ? ", " : " enforced by ", by[i]);
+			print_line(line);
 		}
-		printf("ready:     %s\n", ready ? "yes" : "no");
+		printf("ready:     %s%s%s\n", ready ? "yes" : "no", problem ? ": " : "",
+			problem ? problem : "");
 		if (hint)
 			printf("fix:       %s\n", hint);
 	}
@@ -526,32 +634,37 @@ int main(int argc, char **argv)
 		if (fcntl(fd, F_GETFD) < 0 && open("/dev/null", O_RDWR) != fd)
 			return EXIT_REFUSED;
 	if (argc < 2) {
-		print_usage(stderr);
+		fprintf(stderr, "sage-sandbox: missing command; use run, self-test, status, cleanup "
+				"or help (see sage-sandbox help)\n");
 		return EXIT_REFUSED;
 	}
 	if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
-		print_usage(stdout);
+		print_usage(stdout, NULL);
 		return 0;
 	}
 	if (strcmp(argv[1], "--version") == 0) {
 		printf("sage-sandbox %s\n", SAGE_SANDBOX_VERSION);
 		return 0;
 	}
+	if (strcmp(argv[1], "help") == 0) {
+		const struct command_help *c = argc > 2 ? find_help(argv[2]) : NULL;
+		if (argc > 3 || (argc > 2 && !c)) {
+			fprintf(stderr, "sage-sandbox: help takes one command name: run, self-test, "
+					"status or cleanup\n");
+			return EXIT_REFUSED;
+		}
+		print_usage(stdout, c);
+		return fflush(stdout) == 0 ? 0 : EXIT_REFUSED;
+	}
 	for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++) {
 		if (strcmp(argv[1], commands[i].name) != 0)
 			continue;
-		for (int a = 2; a < argc && strcmp(argv[a], "--") != 0; a++) {
-			if (strcmp(argv[a], "--help") == 0 || strcmp(argv[a], "-h") == 0) {
-				print_usage(stdout);
-				return 0;
-			}
-		}
 		int status = commands[i].run(argc - 2, argv + 2);
 		if (fflush(stdout) != 0 && status == 0)
 			status = EXIT_REFUSED;
 		return status;
 	}
 	fprintf(stderr, "sage-sandbox: unknown command '%s'; use run, self-test, status or cleanup "
-			"(see sage-sandbox --help)\n", argv[1]);
+			"(see sage-sandbox help)\n", argv[1]);
 	return EXIT_REFUSED;
 }

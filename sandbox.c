@@ -28,6 +28,8 @@
 /* After the podman client exits, pipes held by a descendant get this long. */
 #define DRAIN_GRACE_MS 1000
 #define MAX_PROFILE_BYTES (1u << 20)
+/* The code's stdin waiting for the launcher: a few frames. */
+#define INPUT_QUEUE_BYTES (256 * 1024)
 /* How often the memory watchdog looks: the overshoot it allows is what the
  * run can allocate in this time (see the man page for the measurement). */
 #define MEMWATCH_INTERVAL_MS 50
@@ -43,6 +45,7 @@ struct sandbox {
 	struct argv_builder args;
 	int profile_fd;
 	struct queue *input;
+	bool input_open; /* more stdin may come */
 	struct loop_watch *out_watch, *err_watch;
 	struct loop_timer *deadline_timer, *grace_timer, *retry_timer, *memwatch_timer;
 	long host_uid; /* the run's own, for the memory watchdog; -1: not watched */
@@ -230,16 +233,18 @@ static void take_frame(struct sandbox *sb, char type, const char *payload, size_
 			take_output(sb, type == 'E', payload, len);
 		break;
 	case 'X': {
-		char text[64];
+		char text[64], cause[16] = "";
 		int n = 0;
 		long long at = 0;
 		snprintf(text, sizeof text, "%.*s", (int)len, payload);
 		sb->saw_exit = true;
 		if (sscanf(text, "exit %d %lld", &n, &at) == 2) {
 			sb->result.exit_code = n;
-		} else if (sscanf(text, "signal %d %lld", &n, &at) == 2) {
+		} else if (sscanf(text, "signal %d %lld %15s", &n, &at, cause) >= 2) {
 			sb->result.signal = n;
 			sb->result.exit_code = 128 + n;
+			/* The launcher saw the code's CPU time reach its rlimit. */
+			sb->result.cpu_limit_exceeded = strcmp(cause, "cpu") == 0;
 		} else {
 			protocol_broken(sb, "a malformed exit frame");
 		}
@@ -585,21 +590,83 @@ struct sandbox *sandbox_start(struct loop *loop, const struct sandbox_options *o
 	return sb;
 }
 
-void sandbox_submit(struct sandbox *sb, const char *code, size_t len)
+static void put_frame(struct queue *q, char type, const char *payload, size_t len)
 {
-	unsigned char header[FRAME_HEADER] = {'C', (unsigned char)(len >> 24),
+	unsigned char header[FRAME_HEADER] = {(unsigned char)type, (unsigned char)(len >> 24),
 		(unsigned char)(len >> 16), (unsigned char)(len >> 8), (unsigned char)len};
+	queue_put_all(q, header, sizeof header);
+	queue_put_all(q, payload, len);
+}
+
+static void on_input_drained(struct queue *q, void *data)
+{
+	struct sandbox *sb = data;
+	if (sb->input_open && sb->opt.on_input_room && sandbox_input_room(sb) > 0)
+		sb->opt.on_input_room(sb, sb->opt.data);
+}
+
+void sandbox_submit(struct sandbox *sb, const struct program *p)
+{
+	struct buffer args = {0};
 	/* No error callback: a launcher that stops reading has died or was
 	 * stopped, and its exit or our stop says the rest. */
-	sb->input = queue_new(sb->loop, sb->podman.stdin_fd, FRAME_HEADER + len, NULL, NULL, sb);
+	sb->input = queue_new(sb->loop, sb->podman.stdin_fd, INPUT_QUEUE_BYTES, on_input_drained,
+		NULL, sb);
 	if (!sb->input)
 		return;
 	sb->podman.stdin_fd = -1; /* the queue owns it now */
-	queue_put(sb->input, header, sizeof header);
-	queue_put(sb->input, code, len);
-	queue_close_when_empty(sb->input);
+	for (int i = 0; i < p->argc; i++) {
+		buffer_append(&args, p->argv[i], strlen(p->argv[i]));
+		buffer_append(&args, "", 1); /* each ends with its NUL */
+	}
+	/* Arguments longer than a frame are cut at the last whole one: the
+	 * command line that gave them is far shorter in practice. */
+	size_t args_len = args.len;
+	while (args_len > FRAME_MAX)
+		args_len = (size_t)((char *)memrchr(args.data, '\0', args_len - 1) - args.data) + 1;
+	put_frame(sb->input, 'A', args.data ? args.data : "", args_len);
+	put_frame(sb->input, 'C', p->code, p->code_len);
+	buffer_free(&args);
+	sb->input_open = p->input_follows;
+	if (!sb->input_open)
+		put_frame(sb->input, 'I', "", 0);
 	if (sb->state == SANDBOX_READY)
 		sb->state = SANDBOX_RUNNING;
+}
+
+size_t sandbox_input_room(const struct sandbox *sb)
+{
+	size_t room = sb->input && sb->input_open ? queue_room(sb->input) : 0;
+	return room > FRAME_HEADER ? room - FRAME_HEADER : 0;
+}
+
+size_t sandbox_input(struct sandbox *sb, const char *bytes, size_t len)
+{
+	size_t room = sandbox_input_room(sb);
+	uint64_t left = MAX_INPUT_BYTES - sb->result.input_bytes;
+	if (len > room)
+		len = room;
+	if (len > FRAME_MAX)
+		len = FRAME_MAX;
+	if (len > left) {
+		/* The cap: the code reads end of file here, and is told so. */
+		sb->result.input_truncated = true;
+		len = (size_t)left;
+	}
+	if (len)
+		put_frame(sb->input, 'I', bytes, len);
+	sb->result.input_bytes += len;
+	if (sb->result.input_truncated)
+		sandbox_input_end(sb);
+	return len;
+}
+
+void sandbox_input_end(struct sandbox *sb)
+{
+	if (!sb->input || !sb->input_open)
+		return;
+	sb->input_open = false;
+	put_frame(sb->input, 'I', "", 0);
 }
 
 void sandbox_pause_output(struct sandbox *sb, bool paused)

@@ -34,11 +34,15 @@ struct run_result {
 	bool timed_out;
 	bool output_limit_exceeded;
 	bool memory_limit_exceeded; /* the watchdog stopped it (no memory cgroup) */
+	bool cpu_limit_exceeded;    /* the kernel killed the code at its CPU rlimit */
 	uint64_t memory_seen;       /* the watchdog's last look, in bytes */
 	int interrupted_by; /* a signal that stopped sage-sandbox, or 0 */
 	struct buffer out, err; /* kept only when asked (keep_output) */
 	bool out_truncated, err_truncated;
+	uint64_t input_bytes;  /* of the code's stdin, handed over */
+	bool input_truncated;  /* cut at MAX_INPUT_BYTES */
 	int64_t duration_ms;
+	const char *file; /* the code's file, NULL for stdin: the caller's to set */
 };
 
 struct sandbox;
@@ -54,6 +58,8 @@ struct sandbox_options {
 	 * when it cannot take more. */
 	void (*on_output)(struct sandbox *sb, int stream, const char *bytes, size_t len,
 			void *data);
+	/* The code's stdin has room again (see sandbox_input). */
+	void (*on_input_room)(struct sandbox *sb, void *data);
 	/* The result is known (sandbox_result). For a stopped run, the
 	 * container is already removed. */
 	void (*on_done)(struct sandbox *sb, void *data);
@@ -70,9 +76,25 @@ int sandbox_check_code(const char *code, size_t len, const char *origin, struct 
 /* Starts a container. NULL with err set when podman could not be started. */
 struct sandbox *sandbox_start(struct loop *loop, const struct sandbox_options *opt,
 		struct error *err);
-/* Hands the code (already checked) to the sandbox: it runs as soon as the
- * launcher is ready. Once per sandbox. */
-void sandbox_submit(struct sandbox *sb, const char *code, size_t len);
+/* What a sandbox runs: the code (already checked) and its arguments, argv[0]
+ * being the name it goes by (its file's name, or "-" for stdin). */
+struct program {
+	const char *code;
+	size_t code_len;
+	const char *const *argv; /* argc strings */
+	int argc;
+	bool input_follows; /* stdin data comes with sandbox_input; else none */
+};
+/* Hands the program to the sandbox: it runs as soon as the launcher is
+ * ready. Once per sandbox. */
+void sandbox_submit(struct sandbox *sb, const struct program *p);
+/* Streams bytes to the code's stdin: takes at most sandbox_input_room(),
+ * returns how many it took; on_input_room says when there is room again.
+ * Past MAX_INPUT_BYTES in all the input ends there (input_truncated). */
+size_t sandbox_input(struct sandbox *sb, const char *bytes, size_t len);
+size_t sandbox_input_room(const struct sandbox *sb);
+/* The end of the code's stdin. */
+void sandbox_input_end(struct sandbox *sb);
 void sandbox_pause_output(struct sandbox *sb, bool paused);
 /* Ends the run early, asynchronously: on_done follows once the container is
  * removed. Ignored once the result is known. signal: for STOP_SIGNAL. */

@@ -8,8 +8,6 @@
 
 /* ---- the settings table ---------------------------------------------- */
 
-static const char *const memory_choices[] = {"256m", "512m", "1g", "2g", "4g", "8g", NULL};
-
 const struct setting settings[SETTING_COUNT] = {
 	[SET_IMAGE] = {"--image", "SAGE_SANDBOX_IMAGE", "IMAGE", "image", KIND_IMAGE, 0, 0, NULL,
 		"an image reference, not starting with '-', no white space",
@@ -20,8 +18,10 @@ const struct setting settings[SETTING_COUNT] = {
 	[SET_TIMEOUT] = {"--timeout", "SAGE_SANDBOX_TIMEOUT", "SECONDS", "timeout_seconds",
 		KIND_INTEGER, 1, 600, NULL, "an integer from 1 to 600", "60",
 		"wall-clock limit for the whole run, container start included"},
-	[SET_MEMORY] = {"--memory", "SAGE_SANDBOX_MEMORY", "SIZE", "memory", KIND_CHOICE, 0, 0,
-		memory_choices, "256m, 512m, 1g, 2g, 4g or 8g", "1g", "memory limit"},
+	[SET_MEMORY] = {"--memory", "SAGE_SANDBOX_MEMORY", "SIZE", "memory", KIND_SIZE,
+		256l << 20, 8l << 30, NULL,
+		"a size from 256m to 8g: a number, a fraction allowed, with b, k, m or g (any case)",
+		"1g", "memory limit"},
 	[SET_CPUS] = {"--cpus", "SAGE_SANDBOX_CPUS", "N", "cpus", KIND_MILLI, 100, 4000, NULL,
 		"a number from 0.1 to 4, at most 3 decimals", "1", "CPU share"},
 	[SET_PIDS_LIMIT] = {"--pids-limit", "SAGE_SANDBOX_PIDS_LIMIT", "N", "pids_limit",
@@ -59,28 +59,87 @@ static bool parse_integer(const char *text, long *out)
 	return true;
 }
 
-/* "0.25" -> 250; no floating point, no locale, no "1e3" or "inf". */
+/* A decimal of `len` characters ("1", "1.5", ".5", "2."): its whole part,
+ * and its fraction as digits over 10^places (at most 6 places). No floating
+ * point, no locale, no "1e3" or "inf". */
+struct decimal {
+	long units, fraction, places;
+};
+
+static bool parse_decimal(const char *text, size_t len, struct decimal *d)
+{
+	size_t i = 0, digits = 0;
+	*d = (struct decimal){0};
+	for (; i < len && text[i] >= '0' && text[i] <= '9'; i++, digits++) {
+		if (d->units > 1000000000000l)
+			return false;
+		d->units = d->units * 10 + (text[i] - '0');
+	}
+	if (i < len && text[i] == '.') {
+		for (i++; i < len && text[i] >= '0' && text[i] <= '9'; i++, digits++) {
+			if (++d->places > 6)
+				return false;
+			d->fraction = d->fraction * 10 + (text[i] - '0');
+		}
+	}
+	return digits > 0 && i == len;
+}
+
+/* "0.25" -> 250: thousandths, at most 3 places. */
 static bool parse_milli(const char *text, long *out)
 {
-	const char *dot = strchr(text, '.');
-	char whole[16];
-	long units, fraction = 0;
-	size_t whole_len = dot ? (size_t)(dot - text) : strlen(text);
-	if (whole_len == 0 || whole_len >= sizeof whole)
+	struct decimal d;
+	if (!parse_decimal(text, strlen(text), &d) || d.places > 3)
 		return false;
-	memcpy(whole, text, whole_len);
-	whole[whole_len] = '\0';
-	if (!parse_integer(whole, &units))
-		return false;
-	if (dot) {
-		size_t places = strlen(dot + 1);
-		if (places == 0 || places > 3 || !parse_integer(dot + 1, &fraction))
-			return false;
-		for (; places < 3; places++)
-			fraction *= 10;
-	}
-	*out = units * 1000 + fraction;
+	for (long p = d.places; p < 3; p++)
+		d.fraction *= 10;
+	*out = d.units * 1000 + d.fraction;
 	return true;
+}
+
+/* Sizes as podman takes them: "1g", "1G", "1.5g", "1536m", "768MiB",
+ * "1gb", "268435456" (bytes); b, k, m, g in any case, then optionally "b"
+ * or "ib". A fraction of a byte is dropped, as podman drops it. */
+static bool parse_size(const char *text, long *out)
+{
+	size_t len = strlen(text);
+	int shift = 0;
+	bool binary = false;
+	if (len && (text[len - 1] == 'b' || text[len - 1] == 'B'))
+		len--;
+	if (len && (text[len - 1] == 'i' || text[len - 1] == 'I')) {
+		binary = true;
+		len--;
+	}
+	if (len) {
+		switch (text[len - 1]) {
+		case 'k': case 'K': shift = 10; break;
+		case 'm': case 'M': shift = 20; break;
+		case 'g': case 'G': shift = 30; break;
+		}
+		if (shift)
+			len--;
+	}
+	struct decimal d;
+	if ((binary && !shift) || !parse_decimal(text, len, &d) || d.units > ((64l << 30) >> shift))
+		return false;
+	long scale = 1;
+	for (long p = 0; p < d.places; p++)
+		scale *= 10;
+	*out = (d.units << shift) + (d.fraction << shift) / scale;
+	return true;
+}
+
+void size_text(long bytes, char *buf, size_t size)
+{
+	if (bytes % (1l << 30) == 0)
+		snprintf(buf, size, "%ldg", bytes >> 30);
+	else if (bytes % (1l << 20) == 0)
+		snprintf(buf, size, "%ldm", bytes >> 20);
+	else if (bytes % (1l << 10) == 0)
+		snprintf(buf, size, "%ldk", bytes >> 10);
+	else
+		snprintf(buf, size, "%ldb", bytes);
 }
 
 static bool has_space_or_control(const char *text)
@@ -111,6 +170,9 @@ int setting_set(struct config *cfg, enum setting_id id, const char *text,
 		break;
 	case KIND_MILLI:
 		valid = parse_milli(text, &number) && number >= s->min && number <= s->max;
+		break;
+	case KIND_SIZE:
+		valid = parse_size(text, &number) && number >= s->min && number <= s->max;
 		break;
 	case KIND_CHOICE:
 		for (const char *const *c = s->choices; *c; c++)
@@ -147,11 +209,17 @@ int config_init(struct config *cfg, const char *const flag_value[SETTING_COUNT],
 	return 0;
 }
 
+const char *setting_text(const struct config *cfg, int id, char *buf, size_t size)
+{
+	if (settings[id].kind != KIND_SIZE)
+		return cfg->value[id];
+	size_text(cfg->number[id], buf, size);
+	return buf;
+}
+
 uint64_t config_memory_bytes(const struct config *cfg)
 {
-	const char *v = cfg->value[SET_MEMORY];
-	uint64_t n = strtoull(v, NULL, 10);
-	return v[strlen(v) - 1] == 'g' ? n << 30 : n << 20;
+	return (uint64_t)cfg->number[SET_MEMORY];
 }
 
 void sandbox_rlimits(const struct config *cfg, struct rlimit_value out[RLIMIT_COUNT])

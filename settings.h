@@ -12,6 +12,10 @@
 /* The code: at most this many bytes, no NUL byte. */
 #define MAX_CODE_BYTES 50000
 
+/* The code's standard input: at most this many bytes reach it, streamed;
+ * then it reads end of file, and the result says so. */
+#define MAX_INPUT_BYTES (256ull << 20)
+
 /* Size of the container's /tmp, its only writable place. */
 #define TMPFS_BYTES (256ull << 20)
 
@@ -41,6 +45,7 @@ enum setting_kind {
 	KIND_MILLI,   /* a decimal with up to 3 places, stored in thousandths */
 	KIND_CHOICE,  /* one of choices[] */
 	KIND_PROFILE, /* "builtin" or a file's path */
+	KIND_SIZE,    /* bytes, written as podman writes sizes, min..max */
 };
 
 struct setting {
@@ -78,7 +83,12 @@ int setting_set(struct config *cfg, enum setting_id id, const char *text,
 int config_init(struct config *cfg, const char *const flag_value[SETTING_COUNT], char *why,
 		size_t why_size);
 
-/* The memory limit in bytes (KIND_CHOICE values such as "512m"). */
+/* A size as sage-sandbox writes it: "1g", "1536m", "300k", "1000b". */
+void size_text(long bytes, char *buf, size_t size);
+/* The setting's value as sage-sandbox writes it (sizes normalised: "1.5g"
+ * is "1536m"); buf is used for those. */
+const char *setting_text(const struct config *cfg, int id, char *buf, size_t size);
+/* The memory limit in bytes. */
 uint64_t config_memory_bytes(const struct config *cfg);
 
 /* The rlimits every run gets. Podman applies them with setrlimit inside the

@@ -10,11 +10,11 @@ setup() {
 
 teardown() { :; }
 
-@test "run - as root refuses with status 125 and says podman is not rootless" {
+@test "run - as root refuses with status 125 and names the account to run it as" {
 	input_file=$BATS_TEST_DIRNAME/../examples/seed.sage
 	run_ss 125 run
 	expect_equal "$output" "" "stdout"
-	expect_match "$errors" "^sage-sandbox: refusing to run: podman is not rootless" "stderr"
+	expect_equal "$errors" "sage-sandbox: refusing to run as root: rootless podman needs an unprivileged user; run it as the account setup.sh made (sudo -iu sage-sandbox sage-sandbox run FILE), or as your own user after './setup.sh image'" "stderr"
 	expect_equal "$(printf '%s\n' "$errors" | wc -l)" 1 "lines on stderr"
 	[ -z "$(podman ps -aq)" ]
 }
@@ -24,14 +24,18 @@ teardown() { :; }
 	run_ss 125 run --json
 	expect_equal "$(json_get 'j["ok"]')" false
 	expect_equal "$(json_get 'j["exit_code"]')" 125
-	expect_match "$(json_get 'j["error"]')" "not rootless"
-	expect_match "$(json_get 'j["hint"]')" "unprivileged user"
+	expect_match "$(json_get 'j["error"]')" "refusing to run as root"
+	expect_match "$(json_get 'j["hint"]')" "sudo -iu sage-sandbox"
 }
 
-@test "self-test and status - as root report rootless false" {
+@test "self-test and status - as root: rootless false, and the image is the account's, not missing" {
 	run_ss 125 self-test
-	expect_match "$errors" "not rootless"
+	expect_match "$errors" "refusing to run as root"
+	run_ss 1 status
+	expect_match "$output" "image: +localhost/sagemath-debian:bookworm \(not checked: images are per user"
+	expect_no_match "$output" "NOT PRESENT"
+	expect_match "$output" "fix: +run it as the account that has the image: sudo -iu sage-sandbox sage-sandbox status"
+	expect_no_match "$output" " $"$'\n' "no trailing spaces"
 	run_ss 1 status --json
-	expect_equal "$(json_get 'j["rootless"]')" false
-	expect_equal "$(json_get 'j["ok"]')" false
+	expect_equal "$(json_get 'j["rootless"], j["image_available"], j["ok"], j["exit_code"]')" '[false, null, false, 1]'
 }

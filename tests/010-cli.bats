@@ -18,6 +18,21 @@ load helpers
 	expect_match "$output" "^Usage: sage-sandbox run"
 }
 
+@test "help [COMMAND] - as git and podman: the whole usage, or one command's" {
+	run_ss 0 help
+	expect_match "$output" "^Usage: sage-sandbox run"
+	expect_match "$output" "sage-sandbox cleanup"
+	run_ss 0 help run
+	expect_match "$output" "^Usage: sage-sandbox run \[OPTIONS\] \[FILE \[ARG...\]\]"
+	expect_match "$output" "--show-control-chars"
+	expect_no_match "$output" "sage-sandbox status"
+	run_ss 0 help cleanup
+	expect_match "$output" "^Usage: sage-sandbox cleanup"
+	expect_no_match "$output" "--timeout"
+	run_ss 125 help frobnicate
+	expect_equal "$errors" "sage-sandbox: help takes one command name: run, self-test, status or cleanup"
+}
+
 @test "--help, the man page and README - list the same options and variables" {
 	run_ss 0 --help
 	local docs=$BATS_TEST_DIRNAME/.. word
@@ -38,11 +53,12 @@ load helpers
 	expect_match "$output" "^sage-sandbox [0-9]+\.[0-9]+\.[0-9]+$"
 }
 
-@test "no command or an unknown command - status 125 with usage" {
+@test "no command or an unknown command - one line, status 125" {
 	run_ss 125
-	expect_match "$errors" "Usage:"
+	expect_equal "$errors" "sage-sandbox: missing command; use run, self-test, status, cleanup or help (see sage-sandbox help)"
+	expect_equal "$output" ""
 	run_ss 125 frobnicate
-	expect_equal "$errors" "sage-sandbox: unknown command 'frobnicate'; use run, self-test, status or cleanup (see sage-sandbox --help)"
+	expect_equal "$errors" "sage-sandbox: unknown command 'frobnicate'; use run, self-test, status or cleanup (see sage-sandbox help)"
 }
 
 # refuse ERROR-PATTERN ARGS...: sage-sandbox ARGS must refuse with status 125,
@@ -63,13 +79,20 @@ refuse() {
 	refuse "invalid --timeout '1.5'" run --timeout 1.5
 	refuse "invalid --timeout '-1'" run --timeout=-1
 	refuse "invalid --timeout ' 5'" run --timeout ' 5'
-	refuse "invalid --memory '3g': allowed is 256m, 512m, 1g, 2g, 4g or 8g" run --memory 3g
-	refuse "invalid --memory '1G'" run --memory 1G
+	refuse "invalid --memory '9g': allowed is a size from 256m to 8g: a number, a fraction allowed, with b, k, m or g \(any case\)" run --memory 9g
+	refuse "invalid --memory '255m'" run --memory 255m
+	refuse "invalid --memory '8.001g'" run --memory 8.001g
+	refuse "invalid --memory '1x'" run --memory 1x
+	refuse "invalid --memory '1.5.5g'" run --memory 1.5.5g
+	refuse "invalid --memory 'g'" run --memory g
+	refuse "invalid --memory '1ib'" run --memory 1ib
+	refuse "invalid --memory '-1g'" run --memory=-1g
 	refuse "invalid --cpus '0.09': allowed is a number from 0.1 to 4" run --cpus 0.09
 	refuse "invalid --cpus '4.001'" run --cpus 4.001
 	refuse "invalid --cpus 'inf'" run --cpus inf
 	refuse "invalid --cpus '1e0'" run --cpus 1e0
-	refuse "invalid --cpus '1.'" run --cpus 1.
+	refuse "invalid --cpus '.'" run --cpus .
+	refuse "invalid --cpus '0.0001'" run --cpus 0.0001
 	refuse "invalid --pids-limit '15': allowed is an integer from 16 to 512" run --pids-limit 15
 	refuse "invalid --pids-limit '513'" run --pids-limit 513
 	refuse "invalid --output-limit '15': allowed is an integer from 16 to 2048" run --output-limit 15
@@ -94,16 +117,49 @@ refuse() {
 	expect_equal "$(json_get 'j["settings"]["timeout_seconds"]["value"], j["settings"]["timeout_seconds"]["source"]')" '[5, "flag"]'
 }
 
-@test "run - unknown option, missing value, repeated option, extra argument are refused" {
+@test "run - unknown option, missing value, a value for a switch, extra argument are refused" {
 	refuse "unknown option '--memmory'" run --memmory 1g
 	refuse "unknown option '-t'" run -t 5
 	refuse "option --timeout needs a value: an integer from 1 to 600" run --timeout
-	refuse "option --timeout given twice" run --timeout 5 --timeout 6
-	run_ss 125 run --json --json
-	expect_equal "$(json_get 'j["error"]')" "option --json given twice"
-	refuse "unexpected argument 'b.sage'" run a.sage b.sage
+	refuse "option --show-control-chars takes no value" run --show-control-chars=1
+	refuse "option --show-control-chars takes no value" self-test --show-control-chars=
+	# --json= still asked for JSON: the refusal is an object too.
+	run_ss 125 run --json=
+	expect_equal "$(json_get 'j["error"]')" "option --json takes no value"
+	run_ss 125 status --json=yes
+	expect_equal "$(json_get 'j["error"]')" "option --json takes no value"
 	refuse "unexpected argument 'x'" status x
 	refuse "unexpected argument 'x'" self-test x
+	refuse "unexpected argument 'x'" cleanup x
+}
+
+@test "options - a repeated option: the last one wins; a repeated --json is harmless" {
+	settings_of --timeout 30 --timeout 120 --json --json
+	expect_equal "$(json_get 'j["timeout_seconds"]')" 120
+	SAGE_SANDBOX_TIMEOUT=9 settings_of --timeout=5 --memory 1g --timeout 7 --memory=512m
+	expect_equal "$(json_get '[j[k] for k in ("timeout_seconds", "memory")]')" '[7, "512m"]'
+	# A bad value that a later one replaces is not checked, as with the environment.
+	settings_of --timeout 0 --timeout 60
+	expect_equal "$(json_get 'j["timeout_seconds"]')" 60
+	run_ss 0 status --timeout 30 --timeout 120 --json
+	expect_equal "$(json_get 'j["settings"]["timeout_seconds"]["value"]')" 120
+}
+
+@test "options - sizes as podman takes them, normalised; --cpus .5" {
+	local given expected
+	for pair in 1G:1g 1g:1g 1024m:1g 1024M:1g 768m:768m 1.5g:1536m 1.5G:1536m 1gb:1g \
+		1GiB:1g 262144k:256m 268435456:256m 268435456b:256m 8g:8g .5g:512m 2.g:2g; do
+		given=${pair%%:*} expected=${pair#*:}
+		settings_of --memory "$given"
+		expect_equal "$(json_get 'j["memory"]')" "$expected" "--memory $given"
+	done
+	SAGE_SANDBOX_MEMORY=1.5G settings_of
+	expect_equal "$(json_get 'j["memory"]')" 1536m
+	for pair in .5:0.5 0.5:0.5 1.:1 2.25:2.25 4:4; do
+		given=${pair%%:*} expected=${pair#*:}
+		settings_of --cpus "$given"
+		expect_equal "$(json_get 'j["cpus"]')" "$expected" "--cpus $given"
+	done
 }
 
 @test "run - an unreadable file, a missing file and a directory are refused" {
@@ -140,6 +196,6 @@ refuse() {
 	expect_equal "$(json_get 'j["exit_code"]')" 125
 	expect_equal "$(json_get 'j["error"]')" "unknown option '--bogus'"
 	expect_equal "$(json_get 'j["hint"]')" "see sage-sandbox --help"
-	run_ss 125 run --json --memory 3g
-	expect_match "$(json_get 'j["error"]')" "invalid --memory '3g'"
+	run_ss 125 run --json --memory 9g
+	expect_match "$(json_get 'j["error"]')" "invalid --memory '9g'"
 }

@@ -52,7 +52,8 @@ sys.stderr.write("to err\n")' 0 run
 @test "run --json - the result object has every field, and ok true on success" {
 	input_file=$seed
 	run_ss 0 run --json
-	expect_equal "$(json_get 'sorted(j)')" '["duration_ms", "exit_code", "memory_limit_exceeded", "ok", "output_limit_exceeded", "sandbox", "signal", "stderr", "stdout", "timed_out", "truncated"]'
+	expect_equal "$(json_get 'sorted(j)')" '["cpu_limit_exceeded", "duration_ms", "error", "exit_code", "file", "memory_limit_exceeded", "ok", "output_limit_exceeded", "sandbox", "schema_version", "signal", "stderr", "stdin_truncated", "stdout", "stopped_by", "timed_out", "truncated"]'
+	expect_equal "$(json_get 'j["schema_version"], j["error"], j["stopped_by"], j["file"]')" '[1, null, null, null]'
 	expect_equal "$(json_get 'j["ok"]')" true
 	expect_equal "$(json_get 'j["exit_code"]')" 0
 	expect_equal "$(json_get 'j["signal"]')" null
@@ -95,8 +96,8 @@ sys.stderr.buffer.write(b"\xff\xfe\xc3\x28 \xed\xa0\x80 ok \xe2\x82\xac")' 0 run
 }
 
 @test "run - code that never reads stdin and a program that ignores it do not hang" {
-	sage 'print(len(open("/tmp/code.sage").read()) > 0)' 0 run --timeout 60
-	expect_equal "$output" True
+	sage 'import os; print(sorted(os.listdir("/tmp")))' 0 run --timeout 60
+	expect_equal "$output" "['dot-sage', 'sage-home']"
 	sage 'import sys; print(repr(sys.stdin.read()))' 0 run
 	expect_equal "$output" "''"
 }

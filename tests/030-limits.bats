@@ -13,14 +13,15 @@ print("never")'
 	local start=$SECONDS
 	sage "$sleeper" 124 run --timeout 3
 	expect_equal "$output" started "output before the timeout is kept"
-	expect_equal "$errors" "sage-sandbox: timed out after 3 s; the container was stopped"
+	expect_equal "$errors" "sage-sandbox: timed out after 3 s; the container was stopped; raise --timeout (at most 600)"
 	[ $((SECONDS - start)) -lt 30 ]
 	expect_no_containers
 }
 
 @test "SAGE_SANDBOX_TIMEOUT - sets the timeout; --json reports timed_out" {
 	SAGE_SANDBOX_TIMEOUT=2 sage "$sleeper" 124 run --json
-	expect_equal "$(json_get 'j["timed_out"]')" true
+	expect_equal "$(json_get 'j["timed_out"], j["stopped_by"]')" '[true, "timeout"]'
+	expect_equal "$(json_get 'j["error"]')" "timed out after 2 s; the container was stopped; raise --timeout (at most 600)"
 	expect_equal "$(json_get 'j["ok"]')" false
 	expect_equal "$(json_get 'j["exit_code"]')" 124
 	expect_equal "$(json_get 'j["signal"]')" SIGKILL
@@ -32,7 +33,7 @@ print("never")'
 @test "run --output-limit - stdout past the limit: exactly the limit kept, status 123" {
 	sage 'while True: print("x" * 1000)' 123 run --output-limit 16 --json
 	expect_equal "$(json_get 'len(j["stdout"])')" 16384
-	expect_equal "$(json_get 'j["output_limit_exceeded"]')" true
+	expect_equal "$(json_get 'j["output_limit_exceeded"], j["stopped_by"]')" '[true, "output_limit"]' 
 	expect_equal "$(json_get 'j["truncated"]')" '{"stdout": true, "stderr": false, "max_bytes_per_stream": 16384}'
 	expect_equal "$(json_get 'j["ok"]')" false
 	expect_no_containers
@@ -48,7 +49,7 @@ print("never")'
 	expect_equal "$status" 123
 	expect_equal "$(head -c 20480 "$BATS_TEST_TMPDIR/err" | tr -d e | wc -c)" 0 "the first 20 KiB are Sage's"
 	expect_equal "$(tail -c +20481 "$BATS_TEST_TMPDIR/err")" \
-		"sage-sandbox: stderr passed the output limit of 20 KiB; the container was stopped"
+		"sage-sandbox: stderr passed the output limit of 20 KiB; the container was stopped; raise --output-limit (at most 2048)"
 	expect_equal "$(wc -c <"$BATS_TEST_TMPDIR/out")" 0
 	expect_no_containers
 }

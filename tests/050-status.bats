@@ -6,7 +6,7 @@ load helpers
 @test "status - reports podman, rootless, image and every setting's source" {
 	SAGE_SANDBOX_TIMEOUT=30 run_ss 0 status --pids-limit 64
 	expect_match "$output" "podman: +$(command -v podman) \(version [0-9.]+\)"
-	expect_match "$output" "rootless: +true"
+	expect_match "$output" "rootless: +yes"
 	expect_match "$output" "image: +localhost/sagemath-debian:bookworm \(present, sha256:[0-9a-f]{64}\)"
 	expect_match "$output" "--timeout +30 +environment"
 	expect_match "$output" "--pids-limit +64 +flag +enforced by .*rlimit nproc"
@@ -16,6 +16,7 @@ load helpers
 	expect_match "$output" "runtime: +$(podman info --format '{{.Host.OCIRuntime.Name}}')"
 	expect_match "$output" "storage: +$(podman info --format '{{.Store.GraphDriverName}}')"
 	expect_match "$output" "ready: +yes"
+	expect_no_match "$output" " "$'\n' "no trailing spaces"
 }
 
 @test "status --json - ok, version, rootless, image and settings, as podman says" {
@@ -45,7 +46,8 @@ load helpers
 @test "status - a missing image says how to get one, status 1" {
 	run_ss 1 status --image localhost/no-such-image:1
 	expect_match "$output" "image: +localhost/no-such-image:1 \(NOT PRESENT\)"
-	expect_match "$output" "fix: +build the image with|fix: +build it with"
+	expect_match "$output" "ready: +no: the image is not in this user's podman storage"
+	expect_match "$output" "fix: +put it in this user's podman storage with './setup.sh image'"
 	run_ss 1 status --image localhost/no-such-image:1 --json
 	expect_equal "$(json_get 'j["image_available"]')" false
 	expect_match "$(json_get 'j["hint"]')" "setup.sh image"
@@ -54,8 +56,11 @@ load helpers
 @test "status - a missing podman is reported, status 1" {
 	run_ss 1 status --podman /nonexistent/podman --json
 	expect_equal "$(json_get 'j["podman"]')" null
-	expect_equal "$(json_get 'j["rootless"]')" unknown
+	expect_equal "$(json_get 'j["rootless"], j["image_available"]')" '[null, null]'
 	expect_match "$(json_get 'j["hint"]')" "install podman"
+	run_ss 1 status --podman /nonexistent/podman
+	expect_match "$output" "image: +localhost/sagemath-debian:bookworm \(unknown \(no podman\)\)"
+	expect_match "$output" "rootless: +unknown"
 }
 
 @test "self-test - verifies every property from inside the sandbox: all PASS, cgroups as the host allows" {
@@ -63,7 +68,7 @@ load helpers
 	local name
 	for name in factorisation exit_status user capabilities no_new_privs seccomp user_namespaces \
 		other_namespaces mount ptrace network socket_families shared_memory syscall_abi \
-		root_read_only writable tmp_size rlimit_as rlimit_stack rlimit_core \
+		pty_cap root_read_only writable tmp_size rlimit_as rlimit_stack rlimit_core \
 		rlimit_cpu rlimit_data rlimit_fsize rlimit_msgqueue rlimit_nofile rlimit_nproc; do
 		printf '%s\n' "$output" | grep -q "^PASS  $name " ||
 			{ echo "# check $name did not PASS" >&2; return 1; }
@@ -76,8 +81,10 @@ load helpers
 	if [[ $controllers == *memory* ]]; then
 		expect_match "$output" "PASS  cgroup_memory"
 	else
-		expect_match "$output" "SKIP  cgroup_memory +not enforced on this host"
+		expect_match "$output" "SKIP  cgroup_memory +Not checked: podman cannot apply a memory cgroup on this host; the data and address-space rlimits and the memory watchdog hold it instead\.$"
 	fi
+	expect_match "$output" "PASS  user_namespaces +unshare\(CLONE_NEWUSER\) refused: EPERM"
+	expect_match "$output" "PASS  other_namespaces +unshare\(CLONE_NEWNS\) refused: EPERM; unshare\(CLONE_NEWNET\) refused: EPERM"
 	expect_match "$output" "self-test passed: 2[0-9] passed, 0 failed, [0-2] skipped"
 }
 
@@ -101,7 +108,7 @@ load helpers
 @test "self-test - FAILS, status 1, when the sandbox is weakened to podman's default seccomp profile" {
 	[ -r /usr/share/containers/seccomp.json ] || skip "podman's default profile is not installed"
 	run_ss 1 self-test --seccomp-profile /usr/share/containers/seccomp.json
-	expect_match "$output" "FAIL  user_namespaces +ALLOWED"
+	expect_match "$output" "FAIL  user_namespaces +unshare\(CLONE_NEWUSER\) ALLOWED"
 	expect_match "$output" "FAIL  socket_families +AF_VSOCK ALLOWED"
 	expect_match "$output" "FAIL  syscall_abi +i386 getpid ALLOWED"
 	expect_match "$output" "PASS  seccomp "

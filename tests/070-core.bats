@@ -46,7 +46,7 @@ logging_podman() {
 	kill "$reader" 2>/dev/null || true
 	expect_equal "$status" 124
 	expect_equal "$(cat "$BATS_TEST_TMPDIR/err")" \
-		"sage-sandbox: timed out after 3 s; the container was stopped"
+		"sage-sandbox: timed out after 3 s; the container was stopped; raise --timeout (at most 600)"
 	[ $((SECONDS - start)) -lt 20 ]
 	expect_no_containers
 }
@@ -143,7 +143,7 @@ print("done")' 0 run --timeout 20 --json
 	wait "$pid" || status=$?
 	expect_equal "$status" 124
 	expect_equal "$(cat "$BATS_TEST_TMPDIR/s.err")" \
-		"sage-sandbox: timed out after 3 s; the container was stopped"
+		"sage-sandbox: timed out after 3 s; the container was stopped; raise --timeout (at most 600)"
 }
 
 @test "run - podman that cannot be executed is said so, never a status 127 of Sage" {

@@ -68,6 +68,20 @@ expect_match() {
 	fi
 }
 
+expect_no_match() {
+	if [[ $1 =~ $2 ]]; then
+		printf '# %s\n#   expected not to match: %s\n#   actual: %q\n' "${3:-value}" "$2" "$1" >&2
+		return 1
+	fi
+}
+
+# settings_of ARGS...: the settings sage-sandbox makes of ARGS, as the JSON
+# of a run refused for a missing podman: nothing runs, no podman is asked.
+settings_of() {
+	run_ss 125 run --json --podman /nonexistent/podman "$@"
+	output=$(printf '%s' "$output" | python3 -c 'import json, sys; print(json.dumps(json.load(sys.stdin)["sandbox"]))')
+}
+
 our_containers() {
 	podman ps -a --filter "$LABEL_FILTER" --format '{{.Names}}'
 }
