@@ -72,9 +72,12 @@ install: all
 	cp -f man/sage-sandbox.5 $(DESTDIR)$(MANDIR)/man5/sage-sandbox.5
 	cp -f seccomp.json $(DESTDIR)$(DATADIR)/sage-sandbox/seccomp.json
 
+# Everything install put in place, its own directory included; the shared
+# ones (bin, man1) stay.
 uninstall:
 	rm -f $(DESTDIR)$(BINDIR)/sage-sandbox $(DESTDIR)$(MANDIR)/man1/sage-sandbox.1 \
 		$(DESTDIR)$(MANDIR)/man5/sage-sandbox.5 $(DESTDIR)$(DATADIR)/sage-sandbox/seccomp.json
+	if [ -d $(DESTDIR)$(DATADIR)/sage-sandbox ]; then rmdir $(DESTDIR)$(DATADIR)/sage-sandbox; fi
 
 clean:
 	rm -f sage-sandbox $(OBJECTS) embedded.c embedded.c.tmp tests/unit tests/unit-loop $(MANPAGES)

@@ -29,6 +29,7 @@ enum cgroup_controller { CONTROLLER_MEMORY, CONTROLLER_CPU, CONTROLLER_PIDS, CON
 struct podman_host {
 	enum rootless_answer rootless;
 	bool remote;                         /* podman talks to a service */
+	bool as_root;                        /* refused before asking: we are root */
 	char detail[512];                    /* why rootless is unknown or refused */
 	char cgroups[8];                     /* "v1", "v2", or "" */
 	char runtime[32];                    /* the OCI runtime: "runc", "crun" */

@@ -241,6 +241,7 @@ static bool refused_early(struct podman_host *host)
 	*host = (struct podman_host){.rootless = ROOTLESS_UNKNOWN};
 	if (geteuid() == 0) {
 		host->rootless = ROOTLESS_FALSE;
+		host->as_root = true;
 		snprintf(host->detail, sizeof host->detail, "running as root");
 		return true;
 	}
@@ -346,7 +347,7 @@ int rootless_verdict(const struct podman_host *host, struct error *err)
 	case ROOTLESS_TRUE:
 		return 0;
 	case ROOTLESS_FALSE:
-		if (geteuid() == 0) {
+		if (host->as_root) {
 			error_set(err, EXIT_REFUSED,
 				"run it as the account setup.sh made (sudo -iu sage-sandbox sage-sandbox "
 				"run FILE), or as your own user after './setup.sh image'",

@@ -16,8 +16,7 @@ static const char factorisation_expected[] = "(x - 1) * (x + 1) * (x^2 + 1)";
 static const char *const required[] = {
 	"user", "capabilities", "no_new_privs", "seccomp", "user_namespaces",
 	"other_namespaces", "mount", "ptrace", "network", "socket_families", "shared_memory",
-	"syscall_abi",
-	"root_read_only", "writable",
+	"pty_cap", "syscall_abi", "root_read_only", "writable",
 	"tmp_size", "rlimit_core", "rlimit_cpu", "rlimit_data", "rlimit_fsize",
 	"rlimit_msgqueue", "rlimit_nofile", "rlimit_nproc", "rlimit_stack", "rlimit_as", "cgroup_memory", "cgroup_pids",
 };

@@ -6,12 +6,18 @@
 # image once (from Debian's sagemath package: no registry but the apt mirror
 # is needed), builds sage-sandbox as that account, and runs a command there:
 #
-#   ./setup.sh            set up, then run the seed example through the sandbox
+#   ./setup.sh            set up, install sage-sandbox in /usr/local, run the
+#                         seed example through the sandbox, say what to type next
 #   ./setup.sh check      set up, then run the whole test suite
 #   ./setup.sh image      set up and build the image only
+#   ./setup.sh image --for USER
+#                         put the image in USER's own rootless storage (copied
+#                         from the account's, or built), for a desktop user
+#                         who runs sage-sandbox (or LM Studio) as themselves
 #
 # As an ordinary user with rootless podman already working it skips the root
-# steps and builds and runs in place.
+# steps and builds and runs in place; `./setup.sh image` as that user gets
+# the image into their own storage, with sudo for the root-only steps.
 #
 # Environment: SAGE_SANDBOX_ACCOUNT (default sage-sandbox), SAGE_SANDBOX_IMAGE
 # (default localhost/sagemath-debian:bookworm), SAGE_SANDBOX_BUILD_DIR (where
@@ -23,6 +29,10 @@ image=${SAGE_SANDBOX_IMAGE:-localhost/sagemath-debian:bookworm}
 build_dir=${SAGE_SANDBOX_BUILD_DIR:-/var/tmp}
 src=$(cd "$(dirname "$0")" && pwd)
 action=${1:-example}
+for_user=
+if [ "$action" = image ] && [ "${2:-}" = --for ]; then
+	for_user=${3:?setup: --for needs a user name}
+fi
 
 say() { printf 'setup: %s\n' "$*" >&2; }
 die() { printf 'setup: error: %s\n' "$*" >&2; exit 1; }
@@ -117,9 +127,25 @@ remove_build_root() {
 	build_root=
 }
 
+# as_user USER COMMAND: a login shell of USER (its XDG_RUNTIME_DIR and HOME).
+as_user() { local user=$1; shift; runuser -l "$user" -c "$*"; }
+
+# build_image [USER]: the image in USER's rootless storage (default: the
+# account's). For another user it is copied from the account's storage when
+# that has it (podman save | podman load, about 2 minutes), else built.
 build_image() {
-	if as_account "podman image exists $image"; then
-		say "image $image is present"
+	local user=${1:-$account}
+	if as_user "$user" "podman image exists $image"; then
+		say "image $image is present for $user"
+		return
+	fi
+	if [ "$user" != "$account" ] && as_account "podman image exists $image" 2>/dev/null; then
+		say "copying $image from $account's storage to $user's"
+		local log=$build_dir/sage-sandbox-image-copy.log
+		as_account "podman save $image" 2>>"$log" | as_user "$user" "podman load" >>"$log" 2>&1 ||
+			{ tail -n 20 "$log" >&2; die "copying the image to $user failed (log: $log)"; }
+		rm -f "$log"
+		say "image $image is present for $user"
 		return
 	fi
 	local mirror
@@ -149,11 +175,28 @@ build_image() {
 	'
 	umount "$build_root/proc"
 	tar -C "$build_root" --numeric-owner -c . |
-		as_account "podman import --change 'USER sage' --change 'WORKDIR /tmp' - $image" >/dev/null
+		as_user "$user" "podman import --change 'USER sage' --change 'WORKDIR /tmp' - $image" >/dev/null
 	remove_build_root
 	trap - EXIT
 	rm -f "$log"
-	say "image $image built"
+	say "image $image built for $user"
+}
+
+# The commands that work now, for the user who ran setup.sh.
+say_next_steps() {
+	local dir=$1
+	cat >&2 <<-EOF
+		setup: done. sage-sandbox is installed in /usr/local/bin; it runs as an
+		setup: unprivileged user with the image in their podman storage: $account.
+		setup: Next, as root:
+		setup:   echo 'print(factor(2^64+1))' | su - $account -c 'sage-sandbox run'
+		setup:   su - $account -c 'sage-sandbox run FILE'   (FILE readable by $account)
+		setup:   su - $account -c 'sage-sandbox self-test'
+		setup: Or as yourself (LM Studio on a desktop, with rootless podman working):
+		setup:   $src/setup.sh image --for YOU   (as root; or ./setup.sh image as YOU)
+		setup:   then: sage-sandbox run FILE
+		setup: Built tree: $dir; manual: man sage-sandbox
+	EOF
 }
 
 # The account cannot necessarily read the caller's tree (CI clones under
@@ -179,13 +222,31 @@ run_action() {
 as_self() { bash -c "$*"; }
 
 if [ "$(id -u)" -ne 0 ]; then
-	podman image exists "$image" 2>/dev/null ||
-		die "image $image not found; building it needs root: sudo $0 image"
+	if ! podman image exists "$image" 2>/dev/null; then
+		# The image goes into this user's own storage; building or copying
+		# it needs root for a moment.
+		command -v sudo >/dev/null ||
+			die "image $image not found; as root run: $src/setup.sh image --for $(id -un)"
+		say "image $image is not in your podman storage; asking sudo to put it there"
+		sudo "$src/setup.sh" image --for "$(id -un)"
+	fi
+	[ "$action" = image ] && { say "image $image is ready for $(id -un): try 'make && ./sage-sandbox self-test'"; exit 0; }
 	run_action "$src" as_self
 	exit
 fi
 
 install_packages
+if [ -n "$for_user" ]; then
+	[ "$for_user" != root ] || die "root cannot run sage-sandbox; name an unprivileged user"
+	id "$for_user" >/dev/null 2>&1 || die "no user $for_user"
+	[ "$(as_user "$for_user" "podman info --format '{{.Host.Security.Rootless}}'" 2>/dev/null)" = true ] ||
+		die "podman is not rootless for $for_user; see: runuser -l $for_user -c 'podman info'"
+	create_account
+	build_image "$account"
+	build_image "$for_user"
+	say "next, as $for_user: sage-sandbox self-test (or ./sage-sandbox self-test after make)"
+	exit 0
+fi
 create_account
 build_image
 [ "$action" = image ] && exit 0
@@ -197,3 +258,7 @@ if [ "$action" = check ]; then
 	(cd "$dir" && bats tests/000-root.bats)
 fi
 run_action "$dir" as_account
+if [ "$action" = example ]; then
+	make -s -C "$dir" install PREFIX=/usr/local >/dev/null
+	say_next_steps "$dir"
+fi

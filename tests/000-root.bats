@@ -39,3 +39,22 @@ teardown() { :; }
 	run_ss 1 status --json
 	expect_equal "$(json_get 'j["rootless"], j["image_available"], j["ok"], j["exit_code"]')" '[false, null, false, 1]'
 }
+
+@test "setup.sh image --for USER - a desktop user other than the account gets the image and a working run" {
+	local user=ss-desktop-test sandbox=$BATS_TEST_DIRNAME/../sage-sandbox
+	id "$user" >/dev/null 2>&1 || useradd -m -s /bin/bash "$user"
+	# That user's own rootless podman, as it works on this host kind.
+	runuser -l "$user" -c 'mkdir -p ~/.config/containers &&
+		printf "[engine]\nruntime = \"runc\"\ncgroup_manager = \"cgroupfs\"\nevents_logger = \"file\"\n" >~/.config/containers/containers.conf &&
+		printf "[storage]\ndriver = \"overlay\"\n" >~/.config/containers/storage.conf'
+	# Without the image, the refusal names the command that fixes it for this user.
+	run runuser -l "$user" -c "echo 'print(1)' | $sandbox run"
+	expect_equal "$status" 125
+	expect_match "$output" "put it in this user's podman storage with './setup.sh image'"
+	"$BATS_TEST_DIRNAME/../setup.sh" image --for "$user"
+	run runuser -l "$user" -c "echo 'print(factor(2^32+1))' | $sandbox run"
+	expect_equal "$status" 0
+	expect_equal "$output" "641 * 6700417"
+	pkill -KILL -u "$user" || true
+	userdel -r "$user" 2>/dev/null || true
+}

@@ -199,3 +199,12 @@ refuse() {
 	run_ss 125 run --json --memory 9g
 	expect_match "$(json_get 'j["error"]')" "invalid --memory '9g'"
 }
+
+@test "make install, then make uninstall - leaves nothing of sage-sandbox behind" {
+	local dest=$BATS_TEST_TMPDIR/dest
+	make -s -C "$BATS_TEST_DIRNAME/.." install DESTDIR="$dest" PREFIX=/usr/local >/dev/null
+	expect_equal "$(cd "$dest" && find . -name '*sage-sandbox*' | sort | tr '\n' ' ')" \
+		"./usr/local/bin/sage-sandbox ./usr/local/share/man/man1/sage-sandbox.1 ./usr/local/share/man/man5/sage-sandbox.5 ./usr/local/share/sage-sandbox "
+	make -s -C "$BATS_TEST_DIRNAME/.." uninstall DESTDIR="$dest" PREFIX=/usr/local
+	expect_equal "$(cd "$dest" && find . -name '*sage-sandbox*')" ""
+}

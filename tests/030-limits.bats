@@ -94,7 +94,7 @@ print("never")'
 	podman untag "$alias" "$alias"
 	podman image exists localhost/sagemath-debian:bookworm
 	sage 'print(1)' 125 run --image "$alias"
-	expect_equal "$errors" "sage-sandbox: image '$alias' is not present locally (runs never pull); build it with 'sudo ./setup.sh image' in the sage-sandbox source tree, or pull one (podman pull docker.io/sagemath/sagemath:latest) and pass --image"
+	expect_equal "$errors" "sage-sandbox: image '$alias' is not present locally (runs never pull); put it in this user's podman storage with './setup.sh image' in the sage-sandbox source tree (as this user; it uses sudo where it must), or pull one and pass --image"
 	SAGE_SANDBOX_IMAGE=localhost/no-such-image:1 sage 'print(1)' 125 run --json
 	expect_match "$(json_get 'j["error"]')" "image 'localhost/no-such-image:1' is not present locally"
 }

@@ -81,7 +81,7 @@ load helpers
 	if [[ $controllers == *memory* ]]; then
 		expect_match "$output" "PASS  cgroup_memory"
 	else
-		expect_match "$output" "SKIP  cgroup_memory +Not checked: podman cannot apply a memory cgroup on this host; the data and address-space rlimits and the memory watchdog hold it instead\.$"
+		expect_match "$output" "SKIP  cgroup_memory +Not checked: podman cannot apply a memory cgroup on this host; the data and address-space rlimits and the memory watchdog hold it instead\."
 	fi
 	expect_match "$output" "PASS  user_namespaces +unshare\(CLONE_NEWUSER\) refused: EPERM"
 	expect_match "$output" "PASS  other_namespaces +unshare\(CLONE_NEWNS\) refused: EPERM; unshare\(CLONE_NEWNET\) refused: EPERM"

@@ -80,7 +80,7 @@ os._exit(125)' 125 run
 	expect_equal "$output" partial
 	expect_equal "$errors" "Error: short-name resolution enforced but cannot prompt without a TTY"
 	sage 'import os; print("x"); os._exit(125)' 125 run --json
-	expect_equal "$(json_get '[j["exit_code"], j["stdout"], "error" in j]')" '[125, "x\n", false]'
+	expect_equal "$(json_get '[j["exit_code"], j["stdout"], j["error"]]')" '[125, "x\n", null]'
 }
 
 @test "run - a process that exited is not timed out because a descendant holds its output" {

@@ -105,13 +105,33 @@ int main(void)
 	check(accepts(SET_CPUS, "0.1", &n) && n == 100, "cpus 0.1 is 100 thousandths");
 	check(accepts(SET_CPUS, "4", &n) && n == 4000, "cpus 4");
 	check(accepts(SET_CPUS, "2.125", &n) && n == 2125, "cpus 2.125");
-	check(!accepts(SET_CPUS, "0.0999", NULL) && !accepts(SET_CPUS, ".5", NULL) &&
-		      !accepts(SET_CPUS, "1.", NULL) && !accepts(SET_CPUS, "nan", NULL) &&
+	check(accepts(SET_CPUS, ".5", &n) && n == 500 && accepts(SET_CPUS, "1.", &n) && n == 1000,
+		"cpus: .5 and 1. as podman takes them");
+	check(!accepts(SET_CPUS, "0.0999", NULL) && !accepts(SET_CPUS, ".", NULL) &&
+		      !accepts(SET_CPUS, "nan", NULL) && !accepts(SET_CPUS, "-1", NULL) &&
 		      !accepts(SET_CPUS, "4.001", NULL) && !accepts(SET_CPUS, "1,5", NULL),
-		"cpus: too many places, bare dot, nan, over 4, comma are refused");
-	check(accepts(SET_MEMORY, "256m", NULL) && accepts(SET_MEMORY, "8g", NULL) &&
-		      !accepts(SET_MEMORY, "1G", NULL) && !accepts(SET_MEMORY, "1024m", NULL),
-		"memory: only the listed sizes");
+		"cpus: too many places, bare dot, nan, negative, over 4, comma are refused");
+	check(accepts(SET_MEMORY, "256m", &n) && n == 256l << 20 && accepts(SET_MEMORY, "8g", &n) &&
+		      n == 8l << 30, "memory: 256m and 8g, the ends of the range");
+	check(accepts(SET_MEMORY, "1G", &n) && n == 1l << 30 && accepts(SET_MEMORY, "1024M", &n) &&
+		      n == 1l << 30 && accepts(SET_MEMORY, "1.5g", &n) && n == 3l << 29 &&
+		      accepts(SET_MEMORY, "768MiB", &n) && n == 768l << 20 &&
+		      accepts(SET_MEMORY, "1gb", &n) && n == 1l << 30 &&
+		      accepts(SET_MEMORY, "268435456", &n) && n == 256l << 20 &&
+		      accepts(SET_MEMORY, "262144k", &n) && n == 256l << 20 &&
+		      accepts(SET_MEMORY, ".5g", &n) && n == 512l << 20,
+		"memory: sizes as podman writes them, any case, fractions");
+	check(!accepts(SET_MEMORY, "255m", NULL) && !accepts(SET_MEMORY, "8193m", NULL) &&
+		      !accepts(SET_MEMORY, "1ib", NULL) && !accepts(SET_MEMORY, "1t", NULL) &&
+		      !accepts(SET_MEMORY, "g", NULL) && !accepts(SET_MEMORY, "1 g", NULL) &&
+		      !accepts(SET_MEMORY, "1.0000001g", NULL) && !accepts(SET_MEMORY, "99999999999999g", NULL) &&
+		      !accepts(SET_MEMORY, "", NULL) && !accepts(SET_MEMORY, "-1g", NULL),
+		"memory: out of range, bad units, spaces, too fine, huge, empty, negative refused");
+	char written[32];
+	size_text(3l << 29, written, sizeof written);
+	check(strcmp(written, "1536m") == 0, "1.5g is written 1536m");
+	size_text(1l << 30, written, sizeof written);
+	check(strcmp(written, "1g") == 0, "1024m is written 1g");
 	check(accepts(SET_IMAGE, "docker.io/sagemath/sagemath:latest", NULL) &&
 		      !accepts(SET_IMAGE, "-it", NULL) && !accepts(SET_IMAGE, "a\nb", NULL) &&
 		      !accepts(SET_IMAGE, "a\x7f", NULL) && !accepts(SET_IMAGE, "", NULL),
@@ -120,7 +140,7 @@ int main(void)
 	/* self-test's verdict: a property passes only by being reported. */
 	static const char *const names[] = {"user", "capabilities", "no_new_privs", "seccomp",
 		"user_namespaces", "other_namespaces", "mount", "ptrace", "network", "socket_families",
-		"shared_memory", "syscall_abi", "root_read_only",
+		"shared_memory", "pty_cap", "syscall_abi", "root_read_only",
 		"writable", "tmp_size", "rlimit_core", "rlimit_cpu", "rlimit_data", "rlimit_fsize",
 		"rlimit_msgqueue", "rlimit_nofile", "rlimit_nproc", "rlimit_stack", "rlimit_as",
 		"cgroup_memory", "cgroup_pids"};

@@ -39,6 +39,18 @@ export const configSchematics = createConfigSchematics()
     60,
   )
   .field(
+    "maxTimeoutSeconds",
+    "numeric",
+    {
+      displayName: "Longest timeout the model may ask for (seconds)",
+      subtitle: "A call asking for more is refused with this maximum, and nothing runs",
+      int: true,
+      min: 1,
+      max: 600,
+    },
+    120,
+  )
+  .field(
     "memory",
     "select",
     { displayName: "Memory limit", options: MEMORY_SIZES },
@@ -51,10 +63,12 @@ export const configSchematics = createConfigSchematics()
     { displayName: "Processes and threads", int: true, min: 16, max: 512 },
     96,
   )
+  // 32 KiB a stream, about 8,000 tokens: what a local model's context can
+  // take in one tool result, not sage-sandbox's 256 KiB.
   .field(
     "outputLimitKiB",
     "numeric",
     { displayName: "Output limit per stream (KiB)", int: true, min: 16, max: 2048 },
-    256,
+    32,
   )
   .build();

@@ -17,7 +17,10 @@ export interface RunOptions {
 // After SIGTERM sage-sandbox removes its container and prints its JSON; give
 // it this long before SIGKILL.
 const TERM_GRACE_MS = 10_000;
-const MAX_STDOUT_BYTES = 16 * 1024 * 1024;
+// The largest JSON sage-sandbox can print: two streams at the largest
+// output limit (2048 KiB), each byte at most 6 bytes escaped (\u001b), and
+// the rest of the object.
+const MAX_STDOUT_BYTES = 2 * 2048 * 1024 * 6 + 1024 * 1024;
 const MAX_STDERR_BYTES = 64 * 1024;
 
 const INSTALL_HINT =

@@ -5,7 +5,8 @@ import { z } from "zod";
 import { configSchematics, globalConfigSchematics } from "./config";
 import { runSageSandbox } from "./sageSandbox";
 
-export const MAX_CODE_CHARS = 50_000;
+// sage-sandbox counts the code in UTF-8 bytes, and so does the check here.
+export const MAX_CODE_BYTES = 50_000;
 // sage-sandbox enforces the timeout; this margin only covers podman's own
 // start-up and clean-up before the plugin's backstop would fire.
 const BACKSTOP_MARGIN_MS = 60_000;
@@ -15,6 +16,7 @@ interface Settings {
   podman: string;
   image: string;
   timeoutSeconds: number;
+  maxTimeoutSeconds: number;
   memory: string;
   cpus: number;
   pidsLimit: number;
@@ -29,6 +31,7 @@ function readSettings(ctl: ToolsProviderController): Settings {
     podman: global.get("podmanPath").trim(),
     image: global.get("image").trim(),
     timeoutSeconds: chat.get("timeoutSeconds"),
+    maxTimeoutSeconds: chat.get("maxTimeoutSeconds"),
     memory: chat.get("memory"),
     cpus: chat.get("cpus"),
     pidsLimit: chat.get("pidsLimit"),
@@ -62,24 +65,38 @@ export async function toolsProvider(ctl: ToolsProviderController): Promise<Tool[
       Sage syntax works (R.<x> = QQ[], x^2). Print every result you need: only printed output
       comes back, in "stdout"; errors and tracebacks come back in "stderr" with ok false.
       Each call starts fresh (no variables survive between calls), has no network and no
-      files from the user, and runs under time, memory and output limits: "timed_out" or
-      "output_limit_exceeded" tell when a limit stopped it. Plots can be saved under /tmp
-      but are not returned.
+      files from the user, and runs under time, memory and output limits: "stopped_by" names
+      the limit that stopped it and "error" says what to change. Code is at most 50,000 bytes.
+      Plots can be saved under /tmp but are not returned; print what you need instead.
     `,
     parameters: {
-      code: z.string().max(MAX_CODE_CHARS),
+      code: z
+        .string()
+        .refine((code) => Buffer.byteLength(code, "utf8") <= MAX_CODE_BYTES, {
+          message: `code must be at most ${MAX_CODE_BYTES} bytes of UTF-8`,
+        }),
       timeout_seconds: z.number().int().min(1).max(600).optional(),
     },
     implementation: async ({ code, timeout_seconds }, ctx) => {
       const s = readSettings(ctl);
-      const timeout = timeout_seconds ?? s.timeoutSeconds;
+      const timeout = timeout_seconds ?? Math.min(s.timeoutSeconds, s.maxTimeoutSeconds);
+      if (timeout > s.maxTimeoutSeconds)
+        return {
+          ok: false,
+          error: `timeout_seconds ${timeout} is above the longest the user allows, ${s.maxTimeoutSeconds} s; nothing was run`,
+          hint: `ask for at most ${s.maxTimeoutSeconds} seconds, or split the computation`,
+        };
       ctx.status("Starting SageMath in the sandbox");
-      return runSageSandbox(s.executable, ["run", ...sandboxFlags(s, timeout)], {
+      const result = await runSageSandbox(s.executable, ["run", ...sandboxFlags(s, timeout)], {
         input: code,
         signal: ctx.signal,
         status: ctx.status,
         backstopMs: timeout * 1000 + BACKSTOP_MARGIN_MS,
       });
+      // The sandbox's settings are the same on every call: the model gets
+      // them from sage_sandbox_status, not repeated in every result.
+      delete result.sandbox;
+      return result;
     },
   });
 

@@ -1,4 +1,4 @@
 // entry.ts: what the tests load, bundled by esbuild as `lms dev` bundles the
 // plugin.
-export { toolsProvider, MAX_CODE_CHARS } from "../src/toolsProvider";
+export { toolsProvider, MAX_CODE_BYTES } from "../src/toolsProvider";
 export { configSchematics, globalConfigSchematics } from "../src/config";

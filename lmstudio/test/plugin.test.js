@@ -5,14 +5,22 @@ const { test } = require("node:test");
 const assert = require("node:assert/strict");
 const { execFileSync } = require("node:child_process");
 const path = require("node:path");
-const { toolsProvider, MAX_CODE_CHARS } = require("../dist/test-entry.js");
+const { toolsProvider, MAX_CODE_BYTES } = require("../dist/test-entry.js");
 
 const SAGE_SANDBOX = process.env.SAGE_SANDBOX || path.resolve(__dirname, "../../sage-sandbox");
 
 // The controller LM Studio hands to a tools provider: here only the two
 // config getters the plugin uses, with the defaults of config.ts.
 function fakeController(chat = {}, global = {}) {
-  const chatValues = { timeoutSeconds: 60, memory: "1g", cpus: 1, pidsLimit: 96, outputLimitKiB: 256, ...chat };
+  const chatValues = {
+    timeoutSeconds: 60,
+    maxTimeoutSeconds: 120,
+    memory: "1g",
+    cpus: 1,
+    pidsLimit: 96,
+    outputLimitKiB: 32,
+    ...chat,
+  };
   const globalValues = { sageSandboxPath: SAGE_SANDBOX, podmanPath: "", image: "", ...global };
   return {
     getPluginConfig: () => ({ get: (key) => chatValues[key] }),
@@ -70,7 +78,8 @@ test("run_sagemath: the seed example returns the factorisation and the discrimin
   assert.equal(result.ok, true);
   assert.equal(result.exit_code, 0);
   assert.equal(result.stdout, "x^6 - 2*x^5 - 13*x^4 + 8*x^3 + 32*x^2 - 8*x - 4\n181118435328\n");
-  assert.equal(result.sandbox.network, "none");
+  assert.equal(result.sandbox, undefined, "the sandbox's settings are status's, not repeated per call");
+  assert.equal(result.truncated.max_bytes_per_stream, 32 * 1024, "the default output limit fits a model's context");
   assert.ok(ctx.statuses.length >= 1, "progress shown with ctx.status");
 });
 
@@ -85,22 +94,53 @@ test("run_sagemath: an exception comes back as ok false with the traceback", asy
 test("run_sagemath: timeout_seconds and the chat's limits reach sage-sandbox as flags", async () => {
   const { run_sagemath } = await tools({ memory: "512m", cpus: 1.2000000000000002, pidsLimit: 40, outputLimitKiB: 16 });
   const result = await run_sagemath.implementation(
-    { code: "import time\nprint('a')\ntime.sleep(30)", timeout_seconds: 3 },
+    {
+      code: "import resource, time\nfor r in ('DATA', 'NPROC', 'CPU'):\n    print(resource.getrlimit(getattr(resource, 'RLIMIT_' + r))[0r])\ntime.sleep(30)",
+      timeout_seconds: 3,
+    },
     fakeContext(),
   );
   assert.equal(result.timed_out, true);
+  assert.equal(result.stopped_by, "timeout");
   assert.equal(result.exit_code, 124);
-  assert.equal(result.stdout, "a\n");
-  assert.deepEqual(
-    [result.sandbox.timeout_seconds, result.sandbox.memory, result.sandbox.cpus, result.sandbox.pids_limit, result.sandbox.output_limit_kib],
-    [3, "512m", 1.2, 40, 16],
+  // 512 MiB; 40 processes; ceil(3 s x 1.2 cpus) CPU seconds.
+  assert.equal(result.stdout, "536870912\n40\n4\n");
+  assert.equal(result.truncated.max_bytes_per_stream, 16 * 1024);
+});
+
+test("run_sagemath: the largest JSON sage-sandbox can print (2 x 2048 KiB of control characters) comes back whole", async () => {
+  const { run_sagemath } = await tools({ outputLimitKiB: 2048 });
+  const result = await run_sagemath.implementation(
+    { code: "import sys\nsys.stdout.write(chr(1) * (2048 * 1024))\nsys.stderr.write(chr(1) * (2048 * 1024))" },
+    fakeContext(),
   );
+  assert.equal(result.ok, true, result.error);
+  assert.equal(result.stdout.length, 2048 * 1024);
+  assert.equal(result.stderr.length, 2048 * 1024);
+});
+
+test("run_sagemath: a timeout above the user's maximum is refused with it, and nothing runs", async () => {
+  const { run_sagemath } = await tools({ maxTimeoutSeconds: 30 });
+  const result = await run_sagemath.implementation({ code: "print(1)", timeout_seconds: 31 }, fakeContext());
+  assert.equal(result.ok, false);
+  assert.match(result.error, /timeout_seconds 31 is above the longest the user allows, 30 s; nothing was run/);
+  assert.equal(result.stdout, undefined);
+  const within = await run_sagemath.implementation({ code: "print(1)", timeout_seconds: 30 }, fakeContext());
+  assert.equal(within.ok, true);
+  // A default above the maximum is held to it.
+  const { run_sagemath: held } = await tools({ timeoutSeconds: 600, maxTimeoutSeconds: 20 });
+  const result2 = await held.implementation({ code: "print(2)" }, fakeContext());
+  assert.equal(result2.ok, true);
+  assert.equal(result2.stdout, "2\n");
 });
 
 test("run_sagemath: the parameters are checked as LM Studio checks them", async () => {
   const { run_sagemath } = await tools();
   assert.doesNotThrow(() => run_sagemath.checkParameters({ code: "print(1)", timeout_seconds: 600 }));
-  assert.throws(() => run_sagemath.checkParameters({ code: "#".repeat(MAX_CODE_CHARS + 1) }));
+  assert.throws(() => run_sagemath.checkParameters({ code: "#".repeat(MAX_CODE_BYTES + 1) }));
+  // Bytes, as sage-sandbox counts them: 25,001 two-byte characters are too many.
+  assert.throws(() => run_sagemath.checkParameters({ code: "é".repeat(25_001) }));
+  assert.doesNotThrow(() => run_sagemath.checkParameters({ code: "é".repeat(25_000) }));
   assert.throws(() => run_sagemath.checkParameters({ code: "print(1)", timeout_seconds: 0 }));
   assert.throws(() => run_sagemath.checkParameters({ code: "print(1)", timeout_seconds: 1.5 }));
   assert.throws(() => run_sagemath.checkParameters({ timeout_seconds: 5 }));
@@ -141,11 +181,11 @@ test("run_sagemath: output that is not JSON gives ok false with what was printed
 });
 
 test("run_sagemath: invalid settings are refused by sage-sandbox with the reason", async () => {
-  const { run_sagemath } = await tools({ memory: "3g" });
+  const { run_sagemath } = await tools({ memory: "16g" });
   const result = await run_sagemath.implementation({ code: "print(1)" }, fakeContext());
   assert.equal(result.ok, false);
   assert.equal(result.exit_code, 125);
-  assert.match(result.error, /invalid --memory '3g'/);
+  assert.match(result.error, /invalid --memory '16g'/);
   const bad = await (await tools({ timeoutSeconds: 0 })).run_sagemath.implementation({ code: "print(1)" }, fakeContext());
   assert.match(bad.error, /invalid --timeout '0'/);
 });
@@ -172,7 +212,7 @@ test("sage_sandbox_status: podman rootless and the image present", async () => {
   const { sage_sandbox_status } = await tools();
   const result = await sage_sandbox_status.implementation({}, fakeContext());
   assert.equal(result.ok, true);
-  assert.equal(result.rootless, "true");
+  assert.equal(result.rootless, true);
   assert.equal(result.image_available, true);
   assert.equal(result.settings.memory.value, "1g");
 });
