@@ -32,8 +32,9 @@ static const struct command_help {
 	const char *name, *synopsis, *summary;
 	bool settings, run_options;
 } command_help[] = {
-	{"run", "run [OPTIONS] [FILE [ARG...]]", "run Sage code from FILE (or - or nothing: "
-		"stdin); with FILE, stdin is the code's and ARGs its sys.argv[1:]", true, true},
+	{"run", "run [OPTIONS] [FILE [ARG...]]", "run Sage code from FILE, or from stdin (no FILE, "
+		"or -);\n        with FILE, stdin is the code's, and each ARG is in sys.argv[1:]",
+		true, true},
 	{"self-test", "self-test [OPTIONS]", "verify the sandbox from inside it", true, false},
 	{"status", "status [OPTIONS]", "diagnose podman, the image and the settings", true, false},
 	{"cleanup", "cleanup [--podman PATH] [--json]",
