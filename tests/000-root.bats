@@ -40,9 +40,25 @@ teardown() { :; }
 	expect_equal "$(json_get 'j["rootless"], j["image_available"], j["ok"], j["exit_code"]')" '[false, null, false, 1]'
 }
 
+# remove_user USER: USER and their home (their podman storage with it),
+# once rootless podman's pause process is gone.
+remove_user() {
+	local i
+	id "$1" >/dev/null 2>&1 || return 0
+	for ((i = 0; i < 40; i++)); do
+		pkill -KILL -u "$1" || true
+		pgrep -u "$1" >/dev/null || break
+		sleep 0.25
+	done
+	userdel -r "$1" 2>/dev/null || true
+	! id "$1" >/dev/null 2>&1
+}
+
 @test "setup.sh image --for USER - a desktop user other than the account gets the image and a working run" {
 	local user=ss-desktop-test sandbox=$BATS_TEST_DIRNAME/../sage-sandbox
-	id "$user" >/dev/null 2>&1 || useradd -m -s /bin/bash "$user"
+	# A new user, whatever an interrupted earlier run left.
+	remove_user "$user"
+	useradd -m -s /bin/bash "$user"
 	# That user's own rootless podman, as it works on this host kind.
 	runuser -l "$user" -c 'mkdir -p ~/.config/containers &&
 		printf "[engine]\nruntime = \"runc\"\ncgroup_manager = \"cgroupfs\"\nevents_logger = \"file\"\n" >~/.config/containers/containers.conf &&
@@ -55,6 +71,6 @@ teardown() { :; }
 	run runuser -l "$user" -c "echo 'print(factor(2^32+1))' | $sandbox run"
 	expect_equal "$status" 0
 	expect_equal "$output" "641 * 6700417"
-	pkill -KILL -u "$user" || true
-	userdel -r "$user" 2>/dev/null || true
+	remove_user "$user"
+	[ ! -e "/home/$user" ]
 }
