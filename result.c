@@ -128,7 +128,9 @@ bool describe_stop(const struct run_result *r, const struct config *cfg, char *b
 
 void write_run_fields(struct json *j, const struct run_result *r, const struct config *cfg)
 {
-	char name[32];
+	char name[32], sentence[256];
+	write_json_header(j, r->exit_code == 0, r->exit_code,
+		describe_stop(r, cfg, sentence, sizeof sentence) ? sentence : NULL);
 	json_key(j, "file");
 	json_cstring(j, r->file);
 	json_key(j, "signal");
@@ -168,10 +170,7 @@ void write_run_fields(struct json *j, const struct run_result *r, const struct c
 void write_run_object(FILE *out, const struct run_result *r, const struct config *cfg)
 {
 	struct json j = {.out = out};
-	char sentence[256];
 	json_begin_object(&j);
-	write_json_header(&j, r->exit_code == 0, r->exit_code,
-		describe_stop(r, cfg, sentence, sizeof sentence) ? sentence : NULL);
 	write_run_fields(&j, r, cfg);
 	json_key(&j, "sandbox");
 	write_sandbox_summary(&j, cfg);

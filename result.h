@@ -28,8 +28,8 @@ void write_json_header(struct json *j, bool ok, int exit_code, const char *error
 const char *stopped_by(const struct run_result *r);
 /* That, as a sentence that says what to change; false when there is none. */
 bool describe_stop(const struct run_result *r, const struct config *cfg, char *buf, size_t size);
-/* The fields of a run after the header: file, signal, stopped_by, ...,
- * duration_ms. */
+/* The fields of a run, the header first: schema_version, ok, exit_code,
+ * error, file, signal, stopped_by, ..., duration_ms. */
 void write_run_fields(struct json *j, const struct run_result *r, const struct config *cfg);
 /* The whole object of `run --json`. */
 void write_run_object(FILE *out, const struct run_result *r, const struct config *cfg);

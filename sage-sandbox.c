@@ -336,8 +336,6 @@ static void print_self_test(FILE *f, const struct self_test *t, const struct run
 	json_end_array(&j);
 	json_key(&j, "run");
 	json_begin_object(&j);
-	write_json_header(&j, res->exit_code == 0, res->exit_code,
-		describe_stop(res, cfg, sentence, sizeof sentence) ? sentence : NULL);
 	write_run_fields(&j, res, cfg);
 	json_end_object(&j);
 	json_key(&j, "sandbox");

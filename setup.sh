@@ -72,7 +72,10 @@ add_subordinate_range() {
 	echo "$account:$next:65536" >>"$file"
 }
 
-as_account() { runuser -l "$account" -c "$*"; }
+
+# as_user USER COMMAND: a login shell of USER (its XDG_RUNTIME_DIR and HOME).
+as_user() { local user=$1; shift; runuser -l "$user" -c "$*"; }
+as_account() { as_user "$account" "$@"; }
 
 # quietly LOG COMMAND...: runs COMMAND with its output in LOG, shown only
 # (the end of it) if it fails.
@@ -127,8 +130,6 @@ remove_build_root() {
 	build_root=
 }
 
-# as_user USER COMMAND: a login shell of USER (its XDG_RUNTIME_DIR and HOME).
-as_user() { local user=$1; shift; runuser -l "$user" -c "$*"; }
 
 # build_image [USER]: the image in USER's rootless storage (default: the
 # account's). For another user it is copied from the account's storage when
