@@ -6,18 +6,20 @@ CC ?= cc
 CFLAGS ?= -O2 -g
 CFLAGS += -std=c11 -Wall -Wextra -Wshadow -Wno-unused-parameter
 CPPFLAGS += -D_GNU_SOURCE
+# jansson parses what MCP clients send: untrusted JSON is not parsed by hand.
+LDLIBS += -ljansson
 SCDOC ?= scdoc
 BATS ?= bats
 
 # One concern a file; see the layout table in README.md.
 CORE_OBJECTS = loop.o process.o buffer.o error.o settings.o podman.o rootless.o sandbox.o \
-	oneshot.o result.o terminal.o memwatch.o json.o selftest.o embedded.o
+	oneshot.o result.o terminal.o memwatch.o json.o selftest.o pool.o mcp.o embedded.o
 OBJECTS = sage-sandbox.o $(CORE_OBJECTS)
 HEADERS = loop.h process.h buffer.h error.h settings.h podman.h rootless.h sandbox.h \
-	oneshot.h result.h terminal.h memwatch.h json.h selftest.h embedded.h
-EMBEDDED = seccomp.json launcher.py checks.py
+	oneshot.h result.h terminal.h memwatch.h json.h selftest.h pool.h mcp.h embedded.h
+EMBEDDED = seccomp.json launcher.py checks.py mcp-tools.json
 DATADIR ?= $(PREFIX)/share
-MANPAGES = man/sage-sandbox.1 man/sage-sandbox.5
+MANPAGES = man/sage-sandbox.1 man/sage-sandbox.5 man/sage-sandbox-mcp.7
 
 all: sage-sandbox $(MANPAGES)
 
@@ -49,6 +51,8 @@ man/sage-sandbox.1: man/sage-sandbox.1.scd
 	$(SCDOC) < man/sage-sandbox.1.scd > $@
 man/sage-sandbox.5: man/sage-sandbox.5.scd
 	$(SCDOC) < man/sage-sandbox.5.scd > $@
+man/sage-sandbox-mcp.7: man/sage-sandbox-mcp.7.scd
+	$(SCDOC) < man/sage-sandbox-mcp.7.scd > $@
 
 # The whole suite runs the real sage-sandbox against the real image under
 # rootless podman; run it as the unprivileged account (./setup.sh check).
@@ -56,6 +60,7 @@ check: sage-sandbox tests/unit tests/unit-loop lmstudio/node_modules
 	./tests/unit
 	./tests/unit-loop
 	$(BATS) tests/
+	node --test tests/mcp-sdk.test.mjs
 	cd lmstudio && npm test
 
 # The LM Studio plugin's dependencies, exactly as locked.
@@ -65,18 +70,21 @@ lmstudio/node_modules: lmstudio/package.json lmstudio/package-lock.json
 
 install: all
 	mkdir -p $(DESTDIR)$(BINDIR) $(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(MANDIR)/man5 \
+		$(DESTDIR)$(MANDIR)/man7 \
 		$(DESTDIR)$(DATADIR)/sage-sandbox
 	cp -f sage-sandbox $(DESTDIR)$(BINDIR)/sage-sandbox
 	chmod 755 $(DESTDIR)$(BINDIR)/sage-sandbox
 	cp -f man/sage-sandbox.1 $(DESTDIR)$(MANDIR)/man1/sage-sandbox.1
 	cp -f man/sage-sandbox.5 $(DESTDIR)$(MANDIR)/man5/sage-sandbox.5
+	cp -f man/sage-sandbox-mcp.7 $(DESTDIR)$(MANDIR)/man7/sage-sandbox-mcp.7
 	cp -f seccomp.json $(DESTDIR)$(DATADIR)/sage-sandbox/seccomp.json
 
 # Everything install put in place, its own directory included; the shared
 # ones (bin, man1) stay.
 uninstall:
 	rm -f $(DESTDIR)$(BINDIR)/sage-sandbox $(DESTDIR)$(MANDIR)/man1/sage-sandbox.1 \
-		$(DESTDIR)$(MANDIR)/man5/sage-sandbox.5 $(DESTDIR)$(DATADIR)/sage-sandbox/seccomp.json
+		$(DESTDIR)$(MANDIR)/man5/sage-sandbox.5 $(DESTDIR)$(MANDIR)/man7/sage-sandbox-mcp.7 \
+		$(DESTDIR)$(DATADIR)/sage-sandbox/seccomp.json
 	if [ -d $(DESTDIR)$(DATADIR)/sage-sandbox ]; then rmdir $(DESTDIR)$(DATADIR)/sage-sandbox; fi
 
 clean:

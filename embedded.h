@@ -6,5 +6,6 @@
 extern const char embedded_seccomp_json[];
 extern const char embedded_launcher_py[];
 extern const char embedded_checks_py[];
+extern const char embedded_mcp_tools_json[];
 
 #endif

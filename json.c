@@ -33,10 +33,10 @@ static void close_container(struct json *j, char c)
 		fputc('\n', j->out);
 }
 
-void json_begin_object(struct json *j) { open_container(j, '{'); }
-void json_end_object(struct json *j) { close_container(j, '}'); }
-void json_begin_array(struct json *j) { open_container(j, '['); }
-void json_end_array(struct json *j) { close_container(j, ']'); }
+void jw_begin_object(struct json *j) { open_container(j, '{'); }
+void jw_end_object(struct json *j) { close_container(j, '}'); }
+void jw_begin_array(struct json *j) { open_container(j, '['); }
+void jw_end_array(struct json *j) { close_container(j, ']'); }
 
 size_t utf8_sequence_length(const unsigned char *s, size_t len)
 {
@@ -66,7 +66,7 @@ size_t utf8_sequence_length(const unsigned char *s, size_t len)
 	return need;
 }
 
-void json_string(struct json *j, const char *s, size_t len)
+void jw_string(struct json *j, const char *s, size_t len)
 {
 	const unsigned char *p = (const unsigned char *)s;
 	separate(j);
@@ -103,32 +103,32 @@ void json_string(struct json *j, const char *s, size_t len)
 	fputc('"', j->out);
 }
 
-void json_key(struct json *j, const char *key)
+void jw_key(struct json *j, const char *key)
 {
-	json_cstring(j, key);
+	jw_cstring(j, key);
 	fputc(':', j->out);
 	j->after_key = true;
 }
 
-void json_cstring(struct json *j, const char *s)
+void jw_cstring(struct json *j, const char *s)
 {
 	if (!s) {
-		json_null(j);
+		jw_null(j);
 		return;
 	}
 	size_t len = 0;
 	while (s[len])
 		len++;
-	json_string(j, s, len);
+	jw_string(j, s, len);
 }
 
-void json_integer(struct json *j, long long value)
+void jw_integer(struct json *j, long long value)
 {
 	separate(j);
 	fprintf(j->out, "%lld", value);
 }
 
-void json_decimal(struct json *j, long thousandths)
+void jw_decimal(struct json *j, long thousandths)
 {
 	long whole = thousandths / 1000, part = thousandths % 1000;
 	int places = 3;
@@ -141,13 +141,13 @@ void json_decimal(struct json *j, long thousandths)
 		fprintf(j->out, "%ld", whole);
 }
 
-void json_bool(struct json *j, bool value)
+void jw_bool(struct json *j, bool value)
 {
 	separate(j);
 	fputs(value ? "true" : "false", j->out);
 }
 
-void json_null(struct json *j)
+void jw_null(struct json *j)
 {
 	separate(j);
 	fputs("null", j->out);

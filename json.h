@@ -1,4 +1,5 @@
-/* json.h: a small streaming JSON writer for sage-sandbox's output. */
+/* json.h: a small streaming JSON writer (jw_*) for what sage-sandbox prints;
+ * parsing untrusted JSON is jansson's (json_*, in mcp.c). */
 #ifndef SAGE_SANDBOX_JSON_H
 #define SAGE_SANDBOX_JSON_H
 
@@ -15,20 +16,20 @@ struct json {
 	bool after_key;
 };
 
-void json_begin_object(struct json *j);
-void json_end_object(struct json *j);
-void json_begin_array(struct json *j);
-void json_end_array(struct json *j);
-void json_key(struct json *j, const char *key);
+void jw_begin_object(struct json *j);
+void jw_end_object(struct json *j);
+void jw_begin_array(struct json *j);
+void jw_end_array(struct json *j);
+void jw_key(struct json *j, const char *key);
 /* Any bytes: control bytes escaped, invalid UTF-8 replaced by U+FFFD. */
-void json_string(struct json *j, const char *s, size_t len);
+void jw_string(struct json *j, const char *s, size_t len);
 /* A C string, or null when s is NULL. */
-void json_cstring(struct json *j, const char *s);
-void json_integer(struct json *j, long long value);
+void jw_cstring(struct json *j, const char *s);
+void jw_integer(struct json *j, long long value);
 /* A decimal given in thousandths: 1500 -> 1.5. */
-void json_decimal(struct json *j, long thousandths);
-void json_bool(struct json *j, bool value);
-void json_null(struct json *j);
+void jw_decimal(struct json *j, long thousandths);
+void jw_bool(struct json *j, bool value);
+void jw_null(struct json *j);
 
 /* Length of the valid UTF-8 sequence at s (1..4), or 0 if it is not one. */
 size_t utf8_sequence_length(const unsigned char *s, size_t len);

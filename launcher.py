@@ -12,7 +12,9 @@
 #                     at T (CLOCK_MONOTONIC, ms) and everything it wrote is
 #                     in the frames before; "signal 9 T cpu" when the kernel
 #                     killed it at its CPU time rlimit
-#   from the host: A  the program's arguments, each ended by a NUL: the
+#   from the host: L  "cpu N": the code's CPU rlimit in seconds for this
+#                     call (0: the container's); it can only be lowered
+#                  A  the program's arguments, each ended by a NUL: the
 #                     first is the name the code goes by (its file's name
 #                     as the user gave it, or "-" for standard input)
 #                  C  the code (UTF-8, at most 50000 bytes)
@@ -93,6 +95,11 @@ def read_frame(expected, limit):
     return read_exact(length)
 
 
+# A warm sandbox waits here, blocked, until its call: the frames below are
+# the call's, and no code exists before they come. Every sandbox, warm or
+# not, reads the same frames.
+limits = read_frame(b"L", 64).split()
+call_cpu_seconds = int(limits[1]) if len(limits) == 2 and limits[0] == b"cpu" else 0
 argv = [os.fsdecode(a) for a in read_frame(b"A", MAX_FRAME).split(b"\0")[:-1]] or ["-"]
 code = read_frame(b"C", 50000)
 # Tracebacks name the file as the user gave it, with the user's lines.
@@ -176,6 +183,11 @@ if child == 0:
     import resource
     limit = int(os.environ.get("SAGE_SANDBOX_RLIMIT_AS", resource.RLIM_INFINITY))
     resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+    # The call's CPU time, where it is less than the container's: a warm
+    # sandbox was started for the longest call it may serve.
+    cpu_soft, cpu_hard = resource.getrlimit(resource.RLIMIT_CPU)
+    if 0 < call_cpu_seconds and (cpu_hard == resource.RLIM_INFINITY or call_cpu_seconds < cpu_hard):
+        resource.setrlimit(resource.RLIMIT_CPU, (call_cpu_seconds, call_cpu_seconds))
     os.dup2(in_r, 0)
     os.dup2(out_w, 1)
     os.dup2(err_w, 2)
@@ -337,6 +349,8 @@ if os.WIFSIGNALED(ended):
     # the kernel's precise clock and rusage's can differ under load).
     import resource
     cpu_limit = resource.getrlimit(resource.RLIMIT_CPU)[1]
+    if 0 < call_cpu_seconds and (cpu_limit == resource.RLIM_INFINITY or call_cpu_seconds < cpu_limit):
+        cpu_limit = call_cpu_seconds
     at_limit = os.WTERMSIG(ended) in (signal.SIGKILL, signal.SIGXCPU) and \
         cpu_limit != resource.RLIM_INFINITY and cpu_used >= cpu_limit * 0.9
     send(b"X", b"signal %d %d%s" % (os.WTERMSIG(ended), ended_at, b" cpu" if at_limit else b""))

@@ -237,15 +237,16 @@ static void relay_input(struct oneshot *o)
 static void start_sandbox(struct oneshot *o)
 {
 	struct sandbox_options opt = {.cfg = o->cfg, .host = &o->host, .podman = o->podman,
-		.deadline = o->deadline, .keep_output = !o->stream, .on_output = on_sandbox_output,
-		.on_input_room = on_input_room, .on_done = on_sandbox_done, .data = o};
+		.deadline = o->deadline, .cb = {.keep_output = !o->stream,
+		.on_output = on_sandbox_output, .on_input_room = on_input_room,
+		.on_done = on_sandbox_done, .data = o}};
 	bool from_file = o->file && strcmp(o->file, "-") != 0;
 	const char *argv[o->argc + 1];
 	argv[0] = o->file ? o->file : "-";
 	for (int i = 0; i < o->argc; i++)
 		argv[1 + i] = o->args[i];
 	struct program program = {.code = o->code, .code_len = o->code_len, .argv = argv,
-		.argc = o->argc + 1, .input_follows = from_file};
+		.argc = o->argc + 1, .input_follows = from_file, .deadline = o->deadline};
 	o->sandbox = sandbox_start(o->loop, &opt, &o->err);
 	if (!o->sandbox) {
 		refuse(o);

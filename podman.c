@@ -111,7 +111,7 @@ unsigned long sandbox_uid_max(const struct podman_host *host)
 
 void podman_run_args(struct argv_builder *a, const struct config *cfg,
 		const struct podman_host *host, const char *podman, const char *name,
-		const char *owner, unsigned long uid)
+		const char *owner, unsigned long uid, long idle_seconds)
 {
 	long cpus = cfg->number[SET_CPUS];
 	struct rlimit_value rlimits[RLIMIT_COUNT];
@@ -221,8 +221,11 @@ void podman_run_args(struct argv_builder *a, const struct config *cfg,
 				(unsigned long long)rlimits[i].value, (unsigned long long)rlimits[i].value);
 	arg_add(a, "--env=SAGE_SANDBOX_RLIMIT_AS=%llu", (unsigned long long)rlimits[RL_AS].value);
 	/* A backstop run by conmon: if sage-sandbox itself is killed before
-	 * it can stop the container, the container still dies. */
-	arg_add(a, "--timeout=%ld", cfg->number[SET_TIMEOUT] + PODMAN_BACKSTOP_SECONDS);
+	 * it can stop the container, the container still dies. A warm
+	 * sandbox's clock starts when it does, not at its call: its wait in
+	 * the pool (at most idle_seconds, then it is retired) is added. */
+	arg_add(a, "--timeout=%ld",
+		idle_seconds + cfg->number[SET_TIMEOUT] + PODMAN_BACKSTOP_SECONDS);
 	/* The launcher is the container's first process: no shell around it
 	 * (it costs a fork and an exec, and buys nothing). It runs the code in
 	 * a child of its own, so the code is never the namespace's init, whose

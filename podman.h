@@ -76,10 +76,11 @@ extern const char as_root_hint[];
 
 /* `podman run` of one sandbox, with the reason for each flag beside it.
  * The seccomp profile is read by podman from fd 3; the launcher is the
- * container's first process. */
+ * container's first process. idle_seconds: how long it may wait, ready,
+ * for its program (a warm sandbox), which the backstop adds. */
 void podman_run_args(struct argv_builder *a, const struct config *cfg,
 		const struct podman_host *host, const char *podman, const char *name,
-		const char *owner, unsigned long uid);
+		const char *owner, unsigned long uid, long idle_seconds);
 /* Removes a container at once, whatever state it is in. */
 void podman_rm_args(struct argv_builder *a, const char *podman, const char *name);
 /* Lists "NAME OWNER" of every container with our label. */

@@ -3,6 +3,7 @@
 #include "result.h"
 
 #include <signal.h>
+#include <stdlib.h>
 #include <string.h>
 
 const char *signal_name(int sig, char *buf, size_t size)
@@ -19,14 +20,14 @@ void write_setting_value(struct json *j, const struct config *cfg, int id)
 {
 	switch (settings[id].kind) {
 	case KIND_INTEGER:
-		json_integer(j, cfg->number[id]);
+		jw_integer(j, cfg->number[id]);
 		break;
 	case KIND_MILLI:
-		json_decimal(j, cfg->number[id]);
+		jw_decimal(j, cfg->number[id]);
 		break;
 	default: {
 		char text[32];
-		json_cstring(j, setting_text(cfg, id, text, sizeof text));
+		jw_cstring(j, setting_text(cfg, id, text, sizeof text));
 	}
 	}
 }
@@ -34,45 +35,47 @@ void write_setting_value(struct json *j, const struct config *cfg, int id)
 void write_sandbox_summary(struct json *j, const struct config *cfg)
 {
 	char text[64];
-	json_begin_object(j);
+	jw_begin_object(j);
 	for (int id = 0; id < SETTING_COUNT; id++) {
-		json_key(j, settings[id].key);
+		if (settings[id].server)
+			continue;
+		jw_key(j, settings[id].key);
 		write_setting_value(j, cfg, id);
 	}
-	json_key(j, "network");
-	json_cstring(j, SANDBOX_NETWORK);
-	json_key(j, "root_filesystem");
-	json_cstring(j, "read-only");
-	json_key(j, "writable");
+	jw_key(j, "network");
+	jw_cstring(j, SANDBOX_NETWORK);
+	jw_key(j, "root_filesystem");
+	jw_cstring(j, "read-only");
+	jw_key(j, "writable");
 	snprintf(text, sizeof text, "/tmp (tmpfs, %llu MiB)", TMPFS_BYTES >> 20);
-	json_cstring(j, text);
-	json_key(j, "ptys");
-	json_integer(j, PTY_MAX);
-	json_key(j, "host_mounts");
-	json_cstring(j, "none");
-	json_key(j, "user");
+	jw_cstring(j, text);
+	jw_key(j, "ptys");
+	jw_integer(j, PTY_MAX);
+	jw_key(j, "host_mounts");
+	jw_cstring(j, "none");
+	jw_key(j, "user");
 	snprintf(text, sizeof text, "a uid of its own, %d-%d, not root", SANDBOX_UID_MIN,
 		SANDBOX_UID_MAX);
-	json_cstring(j, text);
-	json_key(j, "capabilities");
-	json_cstring(j, "none");
-	json_key(j, "no_new_privileges");
-	json_bool(j, true);
-	json_key(j, "pull");
-	json_cstring(j, SANDBOX_PULL);
-	json_end_object(j);
+	jw_cstring(j, text);
+	jw_key(j, "capabilities");
+	jw_cstring(j, "none");
+	jw_key(j, "no_new_privileges");
+	jw_bool(j, true);
+	jw_key(j, "pull");
+	jw_cstring(j, SANDBOX_PULL);
+	jw_end_object(j);
 }
 
 void write_json_header(struct json *j, bool ok, int exit_code, const char *error)
 {
-	json_key(j, "schema_version");
-	json_integer(j, JSON_SCHEMA_VERSION);
-	json_key(j, "ok");
-	json_bool(j, ok);
-	json_key(j, "exit_code");
-	json_integer(j, exit_code);
-	json_key(j, "error");
-	json_cstring(j, error);
+	jw_key(j, "schema_version");
+	jw_integer(j, JSON_SCHEMA_VERSION);
+	jw_key(j, "ok");
+	jw_bool(j, ok);
+	jw_key(j, "exit_code");
+	jw_integer(j, exit_code);
+	jw_key(j, "error");
+	jw_cstring(j, error);
 }
 
 const char *stopped_by(const struct run_result *r)
@@ -131,64 +134,64 @@ void write_run_fields(struct json *j, const struct run_result *r, const struct c
 	char name[32], sentence[256];
 	write_json_header(j, r->exit_code == 0, r->exit_code,
 		describe_stop(r, cfg, sentence, sizeof sentence) ? sentence : NULL);
-	json_key(j, "file");
-	json_cstring(j, r->file);
-	json_key(j, "signal");
+	jw_key(j, "file");
+	jw_cstring(j, r->file);
+	jw_key(j, "signal");
 	if (r->signal)
-		json_cstring(j, signal_name(r->signal, name, sizeof name));
+		jw_cstring(j, signal_name(r->signal, name, sizeof name));
 	else
-		json_null(j);
-	json_key(j, "stopped_by");
-	json_cstring(j, stopped_by(r));
-	json_key(j, "timed_out");
-	json_bool(j, r->timed_out);
-	json_key(j, "output_limit_exceeded");
-	json_bool(j, r->output_limit_exceeded);
-	json_key(j, "memory_limit_exceeded");
-	json_bool(j, r->memory_limit_exceeded);
-	json_key(j, "cpu_limit_exceeded");
-	json_bool(j, r->cpu_limit_exceeded);
-	json_key(j, "stdout");
-	json_string(j, r->out.data ? r->out.data : "", r->out.len);
-	json_key(j, "stderr");
-	json_string(j, r->err.data ? r->err.data : "", r->err.len);
-	json_key(j, "truncated");
-	json_begin_object(j);
-	json_key(j, "stdout");
-	json_bool(j, r->out_truncated);
-	json_key(j, "stderr");
-	json_bool(j, r->err_truncated);
-	json_key(j, "max_bytes_per_stream");
-	json_integer(j, cfg->number[SET_OUTPUT_LIMIT] * 1024);
-	json_end_object(j);
-	json_key(j, "stdin_truncated");
-	json_bool(j, r->input_truncated);
-	json_key(j, "duration_ms");
-	json_integer(j, r->duration_ms);
+		jw_null(j);
+	jw_key(j, "stopped_by");
+	jw_cstring(j, stopped_by(r));
+	jw_key(j, "timed_out");
+	jw_bool(j, r->timed_out);
+	jw_key(j, "output_limit_exceeded");
+	jw_bool(j, r->output_limit_exceeded);
+	jw_key(j, "memory_limit_exceeded");
+	jw_bool(j, r->memory_limit_exceeded);
+	jw_key(j, "cpu_limit_exceeded");
+	jw_bool(j, r->cpu_limit_exceeded);
+	jw_key(j, "stdout");
+	jw_string(j, r->out.data ? r->out.data : "", r->out.len);
+	jw_key(j, "stderr");
+	jw_string(j, r->err.data ? r->err.data : "", r->err.len);
+	jw_key(j, "truncated");
+	jw_begin_object(j);
+	jw_key(j, "stdout");
+	jw_bool(j, r->out_truncated);
+	jw_key(j, "stderr");
+	jw_bool(j, r->err_truncated);
+	jw_key(j, "max_bytes_per_stream");
+	jw_integer(j, cfg->number[SET_OUTPUT_LIMIT] * 1024);
+	jw_end_object(j);
+	jw_key(j, "stdin_truncated");
+	jw_bool(j, r->input_truncated);
+	jw_key(j, "duration_ms");
+	jw_integer(j, r->duration_ms);
 }
 
 void write_run_object(FILE *out, const struct run_result *r, const struct config *cfg)
 {
 	struct json j = {.out = out};
-	json_begin_object(&j);
+	jw_begin_object(&j);
 	write_run_fields(&j, r, cfg);
-	json_key(&j, "sandbox");
+	jw_key(&j, "sandbox");
 	write_sandbox_summary(&j, cfg);
-	json_end_object(&j);
+	jw_end_object(&j);
 }
 
 void write_error_object(FILE *out, const struct error *err, const struct config *cfg)
 {
 	struct json j = {.out = out};
-	json_begin_object(&j);
+	jw_begin_object(&j);
 	write_json_header(&j, false, err->status, err->message);
-	json_key(&j, "hint");
-	json_cstring(&j, err->hint);
+	jw_key(&j, "hint");
+	jw_cstring(&j, err->hint);
 	if (cfg) {
-		json_key(&j, "sandbox");
+		jw_key(&j, "sandbox");
 		write_sandbox_summary(&j, cfg);
 	}
-	json_end_object(&j);
+	jw_end_object(&j);
 }
 
 void write_stop_line(FILE *out, const struct run_result *r, const struct config *cfg)
@@ -200,4 +203,41 @@ void write_stop_line(FILE *out, const struct run_result *r, const struct config 
 	/* A closed stdout is the reader's own doing: nothing to tell it. */
 	if (describe_stop(r, cfg, sentence, sizeof sentence) && r->interrupted_by != SIGPIPE)
 		fprintf(out, "sage-sandbox: %s\n", sentence);
+}
+
+void print_error_line(FILE *f, const void *arg)
+{
+	const struct error *err = ((const struct printed *)arg)->err;
+	fprintf(f, "sage-sandbox: %s%s%s\n", err->message, err->hint[0] ? "; " : "", err->hint);
+}
+
+void print_error_object(FILE *f, const void *arg)
+{
+	const struct printed *p = arg;
+	write_error_object(f, p->err, p->cfg);
+}
+
+void print_run_object(FILE *f, const void *arg)
+{
+	const struct printed *p = arg;
+	write_run_object(f, p->result, p->cfg);
+}
+
+void print_stop_line(FILE *f, const void *arg)
+{
+	const struct printed *p = arg;
+	write_stop_line(f, p->result, p->cfg);
+}
+
+char *print_to_memory(printer *writer, const void *arg, size_t *len)
+{
+	char *text = NULL;
+	size_t size = 0;
+	FILE *f = open_memstream(&text, &size);
+	if (!f)
+		abort();
+	writer(f, arg);
+	fclose(f);
+	*len = size;
+	return text;
 }

@@ -39,4 +39,19 @@ void write_error_object(FILE *out, const struct error *err, const struct config 
  * code, ended the run, or the code's stdin was cut; nothing otherwise. */
 void write_stop_line(FILE *out, const struct run_result *r, const struct config *cfg);
 
+/* The writers above behind one signature, for output that is queued or
+ * embedded rather than written straight to a stream. */
+typedef void printer(FILE *f, const void *arg);
+struct printed {
+	const struct error *err;
+	const struct run_result *result;
+	const struct config *cfg;
+};
+printer print_error_line;   /* "sage-sandbox: MESSAGE; HINT" */
+printer print_error_object; /* write_error_object */
+printer print_run_object;   /* write_run_object */
+printer print_stop_line;    /* write_stop_line */
+/* What writer printed, as a malloc'd string of *len bytes. */
+char *print_to_memory(printer *writer, const void *arg, size_t *len);
+
 #endif

@@ -2,6 +2,7 @@
  * reading the code, and printing results as text or JSON. */
 
 #include "json.h"
+#include "mcp.h"
 #include "oneshot.h"
 #include "process.h"
 #include "result.h"
@@ -30,16 +31,21 @@ struct options {
 /* What each command is, for `help COMMAND` and `COMMAND --help`. */
 static const struct command_help {
 	const char *name, *synopsis, *summary;
-	bool settings, run_options;
+	bool settings, run_options, server;
 } command_help[] = {
 	{"run", "run [OPTIONS] [FILE [ARG...]]", "run Sage code from FILE, or from stdin (no FILE, "
 		"or -);\n        with FILE, stdin is the code's, and each ARG is in sys.argv[1:]",
-		true, true},
-	{"self-test", "self-test [OPTIONS]", "verify the sandbox from inside it", true, false},
-	{"status", "status [OPTIONS]", "diagnose podman, the image and the settings", true, false},
+		true, true, false},
+	{"self-test", "self-test [OPTIONS]", "verify the sandbox from inside it", true, false,
+		false},
+	{"status", "status [OPTIONS]", "diagnose podman, the image and the settings", true, false,
+		false},
+	{"mcp", "mcp [OPTIONS]", "serve MCP on stdin and stdout, with warm sandboxes, for model\n"
+		"        clients (LM Studio, Claude Desktop); see sage-sandbox-mcp(7)", true, false,
+		true},
 	{"cleanup", "cleanup [--podman PATH] [--json]",
-		"remove containers that a killed sage-sandbox left", false, false},
-	{"help", "help [COMMAND]", "print this help, or one command's", false, false},
+		"remove containers that a killed sage-sandbox left", false, false, false},
+	{"help", "help [COMMAND]", "print this help, or one command's", false, false, false},
 };
 #define COMMAND_COUNT (sizeof command_help / sizeof command_help[0])
 
@@ -70,12 +76,14 @@ static void print_usage(FILE *out, const struct command_help *command)
 		"the default.\n");
 	for (int id = 0; id < SETTING_COUNT; id++) {
 		const struct setting *s = &settings[id];
-		if (!settings_apply && id != SET_PODMAN)
+		if ((!settings_apply && id != SET_PODMAN) || (s->server && command && !command->server))
 			continue;
-		fprintf(out, "  %s %s ($%s)\n        %s\n        allowed: %s\n        default: %s\n",
-			s->flag, s->metavar, s->env, s->help, s->allowed, s->fallback);
+		fprintf(out, "  %s %s ($%s)\n        %s%s\n        allowed: %s\n        default: %s\n",
+			s->flag, s->metavar, s->env, s->server && !command ? "mcp only: " : "", s->help,
+			s->allowed, s->fallback);
 	}
-	fprintf(out, "  --json\n        print one JSON object on stdout (see sage-sandbox(5))\n");
+	if (!command || !command->server)
+		fprintf(out, "  --json\n        print one JSON object on stdout (see sage-sandbox(5))\n");
 	if (!command || command->run_options)
 		fprintf(out,
 			"  --show-control-chars\n"
@@ -85,6 +93,15 @@ static void print_usage(FILE *out, const struct command_help *command)
 			"Code is at most %d bytes of UTF-8 and may not contain a NUL byte; the\n"
 			"code's stdin is streamed, at most %llu MiB.\n",
 			MAX_CODE_BYTES, MAX_INPUT_BYTES >> 20);
+	if (command && command->server) {
+		fprintf(out,
+			"\nFor mcp, --timeout is the longest a call may ask for, and its default;\n"
+			"--output-limit is at most %d, so that an answer fits MCP's 10 MiB.\n"
+			"Exit status: 0 after a shutdown (end of stdin, SIGTERM, SIGINT); %d when\n"
+			"the options are refused. See sage-sandbox-mcp(7).\n",
+			MCP_MAX_OUTPUT_KIB, EXIT_REFUSED);
+		return;
+	}
 	fprintf(out,
 		"Exit status: the code's own (0, 1, n of sys.exit(n), 128+N for signal N);\n"
 		"%d memory limit (the run's total); %d output limit; %d timeout; %d not\n"
@@ -119,8 +136,8 @@ static const char usage_hint[] = "see sage-sandbox --help";
  * code's, as with `podman run IMAGE ARG...` and `sage FILE ARG...`. Flags
  * are checked first, then only the environment variables they do not
  * override. */
-static int parse_options(int argc, char **argv, bool takes_file, struct options *o,
-		struct error *err)
+static int parse_options(int argc, char **argv, bool takes_file, bool server,
+		struct options *o, struct error *err)
 {
 	const char *flag_value[SETTING_COUNT] = {0};
 	bool only_positional = false;
@@ -184,6 +201,11 @@ static int parse_options(int argc, char **argv, bool takes_file, struct options 
 				(int)name_len, arg);
 			return -1;
 		}
+		if (settings[id].server && !server) {
+			error_set(err, EXIT_REFUSED, usage_hint, "option %s is for sage-sandbox mcp only",
+				settings[id].flag);
+			return -1;
+		}
 		if (has_value) {
 			flag_value[id] = arg + name_len + 1;
 		} else if (i + 1 < argc) {
@@ -208,48 +230,12 @@ static int parse_options(int argc, char **argv, bool takes_file, struct options 
 static int64_t started_at;
 
 /* What a writer printed, queued on the run's stdout (0) or stderr (1). */
-static void emit(struct oneshot *run, int stream, void (*writer)(FILE *f, const void *arg),
-		const void *arg)
+static void emit(struct oneshot *run, int stream, printer *writer, const void *arg)
 {
-	char *text = NULL;
-	size_t size = 0;
-	FILE *f = open_memstream(&text, &size);
-	if (!f)
-		abort();
-	writer(f, arg);
-	fclose(f);
+	size_t size;
+	char *text = print_to_memory(writer, arg, &size);
 	oneshot_emit(run, stream, text, size);
 	free(text);
-}
-
-struct printed {
-	const struct error *err;
-	const struct run_result *result;
-	const struct config *cfg;
-};
-
-static void print_error_line(FILE *f, const void *arg)
-{
-	const struct error *err = ((const struct printed *)arg)->err;
-	fprintf(f, "sage-sandbox: %s%s%s\n", err->message, err->hint[0] ? "; " : "", err->hint);
-}
-
-static void print_error_object(FILE *f, const void *arg)
-{
-	const struct printed *p = arg;
-	write_error_object(f, p->err, p->cfg);
-}
-
-static void print_run_object(FILE *f, const void *arg)
-{
-	const struct printed *p = arg;
-	write_run_object(f, p->result, p->cfg);
-}
-
-static void print_stop_line(FILE *f, const void *arg)
-{
-	const struct printed *p = arg;
-	write_stop_line(f, p->result, p->cfg);
 }
 
 /* Ends a run that did not run: the line, and the object with --json. */
@@ -268,7 +254,7 @@ static int cmd_run(int argc, char **argv)
 	struct options o = {0};
 	struct error err;
 
-	if (parse_options(argc, argv, true, &o, &err) < 0)
+	if (parse_options(argc, argv, true, false, &o, &err) < 0)
 		return report_error(&err, o.json, NULL);
 	if (o.help) {
 		print_usage(stdout, find_help("run"));
@@ -301,55 +287,13 @@ static void self_test_code_for_host(struct oneshot *run, const struct podman_hos
 	run->code_len = code->len;
 }
 
-static void print_self_test(FILE *f, const struct self_test *t, const struct run_result *res,
-		const struct config *cfg, bool json, int status)
-{
-	int counts[3] = {0}; /* passed, failed, skipped */
-	for (int i = 0; i < t->count; i++)
-		counts[t->checks[i].outcome[0] == 'P' ? 0 : t->checks[i].outcome[0] == 'S' ? 2 : 1]++;
-	if (!json) {
-		for (int i = 0; i < t->count; i++)
-			fprintf(f, "%-4s  %-17s %s\n", t->checks[i].outcome, t->checks[i].name,
-				t->checks[i].detail);
-		fprintf(f, "self-test %s: %d passed, %d failed, %d skipped\n",
-			t->failed ? "FAILED" : "passed", counts[0], counts[1], counts[2]);
-		return;
-	}
-	struct json j = {.out = f};
-	char sentence[128];
-	snprintf(sentence, sizeof sentence, "self-test failed: %d of %d checks failed", counts[1],
-		t->count);
-	json_begin_object(&j);
-	write_json_header(&j, status == 0, status, t->failed ? sentence : NULL);
-	json_key(&j, "checks");
-	json_begin_array(&j);
-	for (int i = 0; i < t->count; i++) {
-		json_begin_object(&j);
-		json_key(&j, "name");
-		json_cstring(&j, t->checks[i].name);
-		json_key(&j, "outcome");
-		json_cstring(&j, t->checks[i].outcome);
-		json_key(&j, "detail");
-		json_cstring(&j, t->checks[i].detail);
-		json_end_object(&j);
-	}
-	json_end_array(&j);
-	json_key(&j, "run");
-	json_begin_object(&j);
-	write_run_fields(&j, res, cfg);
-	json_end_object(&j);
-	json_key(&j, "sandbox");
-	write_sandbox_summary(&j, cfg);
-	json_end_object(&j);
-}
-
 static int cmd_self_test(int argc, char **argv)
 {
 	struct options o = {0};
 	struct error err;
 	struct buffer code = {0};
 
-	if (parse_options(argc, argv, false, &o, &err) < 0)
+	if (parse_options(argc, argv, false, false, &o, &err) < 0)
 		return report_error(&err, o.json, NULL);
 	if (o.help) {
 		print_usage(stdout, find_help("self-test"));
@@ -368,15 +312,8 @@ static int cmd_self_test(int argc, char **argv)
 		struct printed p = {.result = res, .cfg = &o.cfg};
 		self_test_parse(res->out.data ? res->out.data : "", res->exit_code, &t);
 		status = res->interrupted_by ? res->exit_code : t.failed ? 1 : 0;
-		char *text = NULL;
-		size_t size = 0;
-		FILE *f = open_memstream(&text, &size);
-		if (!f)
-			abort();
-		print_self_test(f, &t, res, &o.cfg, o.json, status);
-		fclose(f);
-		oneshot_emit(&run, 0, text, size);
-		free(text);
+		struct printed_self_test printed = {&t, res, &o.cfg, o.json, status};
+		emit(&run, 0, print_self_test, &printed);
 		if (t.failed && !o.json) {
 			emit(&run, 1, print_stop_line, &p);
 			if (res->err.len) {
@@ -397,7 +334,7 @@ static int cmd_cleanup(int argc, char **argv)
 	struct error err;
 	struct buffer removed = {0};
 
-	if (parse_options(argc, argv, false, &o, &err) < 0)
+	if (parse_options(argc, argv, false, false, &o, &err) < 0)
 		return report_error(&err, o.json, NULL);
 	if (o.help) {
 		print_usage(stdout, find_help("cleanup"));
@@ -415,16 +352,16 @@ static int cmd_cleanup(int argc, char **argv)
 		return report_error(&err, o.json, &o.cfg);
 	if (o.json) {
 		struct json j = {.out = stdout};
-		json_begin_object(&j);
+		jw_begin_object(&j);
 		write_json_header(&j, true, 0, NULL);
-		json_key(&j, "removed");
-		json_begin_array(&j);
+		jw_key(&j, "removed");
+		jw_begin_array(&j);
 		const char *cursor = removed.data, *line;
 		size_t len;
 		while ((line = next_line(&cursor, &len)))
-			json_string(&j, line, len);
-		json_end_array(&j);
-		json_end_object(&j);
+			jw_string(&j, line, len);
+		jw_end_array(&j);
+		jw_end_object(&j);
 	} else {
 		printf("%sremoved %d container%s left by killed runs\n", removed.data ? removed.data : "",
 			count, count == 1 ? "" : "s");
@@ -458,7 +395,7 @@ static int cmd_status(int argc, char **argv)
 		IMAGE_UNKNOWN;
 	const char *hint = NULL, *problem = NULL;
 
-	if (parse_options(argc, argv, false, &o, &err) < 0)
+	if (parse_options(argc, argv, false, false, &o, &err) < 0)
 		return report_error(&err, o.json, NULL);
 	if (o.help) {
 		print_usage(stdout, find_help("status"));
@@ -516,60 +453,62 @@ static int cmd_status(int argc, char **argv)
 		struct json j = {.out = stdout};
 		char sentence[128];
 		snprintf(sentence, sizeof sentence, "not ready: %s", problem ? problem : "");
-		json_begin_object(&j);
+		jw_begin_object(&j);
 		write_json_header(&j, ready, ready ? 0 : 1, ready ? NULL : sentence);
-		json_key(&j, "podman");
-		json_cstring(&j, podman);
-		json_key(&j, "podman_version");
-		json_cstring(&j, version[0] ? version : NULL);
-		json_key(&j, "rootless");
+		jw_key(&j, "podman");
+		jw_cstring(&j, podman);
+		jw_key(&j, "podman_version");
+		jw_cstring(&j, version[0] ? version : NULL);
+		jw_key(&j, "rootless");
 		if (host.rootless == ROOTLESS_UNKNOWN)
-			json_null(&j);
+			jw_null(&j);
 		else
-			json_bool(&j, host.rootless == ROOTLESS_TRUE);
-		json_key(&j, "rootless_detail");
-		json_cstring(&j, host.detail[0] ? host.detail : NULL);
-		json_key(&j, "cgroups");
-		json_cstring(&j, host.cgroups[0] ? host.cgroups : NULL);
-		json_key(&j, "oci_runtime");
-		json_cstring(&j, host.runtime[0] ? host.runtime : NULL);
-		json_key(&j, "storage_driver");
-		json_cstring(&j, host.storage_driver[0] ? host.storage_driver : NULL);
-		json_key(&j, "image");
-		json_cstring(&j, o.cfg.value[SET_IMAGE]);
-		json_key(&j, "image_available");
+			jw_bool(&j, host.rootless == ROOTLESS_TRUE);
+		jw_key(&j, "rootless_detail");
+		jw_cstring(&j, host.detail[0] ? host.detail : NULL);
+		jw_key(&j, "cgroups");
+		jw_cstring(&j, host.cgroups[0] ? host.cgroups : NULL);
+		jw_key(&j, "oci_runtime");
+		jw_cstring(&j, host.runtime[0] ? host.runtime : NULL);
+		jw_key(&j, "storage_driver");
+		jw_cstring(&j, host.storage_driver[0] ? host.storage_driver : NULL);
+		jw_key(&j, "image");
+		jw_cstring(&j, o.cfg.value[SET_IMAGE]);
+		jw_key(&j, "image_available");
 		if (image == IMAGE_PRESENT || image == IMAGE_MISSING)
-			json_bool(&j, image == IMAGE_PRESENT);
+			jw_bool(&j, image == IMAGE_PRESENT);
 		else
-			json_null(&j);
-		json_key(&j, "image_digest");
-		json_cstring(&j, digest[0] ? digest : NULL);
-		json_key(&j, "warning");
-		json_cstring(&j, warning);
-		json_key(&j, "settings");
-		json_begin_object(&j);
+			jw_null(&j);
+		jw_key(&j, "image_digest");
+		jw_cstring(&j, digest[0] ? digest : NULL);
+		jw_key(&j, "warning");
+		jw_cstring(&j, warning);
+		jw_key(&j, "settings");
+		jw_begin_object(&j);
 		for (int id = 0; id < SETTING_COUNT; id++) {
 			const char *by[MAX_ENFORCERS];
 			int n = setting_enforcement(id, &host, by);
-			json_key(&j, settings[id].key);
-			json_begin_object(&j);
-			json_key(&j, "value");
+			if (settings[id].server)
+				continue;
+			jw_key(&j, settings[id].key);
+			jw_begin_object(&j);
+			jw_key(&j, "value");
 			write_setting_value(&j, &o.cfg, id);
-			json_key(&j, "source");
-			json_cstring(&j, setting_source_name(o.cfg.source[id]));
+			jw_key(&j, "source");
+			jw_cstring(&j, setting_source_name(o.cfg.source[id]));
 			if (n >= 0) {
-				json_key(&j, "enforced_by");
-				json_begin_array(&j);
+				jw_key(&j, "enforced_by");
+				jw_begin_array(&j);
 				for (int i = 0; i < n; i++)
-					json_cstring(&j, by[i]);
-				json_end_array(&j);
+					jw_cstring(&j, by[i]);
+				jw_end_array(&j);
 			}
-			json_end_object(&j);
+			jw_end_object(&j);
 		}
-		json_end_object(&j);
-		json_key(&j, "hint");
-		json_cstring(&j, hint);
-		json_end_object(&j);
+		jw_end_object(&j);
+		jw_key(&j, "hint");
+		jw_cstring(&j, hint);
+		jw_end_object(&j);
 	} else {
 		static const char *const rootless_text[] = {"yes", "no", "unknown"};
 		char line[1024];
@@ -589,6 +528,8 @@ static int cmd_status(int argc, char **argv)
 			const char *by[MAX_ENFORCERS];
 			char value[32];
 			int n = setting_enforcement(id, &host, by);
+			if (settings[id].server)
+				continue;
 			int at = snprintf(line, sizeof line, "  %-17s %-35s %-12s", settings[id].flag,
 				setting_text(&o.cfg, id, value, sizeof value),
 				setting_source_name(o.cfg.source[id]));
@@ -609,6 +550,41 @@ static int cmd_status(int argc, char **argv)
 	return ready ? 0 : 1;
 }
 
+static int cmd_mcp(int argc, char **argv)
+{
+	struct options o = {0};
+	struct error err;
+	char self[4096];
+
+	if (parse_options(argc, argv, false, true, &o, &err) < 0)
+		return report_error(&err, false, NULL);
+	if (o.help) {
+		print_usage(stdout, find_help("mcp"));
+		return 0;
+	}
+	if (o.json || o.show_control_chars) {
+		error_set(&err, EXIT_REFUSED, usage_hint, "option %s is not for mcp: it speaks "
+			"JSON-RPC on stdout", o.json ? "--json" : "--show-control-chars");
+		return report_error(&err, false, NULL);
+	}
+	if (o.cfg.number[SET_OUTPUT_LIMIT] > MCP_MAX_OUTPUT_KIB) {
+		error_set(&err, EXIT_REFUSED, "give mcp --output-limit 384 or less",
+			"--output-limit %ld is above mcp's largest, %d: an answer could pass the "
+			"10 MiB message size of MCP clients", o.cfg.number[SET_OUTPUT_LIMIT],
+			MCP_MAX_OUTPUT_KIB);
+		return report_error(&err, false, NULL);
+	}
+	/* status runs as this executable's own `status --json`. */
+	ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+	if (n <= 0) {
+		error_set(&err, EXIT_REFUSED, "mount /proc", "cannot find this executable: %s",
+			strerror(errno));
+		return report_error(&err, false, NULL);
+	}
+	self[n] = '\0';
+	return mcp_serve(&o.cfg, self);
+}
+
 static const struct command {
 	const char *name;
 	int (*run)(int argc, char **argv);
@@ -617,6 +593,7 @@ static const struct command {
 	{"self-test", cmd_self_test},
 	{"status", cmd_status},
 	{"cleanup", cmd_cleanup},
+	{"mcp", cmd_mcp},
 };
 
 int main(int argc, char **argv)
@@ -633,8 +610,8 @@ int main(int argc, char **argv)
 		if (fcntl(fd, F_GETFD) < 0 && open("/dev/null", O_RDWR) != fd)
 			return EXIT_REFUSED;
 	if (argc < 2) {
-		fprintf(stderr, "sage-sandbox: missing command; use run, self-test, status, cleanup "
-				"or help (see sage-sandbox help)\n");
+		fprintf(stderr, "sage-sandbox: missing command; use run, self-test, status, cleanup, "
+				"mcp or help (see sage-sandbox help)\n");
 		return EXIT_REFUSED;
 	}
 	if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
@@ -649,7 +626,7 @@ int main(int argc, char **argv)
 		const struct command_help *c = argc > 2 ? find_help(argv[2]) : NULL;
 		if (argc > 3 || (argc > 2 && !c)) {
 			fprintf(stderr, "sage-sandbox: help takes one command name: run, self-test, "
-					"status or cleanup\n");
+					"status, cleanup or mcp\n");
 			return EXIT_REFUSED;
 		}
 		print_usage(stdout, c);
@@ -663,7 +640,7 @@ int main(int argc, char **argv)
 			status = EXIT_REFUSED;
 		return status;
 	}
-	fprintf(stderr, "sage-sandbox: unknown command '%s'; use run, self-test, status or cleanup "
+	fprintf(stderr, "sage-sandbox: unknown command '%s'; use run, self-test, status, cleanup or mcp "
 			"(see sage-sandbox help)\n", argv[1]);
 	return EXIT_REFUSED;
 }

@@ -40,6 +40,7 @@ struct sandbox {
 	enum sandbox_state state;
 	char name[64];
 	int64_t started_at;
+	int64_t run_from; /* the run's duration counts from here */
 
 	struct process podman;
 	struct argv_builder args;
@@ -191,10 +192,10 @@ static void take_output(struct sandbox *sb, int stream, const char *data, size_t
 	size_t used = len < room ? len : room;
 	sb->seen[stream] += len;
 	if (used) {
-		if (sb->opt.keep_output)
+		if (sb->opt.cb.keep_output)
 			buffer_append(stream ? &sb->result.err : &sb->result.out, data, used);
-		if (sb->opt.on_output)
-			sb->opt.on_output(sb, stream, data, used, sb->opt.data);
+		if (sb->opt.cb.on_output)
+			sb->opt.cb.on_output(sb, stream, data, used, sb->opt.cb.data);
 	}
 	if (len > room) {
 		*(stream ? &sb->result.err_truncated : &sb->result.out_truncated) = true;
@@ -226,6 +227,8 @@ static void take_frame(struct sandbox *sb, char type, const char *payload, size_
 			sb->state = SANDBOX_READY;
 		if (sb->input && sb->state == SANDBOX_READY)
 			sb->state = SANDBOX_RUNNING;
+		if (sb->opt.cb.on_ready)
+			sb->opt.cb.on_ready(sb, sb->opt.cb.data);
 		break;
 	case 'O':
 	case 'E':
@@ -432,7 +435,7 @@ void sandbox_stop(struct sandbox *sb, enum stop_reason reason, int signal)
 static void finish_result(struct sandbox *sb)
 {
 	struct run_result *r = &sb->result;
-	r->duration_ms = loop_now_ms() - sb->started_at;
+	r->duration_ms = loop_now_ms() - sb->run_from;
 	switch (sb->stopping) {
 	case STOP_TIMEOUT:
 		r->timed_out = true;
@@ -493,10 +496,10 @@ static void finish_result(struct sandbox *sb)
 	r->exit_code = sb->podman.status < 0 ? 1 : sb->podman.status;
 	if (r->exit_code > 128 && r->exit_code < 128 + 65)
 		r->signal = r->exit_code - 128;
-	if (sb->opt.keep_output && sb->podman_errors.len)
+	if (sb->opt.cb.keep_output && sb->podman_errors.len)
 		buffer_append(&r->err, errors, sb->podman_errors.len);
-	else if (sb->podman_errors.len && sb->opt.on_output)
-		sb->opt.on_output(sb, 1, errors, sb->podman_errors.len, sb->opt.data);
+	else if (sb->podman_errors.len && sb->opt.cb.on_output)
+		sb->opt.cb.on_output(sb, 1, errors, sb->podman_errors.len, sb->opt.cb.data);
 }
 
 /* Moves the machine on after any event. */
@@ -521,8 +524,8 @@ static void sandbox_advance(struct sandbox *sb)
 		sb->memwatch_timer = NULL;
 		finish_result(sb);
 		sb->state = SANDBOX_DONE;
-		if (sb->opt.on_done)
-			sb->opt.on_done(sb, sb->opt.data);
+		if (sb->opt.cb.on_done)
+			sb->opt.cb.on_done(sb, sb->opt.cb.data);
 	}
 	bool released = sb->done_reported && sb->podman.exited && !sb->rm_running &&
 		!sb->retry_timer && (!stopping || sb->rm_done);
@@ -532,8 +535,8 @@ static void sandbox_advance(struct sandbox *sb)
 		sb->grace_timer = NULL;
 		close_stream(sb, true);
 		close_stream(sb, false);
-		if (sb->opt.on_released)
-			sb->opt.on_released(sb, sb->opt.data);
+		if (sb->opt.cb.on_released)
+			sb->opt.cb.on_released(sb, sb->opt.cb.data);
 	}
 }
 
@@ -548,6 +551,7 @@ struct sandbox *sandbox_start(struct loop *loop, const struct sandbox_options *o
 	sb->opt = *opt;
 	sb->limit = (size_t)opt->cfg->number[SET_OUTPUT_LIMIT] * 1024;
 	sb->started_at = loop_now_ms();
+	sb->run_from = sb->started_at;
 	sb->profile_fd = seccomp_profile_fd(opt->cfg, err);
 	if (sb->profile_fd < 0) {
 		free(sb);
@@ -556,7 +560,8 @@ struct sandbox *sandbox_start(struct loop *loop, const struct sandbox_options *o
 	container_name(sb->name, sizeof sb->name);
 	process_identity(getpid(), owner, sizeof owner);
 	unsigned long uid = sandbox_uid(opt->host);
-	podman_run_args(&sb->args, opt->cfg, opt->host, opt->podman, sb->name, owner, uid);
+	podman_run_args(&sb->args, opt->cfg, opt->host, opt->podman, sb->name, owner, uid,
+		opt->idle_seconds);
 	/* Watched where no memory cgroup holds the total, and where the run's
 	 * uid is its own (with the shared fallback uid, the sum would be of
 	 * every run's processes). */
@@ -601,8 +606,8 @@ static void put_frame(struct queue *q, char type, const char *payload, size_t le
 static void on_input_drained(struct queue *q, void *data)
 {
 	struct sandbox *sb = data;
-	if (sb->input_open && sb->opt.on_input_room && sandbox_input_room(sb) > 0)
-		sb->opt.on_input_room(sb, sb->opt.data);
+	if (sb->input_open && sb->opt.cb.on_input_room && sandbox_input_room(sb) > 0)
+		sb->opt.cb.on_input_room(sb, sb->opt.cb.data);
 }
 
 void sandbox_submit(struct sandbox *sb, const struct program *p)
@@ -624,14 +629,31 @@ void sandbox_submit(struct sandbox *sb, const struct program *p)
 	size_t args_len = args.len;
 	while (args_len > FRAME_MAX)
 		args_len = (size_t)((char *)memrchr(args.data, '\0', args_len - 1) - args.data) + 1;
+	/* The call's own limits, which the launcher can only lower. */
+	char limits[64];
+	int limits_len = snprintf(limits, sizeof limits, "cpu %ld", p->cpu_seconds);
+	put_frame(sb->input, 'L', limits, (size_t)limits_len);
 	put_frame(sb->input, 'A', args.data ? args.data : "", args_len);
 	put_frame(sb->input, 'C', p->code, p->code_len);
 	buffer_free(&args);
 	sb->input_open = p->input_follows;
 	if (!sb->input_open)
 		put_frame(sb->input, 'I', "", 0);
-	if (sb->state == SANDBOX_READY)
+	/* A warm sandbox's run counts from now: its wait was not the call's. */
+	if (sb->state == SANDBOX_READY) {
 		sb->state = SANDBOX_RUNNING;
+		sb->run_from = loop_now_ms();
+	}
+	if (p->deadline && sb->stopping == STOP_NONE && !sb->done_reported) {
+		sb->opt.deadline = p->deadline;
+		loop_timer_cancel(sb->deadline_timer);
+		sb->deadline_timer = loop_timer(sb->loop, p->deadline, on_deadline, sb);
+	}
+}
+
+void sandbox_set_callbacks(struct sandbox *sb, const struct sandbox_callbacks *cb)
+{
+	sb->opt.cb = *cb;
 }
 
 size_t sandbox_input_room(const struct sandbox *sb)

@@ -47,12 +47,12 @@ struct run_result {
 
 struct sandbox;
 
-struct sandbox_options {
-	const struct config *cfg;
-	const struct podman_host *host;
-	const char *podman;     /* a path */
-	int64_t deadline;       /* loop_now_ms() clock: the run ends here */
+/* Who hears of a sandbox's events. A warm sandbox changes hands: the pool
+ * hears of it while it waits, the call it serves from then on. */
+struct sandbox_callbacks {
 	bool keep_output;       /* keep stdout and stderr in the result */
+	/* The launcher has imported Sage and waits for the program. */
+	void (*on_ready)(struct sandbox *sb, void *data);
 	/* Output as it arrives, within the output limit. At most 64 KiB per
 	 * call turn; the receiver may pause the sandbox (sandbox_pause_output)
 	 * when it cannot take more. */
@@ -67,6 +67,20 @@ struct sandbox_options {
 	 * `podman rm`. After on_done, or with it. */
 	void (*on_released)(struct sandbox *sb, void *data);
 	void *data;
+};
+
+struct sandbox_options {
+	const struct config *cfg;
+	const struct podman_host *host;
+	const char *podman;     /* a path */
+	/* loop_now_ms() clock: the sandbox is stopped here if no program has
+	 * come with a deadline of its own (a warm one's maximum age). */
+	int64_t deadline;
+	/* How long it may wait for its program after it is ready: 0 for a
+	 * sandbox started for a program, POOL_MAX_IDLE_SECONDS for a warm one.
+	 * podman's --timeout backstop covers that wait as well. */
+	long idle_seconds;
+	struct sandbox_callbacks cb;
 };
 
 /* Refuses code that is too long, has a NUL byte or is not UTF-8; origin
@@ -84,10 +98,18 @@ struct program {
 	const char *const *argv; /* argc strings */
 	int argc;
 	bool input_follows; /* stdin data comes with sandbox_input; else none */
+	/* loop_now_ms() clock: the run ends here. A warm sandbox's run counts
+	 * from the call, not from when the container started. */
+	int64_t deadline;
+	/* The code's CPU rlimit in seconds, at most the container's; 0: the
+	 * container's (--timeout x --cpus). */
+	long cpu_seconds;
 };
 /* Hands the program to the sandbox: it runs as soon as the launcher is
  * ready. Once per sandbox. */
 void sandbox_submit(struct sandbox *sb, const struct program *p);
+/* From now on cb hears of sb's events (a warm sandbox handed to a call). */
+void sandbox_set_callbacks(struct sandbox *sb, const struct sandbox_callbacks *cb);
 /* Streams bytes to the code's stdin: takes at most sandbox_input_room(),
  * returns how many it took; on_input_room says when there is room again.
  * Past MAX_INPUT_BYTES in all the input ends there (input_truncated). */

@@ -3,6 +3,8 @@
  * becomes a list of checks. */
 #include "selftest.h"
 #include "embedded.h"
+#include "json.h"
+#include "result.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -97,4 +99,52 @@ void self_test_parse(const char *out, int exit_code, struct self_test *t)
 		if (!reported(t, required[i]))
 			add_check(t, "FAIL", required[i], "not reported: the checks did not run to the end",
 				-1);
+}
+
+void write_self_test(FILE *f, const struct self_test *t, const struct run_result *res,
+		const struct config *cfg, bool json, int status)
+{
+	int counts[3] = {0}; /* passed, failed, skipped */
+	for (int i = 0; i < t->count; i++)
+		counts[t->checks[i].outcome[0] == 'P' ? 0 : t->checks[i].outcome[0] == 'S' ? 2 : 1]++;
+	if (!json) {
+		for (int i = 0; i < t->count; i++)
+			fprintf(f, "%-4s  %-17s %s\n", t->checks[i].outcome, t->checks[i].name,
+				t->checks[i].detail);
+		fprintf(f, "self-test %s: %d passed, %d failed, %d skipped\n",
+			t->failed ? "FAILED" : "passed", counts[0], counts[1], counts[2]);
+		return;
+	}
+	struct json j = {.out = f};
+	char sentence[128];
+	snprintf(sentence, sizeof sentence, "self-test failed: %d of %d checks failed", counts[1],
+		t->count);
+	jw_begin_object(&j);
+	write_json_header(&j, status == 0, status, t->failed ? sentence : NULL);
+	jw_key(&j, "checks");
+	jw_begin_array(&j);
+	for (int i = 0; i < t->count; i++) {
+		jw_begin_object(&j);
+		jw_key(&j, "name");
+		jw_cstring(&j, t->checks[i].name);
+		jw_key(&j, "outcome");
+		jw_cstring(&j, t->checks[i].outcome);
+		jw_key(&j, "detail");
+		jw_cstring(&j, t->checks[i].detail);
+		jw_end_object(&j);
+	}
+	jw_end_array(&j);
+	jw_key(&j, "run");
+	jw_begin_object(&j);
+	write_run_fields(&j, res, cfg);
+	jw_end_object(&j);
+	jw_key(&j, "sandbox");
+	write_sandbox_summary(&j, cfg);
+	jw_end_object(&j);
+}
+
+void print_self_test(FILE *f, const void *arg)
+{
+	const struct printed_self_test *p = arg;
+	write_self_test(f, p->t, p->result, p->cfg, p->json, p->status);
 }

@@ -34,6 +34,13 @@ const struct setting settings[SETTING_COUNT] = {
 		"seccomp_profile", KIND_PROFILE, 0, 0, NULL,
 		"builtin, or a seccomp profile file in podman's JSON format", "builtin",
 		"seccomp profile"},
+	[SET_WARM] = {"--warm", "SAGE_SANDBOX_WARM", "N", "warm", KIND_INTEGER, 0, 8, NULL,
+		"an integer from 0 to 8", "1",
+		"sandboxes kept started, with Sage imported, for the next calls (0: none)",
+		.server = true},
+	[SET_CONCURRENCY] = {"--concurrency", "SAGE_SANDBOX_CONCURRENCY", "N", "concurrency",
+		KIND_INTEGER, 1, 16, NULL, "an integer from 1 to 16", "2",
+		"tool calls served at once; more wait in the order they came", .server = true},
 };
 
 const char *setting_source_name(enum setting_source source)

@@ -35,6 +35,8 @@ enum setting_id {
 	SET_PIDS_LIMIT,
 	SET_OUTPUT_LIMIT,
 	SET_SECCOMP_PROFILE,
+	SET_WARM,        /* mcp only */
+	SET_CONCURRENCY, /* mcp only */
 	SETTING_COUNT
 };
 
@@ -59,6 +61,7 @@ struct setting {
 	const char *allowed;        /* the allowed values, for messages */
 	const char *fallback;       /* the default */
 	const char *help;
+	bool server; /* a setting of `sage-sandbox mcp` only, not of a sandbox */
 };
 
 extern const struct setting settings[SETTING_COUNT];

@@ -204,7 +204,7 @@ refuse() {
 	local dest=$BATS_TEST_TMPDIR/dest
 	make -s -C "$BATS_TEST_DIRNAME/.." install DESTDIR="$dest" PREFIX=/usr/local >/dev/null
 	expect_equal "$(cd "$dest" && find . -name '*sage-sandbox*' | sort | tr '\n' ' ')" \
-		"./usr/local/bin/sage-sandbox ./usr/local/share/man/man1/sage-sandbox.1 ./usr/local/share/man/man5/sage-sandbox.5 ./usr/local/share/sage-sandbox "
+		"./usr/local/bin/sage-sandbox ./usr/local/share/man/man1/sage-sandbox.1 ./usr/local/share/man/man5/sage-sandbox.5 ./usr/local/share/man/man7/sage-sandbox-mcp.7 ./usr/local/share/sage-sandbox "
 	make -s -C "$BATS_TEST_DIRNAME/.." uninstall DESTDIR="$dest" PREFIX=/usr/local
 	expect_equal "$(cd "$dest" && find . -name '*sage-sandbox*')" ""
 }

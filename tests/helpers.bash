@@ -5,8 +5,8 @@ SAGE_SANDBOX=${SAGE_SANDBOX:-$BATS_TEST_DIRNAME/../sage-sandbox}
 LABEL_FILTER=label=sage-sandbox=1
 
 # Settings from the caller's environment must not change what a test means.
-unset SAGE_SANDBOX_PODMAN SAGE_SANDBOX_TIMEOUT SAGE_SANDBOX_MEMORY \
-	SAGE_SANDBOX_CPUS SAGE_SANDBOX_PIDS_LIMIT SAGE_SANDBOX_OUTPUT_LIMIT
+unset SAGE_SANDBOX_PODMAN SAGE_SANDBOX_TIMEOUT SAGE_SANDBOX_MEMORY SAGE_SANDBOX_WARM \
+	SAGE_SANDBOX_CPUS SAGE_SANDBOX_PIDS_LIMIT SAGE_SANDBOX_OUTPUT_LIMIT SAGE_SANDBOX_CONCURRENCY
 
 # run_ss STATUS ARGS...: runs sage-sandbox ARGS (stdin from $input_file if
 # set) under a hard time limit and fails, showing everything, unless it

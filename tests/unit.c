@@ -28,7 +28,7 @@ static char *string_json(const char *s, size_t len)
 	size_t size = 0;
 	FILE *f = open_memstream(&text, &size);
 	struct json j = {.out = f};
-	json_string(&j, s, len);
+	jw_string(&j, s, len);
 	fclose(f);
 	return text;
 }
@@ -74,21 +74,21 @@ int main(void)
 	size_t size = 0;
 	FILE *f = open_memstream(&text, &size);
 	struct json j = {.out = f};
-	json_begin_object(&j);
-	json_key(&j, "a");
-	json_integer(&j, -5);
-	json_key(&j, "b");
-	json_begin_array(&j);
-	json_bool(&j, true);
-	json_null(&j);
-	json_decimal(&j, 1500);
-	json_decimal(&j, 100);
-	json_decimal(&j, 4000);
-	json_decimal(&j, 1234);
-	json_end_array(&j);
-	json_key(&j, "c");
-	json_cstring(&j, NULL);
-	json_end_object(&j);
+	jw_begin_object(&j);
+	jw_key(&j, "a");
+	jw_integer(&j, -5);
+	jw_key(&j, "b");
+	jw_begin_array(&j);
+	jw_bool(&j, true);
+	jw_null(&j);
+	jw_decimal(&j, 1500);
+	jw_decimal(&j, 100);
+	jw_decimal(&j, 4000);
+	jw_decimal(&j, 1234);
+	jw_end_array(&j);
+	jw_key(&j, "c");
+	jw_cstring(&j, NULL);
+	jw_end_object(&j);
 	fclose(f);
 	check(strcmp(text, "{\"a\":-5,\"b\":[true,null,1.5,0.1,4,1.234],\"c\":null}\n") == 0,
 		"objects, arrays, commas and decimals");

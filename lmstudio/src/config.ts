@@ -68,7 +68,8 @@ export const configSchematics = createConfigSchematics()
   .field(
     "outputLimitKiB",
     "numeric",
-    { displayName: "Output limit per stream (KiB)", int: true, min: 16, max: 2048 },
+    // sage-sandbox mcp takes at most 384: an answer must fit MCP's 10 MiB.
+    { displayName: "Output limit per stream (KiB)", int: true, min: 16, max: 384 },
     32,
   )
   .build();

@@ -1,9 +1,10 @@
-// toolsProvider.ts: three tools that call sage-sandbox with --json and the
-// configured limits as flags, and return its JSON result to the model.
+// toolsProvider.ts: three tools, served by a long-lived `sage-sandbox mcp`
+// started with the configured limits as flags, that return sage-sandbox's
+// result object to the model.
 import { text, tool, type Tool, type ToolsProviderController } from "@lmstudio/sdk";
 import { z } from "zod";
 import { configSchematics, globalConfigSchematics } from "./config";
-import { runSageSandbox } from "./sageSandbox";
+import { callSandboxTool } from "./sandboxServer";
 
 // sage-sandbox counts the code in UTF-8 bytes, and so does the check here.
 export const MAX_CODE_BYTES = 50_000;
@@ -39,13 +40,14 @@ function readSettings(ctl: ToolsProviderController): Settings {
   };
 }
 
-// Settings become flags as they are: out-of-range values are refused by
-// sage-sandbox with a message, never clamped here. Only a slider's float
-// noise (1.2000000000000002) is rounded to the 3 decimals it allows.
-function sandboxFlags(s: Settings, timeoutSeconds: number): string[] {
+// Settings become the server's flags as they are: out-of-range values are
+// refused by sage-sandbox with a message, never clamped here. Only a
+// slider's float noise (1.2000000000000002) is rounded to the 3 decimals it
+// allows. The server's --timeout is the longest a call may ask for; each
+// call names its own. One server per distinct set of flags.
+function serverFlags(s: Settings): string[] {
   const flags = [
-    "--json",
-    `--timeout=${timeoutSeconds}`,
+    `--timeout=${s.maxTimeoutSeconds}`,
     `--memory=${s.memory}`,
     `--cpus=${Number(s.cpus.toFixed(3))}`,
     `--pids-limit=${s.pidsLimit}`,
@@ -86,13 +88,14 @@ export async function toolsProvider(ctl: ToolsProviderController): Promise<Tool[
           error: `timeout_seconds ${timeout} is above the longest the user allows, ${s.maxTimeoutSeconds} s; nothing was run`,
           hint: `ask for at most ${s.maxTimeoutSeconds} seconds, or split the computation`,
         };
-      ctx.status("Starting SageMath in the sandbox");
-      const result = await runSageSandbox(s.executable, ["run", ...sandboxFlags(s, timeout)], {
-        input: code,
-        signal: ctx.signal,
-        status: ctx.status,
-        backstopMs: timeout * 1000 + BACKSTOP_MARGIN_MS,
-      });
+      ctx.status("Running SageMath in the sandbox");
+      const result = await callSandboxTool(
+        s.executable,
+        serverFlags(s),
+        "run_sagemath",
+        { code, timeout_seconds: timeout },
+        { signal: ctx.signal, status: ctx.status, backstopMs: timeout * 1000 + BACKSTOP_MARGIN_MS },
+      );
       // The sandbox's settings are the same on every call: the model gets
       // them from sage_sandbox_status, not repeated in every result.
       delete result.sandbox;
@@ -111,10 +114,10 @@ export async function toolsProvider(ctl: ToolsProviderController): Promise<Tool[
     implementation: async (_params, ctx) => {
       const s = readSettings(ctl);
       ctx.status("Running the sandbox self-test");
-      return runSageSandbox(s.executable, ["self-test", ...sandboxFlags(s, s.timeoutSeconds)], {
+      return callSandboxTool(s.executable, serverFlags(s), "sage_sandbox_self_test", {}, {
         signal: ctx.signal,
         status: ctx.status,
-        backstopMs: s.timeoutSeconds * 1000 + BACKSTOP_MARGIN_MS,
+        backstopMs: s.maxTimeoutSeconds * 1000 + BACKSTOP_MARGIN_MS,
       });
     },
   });
@@ -129,7 +132,7 @@ export async function toolsProvider(ctl: ToolsProviderController): Promise<Tool[
     parameters: {},
     implementation: async (_params, ctx) => {
       const s = readSettings(ctl);
-      return runSageSandbox(s.executable, ["status", ...sandboxFlags(s, s.timeoutSeconds)], {
+      return callSandboxTool(s.executable, serverFlags(s), "sage_sandbox_status", {}, {
         signal: ctx.signal,
         backstopMs: BACKSTOP_MARGIN_MS,
       });

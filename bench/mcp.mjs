@@ -1,0 +1,157 @@
+#!/usr/bin/env node
+// mcp.mjs: what `sage-sandbox mcp` and its warm pool buy, measured by the
+// official MCP SDK client over stdio:
+//   - time to the first ready warm sandbox after the server starts;
+//   - tools/call of print(factor(2^64+1)), sent to result received, with a
+//     warm sandbox ready (the call is made once the replacement had time to
+//     get ready; each result says whether it was warm), and the same with
+//     --warm 0 (a cold sandbox per call), interleaved;
+//   - the LM Studio plugin's per-call time with its warm child (its bundled
+//     tools provider, as LM Studio calls it);
+//   - the memory one warm sandbox costs: the PSS of every process, the
+//     container's included, with 4 warm sandboxes ready minus with none.
+//
+// Run it as the account with rootless podman and the image, after
+// `make check` has installed lmstudio/node_modules:
+//   sudo -iu sage-sandbox; cd sage-sandbox; node bench/mcp.mjs [--rounds N]
+// Machines are noisy: read medians, not single figures.
+import { createRequire } from "node:module";
+import { execFileSync } from "node:child_process";
+import { readdirSync, readFileSync, mkdtempSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+
+const ROOT = fileURLToPath(new URL("..", import.meta.url));
+const require = createRequire(join(ROOT, "lmstudio/package.json"));
+const { Client } = require("@modelcontextprotocol/sdk/client/index.js");
+const { StdioClientTransport } = require("@modelcontextprotocol/sdk/client/stdio.js");
+const SAGE_SANDBOX = process.env.SAGE_SANDBOX ?? join(ROOT, "sage-sandbox");
+const CODE = "print(factor(2^64+1))";
+const EXPECTED = "274177 * 67280421310721\n";
+const roundsArg = process.argv.indexOf("--rounds");
+const ROUNDS = roundsArg > 0 ? Number(process.argv[roundsArg + 1]) : 15;
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+function median(xs) {
+  const s = [...xs].sort((a, b) => a - b);
+  return s.length % 2 ? s[(s.length - 1) / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2;
+}
+
+async function startServer(args) {
+  const env = { ...process.env };
+  for (const k of Object.keys(env)) if (k.startsWith("SAGE_SANDBOX_")) delete env[k];
+  const started = performance.now();
+  const transport = new StdioClientTransport({ command: SAGE_SANDBOX, args: ["mcp", ...args], env, stderr: "pipe" });
+  let log = "";
+  let readyAt = null;
+  transport.stderr.on("data", (d) => {
+    log += d;
+    if (readyAt === null && log.includes("first warm sandbox ready")) readyAt = performance.now();
+  });
+  const client = new Client({ name: "sage-sandbox-bench", version: "1" });
+  await client.connect(transport);
+  return { client, started, ready: () => readyAt, log: () => log };
+}
+
+async function timedCall(client) {
+  const t0 = performance.now();
+  const r = await client.callTool({ name: "run_sagemath", arguments: { code: CODE } });
+  const ms = performance.now() - t0;
+  const text = r.content.map((c) => c.text).join("");
+  if (text !== EXPECTED) throw new Error(`unexpected output: ${JSON.stringify(text)}`);
+  return { ms, warm: r._meta?.warm === true };
+}
+
+function pssKiB() {
+  let total = 0;
+  for (const pid of readdirSync("/proc")) {
+    if (!/^\d+$/.test(pid)) continue;
+    try {
+      const m = readFileSync(`/proc/${pid}/smaps_rollup`, "utf8").match(/^Pss:\s+(\d+) kB/m);
+      if (m) total += Number(m[1]);
+    } catch {
+      // gone, or not ours to read
+    }
+  }
+  return total;
+}
+
+function containers() {
+  return execFileSync("podman", ["ps", "-a", "--filter", "label=sage-sandbox=1", "--format", "{{.Names}}"], { encoding: "utf8" })
+    .split("\n")
+    .filter(Boolean);
+}
+
+async function waitNoContainers() {
+  for (let i = 0; i < 80 && containers().length; i++) await sleep(250);
+}
+
+// 1 and 2: warm and cold servers side by side, calls interleaved.
+const warm = await startServer(["--warm", "1"]);
+const cold = await startServer(["--warm", "0"]);
+while (warm.ready() === null) await sleep(50);
+const firstReadyMs = warm.ready() - warm.started;
+const warmTimes = [];
+const coldTimes = [];
+let notWarm = 0;
+for (let i = 0; i < ROUNDS; i++) {
+  await sleep(4000); // the replacement imports Sage meanwhile
+  const w = await timedCall(warm.client);
+  if (w.warm) warmTimes.push(w.ms);
+  else notWarm++;
+  coldTimes.push((await timedCall(cold.client)).ms);
+}
+await warm.client.close();
+await cold.client.close();
+await waitNoContainers();
+
+// 3: the plugin, bundled as LM Studio bundles it.
+const out = join(mkdtempSync(join(tmpdir(), "sage-sandbox-bench-")), "plugin.js");
+execFileSync(join(ROOT, "lmstudio/node_modules/.bin/esbuild"), [
+  join(ROOT, "lmstudio/test/entry.ts"), "--bundle", "--platform=node", "--format=cjs", `--outfile=${out}`, "--log-level=warning",
+]);
+const plugin = require(out);
+const settings = { timeoutSeconds: 60, maxTimeoutSeconds: 120, memory: "1g", cpus: 1, pidsLimit: 96, outputLimitKiB: 32 };
+const controller = {
+  getPluginConfig: () => ({ get: (k) => settings[k] }),
+  getGlobalPluginConfig: () => ({ get: (k) => ({ sageSandboxPath: SAGE_SANDBOX, podmanPath: "", image: "" })[k] }),
+};
+const runTool = (await plugin.toolsProvider(controller)).find((t) => t.name === "run_sagemath");
+const ctx = { status: () => {}, warn: () => {}, signal: new AbortController().signal, callId: 1 };
+const pluginTimes = [];
+let pluginFirst = null;
+for (let i = 0; i < ROUNDS; i++) {
+  const t0 = performance.now();
+  const r = await runTool.implementation({ code: CODE }, ctx);
+  const ms = performance.now() - t0;
+  if (r.stdout !== EXPECTED) throw new Error(`plugin: ${JSON.stringify(r)}`);
+  if (i === 0) pluginFirst = ms;
+  else pluginTimes.push(ms);
+  await sleep(4000);
+}
+await plugin.closeSandboxServers();
+await waitNoContainers();
+
+// 4: memory of 4 warm sandboxes against none.
+const idle = await startServer(["--warm", "0"]);
+await sleep(3000);
+const pssNone = pssKiB();
+await idle.client.close();
+await waitNoContainers();
+const four = await startServer(["--warm", "4"]);
+for (let i = 0; i < 240 && containers().length < 4; i++) await sleep(250);
+await sleep(15000); // all four have imported Sage
+const pssFour = pssKiB();
+await four.client.close();
+await waitNoContainers();
+
+const fmt = (x) => x.toFixed(1).padStart(8);
+console.log(`rounds: ${ROUNDS}, code: ${CODE}`);
+console.log(`first warm sandbox ready after start:        ${fmt(firstReadyMs)} ms`);
+console.log(`tools/call, warm pool (median of ${warmTimes.length}):        ${fmt(median(warmTimes))} ms  (min ${warmTimes.length ? Math.min(...warmTimes).toFixed(1) : "-"}, max ${warmTimes.length ? Math.max(...warmTimes).toFixed(1) : "-"}; ${notWarm} found no ready sandbox)`);
+console.log(`tools/call, --warm 0 (median of ${coldTimes.length}):        ${fmt(median(coldTimes))} ms`);
+console.log(`warm / cold:                                 ${(median(warmTimes) / median(coldTimes)).toFixed(3).padStart(8)}`);
+console.log(`plugin call, first (starts its server):      ${fmt(pluginFirst)} ms`);
+console.log(`plugin call, warm child (median of ${pluginTimes.length}):     ${fmt(median(pluginTimes))} ms`);
+console.log(`memory per warm sandbox (PSS, 4 vs 0):       ${fmt((pssFour - pssNone) / 4 / 1024)} MiB`);

@@ -1,0 +1,262 @@
+// mcp-sdk.test.mjs: `sage-sandbox mcp` driven by the official MCP TypeScript
+// SDK client over stdio, against the real image under rootless podman.
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { createRequire } from "node:module";
+import { execFileSync } from "node:child_process";
+import { readFileSync } from "node:fs";
+import { fileURLToPath } from "node:url";
+
+// The SDK is the LM Studio plugin's dependency, installed by `make check`.
+const require = createRequire(new URL("../lmstudio/package.json", import.meta.url));
+const { Client } = require("@modelcontextprotocol/sdk/client/index.js");
+const { StdioClientTransport } = require("@modelcontextprotocol/sdk/client/stdio.js");
+
+const SAGE_SANDBOX = process.env.SAGE_SANDBOX ?? fileURLToPath(new URL("../sage-sandbox", import.meta.url));
+
+function containers() {
+  const out = execFileSync("podman", ["ps", "-a", "--filter", "label=sage-sandbox=1", "--format", "{{.Names}}"], {
+    encoding: "utf8",
+  });
+  return out.split("\n").filter(Boolean);
+}
+
+async function waitFor(predicate, seconds, what) {
+  const until = Date.now() + seconds * 1000;
+  while (Date.now() < until) {
+    if (await predicate()) return;
+    await new Promise((r) => setTimeout(r, 250));
+  }
+  assert.fail(`${what} within ${seconds} s`);
+}
+
+// A connected client, the server's stderr collected, and a close that
+// checks nothing is left behind.
+async function connect(args = []) {
+  const env = { ...process.env };
+  for (const k of Object.keys(env)) if (k.startsWith("SAGE_SANDBOX_")) delete env[k];
+  const transport = new StdioClientTransport({ command: SAGE_SANDBOX, args: ["mcp", ...args], env, stderr: "pipe" });
+  let log = "";
+  transport.stderr.on("data", (d) => (log += d));
+  const client = new Client({ name: "sage-sandbox-tests", version: "1.0.0" });
+  await client.connect(transport);
+  return {
+    client,
+    log: () => log,
+    async close() {
+      await client.close();
+      await waitFor(() => containers().length === 0, 20, "no container left after close");
+    },
+  };
+}
+
+function text(result) {
+  return result.content.filter((c) => c.type === "text").map((c) => c.text).join("");
+}
+
+// Waits until the server has a warm sandbox ready, as its log says.
+async function warmed(s) {
+  await waitFor(() => s.log().includes("first warm sandbox ready"), 90, "a warm sandbox ready");
+}
+
+test("handshake, tools/list, the seed example, an exception, status", { timeout: 300_000 }, async () => {
+  const s = await connect();
+  try {
+    assert.equal(s.client.getServerVersion().name, "sage-sandbox");
+    assert.ok(s.client.getServerCapabilities().tools);
+    const { tools } = await s.client.listTools();
+    assert.deepEqual(tools.map((t) => t.name), ["run_sagemath", "sage_sandbox_self_test", "sage_sandbox_status"]);
+    const run = tools[0];
+    assert.deepEqual(run.inputSchema.required, ["code"]);
+    assert.equal(run.inputSchema.properties.timeout_seconds.maximum, 60);
+    assert.match(run.description, /clean sandbox|fresh, isolated sandbox/);
+    assert.match(run.description, /60 s wall clock/);
+    assert.ok(run.outputSchema);
+
+    await warmed(s);
+    const seed = await s.client.callTool({
+      name: "run_sagemath",
+      arguments: { code: readFileSync(new URL("../examples/seed.sage", import.meta.url), "utf8") },
+    });
+    assert.equal(seed.isError, false);
+    assert.equal(text(seed), "x^6 - 2*x^5 - 13*x^4 + 8*x^3 + 32*x^2 - 8*x - 4\n181118435328\n");
+    assert.equal(seed.structuredContent.exit_code, 0);
+    assert.equal(seed.structuredContent.ok, true);
+    assert.equal(seed.structuredContent.stdout, text(seed));
+    assert.equal(seed.structuredContent.sandbox.network, "none");
+    assert.equal(seed._meta.warm, true);
+
+    const failing = await s.client.callTool({ name: "run_sagemath", arguments: { code: "print('before')\n1/0\n" } });
+    assert.equal(failing.isError, true);
+    assert.equal(failing.structuredContent.exit_code, 1);
+    assert.match(text(failing), /^before\nTraceback/);
+    assert.match(text(failing), /ZeroDivisionError/);
+
+    const quiet = await s.client.callTool({ name: "run_sagemath", arguments: { code: "x = 2^10" } });
+    assert.equal(quiet.isError, false);
+    assert.match(text(quiet), /printed nothing.*print\(/);
+
+    const status = await s.client.callTool({ name: "sage_sandbox_status", arguments: {} });
+    assert.equal(status.isError, false);
+    assert.equal(status.structuredContent.ok, true);
+    assert.equal(status.structuredContent.rootless, true);
+    assert.equal(status.structuredContent.image_available, true);
+  } finally {
+    await s.close();
+  }
+});
+
+test("a timeout, a refusal and bad arguments", { timeout: 300_000 }, async () => {
+  const s = await connect(["--timeout", "30"]);
+  try {
+    const slow = await s.client.callTool({ name: "run_sagemath", arguments: { code: "print('started')\nwhile True: pass", timeout_seconds: 3 } });
+    assert.equal(slow.isError, true);
+    assert.equal(slow.structuredContent.exit_code, 124);
+    assert.equal(slow.structuredContent.stopped_by, "timeout");
+    assert.equal(slow.structuredContent.sandbox.timeout_seconds, 3);
+    assert.match(text(slow), /^started\n/);
+    assert.match(text(slow), /time limit of 3 s|timed out after 3 s|3 s/);
+    assert.ok(slow.structuredContent.duration_ms >= 3000 && slow.structuredContent.duration_ms < 8000);
+
+    const nul = await s.client.callTool({ name: "run_sagemath", arguments: { code: "print(1)\u0000" } });
+    assert.equal(nul.isError, true);
+    assert.equal(nul.structuredContent.exit_code, 125);
+    assert.match(nul.structuredContent.error, /NUL byte at offset 8/);
+
+    await assert.rejects(
+      s.client.callTool({ name: "run_sagemath", arguments: { code: "1", timeout_seconds: 31 } }),
+      (e) => e.code === -32602 && /from 1 to 30/.test(e.message),
+    );
+    await assert.rejects(
+      s.client.callTool({ name: "run_sagemath", arguments: { cod: "1" } }),
+      (e) => e.code === -32602 && /unknown argument 'cod'/.test(e.message),
+    );
+    await assert.rejects(s.client.callTool({ name: "no_such_tool", arguments: {} }), (e) => e.code === -32602);
+  } finally {
+    await s.close();
+  }
+});
+
+test("a cancelled call's container is gone within seconds", { timeout: 300_000 }, async () => {
+  const s = await connect();
+  try {
+    await warmed(s);
+    const before = new Set(containers());
+    const abort = new AbortController();
+    const call = s.client.callTool(
+      { name: "run_sagemath", arguments: { code: "import time\nprint('started', flush=True)\ntime.sleep(100)" } },
+      undefined,
+      { signal: abort.signal },
+    );
+    // The call took the warm sandbox: it is the one that was there before.
+    await new Promise((r) => setTimeout(r, 2000));
+    abort.abort();
+    await assert.rejects(call);
+    await waitFor(() => s.log().includes("was cancelled"), 10, "the server logs the cancellation");
+    await waitFor(() => [...before].every((name) => !containers().includes(name)), 10, "the cancelled call's container removed");
+    // The server goes on.
+    const next = await s.client.callTool({ name: "run_sagemath", arguments: { code: "print(7*6)" } });
+    assert.equal(text(next), "42\n");
+  } finally {
+    await s.close();
+  }
+});
+
+test("4 concurrent calls, progress, and self-test through the pool", { timeout: 300_000 }, async () => {
+  const s = await connect(["--concurrency", "4", "--warm", "2"]);
+  try {
+    await warmed(s);
+    const results = await Promise.all(
+      [1, 2, 3, 4].map((n) => s.client.callTool({ name: "run_sagemath", arguments: { code: `print(factorial(${n * 5}))` } })),
+    );
+    const factorial = (n) => (n <= 1 ? 1n : BigInt(n) * factorial(n - 1));
+    results.forEach((r, i) => {
+      assert.equal(r.isError, false);
+      assert.equal(text(r), `${factorial((i + 1) * 5)}\n`);
+    });
+
+    const progress = [];
+    const slow = await s.client.callTool(
+      { name: "run_sagemath", arguments: { code: "import time\nfor i in range(4):\n    print('line', i, flush=True)\n    time.sleep(1)" } },
+      undefined,
+      { onprogress: (p) => progress.push(p) },
+    );
+    assert.equal(slow.isError, false);
+    assert.ok(progress.length >= 2, `got ${progress.length} progress notifications`);
+    assert.ok(progress.every((p, i) => i === 0 || p.progress > progress[i - 1].progress));
+    assert.ok(progress.some((p) => /line [0-3]/.test(p.message)), JSON.stringify(progress));
+
+    const selfTest = await s.client.callTool({ name: "sage_sandbox_self_test", arguments: {} });
+    assert.equal(selfTest.isError, false, text(selfTest));
+    const checks = selfTest.structuredContent.checks;
+    assert.ok(checks.length >= 25);
+    assert.deepEqual(checks.filter((c) => c.outcome === "FAIL"), []);
+    assert.match(text(selfTest), /self-test passed/);
+  } finally {
+    await s.close();
+  }
+});
+
+test("with --warm 0 every call starts its own sandbox", { timeout: 300_000 }, async () => {
+  const s = await connect(["--warm", "0"]);
+  try {
+    const r = await s.client.callTool({ name: "run_sagemath", arguments: { code: "print(2^100)" } });
+    assert.equal(text(r), "1267650600228229401496703205376\n");
+    assert.equal(r._meta.warm, false);
+  } finally {
+    await s.close();
+  }
+});
+
+test("a call at its pids or memory limit changes nothing for a call beside it or a warm sandbox", { timeout: 300_000 }, async () => {
+  const s = await connect(["--warm", "3", "--concurrency", "3", "--memory", "512m"]);
+  try {
+    await waitFor(() => containers().length >= 3, 60, "3 warm containers");
+    await new Promise((r) => setTimeout(r, 6000)); // all three import Sage
+    const forkBomb = s.client.callTool({
+      name: "run_sagemath",
+      arguments: {
+        code: "import os, time\nn = 0\ntry:\n    while True:\n        if os.fork() == 0:\n            time.sleep(20)\n            os._exit(0)\n        n += 1\nexcept OSError:\n    print('fork refused after', n, flush=True)\ntime.sleep(5)",
+        timeout_seconds: 30,
+      },
+    });
+    const hog = s.client.callTool({
+      name: "run_sagemath",
+      arguments: { code: "x = []\nwhile True:\n    x.append(bytearray(50 * 2**20))", timeout_seconds: 30 },
+    });
+    await new Promise((r) => setTimeout(r, 1500));
+    const beside = await s.client.callTool({ name: "run_sagemath", arguments: { code: "import os\nos.fork() or os._exit(0)\nprint(factor(2^64+1))" } });
+    assert.equal(text(beside), "274177 * 67280421310721\n");
+    assert.equal(beside.isError, false);
+    const bomb = await forkBomb;
+    assert.match(text(bomb), /fork refused after (\d+)/);
+    assert.ok(Number(text(bomb).match(/after (\d+)/)[1]) >= 80, text(bomb));
+    const memory = await hog;
+    assert.equal(memory.isError, true);
+    assert.ok(["memory_limit", null].includes(memory.structuredContent.stopped_by), JSON.stringify(memory.structuredContent));
+    assert.match(text(memory), /MemoryError|memory limit/);
+    // The pool, refilled meanwhile, still serves.
+    await new Promise((r) => setTimeout(r, 5000));
+    const after = await s.client.callTool({ name: "run_sagemath", arguments: { code: "print(2+2)" } });
+    assert.equal(text(after), "4\n");
+    assert.equal(after._meta.warm, true);
+  } finally {
+    await s.close();
+  }
+});
+
+test("a warm sandbox that dies while it waits is replaced", { timeout: 300_000 }, async () => {
+  const s = await connect(["--warm", "1"]);
+  try {
+    await warmed(s);
+    const [first] = containers();
+    execFileSync("podman", ["rm", "-f", "-t", "0", first], { stdio: "ignore" });
+    await waitFor(() => containers().some((name) => name !== first), 30, "a replacement container");
+    await new Promise((r) => setTimeout(r, 5000));
+    const r = await s.client.callTool({ name: "run_sagemath", arguments: { code: "print(3*3)" } });
+    assert.equal(text(r), "9\n");
+    assert.equal(r._meta.warm, true);
+  } finally {
+    await s.close();
+  }
+});
