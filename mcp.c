@@ -41,6 +41,10 @@
 #define SHUTDOWN_LIMIT_MS 15000
 #define STATUS_TIMEOUT_MS 60000
 #define HOST_CHECK_TIMEOUT_MS 30000
+/* Calls waiting for their turn: past this a call is refused, so that a
+ * client cannot make the server hold an unbounded queue. Each holds at most
+ * MAX_CODE_BYTES of code (longer code is refused as it arrives). */
+#define MAX_WAITING_CALLS 64
 
 /* JSON-RPC's error codes. */
 enum { PARSE_ERROR = -32700, INVALID_REQUEST = -32600, METHOD_NOT_FOUND = -32601,
@@ -541,6 +545,14 @@ static void call_tool(struct server *s, json_t *id, json_t *params)
 		send_error(s, id, INVALID_REQUEST, "id already names a call in progress");
 		return;
 	}
+	int waiting = 0;
+	for (struct call *c = s->calls; c; c = c->next)
+		waiting += !c->started;
+	if (waiting >= MAX_WAITING_CALLS) {
+		send_error(s, id, INTERNAL_ERROR, "%d calls are already waiting for their turn; "
+			"send more once some are answered", MAX_WAITING_CALLS);
+		return;
+	}
 
 	struct call *c = calloc(1, sizeof *c);
 	if (!c)
@@ -554,11 +566,16 @@ static void call_tool(struct server *s, json_t *id, json_t *params)
 	snprintf(c->timeout_text, sizeof c->timeout_text, "%ld", timeout);
 	c->cfg.value[SET_TIMEOUT] = c->timeout_text;
 	if (code) {
+		/* Longer code is refused when the call starts, with its size: only
+		 * one byte past the limit is kept to say so. */
 		c->code_len = json_string_length(code);
+		if (c->code_len > MAX_CODE_BYTES + 1)
+			c->code_len = MAX_CODE_BYTES + 1;
 		c->code = malloc(c->code_len + 1);
 		if (!c->code)
 			abort();
-		memcpy(c->code, json_string_value(code), c->code_len + 1);
+		memcpy(c->code, json_string_value(code), c->code_len);
+		c->code[c->code_len] = '\0';
 	}
 	struct call **end = &s->calls;
 	while (*end)

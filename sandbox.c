@@ -585,7 +585,9 @@ struct sandbox *sandbox_start(struct loop *loop, const struct sandbox_options *o
 	sb->out_watch = loop_watch(loop, sb->podman.stdout_fd, LOOP_READ, on_launcher_stream, sb);
 	sb->err_watch = loop_watch(loop, sb->podman.stderr_fd, LOOP_READ, on_podman_errors, sb);
 	sb->deadline_timer = loop_timer(loop, opt->deadline, on_deadline, sb);
-	if (sb->host_uid >= 0)
+	/* A warm sandbox starts its watchdog with its program: until then no
+	 * code exists, and eight idle pools' looks at /proc would cost CPU. */
+	if (sb->host_uid >= 0 && opt->idle_seconds == 0)
 		sb->memwatch_timer = loop_timer(loop, loop_now_ms() + MEMWATCH_INTERVAL_MS, on_memwatch, sb);
 	sb->state = SANDBOX_STARTING;
 	if (!sb->out_watch || !sb->err_watch) {
@@ -644,6 +646,10 @@ void sandbox_submit(struct sandbox *sb, const struct program *p)
 		sb->state = SANDBOX_RUNNING;
 		sb->run_from = loop_now_ms();
 	}
+	if (sb->host_uid >= 0 && !sb->memwatch_timer && sb->stopping == STOP_NONE &&
+	    !sb->done_reported)
+		sb->memwatch_timer = loop_timer(sb->loop, loop_now_ms() + MEMWATCH_INTERVAL_MS,
+			on_memwatch, sb);
 	if (p->deadline && sb->stopping == STOP_NONE && !sb->done_reported) {
 		sb->opt.deadline = p->deadline;
 		loop_timer_cancel(sb->deadline_timer);

@@ -30,7 +30,7 @@ load helpers
 	expect_match "$output" "^Usage: sage-sandbox cleanup"
 	expect_no_match "$output" "--timeout"
 	run_ss 125 help frobnicate
-	expect_equal "$errors" "sage-sandbox: help takes one command name: run, self-test, status or cleanup"
+	expect_equal "$errors" "sage-sandbox: help takes one command name: run, self-test, status, cleanup or mcp"
 }
 
 @test "--help, the man page and README - list the same options and variables" {
@@ -42,9 +42,15 @@ load helpers
 		grep -qF -- "$word" "$docs/README.md" ||
 			{ echo "# $word is not in README.md" >&2; return 1; }
 	done
-	for word in run self-test status cleanup; do
+	for word in run self-test status cleanup mcp; do
 		expect_match "$output" "sage-sandbox $word" "--help lists $word"
 		grep -qF "*sage-sandbox $word*" "$docs/man/sage-sandbox.1.scd"
+	done
+	# mcp's own page names every option its help lists.
+	run_ss 0 help mcp
+	for word in $(printf '%s\n' "$output" | grep -oE -- '--[a-z-]+|SAGE_SANDBOX_[A-Z_]+' | sort -u); do
+		grep -qF -- "$word" "$docs/man/sage-sandbox-mcp.7.scd" ||
+			{ echo "# $word is not in man/sage-sandbox-mcp.7.scd" >&2; return 1; }
 	done
 }
 
@@ -55,10 +61,10 @@ load helpers
 
 @test "no command or an unknown command - one line, status 125" {
 	run_ss 125
-	expect_equal "$errors" "sage-sandbox: missing command; use run, self-test, status, cleanup or help (see sage-sandbox help)"
+	expect_equal "$errors" "sage-sandbox: missing command; use run, self-test, status, cleanup, mcp or help (see sage-sandbox help)"
 	expect_equal "$output" ""
 	run_ss 125 frobnicate
-	expect_equal "$errors" "sage-sandbox: unknown command 'frobnicate'; use run, self-test, status or cleanup (see sage-sandbox help)"
+	expect_equal "$errors" "sage-sandbox: unknown command 'frobnicate'; use run, self-test, status, cleanup or mcp (see sage-sandbox help)"
 }
 
 # refuse ERROR-PATTERN ARGS...: sage-sandbox ARGS must refuse with status 125,

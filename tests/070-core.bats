@@ -209,7 +209,7 @@ run"
 @test "make - a failing step leaves no embedded.c that looks up to date" {
 	local tree=$BATS_TEST_TMPDIR/tree
 	mkdir -p "$tree"
-	cp "$BATS_TEST_DIRNAME"/../{Makefile,seccomp.json,launcher.py,checks.py} "$tree"
+	cp "$BATS_TEST_DIRNAME"/../{Makefile,seccomp.json,launcher.py,checks.py,mcp-tools.json} "$tree"
 	chmod 000 "$tree/checks.py"
 	! make -s -C "$tree" embedded.c 2>/dev/null
 	[ ! -e "$tree/embedded.c" ]

@@ -123,3 +123,24 @@ time.sleep(100)' >&"$writer"
 	expect_match "$(json_get 'j["result"]["structuredContent"]["error"]')" "image 'localhost/no-such-image:1' is not present locally"
 	expect_match "$(json_get 'j["result"]["structuredContent"]["hint"]')" "setup.sh image"
 }
+
+@test "mcp: past 64 calls waiting their turn a call is refused at once, and cancelled ones never run" {
+	python3 - "$BATS_TEST_TMPDIR/in" <<'PY'
+import json, sys
+def call(i, code):
+    return json.dumps({"jsonrpc": "2.0", "id": i, "method": "tools/call",
+                       "params": {"name": "run_sagemath", "arguments": {"code": code}}})
+lines = [call(1, "import time\ntime.sleep(8)\nprint('first')")]
+lines += [call(i, "print(%d)" % i) for i in range(2, 67)]
+lines += [json.dumps({"jsonrpc": "2.0", "method": "notifications/cancelled",
+                      "params": {"requestId": i}}) for i in range(2, 66)]
+open(sys.argv[1], "w").write("\n".join(lines) + "\n")
+PY
+	input_file=$BATS_TEST_TMPDIR/in run_ss 0 mcp --concurrency 1 --warm 0
+	# Call 66 found 64 waiting; 2..65 were cancelled before their turn; 1
+	# was stopped by the end of input.
+	expect_equal "$(printf '%s\n' "$output" | wc -l)" 2
+	output=$(printf '%s\n' "$output" | grep '"id":66')
+	expect_equal "$(json_get 'j["error"]["code"]')" -32603
+	expect_match "$(json_get 'j["error"]["message"]')" "64 calls are already waiting"
+}

@@ -122,6 +122,9 @@ test("a timeout, a refusal and bad arguments", { timeout: 300_000 }, async () =>
     assert.equal(nul.isError, true);
     assert.equal(nul.structuredContent.exit_code, 125);
     assert.match(nul.structuredContent.error, /NUL byte at offset 8/);
+    const long = await s.client.callTool({ name: "run_sagemath", arguments: { code: "#".repeat(60_000) } });
+    assert.equal(long.isError, true);
+    assert.match(long.structuredContent.error, /larger than 50000 bytes/);
 
     await assert.rejects(
       s.client.callTool({ name: "run_sagemath", arguments: { code: "1", timeout_seconds: 31 } }),
