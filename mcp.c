@@ -563,6 +563,7 @@ static void call_tool(struct server *s, json_t *id, json_t *params)
 	c->tool = (enum tool)tool;
 	c->cfg = *s->cfg;
 	c->cfg.number[SET_TIMEOUT] = timeout;
+	c->cfg.call_timeout_max = s->cfg->number[SET_TIMEOUT];
 	snprintf(c->timeout_text, sizeof c->timeout_text, "%ld", timeout);
 	c->cfg.value[SET_TIMEOUT] = c->timeout_text;
 	if (code) {

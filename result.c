@@ -101,7 +101,11 @@ bool describe_stop(const struct run_result *r, const struct config *cfg, char *b
 	const char *by = stopped_by(r);
 	if (!by)
 		return false;
-	if (r->timed_out)
+	if (r->timed_out && cfg->call_timeout_max)
+		snprintf(buf, size, "timed out after %ld s; the container was stopped; "
+			"raise timeout_seconds (at most %ld)", cfg->number[SET_TIMEOUT],
+			cfg->call_timeout_max);
+	else if (r->timed_out)
 		snprintf(buf, size, "timed out after %ld s; the container was stopped; "
 			"raise --timeout (at most %ld)", cfg->number[SET_TIMEOUT],
 			settings[SET_TIMEOUT].max);

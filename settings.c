@@ -201,6 +201,7 @@ int setting_set(struct config *cfg, enum setting_id id, const char *text,
 int config_init(struct config *cfg, const char *const flag_value[SETTING_COUNT], char *why,
 		size_t why_size)
 {
+	*cfg = (struct config){0};
 	for (int id = 0; id < SETTING_COUNT; id++) {
 		const char *env = getenv(settings[id].env);
 		int rc;
