@@ -14,6 +14,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/random.h>
+#include <time.h>
 #include <unistd.h>
 
 /* Frames are 1 type byte, a 4-byte big-endian length, then the payload
@@ -23,6 +24,9 @@
 /* podman's own stderr, kept to explain a failure. */
 #define PODMAN_ERRORS_MAX (64 * 1024)
 /* How long a stop's `podman rm` may take, and how often it is tried. */
+/* How long cleanup lets a container whose owner has ended go by itself
+ * (conmon's --rm) before calling it a stray. */
+#define CLEANUP_GRACE_MS 3000
 #define REMOVE_TIMEOUT_MS 15000
 #define REMOVE_TRIES 3
 /* After the podman client exits, pipes held by a descendant get this long. */
@@ -757,7 +761,9 @@ static bool owner_alive(const char *owner)
 	return strcmp(now, owner) == 0;
 }
 
-int sandbox_cleanup(const char *podman, struct buffer *removed, struct error *err)
+/* Lists the names of our containers whose owner is gone, one per line;
+ * -1 when podman ps fails. */
+static int list_orphans(const char *podman, struct buffer *names, struct error *err)
 {
 	struct argv_builder list = {0};
 	struct capture cap;
@@ -778,21 +784,79 @@ int sandbox_cleanup(const char *podman, struct buffer *removed, struct error *er
 		char text[512], name[128], owner[128] = "";
 		snprintf(text, sizeof text, "%.*s", (int)len, line);
 		if (sscanf(text, "%127s %127s", name, owner) >= 1 && !owner_alive(owner)) {
-			struct argv_builder rm_args = {0};
-			struct capture rm;
-			podman_rm_args(&rm_args, podman, name);
-			if (capture_command(rm_args.arg, podman_environment(), 30000, &rm) == 0 &&
-			    rm.status == 0) {
-				buffer_append(removed, name, strlen(name));
-				buffer_append(removed, "\n", 1);
-				count++;
-			}
-			capture_free(&rm);
-			args_free(&rm_args);
+			buffer_append(names, name, strlen(name));
+			buffer_append(names, "\n", 1);
+			count++;
 		}
 	}
 	capture_free(&cap);
 	args_free(&list);
+	return count;
+}
+
+/* Keeps in *names only the names also in other. */
+static void keep_listed(struct buffer *names, const struct buffer *other)
+{
+	struct buffer kept = {0};
+	const char *cursor = names->data, *line;
+	size_t len;
+	while ((line = next_line(&cursor, &len))) {
+		const char *c = other->data, *l;
+		size_t n;
+		while ((l = next_line(&c, &n)))
+			if (n == len && memcmp(l, line, len) == 0) {
+				buffer_append(&kept, line, len);
+				buffer_append(&kept, "\n", 1);
+				break;
+			}
+	}
+	buffer_free(names);
+	*names = kept;
+}
+
+int sandbox_cleanup(const char *podman, struct buffer *removed, struct error *err)
+{
+	struct buffer orphans = {0};
+	const char *cursor, *line;
+	size_t len;
+	int count = 0;
+
+	if (list_orphans(podman, &orphans, err) < 0)
+		return -1;
+	/* A run that ended by itself does not wait for its container's removal
+	 * (conmon does it, about 0.1 s later, longer on a busy host): for that
+	 * moment its container outlives its owner. Such containers go by
+	 * themselves; only those still there after the grace were left by a
+	 * killed run. A container whose owner ended during the grace is not
+	 * one of them. */
+	int64_t until = loop_now_ms() + CLEANUP_GRACE_MS;
+	while (orphans.len && loop_now_ms() < until) {
+		struct timespec pause = {0, 250 * 1000 * 1000};
+		struct buffer now = {0};
+		nanosleep(&pause, NULL);
+		if (list_orphans(podman, &now, err) < 0) {
+			buffer_free(&orphans);
+			return -1;
+		}
+		keep_listed(&orphans, &now);
+		buffer_free(&now);
+	}
+	for (cursor = orphans.data; (line = next_line(&cursor, &len));) {
+		char name[128];
+		struct argv_builder rm_args = {0};
+		struct capture rm;
+		snprintf(name, sizeof name, "%.*s", (int)len, line);
+		podman_rm_args(&rm_args, podman, name);
+		if (capture_command(rm_args.arg, podman_environment(), 30000, &rm) == 0 &&
+		    rm.status == 0) {
+			buffer_append(removed, name, strlen(name));
+			buffer_append(removed, "\n", 1);
+			count++;
+		}
+		capture_free(&rm);
+		args_free(&rm_args);
+	}
+	buffer_free(&orphans);
 	return count;
 }
 
