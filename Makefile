@@ -7,16 +7,19 @@ CFLAGS ?= -O2 -g
 CFLAGS += -std=c11 -Wall -Wextra -Wshadow -Wno-unused-parameter
 CPPFLAGS += -D_GNU_SOURCE
 # jansson parses what MCP clients send: untrusted JSON is not parsed by hand.
-LDLIBS += -ljansson
+# nettle hashes the files a run brings back (sha256).
+LDLIBS += -ljansson -lnettle
 SCDOC ?= scdoc
 BATS ?= bats
 
 # One concern a file; see the layout table in README.md.
 CORE_OBJECTS = loop.o process.o buffer.o error.o settings.o podman.o rootless.o sandbox.o \
-	oneshot.o result.o terminal.o memwatch.o json.o selftest.o pool.o mcp.o embedded.o
+	oneshot.o result.o terminal.o memwatch.o json.o selftest.o pool.o mcp.o embedded.o \
+	infiles.o outfiles.o sniff.o base64.o
 OBJECTS = sage-sandbox.o $(CORE_OBJECTS)
 HEADERS = loop.h process.h buffer.h error.h settings.h podman.h rootless.h sandbox.h \
-	oneshot.h result.h terminal.h memwatch.h json.h selftest.h pool.h mcp.h embedded.h
+	oneshot.h result.h terminal.h memwatch.h json.h selftest.h pool.h mcp.h embedded.h \
+	infiles.h outfiles.h sniff.h base64.h
 EMBEDDED = seccomp.json launcher.py checks.py mcp-tools.json
 DATADIR ?= $(PREFIX)/share
 MANPAGES = man/sage-sandbox.1 man/sage-sandbox.5 man/sage-sandbox-mcp.7

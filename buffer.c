@@ -44,27 +44,34 @@ const char *next_line(const char **cursor, size_t *len)
 	return line;
 }
 
-int read_file(const char *path, size_t max, struct buffer *out)
+int read_fd(int fd, size_t max, struct buffer *out)
 {
-	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
 	char chunk[65536];
 	ssize_t n;
-	if (fd < 0)
-		return -1;
 	while ((n = read(fd, chunk, sizeof chunk)) != 0) {
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0 || out->len + (size_t)n > max) {
 			int saved = n < 0 ? errno : EFBIG;
-			close(fd);
 			buffer_free(out);
 			errno = saved;
 			return -1;
 		}
 		buffer_append(out, chunk, (size_t)n);
 	}
-	close(fd);
 	if (!out->data)
 		buffer_append(out, "", 0);
 	return 0;
+}
+
+int read_file(const char *path, size_t max, struct buffer *out)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+	if (fd < 0)
+		return -1;
+	int rc = read_fd(fd, max, out);
+	int saved = errno;
+	close(fd);
+	errno = saved;
+	return rc;
 }

@@ -20,5 +20,7 @@ const char *next_line(const char **cursor, size_t *len);
 /* Reads a whole small file (at most max bytes); -1 with errno on failure
  * (EFBIG past max). */
 int read_file(const char *path, size_t max, struct buffer *out);
+/* The same from an open descriptor, to its end. */
+int read_fd(int fd, size_t max, struct buffer *out);
 
 #endif

@@ -8,20 +8,33 @@
 #   to the host:   S  started: first thing, before Sage or any code exists
 #                  R  ready: Sage is imported, the program may come
 #                  O  bytes the code wrote to stdout, E  to stderr
+#                  F  a file of the output directory begins: its path
+#                     below the directory; D frames carry its bytes, and
+#                     G ends it ("" whole, else why it was cut short)
+#                  Z  "REASON\0PATH": a path of the output directory that
+#                     was not sent (symlink, hardlink, special, depth,
+#                     count, size, total, unreadable)
 #                  X  "exit N T" or "signal N T": the code's process ended
 #                     at T (CLOCK_MONOTONIC, ms) and everything it wrote is
 #                     in the frames before; "signal 9 T cpu" when the kernel
 #                     killed it at its CPU time rlimit
-#   from the host: L  "cpu N": the code's CPU rlimit in seconds for this
-#                     call (0: the container's); it can only be lowered
+#   from the host: L  "KEY=N ...": this call's limits. cpu: the code's CPU
+#                     rlimit in seconds (0: the container's; it can only be
+#                     lowered); inputs: how many files follow the code;
+#                     out: 1 to send the output directory back, within
+#                     out_files files, out_file_bytes each, out_bytes in
+#                     all; deadline: when the code is killed (ms, the same
+#                     clock as X's), so that its files still come back
 #                  A  the program's arguments, each ended by a NUL: the
 #                     first is the name the code goes by (its file's name
 #                     as the user gave it, or "-" for standard input)
 #                  C  the code (UTF-8, at most 50000 bytes)
+#                  F, D, G  each input file: its path below the working
+#                     directory, its bytes, its end
 #                  I  bytes for the code's standard input; an empty I frame
 #                     is its end
-# Code, arguments and data share this one channel: nothing of them is on a
-# command line, in the environment or on a host mount.
+# Code, arguments, files and data share this one channel: nothing of them
+# is on a command line, in the environment or on a host mount.
 #
 # The code runs in a forked child whose stdout and stderr are pipes to this
 # process, which frames what they carry: nothing the code prints can be
@@ -56,7 +69,8 @@ def send(kind, data=b""):
 
 send(b"S")
 os.umask(0o077)
-for directory in ("/tmp/sage-home", "/tmp/dot-sage"):
+OUTPUT_DIR = "/tmp/sage-sandbox-out"  # SAGE_SANDBOX_OUT, empty at the start
+for directory in ("/tmp/sage-home", "/tmp/dot-sage", OUTPUT_DIR):
     os.makedirs(directory, exist_ok=True)
 # The code could otherwise interrupt this process (Python's own handler).
 signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -88,26 +102,79 @@ def read_exact(n):
     return data
 
 
-def read_frame(expected, limit):
+def read_any_frame(limit):
     kind, length = struct.unpack(">cI", read_exact(5))
-    if kind != expected or length > limit:
+    if length > limit:
         os._exit(2)
-    return read_exact(length)
+    return kind, read_exact(length)
+
+
+def read_frame(expected, limit):
+    kind, data = read_any_frame(limit)
+    if kind != expected:
+        os._exit(2)
+    return data
+
+
+def write_all(fd, data):
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
+
+
+def receive_inputs(count):
+    """The input files, into the working directory, before any code runs.
+    The host checked their names; they are checked again here."""
+    for _ in range(count):
+        parts = read_frame(b"F", 4096).split(b"/")
+        if any(p in (b"", b".", b"..") or b"\0" in p for p in parts):
+            os._exit(2)
+        directory = os.open("/tmp", os.O_RDONLY | os.O_DIRECTORY)
+        for part in parts[:-1]:
+            try:
+                os.mkdir(part, 0o700, dir_fd=directory)
+            except FileExistsError:
+                pass
+            inner = os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=directory)
+            os.close(directory)
+            directory = inner
+        fd = os.open(parts[-1], os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600,
+                     dir_fd=directory)
+        os.close(directory)
+        while True:
+            kind, data = read_any_frame(MAX_FRAME)
+            if kind == b"G":
+                break
+            if kind != b"D":
+                os._exit(2)
+            write_all(fd, data)
+        os.close(fd)
 
 
 # A warm sandbox waits here, blocked, until its call: the frames below are
 # the call's, and no code exists before they come. Every sandbox, warm or
 # not, reads the same frames.
-limits = read_frame(b"L", 64).split()
-call_cpu_seconds = int(limits[1]) if len(limits) == 2 and limits[0] == b"cpu" else 0
+limits = dict(item.split(b"=", 1) for item in read_frame(b"L", 512).split() if b"=" in item)
+
+
+def limit(key):
+    try:
+        return int(limits.get(key, b"0"))
+    except ValueError:
+        os._exit(2)
+
+
+call_cpu_seconds = limit(b"cpu")
+deadline = limit(b"deadline")
 argv = [os.fsdecode(a) for a in read_frame(b"A", MAX_FRAME).split(b"\0")[:-1]] or ["-"]
 code = read_frame(b"C", 50000)
+receive_inputs(limit(b"inputs"))
 # Tracebacks name the file as the user gave it, with the user's lines.
 filename = "<stdin>" if argv[0] == "-" else argv[0]
 
 MISSING_FILE_NOTE = (
-    "note: the sandbox holds only this code and the image's packages: files and\n"
-    "modules beside it on the host are not there (see INPUT in sage-sandbox(1))\n")
+    "note: the sandbox holds only this code, the image's packages and the files\n"
+    "given with --input (MCP: files); nothing else of the host is there\n")
 
 
 def run_code(source):
@@ -317,9 +384,30 @@ def relay(fd):
     return True
 
 
+killed_at_deadline = False
+
+
+def kill_the_rest():
+    """Every process but this one (init of the namespace is spared by
+    kill(-1)): the code, and whatever it left running."""
+    try:
+        os.kill(-1, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
 while ended is None:
     input_interest()
-    for fd, events in poller.poll():
+    wait_ms = None
+    if deadline and not killed_at_deadline:
+        wait_ms = max(0, deadline - time.clock_gettime_ns(time.CLOCK_MONOTONIC) // 1000000)
+        if wait_ms == 0:
+            # The run's time is up: the code goes, and what it saved
+            # still comes back, below.
+            killed_at_deadline = True
+            kill_the_rest()
+            wait_ms = None
+    for fd, events in poller.poll(wait_ms):
         if fd == wake_r:
             os.read(wake_r, 4096)
         elif fd in streams:
@@ -339,10 +427,106 @@ for fd in list(streams):
     os.set_blocking(fd, False)
     while fd in streams and relay(fd):
         pass
+ended_at = time.clock_gettime_ns(time.CLOCK_MONOTONIC) // 1000000
+if killed_at_deadline:
+    ended_at = max(ended_at, deadline)
+
+
+def send_output_files():
+    """The output directory, walked without following links, after every
+    process of the code is gone: the tree cannot change while it is sent.
+    The host checks everything again; this side only saves it the work."""
+    import stat
+    max_files, max_file, max_total = limit(b"out_files"), limit(b"out_file_bytes"), limit(b"out_bytes")
+    sent = [0, 0]  # files, bytes
+
+    def drop(reason, path):
+        send(b"Z", reason + b"\0" + path[:4000])
+
+    def send_file(directory, name, path, st):
+        try:
+            fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=directory)
+        except OSError:
+            return drop(b"unreadable", path)
+        try:
+            now = os.fstat(fd)
+            if (now.st_ino, now.st_dev) != (st.st_ino, st.st_dev) or not stat.S_ISREG(now.st_mode):
+                return drop(b"unreadable", path)
+            send(b"F", path)
+            left, why = max_file + 1, b""
+            while left > 0:
+                try:
+                    data = os.read(fd, min(MAX_FRAME, left))
+                except OSError:
+                    why = b"unreadable"
+                    break
+                if not data:
+                    break
+                send(b"D", data)
+                left -= len(data)
+                sent[1] += len(data)
+            send(b"G", why)
+            sent[0] += 1
+        finally:
+            os.close(fd)
+
+    def walk(directory, prefix, depth):
+        for name in sorted(os.listdir(directory)):
+            path = prefix + os.fsencode(name)
+            try:
+                st = os.stat(name, dir_fd=directory, follow_symlinks=False)
+            except OSError:
+                drop(b"unreadable", path)
+                continue
+            if stat.S_ISDIR(st.st_mode):
+                if depth >= 16:
+                    drop(b"depth", path + b"/")
+                    continue
+                try:
+                    inner = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW,
+                                    dir_fd=directory)
+                except OSError:
+                    drop(b"unreadable", path + b"/")
+                    continue
+                try:
+                    walk(inner, path + b"/", depth + 1)
+                finally:
+                    os.close(inner)
+            elif stat.S_ISLNK(st.st_mode):
+                drop(b"symlink", path)
+            elif not stat.S_ISREG(st.st_mode):
+                drop(b"special", path)
+            elif st.st_nlink > 1:
+                drop(b"hardlink", path)
+            elif sent[0] >= max_files:
+                drop(b"count", path)
+            elif st.st_size > max_file:
+                drop(b"size", path)
+            elif sent[1] + st.st_size > max_total:
+                drop(b"total", path)
+            else:
+                send_file(directory, name, path, st)
+
+    top = os.open(OUTPUT_DIR, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    walk(top, b"", 1)
+    os.close(top)
+
+
+if limit(b"out"):
+    kill_the_rest()
+    while True:
+        try:
+            os.wait()
+        except ChildProcessError:
+            break
+    try:
+        send_output_files()
+    except OSError:
+        pass  # the directory itself was replaced or removed: nothing to send
+
 # When the code ended, on the host's monotonic clock (a container has no
 # clock of its own): sage-sandbox may read this frame late, if it was
 # stopped, and a run that ended past its deadline is a timeout.
-ended_at = time.clock_gettime_ns(time.CLOCK_MONOTONIC) // 1000000
 if os.WIFSIGNALED(ended):
     # At RLIMIT_CPU (soft = hard) the kernel sends SIGKILL: told from any
     # other SIGKILL by the CPU time the process had used (90% of the limit:

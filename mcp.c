@@ -8,6 +8,7 @@
  * server: each bad message gets the JSON-RPC error the specification gives
  * it, and the next line is read. */
 #include "mcp.h"
+#include "base64.h"
 #include "embedded.h"
 #include "json.h"
 #include "pool.h"
@@ -25,6 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/signalfd.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 /* The longest message read: code is at most 50000 bytes, at most 6 bytes
@@ -45,6 +47,17 @@
  * client cannot make the server hold an unbounded queue. Each holds at most
  * MAX_CODE_BYTES of code (longer code is refused as it arrives). */
 #define MAX_WAITING_CALLS 64
+/* An image file is sent back as image content up to this size, and while
+ * the whole answer stays under ANSWER_BUDGET_BYTES: the official SDK's
+ * stdio clients drop a message past 10 MiB. */
+#define IMAGE_MAX_BYTES (2u << 20)
+#define ANSWER_BUDGET_BYTES (9u << 20)
+/* _meta keys a client (never a model) may set on tools/call: keep the
+ * files the code saves in this existing directory, replacing same-named
+ * ones or not. Without it they go to a private directory removed after
+ * the answer, and only images come back. */
+#define META_OUTPUT_DIR "sage-sandbox/output-dir"
+#define META_OUTPUT_OVERWRITE "sage-sandbox/output-overwrite"
 
 /* JSON-RPC's error codes. */
 enum { PARSE_ERROR = -32700, INVALID_REQUEST = -32600, METHOD_NOT_FOUND = -32601,
@@ -81,6 +94,12 @@ struct call {
 	int64_t started_at;
 	struct loop_timer *progress_timer;
 	struct argv_builder status_args;
+	struct infiles in;      /* arguments.files */
+	struct outfiles out;    /* $SAGE_SANDBOX_OUT's files, once it ran */
+	bool out_open;
+	char *out_dir;          /* the client's directory, or NULL */
+	bool out_overwrite;
+	char *temp_dir;         /* else a private one, removed with the call */
 	struct call *next;
 };
 
@@ -183,6 +202,14 @@ static void free_call(struct call *c)
 			break;
 		}
 	loop_timer_cancel(c->progress_timer);
+	if (c->out_open)
+		outfiles_close(&c->out);
+	if (c->temp_dir) {
+		outfiles_remove_dir(c->temp_dir);
+		free(c->temp_dir);
+	}
+	free(c->out_dir);
+	infiles_free(&c->in);
 	json_decref(c->id);
 	json_decref(c->progress_token);
 	free(c->code);
@@ -193,7 +220,8 @@ static void free_call(struct call *c)
 }
 
 /* The end of a call: its answer (unless cancelled), and room for the next. */
-static void answer(struct call *c, json_t *content_text, json_t *structured, bool is_error)
+static void answer(struct call *c, json_t *content_text, json_t *structured, bool is_error,
+		json_t *more_content)
 {
 	struct server *s = c->srv;
 	loop_timer_cancel(c->progress_timer);
@@ -204,6 +232,8 @@ static void answer(struct call *c, json_t *content_text, json_t *structured, boo
 	if (!c->cancelled) {
 		json_t *result = json_pack("{s:[{s:s, s:o}], s:o, s:b}", "content", "type", "text",
 			"text", content_text, "structuredContent", structured, "isError", is_error);
+		if (more_content)
+			json_array_extend(json_object_get(result, "content"), more_content);
 		if (c->tool == TOOL_RUN)
 			json_object_set_new(result, "_meta", json_pack("{s:b}", "warm", c->warm));
 		send_result(s, c->id, result);
@@ -211,6 +241,7 @@ static void answer(struct call *c, json_t *content_text, json_t *structured, boo
 		json_decref(content_text);
 		json_decref(structured);
 	}
+	json_decref(more_content);
 	pump(s);
 }
 
@@ -229,7 +260,7 @@ static void answer_refusal(struct call *c, const struct error *err)
 	char sentence[1200];
 	snprintf(sentence, sizeof sentence, "sage-sandbox did not run the code: %s%s%s",
 		err->message, err->hint[0] ? "; " : "", err->hint);
-	answer(c, text_value(sentence, strlen(sentence)), parsed(text, len), true);
+	answer(c, text_value(sentence, strlen(sentence)), parsed(text, len), true, NULL);
 	free(text);
 }
 
@@ -264,6 +295,95 @@ static json_t *run_text(const struct printed *p, json_t *object)
 	return v;
 }
 
+/* An image the code saved, as MCP image content; NULL when it is not one
+ * MCP shows, is too large, or cannot be read back. */
+static json_t *image_content(struct call *c, const struct outfile *f, size_t *size)
+{
+	static const char *const shown[] = {"image/png", "image/jpeg", "image/gif", "image/webp",
+		"image/svg+xml", NULL};
+	const char *const *type = shown;
+	while (*type && strcmp(*type, f->kind.media_type) != 0)
+		type++;
+	if (!*type || f->size > IMAGE_MAX_BYTES)
+		return NULL;
+	/* Read back from the directory it was received into, by the same
+	 * descriptor, never following a link; the size checked again. */
+	int fd = openat(c->out.dirfd, f->name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+	struct stat st;
+	struct buffer bytes = {0}, encoded = {0};
+	if (fd < 0 || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || (uint64_t)st.st_size != f->size ||
+	    read_fd(fd, IMAGE_MAX_BYTES, &bytes) < 0 || bytes.len != f->size) {
+		if (fd >= 0)
+			close(fd);
+		buffer_free(&bytes);
+		return NULL;
+	}
+	close(fd);
+	base64_encode((const unsigned char *)bytes.data, bytes.len, &encoded);
+	buffer_free(&bytes);
+	*size = encoded.len;
+	json_t *v = json_pack("{s:s, s:s%, s:s}", "type", "image", "data", encoded.data, encoded.len,
+		"mimeType", *type);
+	buffer_free(&encoded);
+	return v;
+}
+
+/* What came back from $SAGE_SANDBOX_OUT: one text item naming every file
+ * (hosts that do not pass images on to the model still tell it what there
+ * is), then the images, while the answer stays within its budget. */
+static json_t *file_content(struct call *c, json_t *object)
+{
+	const struct outfiles *o = &c->out;
+	if (!c->out_open || (o->count == 0 && o->dropped_count == 0))
+		return NULL;
+	json_t *items = json_array();
+	struct buffer text = {0};
+	char line[2048], about[128];
+	char *dumped = json_dumps(object, JSON_COMPACT);
+	size_t used = (dumped ? strlen(dumped) : 0) * 2 + 4096;
+	free(dumped);
+	static const char intro[] = "Files the code saved in SAGE_SANDBOX_OUT:\n";
+	buffer_append(&text, intro, sizeof intro - 1);
+	for (size_t i = 0; i < o->count; i++) {
+		const struct outfile *f = &o->files[i];
+		size_t size = 0;
+		json_t *image = used < ANSWER_BUDGET_BYTES ? image_content(c, f, &size) : NULL;
+		if (image && used + size > ANSWER_BUDGET_BYTES) {
+			json_decref(image);
+			image = NULL;
+		}
+		describe_file(f, about, sizeof about);
+		const char *where = image ? "; the image follows" :
+			c->out_dir ? "" :
+			f->kind.is_image ? "; not shown: larger than the image cap or the answer's budget" :
+			"; not kept: this server returns images only";
+		if (c->out_dir)
+			snprintf(line, sizeof line, "- %s (%s), saved as %s/%s%s\n", f->name, about,
+				c->out_dir, f->name, where);
+		else
+			snprintf(line, sizeof line, "- %s (%s)%s\n", f->name, about, where);
+		buffer_append(&text, line, strlen(line));
+		if (image) {
+			json_array_append_new(items, image);
+			used += size;
+		}
+	}
+	for (size_t i = 0; i < o->dropped_count && i < OUTFILES_DROPPED_LISTED; i++) {
+		snprintf(line, sizeof line, "- not saved: %s: %s\n", o->dropped[i].name,
+			o->dropped[i].reason);
+		buffer_append(&text, line, strlen(line));
+	}
+	if (o->dropped_count > OUTFILES_DROPPED_LISTED) {
+		snprintf(line, sizeof line, "- not saved: %zu more\n",
+			o->dropped_count - OUTFILES_DROPPED_LISTED);
+		buffer_append(&text, line, strlen(line));
+	}
+	json_array_insert_new(items, 0, json_pack("{s:s, s:o}", "type", "text", "text",
+		text_value(text.data, text.len)));
+	buffer_free(&text);
+	return items;
+}
+
 static void answer_sandbox(struct call *c)
 {
 	struct run_result *r = sandbox_result(c->sb);
@@ -277,7 +397,7 @@ static void answer_sandbox(struct call *c)
 		char *text = print_to_memory(print_run_object, &p, &len);
 		json_t *object = parsed(text, len);
 		free(text);
-		answer(c, run_text(&p, object), object, r->exit_code != 0);
+		answer(c, run_text(&p, object), object, r->exit_code != 0, file_content(c, object));
 		return;
 	}
 	struct self_test t;
@@ -289,7 +409,7 @@ static void answer_sandbox(struct call *c)
 	free(object);
 	p.json = false;
 	char *table = print_to_memory(print_self_test, &p, &len);
-	answer(c, text_value(table, len), structured, status != 0);
+	answer(c, text_value(table, len), structured, status != 0, NULL);
 	free(table);
 }
 
@@ -352,7 +472,7 @@ static void on_status_done(struct capture *cap, void *data)
 		answer_refusal(c, &err);
 	} else {
 		char *text = json_dumps(object, JSON_INDENT(2));
-		answer(c, json_string(text), object, false);
+		answer(c, json_string(text), object, false, NULL);
 		free(text);
 	}
 	capture_free(cap);
@@ -386,6 +506,30 @@ static void start_status(struct call *c)
 	c->capturing = true;
 }
 
+/* Where the call's files go: the client's directory, or a private one. */
+static int open_output(struct call *c, struct error *err)
+{
+	const char *dir = c->out_dir;
+	if (!dir) {
+		const char *base = getenv("XDG_RUNTIME_DIR");
+		char *path = NULL;
+		if (asprintf(&path, "%s/sage-sandbox-mcp-XXXXXX", base && *base == '/' ? base : "/tmp") < 0)
+			abort();
+		if (!mkdtemp(path)) {
+			error_set(err, EXIT_REFUSED, "check that /tmp or $XDG_RUNTIME_DIR is writable",
+				"cannot make a directory for the call's files: %s", strerror(errno));
+			free(path);
+			return -1;
+		}
+		c->temp_dir = path;
+		dir = path;
+	}
+	if (outfiles_open(&c->out, dir, c->out_overwrite, &c->cfg, err) < 0)
+		return -1;
+	c->out_open = true;
+	return 0;
+}
+
 static void start_call(struct call *c)
 {
 	struct server *s = c->srv;
@@ -406,7 +550,8 @@ static void start_call(struct call *c)
 		return;
 	}
 	if (c->tool == TOOL_RUN) {
-		if (sandbox_check_code(c->code, c->code_len, "arguments.code", &err) < 0) {
+		if (sandbox_check_code(c->code, c->code_len, "arguments.code", &err) < 0 ||
+		    open_output(c, &err) < 0) {
 			answer_refusal(c, &err);
 			free_call(c);
 			return;
@@ -431,7 +576,8 @@ static void start_call(struct call *c)
 		.code = self_test ? c->self_test_code.data : c->code,
 		.code_len = self_test ? c->self_test_code.len : c->code_len,
 		.argv = argv, .argc = 1, .deadline = deadline,
-		.cpu_seconds = (long)rl[RL_CPU].value};
+		.cpu_seconds = (long)rl[RL_CPU].value,
+		.in = c->in.count ? &c->in : NULL, .out = c->out_open ? &c->out : NULL};
 	sandbox_submit(c->sb, &program);
 }
 
@@ -484,6 +630,40 @@ static struct call *find_call(struct server *s, json_t *id)
 	return NULL;
 }
 
+/* arguments.files: each value text, or {"base64": "..."}; checked as
+ * --input's files are (names, count, size), each held in a memory file. */
+static int take_files(json_t *files, struct infiles *in, struct server *s, json_t *id)
+{
+	const char *name;
+	json_t *value;
+	json_object_foreach(files, name, value) {
+		struct buffer decoded = {0};
+		struct error err;
+		const char *bytes;
+		size_t len;
+		json_t *b64 = json_is_object(value) ? json_object_get(value, "base64") : NULL;
+		if (json_is_string(value)) {
+			bytes = json_string_value(value);
+			len = json_string_length(value);
+		} else if (json_is_string(b64) && json_object_size(value) == 1 &&
+			   base64_decode(json_string_value(b64), json_string_length(b64), &decoded)) {
+			bytes = decoded.data;
+			len = decoded.len;
+		} else {
+			send_error(s, id, INVALID_PARAMS, "files['%s'] is the file's text, or "
+				"{\"base64\": \"...\"} with valid base64", name);
+			return -1;
+		}
+		int rc = infiles_add_bytes(in, name, bytes, len, &err);
+		buffer_free(&decoded);
+		if (rc < 0) {
+			send_error(s, id, INVALID_PARAMS, "files: %s; %s", err.message, err.hint);
+			return -1;
+		}
+	}
+	return 0;
+}
+
 /* tools/call: checked whole before anything runs. */
 static void call_tool(struct server *s, json_t *id, json_t *params)
 {
@@ -515,11 +695,28 @@ static void call_tool(struct server *s, json_t *id, json_t *params)
 		send_error(s, id, INVALID_PARAMS, "a progressToken is a string or an integer");
 		return;
 	}
+	json_t *out_dir = json_is_object(meta) ? json_object_get(meta, META_OUTPUT_DIR) : NULL;
+	json_t *overwrite = json_is_object(meta) ? json_object_get(meta, META_OUTPUT_OVERWRITE) : NULL;
+	if (out_dir && (!json_is_string(out_dir) || json_string_value(out_dir)[0] != '/')) {
+		send_error(s, id, INVALID_PARAMS, "_meta." META_OUTPUT_DIR " is an absolute path");
+		return;
+	}
+	if (overwrite && !json_is_boolean(overwrite)) {
+		send_error(s, id, INVALID_PARAMS, "_meta." META_OUTPUT_OVERWRITE " is true or false");
+		return;
+	}
 	long timeout = s->cfg->number[SET_TIMEOUT];
-	json_t *code = NULL;
+	json_t *code = NULL, *files = NULL;
 	json_object_foreach(json_is_object(args) ? args : NULL, key, value) {
 		if (tool == TOOL_RUN && strcmp(key, "code") == 0) {
 			code = value;
+		} else if (tool == TOOL_RUN && strcmp(key, "files") == 0) {
+			if (!json_is_object(value)) {
+				send_error(s, id, INVALID_PARAMS, "files is an object: {\"name\": \"text\"} "
+					"or {\"name\": {\"base64\": \"...\"}}");
+				return;
+			}
+			files = value;
 		} else if (tool == TOOL_RUN && strcmp(key, "timeout_seconds") == 0) {
 			double t = json_is_integer(value) ? (double)json_integer_value(value) :
 				json_is_real(value) ? json_real_value(value) : -1;
@@ -531,7 +728,7 @@ static void call_tool(struct server *s, json_t *id, json_t *params)
 			timeout = (long)t;
 		} else {
 			send_error(s, id, INVALID_PARAMS, "%s takes %s; unknown argument '%s'",
-				tool_names[tool], tool == TOOL_RUN ? "code and timeout_seconds" :
+				tool_names[tool], tool == TOOL_RUN ? "code, timeout_seconds and files" :
 				"no arguments", key);
 			return;
 		}
@@ -554,9 +751,17 @@ static void call_tool(struct server *s, json_t *id, json_t *params)
 		return;
 	}
 
+	struct infiles in = {0};
+	if (files && take_files(files, &in, s, id) < 0) {
+		infiles_free(&in);
+		return;
+	}
 	struct call *c = calloc(1, sizeof *c);
 	if (!c)
 		abort();
+	c->in = in;
+	c->out_dir = out_dir ? strdup(json_string_value(out_dir)) : NULL;
+	c->out_overwrite = json_is_true(overwrite);
 	c->srv = s;
 	c->id = json_incref(id);
 	c->progress_token = json_incref(token);

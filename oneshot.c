@@ -246,7 +246,8 @@ static void start_sandbox(struct oneshot *o)
 	for (int i = 0; i < o->argc; i++)
 		argv[1 + i] = o->args[i];
 	struct program program = {.code = o->code, .code_len = o->code_len, .argv = argv,
-		.argc = o->argc + 1, .input_follows = from_file, .deadline = o->deadline};
+		.argc = o->argc + 1, .input_follows = from_file, .deadline = o->deadline,
+		.in = o->in, .out = o->out};
 	o->sandbox = sandbox_start(o->loop, &opt, &o->err);
 	if (!o->sandbox) {
 		refuse(o);

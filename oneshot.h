@@ -20,6 +20,8 @@ struct oneshot {
 			     * a file, our stdin is the code's, streamed */
 	const char *const *args; /* the code's arguments after its name */
 	int argc;
+	const struct infiles *in; /* files put beside the code, or NULL */
+	struct outfiles *out;     /* where $SAGE_SANDBOX_OUT's files go, or NULL */
 	const char *code;   /* or take this code (self-test) */
 	size_t code_len;
 	/* Or make the code once the host is known (self-test's depends on it). */

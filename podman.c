@@ -175,6 +175,10 @@ void podman_run_args(struct argv_builder *a, const struct config *cfg,
 	arg_add(a, "--env=DOT_SAGE=/tmp/dot-sage");
 	arg_add(a, "--env=MPLCONFIGDIR=/tmp/dot-sage/matplotlib");
 	arg_add(a, "--env=MAXIMA_USERDIR=/tmp/dot-sage/maxima");
+	/* Where the code leaves files for the host (run --output-dir): made
+	 * empty by the launcher; sent back over the launcher's own stream,
+	 * never through a mount. */
+	arg_add(a, "--env=SAGE_SANDBOX_OUT=/tmp/sage-sandbox-out");
 	/* One thread each: the CPU and process limits mean what they say and
 	 * BLAS does not spawn a thread per host core. */
 	arg_add(a, "--env=SAGE_NUM_THREADS=1");

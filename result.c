@@ -172,6 +172,97 @@ void write_run_fields(struct json *j, const struct run_result *r, const struct c
 	jw_bool(j, r->input_truncated);
 	jw_key(j, "duration_ms");
 	jw_integer(j, r->duration_ms);
+	write_files_fields(j, r->files);
+}
+
+void write_files_fields(struct json *j, const struct outfiles *o)
+{
+	jw_key(j, "files");
+	if (!o) {
+		jw_null(j);
+	} else {
+		jw_begin_array(j);
+		for (size_t i = 0; i < o->count; i++) {
+			const struct outfile *f = &o->files[i];
+			jw_begin_object(j);
+			jw_key(j, "name");
+			jw_cstring(j, f->name);
+			jw_key(j, "size");
+			jw_integer(j, (long long)f->size);
+			jw_key(j, "sha256");
+			jw_cstring(j, f->sha256);
+			jw_key(j, "media_type");
+			jw_cstring(j, f->kind.media_type);
+			jw_key(j, "width");
+			if (f->kind.width)
+				jw_integer(j, f->kind.width);
+			else
+				jw_null(j);
+			jw_key(j, "height");
+			if (f->kind.height)
+				jw_integer(j, f->kind.height);
+			else
+				jw_null(j);
+			jw_end_object(j);
+		}
+		jw_end_array(j);
+	}
+	jw_key(j, "files_not_saved");
+	if (!o) {
+		jw_null(j);
+	} else {
+		jw_begin_array(j);
+		for (size_t i = 0; i < o->dropped_count && i < OUTFILES_DROPPED_LISTED; i++) {
+			jw_begin_object(j);
+			jw_key(j, "name");
+			jw_cstring(j, o->dropped[i].name);
+			jw_key(j, "reason");
+			jw_cstring(j, o->dropped[i].reason);
+			jw_end_object(j);
+		}
+		jw_end_array(j);
+	}
+	jw_key(j, "files_not_saved_count");
+	jw_integer(j, o ? (long long)o->dropped_count : 0);
+}
+
+/* "23 KiB", "1.5 MiB", "12 bytes". */
+static void human_size(uint64_t bytes, char *buf, size_t size)
+{
+	if (bytes < 1024)
+		snprintf(buf, size, "%llu bytes", (unsigned long long)bytes);
+	else if (bytes < (1u << 20))
+		snprintf(buf, size, "%.1f KiB", bytes / 1024.0);
+	else
+		snprintf(buf, size, "%.1f MiB", bytes / 1048576.0);
+}
+
+void describe_file(const struct outfile *f, char *buf, size_t size)
+{
+	char human[32];
+	human_size(f->size, human, sizeof human);
+	if (f->kind.width && f->kind.height)
+		snprintf(buf, size, "%s, %s, %ux%u pixels", human, f->kind.media_type, f->kind.width,
+			f->kind.height);
+	else
+		snprintf(buf, size, "%s, %s", human, f->kind.media_type);
+}
+
+void write_files_lines(FILE *out, const struct outfiles *o)
+{
+	char about[128];
+	if (!o)
+		return;
+	for (size_t i = 0; i < o->count; i++) {
+		describe_file(&o->files[i], about, sizeof about);
+		fprintf(out, "sage-sandbox: saved %s/%s (%s)\n", o->dir, o->files[i].name, about);
+	}
+	for (size_t i = 0; i < o->dropped_count && i < OUTFILES_DROPPED_LISTED; i++)
+		fprintf(out, "sage-sandbox: not saved: %s: %s\n", o->dropped[i].name,
+			o->dropped[i].reason);
+	if (o->dropped_count > OUTFILES_DROPPED_LISTED)
+		fprintf(out, "sage-sandbox: not saved: %zu more\n",
+			o->dropped_count - OUTFILES_DROPPED_LISTED);
 }
 
 void write_run_object(FILE *out, const struct run_result *r, const struct config *cfg)
@@ -225,6 +316,12 @@ void print_run_object(FILE *f, const void *arg)
 {
 	const struct printed *p = arg;
 	write_run_object(f, p->result, p->cfg);
+}
+
+void print_files_lines(FILE *f, const void *arg)
+{
+	const struct printed *p = arg;
+	write_files_lines(f, p->result->files);
 }
 
 void print_stop_line(FILE *f, const void *arg)

@@ -31,6 +31,14 @@ bool describe_stop(const struct run_result *r, const struct config *cfg, char *b
 /* The fields of a run, the header first: schema_version, ok, exit_code,
  * error, file, signal, stopped_by, ..., duration_ms. */
 void write_run_fields(struct json *j, const struct run_result *r, const struct config *cfg);
+/* "files" (name, size, sha256, media_type, width, height of each file
+ * brought back), "files_not_saved" (name, reason) and their count; null
+ * when nothing was asked back. */
+void write_files_fields(struct json *j, const struct outfiles *o);
+/* "12.3 KiB, image/png, 640x480 pixels". */
+void describe_file(const struct outfile *f, char *buf, size_t size);
+/* Text mode's lines on them: "sage-sandbox: saved DIR/NAME (...)". */
+void write_files_lines(FILE *out, const struct outfiles *o);
 /* The whole object of `run --json`. */
 void write_run_object(FILE *out, const struct run_result *r, const struct config *cfg);
 /* The whole object of a refusal; cfg NULL when the options were unreadable. */
@@ -51,6 +59,7 @@ printer print_error_line;   /* "sage-sandbox: MESSAGE; HINT" */
 printer print_error_object; /* write_error_object */
 printer print_run_object;   /* write_run_object */
 printer print_stop_line;    /* write_stop_line */
+printer print_files_lines;  /* write_files_lines */
 /* What writer printed, as a malloc'd string of *len bytes. */
 char *print_to_memory(printer *writer, const void *arg, size_t *len);
 

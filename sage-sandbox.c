@@ -24,6 +24,10 @@ struct options {
 	bool show_control_chars;
 	bool help;
 	const char *file;  /* run: NULL or "-" for stdin */
+	const char *output_dir; /* run: bring $SAGE_SANDBOX_OUT's files here */
+	bool output_overwrite;
+	const char **inputs; /* run: --input PATH, each one */
+	int input_count;
 	char **args;       /* run: the code's arguments after FILE */
 	int argc;
 };
@@ -89,10 +93,21 @@ static void print_usage(FILE *out, const struct command_help *command)
 			"  --show-control-chars\n"
 			"        on a terminal, pass the code's control characters and escape\n"
 			"        sequences as they are; by default they are shown as ^[, \\x9b\n"
+			"  --input PATH\n"
+			"        copy a file, or a directory's tree, into the code's working\n"
+			"        directory first (repeatable; regular files only, links inside a\n"
+			"        directory refused; at most %d files, %llu MiB in all)\n"
+			"  --output-dir DIR\n"
+			"        bring the files the code left in $SAGE_SANDBOX_OUT into DIR, an\n"
+			"        existing directory (regular files only, within --output-files,\n"
+			"        --output-file-size and --output-size; also after a timeout)\n"
+			"  --output-overwrite\n"
+			"        replace files of the same name in DIR; by default they are kept\n"
+			"        and the new ones are not saved\n"
 			"\n"
 			"Code is at most %d bytes of UTF-8 and may not contain a NUL byte; the\n"
 			"code's stdin is streamed, at most %llu MiB.\n",
-			MAX_CODE_BYTES, MAX_INPUT_BYTES >> 20);
+			INFILES_MAX_FILES, INFILES_MAX_BYTES >> 20, MAX_CODE_BYTES, MAX_INPUT_BYTES >> 20);
 	if (command && command->server) {
 		fprintf(out,
 			"\nFor mcp, --timeout is the longest a call may ask for, and its default;\n"
@@ -150,7 +165,8 @@ static int parse_options(int argc, char **argv, bool takes_file, bool server,
 			/* FILE, or the value of the option before it. */
 			if (i == 0 || strncmp(argv[i - 1], "--", 2) != 0 || strchr(argv[i - 1], '=') ||
 			    strcmp(argv[i - 1], "--json") == 0 ||
-			    strcmp(argv[i - 1], "--show-control-chars") == 0)
+			    strcmp(argv[i - 1], "--show-control-chars") == 0 ||
+			    strcmp(argv[i - 1], "--output-overwrite") == 0)
 				break;
 		}
 		if (strncmp(argv[i], "--json", 6) == 0 && (argv[i][6] == '\0' || argv[i][6] == '='))
@@ -179,9 +195,32 @@ static int parse_options(int argc, char **argv, bool takes_file, bool server,
 		}
 		size_t name_len = strcspn(arg, "=");
 		bool has_value = arg[name_len] == '=';
+		/* Run's own options: not settings (no environment variable). */
+		bool is_output_dir = takes_file && name_len == 12 && strncmp(arg, "--output-dir", 12) == 0;
+		bool is_input = takes_file && name_len == 7 && strncmp(arg, "--input", 7) == 0;
+		if (is_output_dir || is_input) {
+			const char *value = has_value ? arg + name_len + 1 : i + 1 < argc ? argv[++i] : NULL;
+			if (!value || !*value) {
+				error_set(err, EXIT_REFUSED, usage_hint, "option %.*s needs a %s",
+					(int)name_len, arg, is_input ? "file or directory" : "directory");
+				return -1;
+			}
+			if (is_output_dir) {
+				o->output_dir = value;
+			} else {
+				/* Repeatable: each names more files. */
+				o->inputs = realloc(o->inputs, (size_t)(o->input_count + 1) * sizeof *o->inputs);
+				if (!o->inputs)
+					abort();
+				o->inputs[o->input_count++] = value;
+			}
+			continue;
+		}
 		bool *flag = strncmp(arg, "--json", name_len) == 0 && name_len == 6 ? &o->json :
 			strncmp(arg, "--show-control-chars", name_len) == 0 && name_len == 20 ?
-			&o->show_control_chars : NULL;
+			&o->show_control_chars :
+			takes_file && strncmp(arg, "--output-overwrite", name_len) == 0 && name_len == 18 ?
+			&o->output_overwrite : NULL;
 		if (flag) {
 			if (has_value) {
 				error_set(err, EXIT_REFUSED, usage_hint, "option %.*s takes no value",
@@ -260,9 +299,31 @@ static int cmd_run(int argc, char **argv)
 		print_usage(stdout, find_help("run"));
 		return 0;
 	}
+	/* The files in and the directory out are checked before anything
+	 * runs: a refusal leaves nothing started. */
+	struct infiles in = {0};
+	struct outfiles out = {.dirfd = -1};
+	for (int i = 0; i < o.input_count; i++)
+		if (infiles_add_path(&in, o.inputs[i], &err) < 0) {
+			infiles_free(&in);
+			free(o.inputs);
+			return report_error(&err, o.json, &o.cfg);
+		}
+	free(o.inputs);
+	if (o.output_overwrite && !o.output_dir) {
+		error_set(&err, EXIT_REFUSED, "add --output-dir DIR, or drop --output-overwrite",
+			"--output-overwrite needs --output-dir");
+		infiles_free(&in);
+		return report_error(&err, o.json, &o.cfg);
+	}
+	if (o.output_dir && outfiles_open(&out, o.output_dir, o.output_overwrite, &o.cfg, &err) < 0) {
+		infiles_free(&in);
+		return report_error(&err, o.json, &o.cfg);
+	}
 	struct oneshot run = {.cfg = &o.cfg, .started_at = started_at, .stream = !o.json,
 		.show_control_chars = o.show_control_chars, .file = o.file,
-		.args = (const char *const *)o.args, .argc = o.argc};
+		.args = (const char *const *)o.args, .argc = o.argc,
+		.in = in.count ? &in : NULL, .out = o.output_dir ? &out : NULL};
 	int status;
 	if (oneshot_begin(&run) < 0) {
 		status = report_error(&run.err, o.json, &o.cfg);
@@ -273,9 +334,13 @@ static int cmd_run(int argc, char **argv)
 		if (o.file && strcmp(o.file, "-") != 0)
 			run.result->file = o.file;
 		status = run.result->exit_code;
+		if (!o.json && o.output_dir)
+			emit(&run, 1, print_files_lines, &p);
 		emit(&run, o.json ? 0 : 1, o.json ? print_run_object : print_stop_line, &p);
 	}
 	oneshot_end(&run);
+	outfiles_close(&out);
+	infiles_free(&in);
 	return status;
 }
 

@@ -51,6 +51,12 @@ struct sandbox {
 	int profile_fd;
 	struct queue *input;
 	bool input_open; /* more stdin may come */
+	/* The program's input files, sent after the code and before stdin. */
+	const struct infiles *in;
+	size_t in_next;     /* the file being sent */
+	uint64_t in_offset; /* of it, sent; 0 before its F frame */
+	bool in_begun, inputs_done;
+	struct outfiles *out;
 	struct loop_watch *out_watch, *err_watch;
 	struct loop_timer *deadline_timer, *grace_timer, *retry_timer, *memwatch_timer;
 	long host_uid; /* the run's own, for the memory watchdog; -1: not watched */
@@ -238,6 +244,15 @@ static void take_frame(struct sandbox *sb, char type, const char *payload, size_
 	case 'E':
 		if (sb->stopping == STOP_NONE || sb->stopping == STOP_OUTPUT_LIMIT)
 			take_output(sb, type == 'E', payload, len);
+		break;
+	case 'F':
+	case 'D':
+	case 'G':
+	case 'Z':
+		if (!sb->out)
+			protocol_broken(sb, "files nobody asked for");
+		else if (sb->stopping == STOP_NONE)
+			outfiles_frame(sb->out, type, payload, len);
 		break;
 	case 'X': {
 		char text[64], cause[16] = "";
@@ -427,8 +442,10 @@ void sandbox_stop(struct sandbox *sb, enum stop_reason reason, int signal)
 	sb->deadline_timer = NULL;
 	loop_timer_cancel(sb->memwatch_timer);
 	sb->memwatch_timer = NULL;
-	/* Nothing printed after a stop is kept. */
+	/* Nothing printed after a stop is kept, nor a file half sent. */
 	close_stream(sb, true);
+	if (sb->out)
+		outfiles_stopped(sb->out);
 	/* The client goes first: a live one, blocked writing output nobody
 	 * reads, holds up the removal by seconds; and once it is dead it
 	 * cannot create the container after the removal. */
@@ -526,6 +543,8 @@ static void sandbox_advance(struct sandbox *sb)
 		sb->deadline_timer = NULL;
 		loop_timer_cancel(sb->memwatch_timer);
 		sb->memwatch_timer = NULL;
+		if (sb->out)
+			outfiles_stopped(sb->out); /* a file cut short by the end */
 		finish_result(sb);
 		sb->state = SANDBOX_DONE;
 		if (sb->opt.cb.on_done)
@@ -609,10 +628,52 @@ static void put_frame(struct queue *q, char type, const char *payload, size_t le
 	queue_put_all(q, payload, len);
 }
 
+/* Sends the input files as the queue has room: at most a frame a file a
+ * turn read from the descriptor checked when it was named, never more than
+ * the size it had then. The code's stdin follows them. */
+static void send_inputs(struct sandbox *sb)
+{
+	char chunk[FRAME_MAX];
+	while (!sb->inputs_done && sb->in && sb->in_next < sb->in->count) {
+		const struct infile *f = &sb->in->files[sb->in_next];
+		size_t room = queue_room(sb->input);
+		if (room <= FRAME_HEADER)
+			return;
+		if (!sb->in_begun) {
+			put_frame(sb->input, 'F', f->name, strlen(f->name));
+			sb->in_begun = true;
+			sb->in_offset = 0;
+			continue;
+		}
+		size_t want = room - FRAME_HEADER < FRAME_MAX ? room - FRAME_HEADER : FRAME_MAX;
+		if (want > f->size - sb->in_offset)
+			want = (size_t)(f->size - sb->in_offset);
+		ssize_t n = want ? pread(f->fd, chunk, want, (off_t)sb->in_offset) : 0;
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0) {
+			/* Its end, or a file that shrank since: what there was. */
+			put_frame(sb->input, 'G', "", 0);
+			sb->in_next++;
+			sb->in_begun = false;
+			continue;
+		}
+		put_frame(sb->input, 'D', chunk, (size_t)n);
+		sb->in_offset += (uint64_t)n;
+	}
+	if (sb->inputs_done)
+		return;
+	sb->inputs_done = true;
+	if (!sb->input_open)
+		put_frame(sb->input, 'I', "", 0);
+}
+
 static void on_input_drained(struct queue *q, void *data)
 {
 	struct sandbox *sb = data;
-	if (sb->input_open && sb->opt.cb.on_input_room && sandbox_input_room(sb) > 0)
+	send_inputs(sb);
+	if (sb->inputs_done && sb->input_open && sb->opt.cb.on_input_room &&
+	    sandbox_input_room(sb) > 0)
 		sb->opt.cb.on_input_room(sb, sb->opt.cb.data);
 }
 
@@ -635,16 +696,25 @@ void sandbox_submit(struct sandbox *sb, const struct program *p)
 	size_t args_len = args.len;
 	while (args_len > FRAME_MAX)
 		args_len = (size_t)((char *)memrchr(args.data, '\0', args_len - 1) - args.data) + 1;
-	/* The call's own limits, which the launcher can only lower. */
-	char limits[64];
-	int limits_len = snprintf(limits, sizeof limits, "cpu %ld", p->cpu_seconds);
+	/* The call's own limits, which the launcher can only lower, and what
+	 * comes with the code and goes back. */
+	char limits[512];
+	int limits_len = snprintf(limits, sizeof limits, "cpu=%ld inputs=%zu", p->cpu_seconds,
+		p->in ? p->in->count : 0);
+	if (p->out)
+		limits_len += snprintf(limits + limits_len, sizeof limits - (size_t)limits_len,
+			" out=1 out_files=%ld out_file_bytes=%llu out_bytes=%llu deadline=%lld",
+			p->out->max_files, (unsigned long long)p->out->max_file_bytes,
+			(unsigned long long)p->out->max_total_bytes, (long long)p->deadline);
 	put_frame(sb->input, 'L', limits, (size_t)limits_len);
 	put_frame(sb->input, 'A', args.data ? args.data : "", args_len);
 	put_frame(sb->input, 'C', p->code, p->code_len);
 	buffer_free(&args);
 	sb->input_open = p->input_follows;
-	if (!sb->input_open)
-		put_frame(sb->input, 'I', "", 0);
+	sb->in = p->in;
+	sb->out = p->out;
+	sb->result.files = p->out;
+	send_inputs(sb);
 	/* A warm sandbox's run counts from now: its wait was not the call's. */
 	if (sb->state == SANDBOX_READY) {
 		sb->state = SANDBOX_RUNNING;
@@ -655,9 +725,12 @@ void sandbox_submit(struct sandbox *sb, const struct program *p)
 		sb->memwatch_timer = loop_timer(sb->loop, loop_now_ms() + MEMWATCH_INTERVAL_MS,
 			on_memwatch, sb);
 	if (p->deadline && sb->stopping == STOP_NONE && !sb->done_reported) {
+		/* With files to bring back, the launcher ends the code at the
+		 * deadline and sends them: the stop waits for that, a while. */
 		sb->opt.deadline = p->deadline;
 		loop_timer_cancel(sb->deadline_timer);
-		sb->deadline_timer = loop_timer(sb->loop, p->deadline, on_deadline, sb);
+		sb->deadline_timer = loop_timer(sb->loop, p->deadline + (p->out ? OUT_GRACE_MS : 0),
+			on_deadline, sb);
 	}
 }
 
@@ -668,7 +741,7 @@ void sandbox_set_callbacks(struct sandbox *sb, const struct sandbox_callbacks *c
 
 size_t sandbox_input_room(const struct sandbox *sb)
 {
-	size_t room = sb->input && sb->input_open ? queue_room(sb->input) : 0;
+	size_t room = sb->input && sb->input_open && sb->inputs_done ? queue_room(sb->input) : 0;
 	return room > FRAME_HEADER ? room - FRAME_HEADER : 0;
 }
 
@@ -698,7 +771,8 @@ void sandbox_input_end(struct sandbox *sb)
 	if (!sb->input || !sb->input_open)
 		return;
 	sb->input_open = false;
-	put_frame(sb->input, 'I', "", 0);
+	if (sb->inputs_done) /* else it follows the files */
+		put_frame(sb->input, 'I', "", 0);
 }
 
 void sandbox_pause_output(struct sandbox *sb, bool paused)

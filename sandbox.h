@@ -5,7 +5,9 @@
 
 #include "buffer.h"
 #include "error.h"
+#include "infiles.h"
 #include "loop.h"
+#include "outfiles.h"
 #include "podman.h"
 #include "settings.h"
 
@@ -43,6 +45,8 @@ struct run_result {
 	bool input_truncated;  /* cut at MAX_INPUT_BYTES */
 	int64_t duration_ms;
 	const char *file; /* the code's file, NULL for stdin: the caller's to set */
+	/* What came back from $SAGE_SANDBOX_OUT: the program's, or NULL. */
+	const struct outfiles *files;
 };
 
 struct sandbox;
@@ -104,7 +108,14 @@ struct program {
 	/* The code's CPU rlimit in seconds, at most the container's; 0: the
 	 * container's (--timeout x --cpus). */
 	long cpu_seconds;
+	/* Files put in the working directory before the code runs, or NULL. */
+	const struct infiles *in;
+	/* Where the files the code leaves in $SAGE_SANDBOX_OUT go, or NULL for
+	 * nothing back. At the deadline the launcher kills the code and sends
+	 * them; the run is stopped OUT_GRACE_MS later whatever came. */
+	struct outfiles *out;
 };
+#define OUT_GRACE_MS 3000
 /* Hands the program to the sandbox: it runs as soon as the launcher is
  * ready. Once per sandbox. */
 void sandbox_submit(struct sandbox *sb, const struct program *p);

@@ -43,7 +43,7 @@ case $action in
 esac
 
 packages=(podman runc uidmap slirp4netns bats scdoc debootstrap make gcc libc6-dev
-	libjansson-dev pkg-config tar python3)
+	libjansson-dev nettle-dev pkg-config tar python3)
 
 install_packages() {
 	local missing=() p

@@ -116,10 +116,10 @@ print(2 +)')
 @test "run - load() of a file that is only on the host fails with a hint" {
 	sage 'load("other.sage")' 1 run
 	expect_match "$errors" "OSError: did not find file 'other.sage' to load or attach"
-	expect_match "$errors" "note: the sandbox holds only this code and the image's packages"
+	expect_match "$errors" "note: the sandbox holds only this code, the image's packages and the files"
 	sage 'import mylocalmodule' 1 run
 	expect_match "$errors" "ModuleNotFoundError"
-	expect_match "$errors" "see INPUT in sage-sandbox\\(1\\)"
+	expect_match "$errors" "given with --input"
 	sage 'open("data.csv")' 1 run
 	expect_match "$errors" "FileNotFoundError"
 	expect_match "$errors" "note: the sandbox holds only"

@@ -263,3 +263,45 @@ test("a warm sandbox that dies while it waits is replaced", { timeout: 300_000 }
     await s.close();
   }
 });
+
+test("files: a plot comes back as image content, named in the text too; files go in", { timeout: 300_000 }, async () => {
+  const s = await connect();
+  try {
+    await warmed(s);
+    const code = `import os
+out = os.environ["SAGE_SANDBOX_OUT"]
+plot(sin(x), (x, 0, 2*pi)).save(out + "/sin.png")
+plot(cos(x), (x, 0, 1)).save(out + "/cos.svg")
+open(out + "/rows.txt", "w").write(open("data/in.csv").read().upper())
+load("lib.sage")
+print(twice(21))
+`;
+    const lib = Buffer.from("def twice(n):\n    return 2*n\n").toString("base64");
+    const r = await s.client.callTool({
+      name: "run_sagemath",
+      arguments: { code, files: { "data/in.csv": "a,b\n1,2\n", "lib.sage": { base64: lib } } },
+    });
+    assert.equal(r.isError, false, text(r));
+    assert.equal(r.content[0].text, "42\n");
+    const listing = r.content[1].text;
+    assert.match(listing, /sin\.png \([0-9.]+ KiB, image\/png, \d+x\d+ pixels\); the image follows/);
+    assert.match(listing, /rows\.txt \(8 bytes, text\/plain\); not kept/);
+    const images = r.content.filter((c) => c.type === "image");
+    assert.deepEqual(images.map((c) => c.mimeType).sort(), ["image/png", "image/svg+xml"]);
+    const png = Buffer.from(images.find((c) => c.mimeType === "image/png").data, "base64");
+    assert.equal(png.subarray(0, 8).toString("latin1"), "\x89PNG\r\n\x1a\n");
+    const listed = r.structuredContent.files.find((f) => f.name === "sin.png");
+    assert.equal(listed.size, png.length);
+    assert.ok(listed.width > 100 && listed.height > 100);
+    // Bad files are refused before anything runs.
+    for (const files of [{ "../x": "a" }, { "/etc/x": "a" }, { "a": { base64: "!!" } }, { "sage-home": "a" }, { "a": 3 }]) {
+      await assert.rejects(
+        s.client.callTool({ name: "run_sagemath", arguments: { code: "print(1)", files } }),
+        /-32602/,
+        JSON.stringify(files),
+      );
+    }
+  } finally {
+    await s.close();
+  }
+});

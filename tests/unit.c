@@ -2,15 +2,21 @@
  * checks, what podman prints), as TAP. The loop and the process module are
  * in unit-loop.c; everything else is tested against the real sandbox by the
  * bats suite. */
+#include "base64.h"
 #include "json.h"
+#include "outfiles.h"
 #include "sandbox.h"
+#include "sniff.h"
 #include "rootless.h"
 #include "selftest.h"
 #include "terminal.h"
 
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 static int test_number, failures;
 
@@ -51,6 +57,122 @@ static bool accepts(enum setting_id id, const char *text, long *number)
 	if (number)
 		*number = cfg.number[id];
 	return true;
+}
+
+/* Media types and pixel sizes from hand-made headers, bounds checked. */
+static void test_sniff(void)
+{
+	static const unsigned char png[] = "\x89PNG\r\n\x1a\n\0\0\0\rIHDR\0\0\x02\x74\0\0\x01\xd4";
+	static const unsigned char jpeg[] = "\xff\xd8\xff\xe0\0\x04" "ab\xff\xc0\0\x11\x08\x01\xe0\x02\x80";
+	static const unsigned char gif[] = "GIF89a\x40\x01\xf0\0";
+	struct sniffed k;
+	sniff(png, sizeof png - 1, true, &k);
+	check(strcmp(k.media_type, "image/png") == 0 && k.width == 628 && k.height == 468,
+		"sniff: PNG and its IHDR size");
+	sniff(png, 20, false, &k);
+	check(strcmp(k.media_type, "image/png") == 0 && k.width == 0, "sniff: a PNG cut short has no size");
+	sniff(jpeg, sizeof jpeg - 1, true, &k);
+	check(strcmp(k.media_type, "image/jpeg") == 0 && k.width == 640 && k.height == 480,
+		"sniff: JPEG, its size from the SOF after an APP0");
+	static const unsigned char bad_jpeg[] = "\xff\xd8\xff\xe0\xff\xff";
+	sniff(bad_jpeg, sizeof bad_jpeg - 1, true, &k);
+	check(strcmp(k.media_type, "image/jpeg") == 0 && k.width == 0,
+		"sniff: a JPEG segment length past the end is not followed");
+	sniff(gif, sizeof gif - 1, true, &k);
+	check(strcmp(k.media_type, "image/gif") == 0 && k.width == 320 && k.height == 240, "sniff: GIF");
+	const char *svg = "<?xml version=\"1.0\"?>\n<!DOCTYPE svg>\n<svg xmlns=\"x\"></svg>";
+	sniff((const unsigned char *)svg, strlen(svg), true, &k);
+	check(strcmp(k.media_type, "image/svg+xml") == 0 && k.is_image, "sniff: SVG after a declaration");
+	const char *html = "<html><svg></svg></html>";
+	sniff((const unsigned char *)html, strlen(html), true, &k);
+	check(strcmp(k.media_type, "text/plain") == 0, "sniff: HTML holding an <svg> is text, not SVG");
+	sniff((const unsigned char *)"a,b\n1,2\n", 8, true, &k);
+	check(strcmp(k.media_type, "text/plain") == 0, "sniff: UTF-8 text");
+	sniff((const unsigned char *)"a\0b", 3, true, &k);
+	check(strcmp(k.media_type, "application/octet-stream") == 0, "sniff: a NUL byte is binary");
+	sniff((const unsigned char *)"PNG.png", 0, true, &k);
+	check(strcmp(k.media_type, "application/x-empty") == 0, "sniff: empty");
+}
+
+static void test_base64(void)
+{
+	struct buffer enc = {0}, dec = {0};
+	base64_encode((const unsigned char *)"Sage!", 5, &enc);
+	check(strcmp(enc.data, "U2FnZSE=") == 0, "base64: encodes with padding");
+	check(base64_decode(enc.data, enc.len, &dec) && dec.len == 5 && memcmp(dec.data, "Sage!", 5) == 0,
+		"base64: decodes what it encoded");
+	buffer_free(&dec);
+	check(!base64_decode("U2FnZSE", 7, &dec), "base64: a length that is not a multiple of 4 is refused");
+	buffer_free(&dec);
+	check(!base64_decode("U2F!ZSE=", 8, &dec), "base64: a byte outside the alphabet is refused");
+	buffer_free(&dec);
+	check(!base64_decode("U2==ZSE=", 8, &dec), "base64: padding inside is refused");
+	buffer_free(&dec);
+	buffer_free(&enc);
+}
+
+/* The receiver against a hostile sender, in a directory of its own. */
+static void test_outfiles(void)
+{
+	char dir[] = "/tmp/sage-sandbox-unit-XXXXXX", path[256];
+	struct config cfg = {0};
+	struct outfiles o;
+	struct error err;
+	struct stat st;
+	if (!mkdtemp(dir))
+		abort();
+	cfg.number[SET_OUTPUT_FILES] = 3;
+	cfg.number[SET_OUTPUT_FILE_SIZE] = 10;
+	cfg.number[SET_OUTPUT_SIZE] = 14;
+	snprintf(path, sizeof path, "%s/elsewhere", dir);
+	mkdir(path, 0700);
+	snprintf(path, sizeof path, "%s/out", dir);
+	mkdir(path, 0700);
+	snprintf(path, sizeof path, "%s/out/linked", dir);
+	if (symlink("../elsewhere", path) < 0)
+		abort();
+	snprintf(path, sizeof path, "%s/out", dir);
+	check(outfiles_open(&o, path, false, &cfg, &err) == 0, "outfiles: opens a writable directory");
+	static const char *const refused[] = {"../x", "/abs", "a//b", "a/./b", ".", "a\nb", "bad\xff",
+		"linked/x", NULL};
+	for (const char *const *n = refused; *n; n++) {
+		outfiles_frame(&o, 'F', *n, strlen(*n));
+		outfiles_frame(&o, 'D', "x", 1);
+		outfiles_frame(&o, 'G', "", 0);
+	}
+	check(o.count == 0 && o.dropped_count == 8, "outfiles: bad names and a linked directory are dropped");
+	snprintf(path, sizeof path, "%s/elsewhere", dir);
+	check(rmdir(path) == 0, "outfiles: nothing written through the link");
+	outfiles_frame(&o, 'F', "a/b.txt", 7);
+	outfiles_frame(&o, 'D', "hello", 5);
+	outfiles_frame(&o, 'G', "", 0);
+	snprintf(path, sizeof path, "%s/out/a/b.txt", dir);
+	check(o.count == 1 && stat(path, &st) == 0 && st.st_size == 5 &&
+		strcmp(o.files[0].sha256,
+			"2cf24dba5fb0a30e26e83b2ac5b9e29e1b161e5c1fa7425e73043362938b9824") == 0,
+		"outfiles: a file in a new directory, with its sha256");
+	outfiles_frame(&o, 'F', "big", 3);
+	outfiles_frame(&o, 'D', "0123456789", 10);
+	outfiles_frame(&o, 'D', "x", 1);
+	outfiles_frame(&o, 'G', "", 0);
+	snprintf(path, sizeof path, "%s/out/big", dir);
+	check(o.count == 1 && stat(path, &st) < 0, "outfiles: past the file cap while receiving, nothing kept");
+	outfiles_frame(&o, 'F', "c", 1);
+	outfiles_frame(&o, 'D', "0123456789", 10);
+	outfiles_frame(&o, 'G', "", 0);
+	check(o.count == 1, "outfiles: past the total cap, dropped");
+	outfiles_frame(&o, 'F', "a/b.txt", 7);
+	outfiles_frame(&o, 'G', "", 0);
+	check(o.count == 1, "outfiles: an existing name is kept");
+	outfiles_frame(&o, 'F', "half", 4);
+	outfiles_frame(&o, 'D', "ab", 2);
+	outfiles_stopped(&o);
+	snprintf(path, sizeof path, "%s/out/half", dir);
+	check(stat(path, &st) < 0, "outfiles: a file cut by a stop is not kept");
+	outfiles_close(&o);
+	snprintf(path, sizeof path, "%s/out", dir);
+	outfiles_remove_dir(path);
+	check(rmdir(dir) == 0, "outfiles: no temporary file left; the tree removes whole");
 }
 
 int main(void)
@@ -254,6 +376,10 @@ int main(void)
 			printf("#   want %s\n#   got  %.*s\n", shown[i].want, (int)out.len, out.data);
 		buffer_free(&out);
 	}
+
+	test_sniff();
+	test_base64();
+	test_outfiles();
 
 	printf("1..%d\n", test_number);
 	return failures ? 1 : 0;

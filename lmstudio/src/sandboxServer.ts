@@ -6,6 +6,7 @@
 // No sandboxing happens here: sage-sandbox does all of it.
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
+import path from "node:path";
 
 export type Result = Record<string, unknown>;
 
@@ -15,6 +16,9 @@ export interface CallOptions {
   // Past this the call is cancelled; sage-sandbox enforces the sandbox's own
   // timeout, so this only guards against a hung server.
   backstopMs: number;
+  // Keep the files the code saves in $SAGE_SANDBOX_OUT here (the chat's
+  // working directory); without it only images come back, as MCP content.
+  outputDir?: string;
 }
 
 // A server unused this long is ended; the next call starts another.
@@ -115,13 +119,20 @@ export async function callSandboxTool(
   clearTimeout(server.idleTimer);
   try {
     await server.connected;
-    const result = await server.client.callTool({ name: tool, arguments: args }, undefined, {
+    const meta = options.outputDir ? { "sage-sandbox/output-dir": options.outputDir } : undefined;
+    const result = await server.client.callTool({ name: tool, arguments: args, _meta: meta }, undefined, {
       signal: options.signal,
       timeout: options.backstopMs,
       onprogress: (p) => options.status?.(`SageMath: ${p.message ?? `${p.progress} s`}`),
     });
     const structured = result.structuredContent;
-    if (structured && typeof structured === "object" && !Array.isArray(structured)) return structured as Result;
+    if (structured && typeof structured === "object" && !Array.isArray(structured)) {
+      const object = structured as Result;
+      // Where each file that came back now is, for the model to name.
+      if (options.outputDir && Array.isArray(object.files))
+        object.saved_files = object.files.map((f) => path.join(options.outputDir!, (f as { name: string }).name));
+      return object;
+    }
     return { ok: false, error: "sage-sandbox answered without a result object", hint: CHECK_HINT };
   } catch (err) {
     return failure(err, executable, server, options.signal);

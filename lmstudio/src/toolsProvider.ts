@@ -58,6 +58,16 @@ function serverFlags(s: Settings): string[] {
   return flags;
 }
 
+// The chat's folder, where LM Studio wants files a plugin makes; none when
+// the chat has none (the SDK throws then).
+function workingDirectory(ctl: ToolsProviderController): string | undefined {
+  try {
+    return ctl.getWorkingDirectory() || undefined;
+  } catch {
+    return undefined;
+  }
+}
+
 export async function toolsProvider(ctl: ToolsProviderController): Promise<Tool[]> {
   const runSagemath = tool({
     name: "run_sagemath",
@@ -67,9 +77,13 @@ export async function toolsProvider(ctl: ToolsProviderController): Promise<Tool[
       Sage syntax works (R.<x> = QQ[], x^2). Print every result you need: only printed output
       comes back, in "stdout"; errors and tracebacks come back in "stderr" with ok false.
       Each call starts fresh (no variables survive between calls), has no network and no
-      files from the user, and runs under time, memory and output limits: "stopped_by" names
-      the limit that stopped it and "error" says what to change. Code is at most 50,000 bytes.
-      Plots can be saved under /tmp but are not returned; print what you need instead.
+      files from the user but those given in "files", and runs under time, memory and output
+      limits: "stopped_by" names the limit that stopped it and "error" says what to change.
+      Code is at most 50,000 bytes. To keep a file (a plot, a table), save it in the directory
+      named by the environment variable SAGE_SANDBOX_OUT, e.g. import os;
+      plot(sin(x), (x, 0, 2*pi)).save(os.environ["SAGE_SANDBOX_OUT"] + "/sin.png"): it is
+      saved in this chat's folder, and "saved_files" gives its path; "files" lists each with
+      its size and, for images, its pixel size.
     `,
     parameters: {
       code: z
@@ -78,8 +92,12 @@ export async function toolsProvider(ctl: ToolsProviderController): Promise<Tool[
           message: `code must be at most ${MAX_CODE_BYTES} bytes of UTF-8`,
         }),
       timeout_seconds: z.number().int().min(1).max(600).optional(),
+      files: z
+        .record(z.string())
+        .optional()
+        .describe("text files put beside the code first, by relative path: {\"data.csv\": \"a,b\\n1,2\\n\"}"),
     },
-    implementation: async ({ code, timeout_seconds }, ctx) => {
+    implementation: async ({ code, timeout_seconds, files }, ctx) => {
       const s = readSettings(ctl);
       const timeout = timeout_seconds ?? Math.min(s.timeoutSeconds, s.maxTimeoutSeconds);
       if (timeout > s.maxTimeoutSeconds)
@@ -93,8 +111,13 @@ export async function toolsProvider(ctl: ToolsProviderController): Promise<Tool[
         s.executable,
         serverFlags(s),
         "run_sagemath",
-        { code, timeout_seconds: timeout },
-        { signal: ctx.signal, status: ctx.status, backstopMs: timeout * 1000 + BACKSTOP_MARGIN_MS },
+        files ? { code, timeout_seconds: timeout, files } : { code, timeout_seconds: timeout },
+        {
+          signal: ctx.signal,
+          status: ctx.status,
+          backstopMs: timeout * 1000 + BACKSTOP_MARGIN_MS,
+          outputDir: workingDirectory(ctl),
+        },
       );
       // The sandbox's settings are the same on every call: the model gets
       // them from sage_sandbox_status, not repeated in every result.

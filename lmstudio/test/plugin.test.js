@@ -11,7 +11,7 @@ const SAGE_SANDBOX = process.env.SAGE_SANDBOX || path.resolve(__dirname, "../../
 
 // The controller LM Studio hands to a tools provider: here only the two
 // config getters the plugin uses, with the defaults of config.ts.
-function fakeController(chat = {}, global = {}) {
+function fakeController(chat = {}, global = {}, workingDirectory = null) {
   const chatValues = {
     timeoutSeconds: 60,
     maxTimeoutSeconds: 120,
@@ -25,6 +25,11 @@ function fakeController(chat = {}, global = {}) {
   return {
     getPluginConfig: () => ({ get: (key) => chatValues[key] }),
     getGlobalPluginConfig: () => ({ get: (key) => globalValues[key] }),
+    // As the SDK does for a chat without a folder: it throws.
+    getWorkingDirectory: () => {
+      if (!workingDirectory) throw new Error("no working directory");
+      return workingDirectory;
+    },
   };
 }
 
@@ -247,4 +252,41 @@ test("sage_sandbox_status: podman rootless and the image present", async () => {
   assert.equal(result.rootless, true);
   assert.equal(result.image_available, true);
   assert.equal(result.settings.memory.value, "1g");
+});
+
+test("a plot and a text file come back into the chat's working directory, and files go in", async () => {
+  const fs = require("node:fs");
+  const os = require("node:os");
+  const crypto = require("node:crypto");
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), "plugin-files-"));
+  try {
+    const list = await toolsProvider(fakeController({}, {}, dir));
+    const run = list.find((t) => t.name === "run_sagemath");
+    const code = `import os
+out = os.environ["SAGE_SANDBOX_OUT"]
+plot(sin(x), (x, 0, 2*pi)).save(out + "/sin.png")
+open(out + "/sum.txt", "w").write(str(sum(int(r.split(",")[1]) for r in open("data.csv").read().split()[1:])))
+print("saved")
+`;
+    const result = await run.implementation({ code, files: { "data.csv": "a,b\n1,2\n3,40\n" } }, fakeContext());
+    assert.equal(result.ok, true, JSON.stringify(result));
+    assert.deepEqual(result.saved_files, [path.join(dir, "sin.png"), path.join(dir, "sum.txt")]);
+    assert.equal(fs.readFileSync(path.join(dir, "sum.txt"), "utf8"), "42");
+    const png = fs.readFileSync(path.join(dir, "sin.png"));
+    assert.equal(png.subarray(0, 8).toString("latin1"), "\x89PNG\r\n\x1a\n");
+    const listed = result.files.find((f) => f.name === "sin.png");
+    assert.equal(listed.media_type, "image/png");
+    assert.equal(listed.size, png.length);
+    assert.equal(listed.sha256, crypto.createHash("sha256").update(png).digest("hex"));
+    assert.ok(listed.width > 100 && listed.height > 100, "the pixel size is given");
+    // A second run does not replace the user's file: it says why instead.
+    const again = await run.implementation({ code: `import os
+open(os.environ["SAGE_SANDBOX_OUT"] + "/sum.txt", "w").write("0")
+print(1)
+` }, fakeContext());
+    assert.equal(fs.readFileSync(path.join(dir, "sum.txt"), "utf8"), "42");
+    assert.match(again.files_not_saved[0].reason, /exists/);
+  } finally {
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
 });
