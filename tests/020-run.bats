@@ -52,8 +52,10 @@ sys.stderr.write("to err\n")' 0 run
 @test "run --json - the result object has every field, and ok true on success" {
 	input_file=$seed
 	run_ss 0 run --json
-	expect_equal "$(json_get 'sorted(j)')" '["cpu_limit_exceeded", "duration_ms", "error", "exit_code", "file", "memory_limit_exceeded", "ok", "output_limit_exceeded", "sandbox", "schema_version", "signal", "stderr", "stdin_truncated", "stdout", "stopped_by", "timed_out", "truncated"]'
+	expect_equal "$(json_get 'sorted(j)')" '["cpu_limit_exceeded", "duration_ms", "error", "exit_code", "file", "files", "files_not_saved", "files_not_saved_count", "memory_limit_exceeded", "ok", "output_limit_exceeded", "sandbox", "schema_version", "signal", "stderr", "stdin_truncated", "stdout", "stopped_by", "timed_out", "truncated"]'
 	expect_equal "$(json_get 'j["schema_version"], j["error"], j["stopped_by"], j["file"]')" '[1, null, null, null]'
+	# Without --output-dir nothing comes back, and the object says so.
+	expect_equal "$(json_get 'j["files"], j["files_not_saved"], j["files_not_saved_count"]')" '[null, null, 0]'
 	expect_equal "$(json_get 'j["ok"]')" true
 	expect_equal "$(json_get 'j["exit_code"]')" 0
 	expect_equal "$(json_get 'j["signal"]')" null
