@@ -34,6 +34,12 @@ void buffer_free(struct buffer *b)
 	*b = (struct buffer){0};
 }
 
+void buffer_append_line(struct buffer *b, const char *line, size_t len)
+{
+	buffer_append(b, line, len);
+	buffer_append(b, "\n", 1);
+}
+
 const char *next_line(const char **cursor, size_t *len)
 {
 	const char *line = *cursor;

@@ -13,6 +13,9 @@ struct buffer {
 void buffer_append(struct buffer *b, const char *data, size_t len);
 void buffer_free(struct buffer *b);
 
+/* Appends len bytes and a newline: one line of a list next_line reads. */
+void buffer_append_line(struct buffer *b, const char *line, size_t len);
+
 /* Steps *cursor through text a line at a time: returns the line's start and
  * sets *len (newline excluded), or NULL at the end of the text. */
 const char *next_line(const char **cursor, size_t *len);

@@ -2,7 +2,7 @@
  * following links below what was named, checked as a regular file, and
  * kept open until it is sent, so that what is sent is what was checked. */
 #include "infiles.h"
-#include "json.h"
+#include "names.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -18,22 +18,6 @@
 static const char *const reserved[] = {"sage-home", "dot-sage", "sage-sandbox-out", NULL};
 
 static const char input_hint[] = "name regular files and directories of them";
-
-/* One part of a name: 1 to 255 bytes of printable UTF-8, not "." or "..". */
-static bool part_allowed(const char *p, size_t len)
-{
-	if (len == 0 || len > 255 || (len == 1 && p[0] == '.') ||
-	    (len == 2 && p[0] == '.' && p[1] == '.'))
-		return false;
-	for (size_t i = 0; i < len;) {
-		const unsigned char *u = (const unsigned char *)p + i;
-		size_t n = utf8_sequence_length(u, len - i);
-		if (n == 0 || (n == 1 && (*u < 0x20 || *u == 0x7f || *u == '/')))
-			return false;
-		i += n;
-	}
-	return true;
-}
 
 static int add_file(struct infiles *in, const char *name, int fd, uint64_t size,
 		const char *shown, struct error *err)
@@ -98,7 +82,8 @@ static int add_tree(struct infiles *in, int tree_fd, const char *name, const cha
 		char child[4096], child_shown[4096];
 		snprintf(child, sizeof child, "%s/%s", name, e->d_name);
 		snprintf(child_shown, sizeof child_shown, "%s/%s", shown, e->d_name);
-		if (!part_allowed(e->d_name, strlen(e->d_name)) || strlen(child) > 1024) {
+		if (!name_part_allowed(e->d_name, strlen(e->d_name)) ||
+		    strlen(child) > NAMES_MAX_PATH_BYTES) {
 			error_set(err, EXIT_REFUSED, "rename it to printable UTF-8",
 				"input %s has a name the sandbox does not take", child_shown);
 			rc = -1;
@@ -153,7 +138,7 @@ int infiles_add_path(struct infiles *in, const char *path, struct error *err)
 		trimmed[--len] = '\0';
 	const char *slash = strrchr(trimmed, '/');
 	const char *name = slash ? slash + 1 : trimmed;
-	if (!part_allowed(name, strlen(name))) {
+	if (!name_part_allowed(name, strlen(name))) {
 		error_set(err, EXIT_REFUSED, "name a file or directory by a path that ends in its name",
 			"input %s has no name the sandbox can use", path);
 		return -1;
@@ -192,26 +177,19 @@ int infiles_add_path(struct infiles *in, const char *path, struct error *err)
 int infiles_add_bytes(struct infiles *in, const char *name, const void *bytes, size_t len,
 		struct error *err)
 {
-	/* A path of parts, each allowed, the first not a reserved name. */
-	size_t total = strlen(name), depth = 0;
-	for (const char *p = name;; depth++) {
-		size_t part = strcspn(p, "/");
-		if (!part_allowed(p, part) || total > 1024 || depth > INFILES_MAX_DEPTH) {
-			error_set(err, EXIT_REFUSED, "use a relative path of printable UTF-8 parts, no '..'",
-				"file name '%s' is not allowed", name);
+	/* A path of allowed parts, the first not a reserved name. */
+	size_t first = strcspn(name, "/");
+	if (!relative_path_allowed(name, strlen(name))) {
+		error_set(err, EXIT_REFUSED, "use a relative path of printable UTF-8 parts, no '..'",
+			"file name '%s' is not allowed", name);
+		return -1;
+	}
+	for (const char *const *r = reserved; *r; r++)
+		if (strlen(*r) == first && strncmp(name, *r, first) == 0) {
+			error_set(err, EXIT_REFUSED, "use another name",
+				"file name '%s' is one sage-sandbox uses itself", name);
 			return -1;
 		}
-		if (p == name)
-			for (const char *const *r = reserved; *r; r++)
-				if (strlen(*r) == part && strncmp(p, *r, part) == 0) {
-					error_set(err, EXIT_REFUSED, "use another name",
-						"file name '%s' is one sage-sandbox uses itself", name);
-					return -1;
-				}
-		if (!p[part])
-			break;
-		p += part + 1;
-	}
 	int fd = memfd_create("sage-sandbox-input", MFD_CLOEXEC);
 	size_t done = 0;
 	while (fd >= 0 && done < len) {

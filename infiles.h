@@ -4,6 +4,7 @@
 #define SAGE_SANDBOX_INFILES_H
 
 #include "error.h"
+#include "names.h"
 
 #include <stddef.h>
 #include <stdint.h>
@@ -11,7 +12,7 @@
 /* The caps on what goes in: files, bytes in all, directories deep. */
 #define INFILES_MAX_FILES 100
 #define INFILES_MAX_BYTES (64ull << 20)
-#define INFILES_MAX_DEPTH 16
+#define INFILES_MAX_DEPTH NAMES_MAX_DEPTH
 
 struct infile {
 	char *name;    /* below the sandbox's working directory */

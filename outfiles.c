@@ -6,8 +6,6 @@
  * caps hold while the bytes arrive. Nothing is held in memory but a
  * file's first SNIFF_BYTES. */
 #include "outfiles.h"
-#include "buffer.h"
-#include "json.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -20,15 +18,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define NAME_MAX_BYTES 1024
-#define PART_MAX_BYTES 255
 #define TEMP_PREFIX ".sage-sandbox-partial-"
 
 struct incoming {
 	bool skip;      /* dropped: its bytes are read and let go */
 	char *name;
 	int parent;     /* the directory it goes in */
-	char leaf[PART_MAX_BYTES + 1];
+	char leaf[NAMES_MAX_PART_BYTES + 1];
 	char temp[64];
 	int fd;
 	uint64_t size;
@@ -75,63 +71,6 @@ int outfiles_open(struct outfiles *o, const char *dir, bool overwrite, const str
 
 /* ---- names -------------------------------------------------------------- */
 
-/* The bytes as text anyone can read: printable UTF-8 kept, every other
- * byte (and the backslash) written as \xNN; at most 200 bytes of it. */
-static char *printable(const char *p, size_t len)
-{
-	struct buffer b = {0};
-	for (size_t i = 0; i < len && b.len < 200;) {
-		const unsigned char *u = (const unsigned char *)p + i;
-		size_t n = utf8_sequence_length(u, len - i);
-		bool control = n == 1 && (*u < 0x20 || *u == 0x7f || *u == '\\');
-		bool c1 = n == 2 && u[0] == 0xC2 && u[1] < 0xA0;
-		if (n == 0 || control || c1) {
-			char esc[8];
-			snprintf(esc, sizeof esc, "\\x%02x", *u);
-			buffer_append(&b, esc, 4);
-			i++;
-		} else {
-			buffer_append(&b, p + i, n);
-			i += n;
-		}
-	}
-	if (!b.data)
-		buffer_append(&b, "", 0);
-	return b.data;
-}
-
-/* A path below the directory: parts of 1 to 255 bytes of printable UTF-8,
- * none "." or "..", at most OUTFILES_MAX_DEPTH directories deep. */
-static bool name_allowed(const char *p, size_t len)
-{
-	size_t part = 0, depth = 0;
-	if (len == 0 || len > NAME_MAX_BYTES)
-		return false;
-	for (size_t i = 0; i <= len;) {
-		if (i == len || p[i] == '/') {
-			const char *start = p + i - part;
-			if (part == 0 || (part == 1 && start[0] == '.') ||
-			    (part == 2 && start[0] == '.' && start[1] == '.'))
-				return false;
-			if (i < len && ++depth > OUTFILES_MAX_DEPTH)
-				return false;
-			part = 0;
-			i++;
-			continue;
-		}
-		const unsigned char *u = (const unsigned char *)p + i;
-		size_t n = utf8_sequence_length(u, len - i);
-		if (n == 0 || (n == 1 && (*u < 0x20 || *u == 0x7f)) ||
-		    (n == 2 && u[0] == 0xC2 && u[1] < 0xA0))
-			return false;
-		part += n;
-		if (part > PART_MAX_BYTES)
-			return false;
-		i += n;
-	}
-	return true;
-}
-
 static void drop(struct outfiles *o, const char *name, size_t len, const char *fmt, ...)
 	__attribute__((format(printf, 4, 5)));
 
@@ -141,41 +80,60 @@ static void drop(struct outfiles *o, const char *name, size_t len, const char *f
 		return;
 	struct dropped_file *d = &o->dropped[o->dropped_count - 1];
 	va_list ap;
-	d->name = printable(name, len);
+	d->name = printable_name(name, len);
 	va_start(ap, fmt);
 	vsnprintf(d->reason, sizeof d->reason, fmt, ap);
 	va_end(ap);
 }
 
-/* The launcher's word for why it did not send a path, in our words. */
+/* Why a path is not saved, from the launcher's word for it (a Z frame) or
+ * this side's own checks, as one sentence that says what to change. */
+static void drop_because(struct outfiles *o, const char *name, size_t len, const char *why)
+{
+	char size[32];
+	if (strcmp(why, "symlink") == 0)
+		drop(o, name, len, "a symbolic link: only regular files come back");
+	else if (strcmp(why, "hardlink") == 0)
+		drop(o, name, len, "a hard link: only files with one name come back");
+	else if (strcmp(why, "special") == 0)
+		drop(o, name, len, "not a regular file (a FIFO, socket or device)");
+	else if (strcmp(why, "depth") == 0)
+		drop(o, name, len, "more than %d directories deep", OUTFILES_MAX_DEPTH);
+	else if (strcmp(why, "name") == 0)
+		drop(o, name, len, "its name is not printable UTF-8, or has an empty, '.' or '..' "
+			"part, or is too long or too deep");
+	else if (strcmp(why, "count") == 0)
+		drop(o, name, len, "past the cap of %ld files; raise --output-files", o->max_files);
+	else if (strcmp(why, "size") == 0) {
+		size_text((long)o->max_file_bytes, size, sizeof size);
+		drop(o, name, len, "larger than the cap of %s a file; raise --output-file-size", size);
+	} else if (strcmp(why, "total") == 0) {
+		size_text((long)o->max_total_bytes, size, sizeof size);
+		drop(o, name, len, "the files together would pass %s; raise --output-size", size);
+	} else if (strcmp(why, "exists") == 0)
+		drop(o, name, len, "%s/%.*s exists; remove it or use --output-overwrite", o->dir,
+			(int)len, name);
+	else if (strcmp(why, "twice") == 0)
+		drop(o, name, len, "sent twice; the first one is kept");
+	else if (strcmp(why, "cut") == 0)
+		drop(o, name, len, "the sandbox could not read all of it");
+	else if (strcmp(why, "stopped") == 0)
+		drop(o, name, len, "the run was stopped before all of it came back");
+	else
+		drop(o, name, len, "the sandbox could not read it");
+}
+
+/* A Z frame: "REASON\0PATH". */
 static void drop_reported(struct outfiles *o, const char *payload, size_t len)
 {
 	const char *nul = memchr(payload, '\0', len);
 	size_t reason_len = nul ? (size_t)(nul - payload) : 0;
-	const char *name = nul ? nul + 1 : payload;
-	size_t name_len = nul ? len - reason_len - 1 : len;
-	char size[32], reason[16];
+	char reason[16];
 	snprintf(reason, sizeof reason, "%.*s", (int)(reason_len < 15 ? reason_len : 15), payload);
-	if (strcmp(reason, "symlink") == 0)
-		drop(o, name, name_len, "a symbolic link: only regular files come back");
-	else if (strcmp(reason, "hardlink") == 0)
-		drop(o, name, name_len, "a hard link: only files with one name come back");
-	else if (strcmp(reason, "special") == 0)
-		drop(o, name, name_len, "not a regular file (a FIFO, socket or device)");
-	else if (strcmp(reason, "depth") == 0)
-		drop(o, name, name_len, "more than %d directories deep", OUTFILES_MAX_DEPTH);
-	else if (strcmp(reason, "count") == 0)
-		drop(o, name, name_len, "past the cap of %ld files; raise --output-files",
-			o->max_files);
-	else if (strcmp(reason, "size") == 0) {
-		size_text((long)o->max_file_bytes, size, sizeof size);
-		drop(o, name, name_len, "larger than the cap of %s a file; raise --output-file-size",
-			size);
-	} else if (strcmp(reason, "total") == 0) {
-		size_text((long)o->max_total_bytes, size, sizeof size);
-		drop(o, name, name_len, "the files together would pass %s; raise --output-size", size);
-	} else
-		drop(o, name, name_len, "the sandbox could not read it");
+	if (nul)
+		drop_because(o, nul + 1, len - reason_len - 1, reason);
+	else
+		drop_because(o, payload, len, "");
 }
 
 /* ---- one file ----------------------------------------------------------- */
@@ -217,7 +175,7 @@ static const char *open_directories(struct outfiles *o, struct incoming *in)
 		return strerror(errno);
 	const char *part = in->name, *slash;
 	while ((slash = strchr(part, '/'))) {
-		char dir[PART_MAX_BYTES + 1];
+		char dir[NAMES_MAX_PART_BYTES + 1];
 		snprintf(dir, sizeof dir, "%.*s", (int)(slash - part), part);
 		if (mkdirat(in->parent, dir, 0777) == 0 && in->made_count < OUTFILES_MAX_DEPTH) {
 			in->made_in[in->made_count] = dup(in->parent);
@@ -234,6 +192,15 @@ static const char *open_directories(struct outfiles *o, struct incoming *in)
 	return NULL;
 }
 
+/* The file coming in is not saved: said why, and whatever was made for
+ * it goes; the rest of its bytes are let go. */
+static void give_up(struct outfiles *o, struct incoming *in, const char *why)
+{
+	drop_because(o, in->name, strlen(in->name), why);
+	in->skip = true;
+	discard(in);
+}
+
 static void begin_file(struct outfiles *o, const char *name, size_t len)
 {
 	struct incoming *in = calloc(1, sizeof *in);
@@ -242,31 +209,25 @@ static void begin_file(struct outfiles *o, const char *name, size_t len)
 	in->fd = -1;
 	in->parent = -1;
 	o->in = in;
-	o->announced++;
-	if (!name_allowed(name, len)) {
-		drop(o, name, len, "its name is not printable UTF-8, or has an empty, '.' or '..' "
-			"part, or is too long or too deep");
+	if (!relative_path_allowed(name, len)) {
+		drop_because(o, name, len, "name");
 		in->skip = true;
 		return;
 	}
 	in->name = strndup(name, len);
 	if (o->count >= (size_t)o->max_files) {
-		drop(o, name, len, "past the cap of %ld files; raise --output-files", o->max_files);
-		in->skip = true;
+		give_up(o, in, "count");
 		return;
 	}
 	for (size_t i = 0; i < o->count; i++)
 		if (strcmp(o->files[i].name, in->name) == 0) {
-			drop(o, name, len, "sent twice; the first one is kept");
-			in->skip = true;
+			give_up(o, in, "twice");
 			return;
 		}
 	const char *why = open_directories(o, in);
 	struct stat st;
 	if (!why && !o->overwrite && fstatat(in->parent, in->leaf, &st, AT_SYMLINK_NOFOLLOW) == 0) {
-		drop(o, name, len, "%s/%s exists; remove it or use --output-overwrite", o->dir, in->name);
-		in->skip = true;
-		discard(in);
+		give_up(o, in, "exists");
 		return;
 	}
 	for (int tries = 0; !why && in->fd < 0 && tries < 8; tries++) {
@@ -293,20 +254,14 @@ static void begin_file(struct outfiles *o, const char *name, size_t len)
 static void take_bytes(struct outfiles *o, const char *data, size_t len)
 {
 	struct incoming *in = o->in;
-	char size[32];
 	if (!in || in->skip)
 		return;
-	if (in->size + len > o->max_file_bytes || o->total_bytes + in->size + len > o->max_total_bytes) {
-		bool one = in->size + len > o->max_file_bytes;
-		size_text((long)(one ? o->max_file_bytes : o->max_total_bytes), size, sizeof size);
-		if (one)
-			drop(o, in->name, strlen(in->name),
-				"larger than the cap of %s a file; raise --output-file-size", size);
-		else
-			drop(o, in->name, strlen(in->name),
-				"the files together would pass %s; raise --output-size", size);
-		in->skip = true;
-		discard(in);
+	if (in->size + len > o->max_file_bytes) {
+		give_up(o, in, "size");
+		return;
+	}
+	if (o->total_bytes + in->size + len > o->max_total_bytes) {
+		give_up(o, in, "total");
 		return;
 	}
 	for (size_t done = 0; done < len;) {
@@ -335,21 +290,18 @@ static void end_file(struct outfiles *o, const char *why, size_t why_len)
 	o->in = NULL;
 	if (!in)
 		return;
-	if (!in->skip && why_len) {
-		drop(o, in->name, strlen(in->name), "the sandbox could not read all of it");
-		in->skip = true;
-		discard(in);
-	}
+	if (!in->skip && why_len)
+		give_up(o, in, "cut");
 	if (!in->skip) {
 		unsigned flags = o->overwrite ? 0 : RENAME_NOREPLACE;
 		if (renameat2(in->parent, in->temp, in->parent, in->leaf, flags) < 0) {
-			if (errno == EEXIST)
-				drop(o, in->name, strlen(in->name),
-					"%s/%s exists; remove it or use --output-overwrite", o->dir, in->name);
-			else
+			if (errno == EEXIST) {
+				give_up(o, in, "exists");
+			} else {
 				drop(o, in->name, strlen(in->name), "cannot put it in place: %s",
 					strerror(errno));
-			discard(in);
+				discard(in);
+			}
 		} else {
 			uint8_t digest[SHA256_DIGEST_SIZE];
 			o->files = realloc(o->files, (o->count + 1) * sizeof *o->files);
@@ -394,10 +346,8 @@ void outfiles_stopped(struct outfiles *o)
 	if (!in)
 		return;
 	o->in = NULL;
-	if (!in->skip) {
-		drop(o, in->name, strlen(in->name), "the run was stopped before all of it came back");
-		discard(in);
-	}
+	if (!in->skip)
+		give_up(o, in, "stopped");
 	incoming_free(in);
 }
 

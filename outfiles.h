@@ -4,6 +4,7 @@
 #define SAGE_SANDBOX_OUTFILES_H
 
 #include "error.h"
+#include "names.h"
 #include "settings.h"
 #include "sniff.h"
 
@@ -13,7 +14,7 @@
 #include <stdint.h>
 
 /* Directories below the output directory a file may be in. */
-#define OUTFILES_MAX_DEPTH 16
+#define OUTFILES_MAX_DEPTH NAMES_MAX_DEPTH
 /* Dropped paths listed one by one; the rest are only counted. */
 #define OUTFILES_DROPPED_LISTED 32
 
@@ -46,7 +47,6 @@ struct outfiles {
 	/* private */
 	int dirfd;
 	struct incoming *in; /* the file being received, or NULL */
-	size_t announced;    /* F frames seen */
 };
 
 /* Opens dir for a run: it must exist and be a directory the caller can

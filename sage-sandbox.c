@@ -75,9 +75,9 @@ static void print_usage(FILE *out, const struct command_help *command)
 	if (!command)
 		fprintf(out, "       sage-sandbox --help | --version\n");
 	fprintf(out, "\nOptions come before FILE; everything after FILE (or after --) is the\n"
-		"code's. A repeated option: the last one wins. Each setting is also read\n"
-		"from its environment variable; a flag beats the environment, which beats\n"
-		"the default.\n");
+		"code's. A repeated option: the last one wins (each --input adds). Each\n"
+		"setting is also read from its environment variable; a flag beats the\n"
+		"environment, which beats the default.\n");
 	for (int id = 0; id < SETTING_COUNT; id++) {
 		const struct setting *s = &settings[id];
 		if ((!settings_apply && id != SET_PODMAN) || (s->server && command && !command->server))
@@ -143,6 +143,13 @@ static int report_error(const struct error *err, bool json, const struct config 
 
 static const char usage_hint[] = "see sage-sandbox --help";
 
+/* Is the option part of arg (its first name_len bytes, before any "=")
+ * exactly name? */
+static bool is_option(const char *arg, size_t name_len, const char *name)
+{
+	return strlen(name) == name_len && strncmp(arg, name, name_len) == 0;
+}
+
 /* Options as podman and GNU tools take them: the last of a repeated option
  * wins (an alias or a Makefile variable can be overridden), --opt VALUE and
  * --opt=VALUE alike. An unknown option, a missing value or a value out of
@@ -196,8 +203,8 @@ static int parse_options(int argc, char **argv, bool takes_file, bool server,
 		size_t name_len = strcspn(arg, "=");
 		bool has_value = arg[name_len] == '=';
 		/* Run's own options: not settings (no environment variable). */
-		bool is_output_dir = takes_file && name_len == 12 && strncmp(arg, "--output-dir", 12) == 0;
-		bool is_input = takes_file && name_len == 7 && strncmp(arg, "--input", 7) == 0;
+		bool is_output_dir = takes_file && is_option(arg, name_len, "--output-dir");
+		bool is_input = takes_file && is_option(arg, name_len, "--input");
 		if (is_output_dir || is_input) {
 			const char *value = has_value ? arg + name_len + 1 : i + 1 < argc ? argv[++i] : NULL;
 			if (!value || !*value) {
@@ -216,10 +223,9 @@ static int parse_options(int argc, char **argv, bool takes_file, bool server,
 			}
 			continue;
 		}
-		bool *flag = strncmp(arg, "--json", name_len) == 0 && name_len == 6 ? &o->json :
-			strncmp(arg, "--show-control-chars", name_len) == 0 && name_len == 20 ?
-			&o->show_control_chars :
-			takes_file && strncmp(arg, "--output-overwrite", name_len) == 0 && name_len == 18 ?
+		bool *flag = is_option(arg, name_len, "--json") ? &o->json :
+			is_option(arg, name_len, "--show-control-chars") ? &o->show_control_chars :
+			takes_file && is_option(arg, name_len, "--output-overwrite") ?
 			&o->output_overwrite : NULL;
 		if (flag) {
 			if (has_value) {
@@ -232,8 +238,7 @@ static int parse_options(int argc, char **argv, bool takes_file, bool server,
 		}
 		int id;
 		for (id = 0; id < SETTING_COUNT; id++)
-			if (strlen(settings[id].flag) == name_len &&
-			    strncmp(arg, settings[id].flag, name_len) == 0)
+			if (is_option(arg, name_len, settings[id].flag))
 				break;
 		if (id == SETTING_COUNT) {
 			error_set(err, EXIT_REFUSED, usage_hint, "unknown option '%.*s'",

@@ -23,10 +23,10 @@
 #define FRAME_MAX 65536
 /* podman's own stderr, kept to explain a failure. */
 #define PODMAN_ERRORS_MAX (64 * 1024)
-/* How long a stop's `podman rm` may take, and how often it is tried. */
 /* How long cleanup lets a container whose owner has ended go by itself
  * (conmon's --rm) before calling it a stray. */
 #define CLEANUP_GRACE_MS 3000
+/* How long a stop's `podman rm` may take, and how often it is tried. */
 #define REMOVE_TIMEOUT_MS 15000
 #define REMOVE_TRIES 3
 /* After the podman client exits, pipes held by a descendant get this long. */
@@ -858,8 +858,7 @@ static int list_orphans(const char *podman, struct buffer *names, struct error *
 		char text[512], name[128], owner[128] = "";
 		snprintf(text, sizeof text, "%.*s", (int)len, line);
 		if (sscanf(text, "%127s %127s", name, owner) >= 1 && !owner_alive(owner)) {
-			buffer_append(names, name, strlen(name));
-			buffer_append(names, "\n", 1);
+			buffer_append_line(names, name, strlen(name));
 			count++;
 		}
 	}
@@ -879,8 +878,7 @@ static void keep_listed(struct buffer *names, const struct buffer *other)
 		size_t n;
 		while ((l = next_line(&c, &n)))
 			if (n == len && memcmp(l, line, len) == 0) {
-				buffer_append(&kept, line, len);
-				buffer_append(&kept, "\n", 1);
+				buffer_append_line(&kept, line, len);
 				break;
 			}
 	}
@@ -923,8 +921,7 @@ int sandbox_cleanup(const char *podman, struct buffer *removed, struct error *er
 		podman_rm_args(&rm_args, podman, name);
 		if (capture_command(rm_args.arg, podman_environment(), 30000, &rm) == 0 &&
 		    rm.status == 0) {
-			buffer_append(removed, name, strlen(name));
-			buffer_append(removed, "\n", 1);
+			buffer_append_line(removed, name, strlen(name));
 			count++;
 		}
 		capture_free(&rm);

@@ -12,6 +12,26 @@ setup() {
 	printf 'keep\n' >"$BATS_TEST_TMPDIR/area/sentinel"
 }
 
+# run_with_rss STATUS ARGS...: runs sage-sandbox ARGS under /usr/bin/time,
+# which must exit with STATUS; leaves $output (stdout) and $rss, its peak
+# RSS in KiB.
+run_with_rss() {
+	local expected=$1 rc=0
+	shift
+	/usr/bin/time -f %M -o "$BATS_TEST_TMPDIR/rss" "$SAGE_SANDBOX" "$@" \
+		>"$BATS_TEST_TMPDIR/stdout" 2>"$BATS_TEST_TMPDIR/stderr" || rc=$?
+	output=$(cat "$BATS_TEST_TMPDIR/stdout")
+	# time's last line; a line before it notes a status other than 0.
+	rss=$(tail -1 "$BATS_TEST_TMPDIR/rss")
+	expect_equal "$rc" "$expected" "exit status"
+}
+
+# expect_small_rss WHAT: $rss, shown, is under 16 MiB.
+expect_small_rss() {
+	echo "# peak RSS of sage-sandbox $1: $rss KiB" >&3
+	expect_equal "$((rss < 16384))" 1 "peak RSS under 16 MiB"
+}
+
 # prog NAME CODE: a program file; prints its path.
 prog() {
 	printf '%s\n' "$2" >"$BATS_TEST_TMPDIR/$1"
@@ -85,13 +105,9 @@ subprocess.Popen(["sh", "-c", "while :; do echo more >> " + out + "/growing; don
 time.sleep(1)
 print("done", flush=True)
 sys.exit(3)')
-	local rc=0
 	before=$(sha256sum /etc/passwd)
-	/usr/bin/time -f %M -o "$BATS_TEST_TMPDIR/rss" "$SAGE_SANDBOX" run --json --output-dir "$out" "$p" \
-		>"$BATS_TEST_TMPDIR/json" 2>"$BATS_TEST_TMPDIR/err" || rc=$?
-	output=$(cat "$BATS_TEST_TMPDIR/json")
 	# The run's own result and status survive.
-	expect_equal "$rc" 3
+	run_with_rss 3 run --json --output-dir "$out" "$p"
 	expect_equal "$(json_get 'j["exit_code"]')" 3
 	expect_match "$(json_get 'j["stdout"]')" "huge stopped: File too large"
 	# Regular files with one name, within the caps.
@@ -123,10 +139,7 @@ sys.exit(3)')
 	expect_equal "$(find "$out" -name '.sage-sandbox-partial-*' -o -type l -o -type p | wc -l)" 0
 	# Bounded memory: the peak RSS of sage-sandbox (KiB), far below what it
 	# received (64 MiB of huge.bin was offered, then 5000 files).
-	local rss
-	rss=$(tail -1 "$BATS_TEST_TMPDIR/rss")
-	echo "# peak RSS of sage-sandbox: $rss KiB" >&3
-	expect_equal "$((rss < 16384))" 1 "peak RSS under 16 MiB"
+	expect_small_rss "receiving the hostile tree"
 }
 
 @test "output-dir - the largest allowed file comes back whole in bounded memory" {
@@ -136,15 +149,10 @@ with open(os.environ["SAGE_SANDBOX_OUT"] + "/big.bin", "wb") as f:
     for i in range(64):
         f.write(os.urandom(1 << 20))
 print("ok")')
-	/usr/bin/time -f %M -o "$BATS_TEST_TMPDIR/rss" "$SAGE_SANDBOX" run --json --output-dir "$out" "$p" \
-		>"$BATS_TEST_TMPDIR/json"
-	output=$(cat "$BATS_TEST_TMPDIR/json")
+	run_with_rss 0 run --json --output-dir "$out" "$p"
 	expect_equal "$(json_get 'j["files"][0]["size"]')" $((64 << 20))
 	expect_equal "$(json_get 'j["files"][0]["sha256"]')" "$(sha256sum "$out/big.bin" | cut -d' ' -f1)"
-	local rss
-	rss=$(tail -1 "$BATS_TEST_TMPDIR/rss")
-	echo "# peak RSS of sage-sandbox receiving 64 MiB: $rss KiB" >&3
-	expect_equal "$((rss < 16384))" 1 "peak RSS under 16 MiB"
+	expect_small_rss "receiving 64 MiB"
 }
 
 @test "output-dir - caps are settings: files, file size, total" {

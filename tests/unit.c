@@ -4,6 +4,7 @@
  * bats suite. */
 #include "base64.h"
 #include "json.h"
+#include "names.h"
 #include "outfiles.h"
 #include "sandbox.h"
 #include "sniff.h"
@@ -109,6 +110,31 @@ static void test_base64(void)
 	check(!base64_decode("U2==ZSE=", 8, &dec), "base64: padding inside is refused");
 	buffer_free(&dec);
 	buffer_free(&enc);
+}
+
+/* One rule for the names that cross the boundary, in and out. */
+static void test_names(void)
+{
+	check(name_part_allowed("sin.png", 7) && name_part_allowed("\xc3\xa9" "t" "\xc3\xa9", 5),
+		"names: printable UTF-8 parts pass");
+	check(!name_part_allowed(".", 1) && !name_part_allowed("..", 2) && !name_part_allowed("", 0),
+		"names: '.', '..' and empty parts are refused");
+	check(!name_part_allowed("a/b", 3) && !name_part_allowed("a\nb", 3) &&
+		!name_part_allowed("a\xc2\x9b" "b", 4) && !name_part_allowed("a\xff" "b", 3),
+		"names: '/', C0, C1 and invalid UTF-8 are refused in a part");
+	char deep[64] = "";
+	for (int i = 0; i < NAMES_MAX_DEPTH; i++)
+		strcat(deep, "d/");
+	strcat(deep, "f");
+	check(relative_path_allowed(deep, strlen(deep)), "names: 16 directories deep pass");
+	memmove(deep + 2, deep, strlen(deep) + 1);
+	memcpy(deep, "d/", 2);
+	check(!relative_path_allowed(deep, strlen(deep)), "names: 17 directories deep are refused");
+	check(!relative_path_allowed("a//b", 4) && !relative_path_allowed("/a", 2) &&
+		!relative_path_allowed("a/../b", 6), "names: paths with empty or '..' parts are refused");
+	char *shown = printable_name("a\nb\\\xff\xc3\xa9", 7);
+	check(strcmp(shown, "a\\x0ab\\x5c\\xff\xc3\xa9") == 0, "names: a refused name shown as \\xNN");
+	free(shown);
 }
 
 /* The receiver against a hostile sender, in a directory of its own. */
@@ -379,6 +405,7 @@ int main(void)
 
 	test_sniff();
 	test_base64();
+	test_names();
 	test_outfiles();
 
 	printf("1..%d\n", test_number);

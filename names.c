@@ -1,0 +1,67 @@
+/* names.c: which file names may cross the sandbox boundary (run --input,
+ * MCP's files, the files that come back), one rule for all of them, and
+ * how a refused one is shown. */
+#include "names.h"
+#include "buffer.h"
+#include "json.h"
+
+#include <stdio.h>
+#include <string.h>
+
+size_t printable_char_length(const unsigned char *s, size_t len)
+{
+	size_t n = utf8_sequence_length(s, len);
+	if ((n == 1 && (*s < 0x20 || *s == 0x7f)) || (n == 2 && s[0] == 0xC2 && s[1] < 0xA0))
+		return 0;
+	return n;
+}
+
+bool name_part_allowed(const char *p, size_t len)
+{
+	if (len == 0 || len > NAMES_MAX_PART_BYTES || (len == 1 && p[0] == '.') ||
+	    (len == 2 && p[0] == '.' && p[1] == '.'))
+		return false;
+	for (size_t i = 0; i < len;) {
+		size_t n = printable_char_length((const unsigned char *)p + i, len - i);
+		if (n == 0 || p[i] == '/')
+			return false;
+		i += n;
+	}
+	return true;
+}
+
+bool relative_path_allowed(const char *p, size_t len)
+{
+	if (len == 0 || len > NAMES_MAX_PATH_BYTES)
+		return false;
+	for (size_t start = 0, depth = 0;; depth++) {
+		const char *slash = memchr(p + start, '/', len - start);
+		size_t part = slash ? (size_t)(slash - (p + start)) : len - start;
+		if (depth > NAMES_MAX_DEPTH || !name_part_allowed(p + start, part))
+			return false;
+		if (!slash)
+			return true;
+		start += part + 1;
+	}
+}
+
+char *printable_name(const char *p, size_t len)
+{
+	struct buffer b = {0};
+	for (size_t i = 0; i < len && b.len < 200;) {
+		const unsigned char *u = (const unsigned char *)p + i;
+		size_t n = printable_char_length(u, len - i);
+		if (n == 0 || *u == '\\') {
+			char esc[8];
+			snprintf(esc, sizeof esc, "\\x%02x", *u);
+			buffer_append(&b, esc, 4);
+			i++;
+		} else {
+			buffer_append(&b, p + i, n);
+			i += n;
+		}
+	}
+	if (!b.data)
+		buffer_append(&b, "", 0);
+	return b.data;
+}
