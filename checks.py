@@ -8,6 +8,7 @@ import ctypes
 import errno
 import os
 import resource
+import signal
 import socket
 
 libc = ctypes.CDLL(None, use_errno=True)
@@ -185,23 +186,41 @@ def run_machine_code(code):
         "the pid" if os.WEXITSTATUS(status) == 0 else "an error")
 
 
+def abi_verdict(name, worked, detail):
+    """One ABI's row part: (usable, words). A kernel built without the ABI
+    faults on it (int 0x80 is SIGSEGV there, in a container or not): the
+    property holds with no filter at all, and the words say so."""
+    if worked:
+        return True, "%s: ALLOWED (getpid worked)" % name
+    if detail == "killed by signal %d" % signal.SIGSYS:
+        return False, "%s: refused by seccomp (SIGSYS)" % name
+    if detail == "killed by signal %d" % signal.SIGSEGV:
+        return False, "%s: absent from this kernel (SIGSEGV without any filter)" % name
+    if detail == "returned an error":
+        # ENOSYS from a kernel without it, or an errno from a profile.
+        return False, "%s: not available (the call returns an error)" % name
+    return False, "%s: refused (%s)" % (name, detail)
+
+
 @check("syscall_abi")
 def _():
     # The i386 (int 0x80) and x32 ABIs have their own system call numbers:
     # the 64-bit rules do not see them, so they must not be usable at all.
+    # Kernels differ: where one lacks an ABI, that ABI cannot be used
+    # whatever the profile says, and the row says which held.
     import platform
     if platform.machine() != "x86_64":
         return True, "not x86_64: only the native ABI is in the profile's archMap"
     details, bad = [], False
     for name, code in (("i386", [0xb8, 20, 0, 0, 0, 0xcd, 0x80, 0xc3]),  # getpid, int 0x80
                        ("x32", [0xb8, 0x27, 0, 0, 0x40, 0x0f, 0x05, 0xc3])):  # getpid | x32 bit
-        worked, detail = run_machine_code(code)
-        bad = bad or worked
-        details.append("%s getpid %s" % (name, "ALLOWED" if worked else detail))
+        usable, words = abi_verdict(name, *run_machine_code(code))
+        bad = bad or usable
+        details.append(words)
     # The probe itself must work where it should, or it proves nothing.
     native, detail = run_machine_code([0xb8, 39, 0, 0, 0, 0x0f, 0x05, 0xc3])
     bad = bad or not native
-    details.append("x86_64 getpid " + ("works" if native else "BROKEN: " + detail))
+    details.append("x86_64: getpid " + ("works" if native else "BROKEN: " + detail))
     return not bad, "; ".join(details)
 
 

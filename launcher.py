@@ -6,7 +6,11 @@
 # The protocol (sandbox.c speaks it): each frame is one type byte, a 4-byte
 # big-endian length and that many bytes (at most 65536).
 #   to the host:   S  started: first thing, before Sage or any code exists
-#                  R  ready: Sage is imported, the program may come
+#                  R  ready: Sage is imported, the program may come; its
+#                     payload is Sage's version
+#                  K  "why": Sage cannot start in this image (instead of R);
+#                     nothing ran, and nothing of this process's own is
+#                     ever sent as the code's output
 #                  O  bytes the code wrote to stdout, E  to stderr
 #                  F  a file of the output directory begins: its path
 #                     below the directory; D frames carry its bytes, and
@@ -52,6 +56,12 @@
 #    to ask for SAGE_SANDBOX_PARI_SIZEMAX bytes instead.
 # 2. No interpreter teardown (0.3-0.4 s of Sage's atexit work): the
 #    container, and everything in it, is deleted right after anyway.
+#
+# It runs under the image's own Sage Python (found by image.c), on Sage 9.5
+# and 10.x. The Sage internals it uses (cypari2.Pari for PARI's stack,
+# sage.all_cmdline, the preparser) are looked up here, at start-up: where
+# one moved, the sandbox says so in a K frame, never in a traceback
+# mixed into a run's output.
 import os
 import signal
 import struct
@@ -67,11 +77,20 @@ def send(kind, data=b""):
         view = view[os.write(1, view):]
 
 
+def cannot_start(why):
+    """Sage cannot start here: the host refuses the run, naming the image."""
+    send(b"K", " ".join(why.split()).encode("utf-8", "replace")[:4000])
+    os._exit(3)
+
+
 send(b"S")
 os.umask(0o077)
 OUTPUT_DIR = "/tmp/sage-sandbox-out"  # SAGE_SANDBOX_OUT, empty at the start
-for directory in ("/tmp/sage-home", "/tmp/dot-sage", OUTPUT_DIR):
-    os.makedirs(directory, exist_ok=True)
+try:
+    for directory in ("/tmp/sage-home", "/tmp/dot-sage", OUTPUT_DIR):
+        os.makedirs(directory, exist_ok=True)
+except OSError as e:
+    cannot_start("cannot make %s in the container's /tmp: %s" % (directory, e.strerror))
 # The code could otherwise interrupt this process (Python's own handler).
 signal.signal(signal.SIGINT, signal.SIG_IGN)
 
@@ -81,15 +100,42 @@ try:
     _pari_class = cypari2.Pari
     _sizemax = int(os.environ["SAGE_SANDBOX_PARI_SIZEMAX"])
     cypari2.Pari = lambda *args, **kwargs: _pari_class(1 << 20, _sizemax)
-except (ImportError, KeyError, ValueError):
+except (ImportError, AttributeError, KeyError, ValueError):
+    # Without it Sage still runs; PARI may warn about its stack.
     _pari_class = None
 
-import sage.all_cmdline  # noqa: E402
+try:
+    # sage.all_cmdline is what `sage FILE` imports (9.5 and 10.x); an
+    # older or reorganised Sage may have only sage.all.
+    try:
+        import sage.all_cmdline  # noqa: F401
+        SAGE_ALL = "sage.all_cmdline"
+    except ModuleNotFoundError as e:
+        if e.name != "sage.all_cmdline":
+            raise
+        import sage.all  # noqa: F401
+        SAGE_ALL = "sage.all"
+except BaseException as e:
+    cannot_start("%s cannot import Sage: %s: %s" % (sys.executable, type(e).__name__, e))
+finally:
+    if _pari_class is not None:
+        cypari2.Pari = _pari_class
 
-if _pari_class is not None:
-    cypari2.Pari = _pari_class
+try:
+    from sage.repl.preparse import preparse_file
+except ImportError:
+    try:
+        from sage.misc.preparser import preparse_file  # Sage before 9
+    except ImportError:
+        cannot_start("this Sage has no preparser where sage-sandbox looks for one "
+                     "(sage.repl.preparse.preparse_file); sage-sandbox supports Sage 9.5 "
+                     "and 10.x")
+try:
+    from sage.version import version as SAGE_VERSION
+except ImportError:
+    SAGE_VERSION = "unknown"
 
-send(b"R")
+send(b"R", SAGE_VERSION.encode("ascii", "replace")[:64])
 
 
 def read_exact(n):
@@ -183,15 +229,13 @@ def run_code(source):
     import numbers
     import traceback
 
-    from sage.repl.preparse import preparse_file
-
     try:
         # A byte order mark starts many files saved on Windows: not code.
         text = source.decode("utf-8-sig")
         preparsed = preparse_file(text)
         namespace = {"__name__": "__main__", "__file__": filename,
                      "__builtins__": __builtins__}
-        exec("from sage.all_cmdline import *", namespace)
+        exec("from %s import *" % SAGE_ALL, namespace)
         # The preparser hoists the code's numeric constants into one line
         # of its own at the top; run it first, so that the code's lines keep
         # their numbers, and tracebacks quote the user's own lines.

@@ -109,7 +109,9 @@ struct server {
 	const char *self;
 	char *podman;
 	struct podman_host host;
-	bool host_known;
+	struct sage_image image; /* once known, with the pool */
+	bool host_known;        /* the rootless check answered */
+	bool image_checking;    /* image.c is asked; calls that need a sandbox wait */
 	bool refused;           /* no sandbox can run here: refusal says why */
 	struct error refusal;
 	struct pool *pool;
@@ -584,6 +586,8 @@ static void start_call(struct call *c)
 /* Starts waiting calls, in order, while there is room. A call can end as
  * it starts (a refusal), which pumps again: that is noted and done here,
  * so that no caller's walk of the list outlives a call it holds. */
+static void check_image(struct server *s);
+
 static void pump(struct server *s)
 {
 	if (s->pumping) {
@@ -598,6 +602,12 @@ static void pump(struct server *s)
 		for (struct call *c = s->calls; c; c = c->next) {
 			if (s->running >= s->cfg->number[SET_CONCURRENCY])
 				break;
+			if (!c->started && c->tool != TOOL_STATUS && !s->refused && !s->pool) {
+				/* In order: this call waits for the image's answer. */
+				if (!s->image_checking)
+					check_image(s);
+				break;
+			}
 			if (!c->started) {
 				start_call(c);
 				s->pump_again = true;
@@ -1017,22 +1027,79 @@ static void on_out_error(struct queue *q, void *data)
 	shut_down(data, "stdout was closed");
 }
 
+static void refuse_every_call(struct server *s)
+{
+	s->host_known = s->refused = true;
+	fprintf(stderr, "sage-sandbox mcp: no sandbox can run: %s; %s\n", s->refusal.message,
+		s->refusal.hint);
+	pump(s);
+}
+
+static struct call *first_waiting_for_sandbox(struct server *s)
+{
+	for (struct call *c = s->calls; c; c = c->next)
+		if (!c->started && c->tool != TOOL_STATUS)
+			return c;
+	return NULL;
+}
+
+/* The image's answer. A refusal answers the calls waiting for it, and is
+ * not final: the next call asks again, so an image built or pulled while
+ * the server runs is found. */
+static void on_image(const struct sage_image *image, const struct error *refusal, void *data)
+{
+	struct server *s = data;
+	if (s->stopping) {
+		s->image_checking = false;
+		return;
+	}
+	if (refusal) {
+		struct call *c;
+		fprintf(stderr, "sage-sandbox mcp: no sandbox can run yet: %s; %s\n",
+			refusal->message, refusal->hint);
+		/* Still "checking" while they are answered: no new check starts
+		 * from the answers' pumps. */
+		while ((c = first_waiting_for_sandbox(s))) {
+			answer_refusal(c, refusal);
+			free_call(c);
+		}
+		s->image_checking = false;
+		return;
+	}
+	s->image_checking = false;
+	s->image = *image;
+	struct pool_options po = {.loop = s->loop, .cfg = s->cfg, .host = &s->host,
+		.image = &s->image, .podman = s->podman, .size = (int)s->cfg->number[SET_WARM],
+		.log = true};
+	s->pool = pool_new(&po);
+	pump(s);
+}
+
+static void check_image(struct server *s)
+{
+	struct error err;
+	s->image_checking = true;
+	if (image_check(s->loop, s->podman, s->cfg, &s->host, INT64_MAX, on_image, s) < 0) {
+		error_set(&err, EXIT_REFUSED, podman_install_hint, "cannot execute podman %s: %s",
+			s->podman, strerror(errno));
+		on_image(NULL, &err, s);
+	}
+}
+
 static void on_host(const struct podman_host *host, void *data)
 {
 	struct server *s = data;
 	if (s->stopping)
 		return;
 	s->host = *host;
-	s->host_known = true;
 	if (rootless_verdict(host, &s->refusal) < 0) {
-		s->refused = true;
-		fprintf(stderr, "sage-sandbox mcp: no sandbox can run: %s; %s\n", s->refusal.message,
-			s->refusal.hint);
-	} else {
-		struct pool_options po = {.loop = s->loop, .cfg = s->cfg, .host = &s->host,
-			.podman = s->podman, .size = (int)s->cfg->number[SET_WARM], .log = true};
-		s->pool = pool_new(&po);
+		refuse_every_call(s);
+		return;
 	}
+	s->host_known = true;
+	/* Asked at once, so that the warm pool starts before the first call. */
+	if (!s->image_checking)
+		check_image(s);
 	pump(s);
 }
 

@@ -236,7 +236,8 @@ static void relay_input(struct oneshot *o)
 
 static void start_sandbox(struct oneshot *o)
 {
-	struct sandbox_options opt = {.cfg = o->cfg, .host = &o->host, .podman = o->podman,
+	struct sandbox_options opt = {.cfg = o->cfg, .host = &o->host, .image = &o->image,
+		.podman = o->podman,
 		.deadline = o->deadline, .cb = {.keep_output = !o->stream,
 		.on_output = on_sandbox_output, .on_input_room = on_input_room,
 		.on_done = on_sandbox_done, .data = o}};
@@ -258,6 +259,23 @@ static void start_sandbox(struct oneshot *o)
 		relay_input(o);
 }
 
+static void on_image_answer(const struct sage_image *image, const struct error *refusal,
+		void *data)
+{
+	struct oneshot *o = data;
+	if (loop_now_ms() >= o->deadline) {
+		on_deadline(NULL, o);
+	} else if (refusal) {
+		o->err = *refusal;
+		refuse(o);
+	} else {
+		o->image = *image;
+		if (o->code_for_host)
+			o->code_for_host(o, &o->host);
+		start_sandbox(o);
+	}
+}
+
 static void on_rootless_answer(const struct podman_host *host, void *data)
 {
 	struct oneshot *o = data;
@@ -266,10 +284,11 @@ static void on_rootless_answer(const struct podman_host *host, void *data)
 		on_deadline(NULL, o);
 	} else if (rootless_verdict(host, &o->err) < 0) {
 		refuse(o);
-	} else {
-		if (o->code_for_host)
-			o->code_for_host(o, host);
-		start_sandbox(o);
+	} else if (image_check(o->loop, o->podman, o->cfg, &o->host, o->deadline, on_image_answer,
+			   o) < 0) {
+		error_set(&o->err, EXIT_REFUSED, podman_install_hint, "cannot execute podman %s: %s",
+			o->podman, strerror(errno));
+		refuse(o);
 	}
 }
 

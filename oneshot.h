@@ -1,5 +1,6 @@
 /* oneshot.h: one sandbox run from start to end on one loop: reading the
- * code, the rootless check, the sandbox, signals, and the output. */
+ * code, the rootless check, the image check, the sandbox, signals, and the
+ * output. */
 #ifndef SAGE_SANDBOX_ONESHOT_H
 #define SAGE_SANDBOX_ONESHOT_H
 
@@ -45,6 +46,7 @@ struct oneshot {
 	struct buffer code_read;
 	char *podman;
 	struct podman_host host;
+	struct sage_image image;
 	struct sandbox *sandbox;
 	int signals_seen;
 	bool finished, flushing;

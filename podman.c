@@ -3,11 +3,13 @@
  * attack or accident it closes. */
 #include "podman.h"
 #include "embedded.h"
+#include "image.h"
 
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <unistd.h>
 
 static const char *const controller_names[CONTROLLER_COUNT] = {
@@ -103,30 +105,58 @@ const char as_root_hint[] =
 	"run it as the account that has the image: sudo -iu sage-sandbox sage-sandbox status "
 	"(the account setup.sh made), or as your own user after './setup.sh image'";
 
+/* "BOOT-ID:PID:START": who started a container. A process with that pid and
+ * start time (in clock ticks since this boot) is its owner; a container
+ * whose owner is gone is a stray of a killed sage-sandbox. */
+void process_identity(pid_t pid, char *out, size_t size)
+{
+	struct buffer boot = {0}, stat = {0};
+	char path[64];
+	unsigned long long start = 0;
+	snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+	if (read_file(path, 4096, &stat) == 0) {
+		/* Field 22, counted after the command name, which may hold spaces. */
+		const char *p = strrchr(stat.data, ')');
+		for (int field = 2; p && field < 22; field++)
+			p = strchr(p + 1, ' ');
+		if (p)
+			start = strtoull(p + 1, NULL, 10);
+	}
+	read_file("/proc/sys/kernel/random/boot_id", 64, &boot);
+	snprintf(out, size, "%.*s:%d:%llu", boot.data ? (int)strcspn(boot.data, "\n") : 0,
+		boot.data ? boot.data : "", (int)pid, start);
+	buffer_free(&boot);
+	buffer_free(&stat);
+}
+
+void container_name(char *name, size_t size)
+{
+	unsigned char random[8];
+	if (getrandom(random, sizeof random, 0) != sizeof random)
+		abort();
+	snprintf(name, size, "sage-sandbox-%02x%02x%02x%02x%02x%02x%02x%02x", random[0],
+		random[1], random[2], random[3], random[4], random[5], random[6], random[7]);
+}
+
 unsigned long sandbox_uid_max(const struct podman_host *host)
 {
 	unsigned long top = host->id_count ? host->id_count - 1 : 0;
 	return top < SANDBOX_UID_MAX ? top : SANDBOX_UID_MAX;
 }
 
-void podman_run_args(struct argv_builder *a, const struct config *cfg,
-		const struct podman_host *host, const char *podman, const char *name,
-		const char *owner, unsigned long uid, long idle_seconds)
+/* The start of every container's `podman run`: what finds it, names it and
+ * keeps it away from registries and networks. */
+static void container_args(struct argv_builder *a, const char *podman, const char *name,
+		const char *owner)
 {
-	long cpus = cfg->number[SET_CPUS];
-	struct rlimit_value rlimits[RLIMIT_COUNT];
-
-	sandbox_rlimits(cfg, rlimits);
 	arg_add(a, "%s", podman);
 	/* Podman's warnings (e.g. "/ is not a shared mount") would otherwise
 	 * be mixed into its error messages. */
 	arg_add(a, "--log-level=error");
 	arg_add(a, "run");
 	/* The container and its writable layer go away with the run, removed
-	 * by conmon's exit command even if the podman client is gone; -i feeds
-	 * the code on stdin, so it is never on a command line or a host mount. */
+	 * by conmon's exit command even if the podman client is gone. */
 	arg_add(a, "--rm");
-	arg_add(a, "-i");
 	/* A name to stop it by (killing the podman client does not stop it),
 	 * a label to find strays by, and their owner to tell strays from the
 	 * containers of runs still going (sage-sandbox cleanup). */
@@ -141,14 +171,11 @@ void podman_run_args(struct argv_builder *a, const struct config *cfg,
 	/* No network interface but loopback: no exfiltration, no downloads,
 	 * no attacks on the host's or the LAN's services. */
 	arg_add(a, "--network=%s", SANDBOX_NETWORK);
-	/* No /etc/hosts from the host: nothing about the host's names. */
-	arg_add(a, "--no-hosts");
-	/* No System V IPC or POSIX shared memory (/dev/shm) namespace at all:
-	 * one more kernel interface, and a writable tmpfs, gone. */
-	arg_add(a, "--ipc=none");
-	/* --ipc=none still mounts a writable /dev/mqueue; cover it with a
-	 * read-only empty directory. */
-	arg_add(a, "--security-opt=mask=/dev/mqueue");
+}
+
+/* Nothing of the image writable; a capped /tmp the only writable place. */
+static void read_only_root_args(struct argv_builder *a)
+{
 	/* The image cannot be modified: no trojaned sage for the next run.
 	 * Without --read-only-tmpfs=false podman would also mount writable,
 	 * uncapped tmpfs on /run, /var/tmp and /dev/shm. */
@@ -157,6 +184,29 @@ void podman_run_args(struct argv_builder *a, const struct config *cfg,
 	/* The only writable place, in memory, capped, no setuid or devices. */
 	arg_add(a, "--tmpfs=/tmp:rw,nosuid,nodev,size=%llu,mode=1777", TMPFS_BYTES);
 	arg_add(a, "--workdir=/tmp");
+}
+
+void podman_run_args(struct argv_builder *a, const struct config *cfg,
+		const struct podman_host *host, const struct sage_image *image, const char *podman,
+		const char *name, const char *owner, unsigned long uid, long idle_seconds)
+{
+	long cpus = cfg->number[SET_CPUS];
+	struct rlimit_value rlimits[RLIMIT_COUNT];
+
+	sandbox_rlimits(cfg, rlimits);
+	container_args(a, podman, name, owner);
+	/* -i feeds the code on stdin, so it is never on a command line or a
+	 * host mount. */
+	arg_add(a, "-i");
+	/* No /etc/hosts from the host: nothing about the host's names. */
+	arg_add(a, "--no-hosts");
+	/* No System V IPC or POSIX shared memory (/dev/shm) namespace at all:
+	 * one more kernel interface, and a writable tmpfs, gone. */
+	arg_add(a, "--ipc=none");
+	/* --ipc=none still mounts a writable /dev/mqueue; cover it with a
+	 * read-only empty directory. */
+	arg_add(a, "--security-opt=mask=/dev/mqueue");
+	read_only_root_args(a);
 	/* A devpts instance of the run's own, capped: with podman's default
 	 * one, four processes opening /dev/ptmx in a loop took 3,071 of the
 	 * host's 4,096 ptys and `podman run -t` failed for everyone. Without
@@ -169,8 +219,8 @@ void podman_run_args(struct argv_builder *a, const struct config *cfg,
 	/* What Sage prints is returned, not also kept in a log on the host. */
 	arg_add(a, "--log-driver=none");
 	/* Sage's state, and what `sage -python` would point into it, in the
-	 * writable /tmp. The launcher runs under python3 directly: the `sage`
-	 * shell wrapper costs 70-100 ms a run and only sets variables. */
+	 * writable /tmp. The launcher runs under Sage's Python directly: the
+	 * `sage` shell wrapper costs 70-100 ms a run and only sets variables. */
 	arg_add(a, "--env=HOME=/tmp/sage-home");
 	arg_add(a, "--env=DOT_SAGE=/tmp/dot-sage");
 	arg_add(a, "--env=MPLCONFIGDIR=/tmp/dot-sage/matplotlib");
@@ -185,6 +235,12 @@ void podman_run_args(struct argv_builder *a, const struct config *cfg,
 	arg_add(a, "--env=OPENBLAS_NUM_THREADS=1");
 	arg_add(a, "--env=OMP_NUM_THREADS=1");
 	arg_add(a, "--env=MKL_NUM_THREADS=1");
+	/* The PATH Sage's own `sage` script gives its programs (gp, maxima,
+	 * gap live in the Sage tree of a source-built image), read from the
+	 * image once (image.c): the launcher starts under Sage's Python
+	 * directly, without the script. */
+	if (image->path[0])
+		arg_add(a, "--env=PATH=%s", image->path);
 	/* No user site-packages to shadow Sage's modules. */
 	arg_add(a, "--env=PYTHONNOUSERSITE=1");
 	/* Printed progress reaches the caller as it happens, not at exit. */
@@ -202,6 +258,14 @@ void podman_run_args(struct argv_builder *a, const struct config *cfg,
 	 * well, but chowns a copy of the whole image for every new range:
 	 * 30-50 s here.) */
 	arg_add(a, "--user=%lu:%lu", uid, uid);
+	/* The image's user's group, as a supplementary group: images keep Sage
+	 * under that user's home (the official one: /home/sage, mode 0750 in
+	 * Sage 10.9), which the run's own uid could not otherwise reach. It
+	 * opens nothing writable (the root is read-only) and changes no uid,
+	 * so the per-uid process limit still keeps runs apart. Never group 0:
+	 * an image whose user is root gets no root group. */
+	if (image->gid > 0)
+		arg_add(a, "--group-add=%ld", image->gid);
 	/* No capabilities, and no way to regain any through setuid files. */
 	arg_add(a, "--cap-drop=all");
 	arg_add(a, "--security-opt=no-new-privileges");
@@ -231,10 +295,13 @@ void podman_run_args(struct argv_builder *a, const struct config *cfg,
 	arg_add(a, "--timeout=%ld",
 		idle_seconds + cfg->number[SET_TIMEOUT] + PODMAN_BACKSTOP_SECONDS);
 	/* The launcher is the container's first process: no shell around it
-	 * (it costs a fork and an exec, and buys nothing). It runs the code in
-	 * a child of its own, so the code is never the namespace's init, whose
+	 * (it costs a fork and an exec, and buys nothing), under the Python
+	 * that the image's Sage uses, found in the image (image.c), never a
+	 * bare python3 that may be absent or another Python. The image's own
+	 * entrypoint, WORKDIR and HOME play no part. It runs the code in a
+	 * child of its own, so the code is never the namespace's init, whose
 	 * signals the kernel would drop (see launcher.py). */
-	arg_add(a, "--entrypoint=python3");
+	arg_add(a, "--entrypoint=%s", image->python);
 	arg_add(a, "--");
 	arg_add(a, "%s", cfg->value[SET_IMAGE]);
 	/* Tracebacks quote the user's own lines (see launcher.py), so the
@@ -244,6 +311,32 @@ void podman_run_args(struct argv_builder *a, const struct config *cfg,
 	arg_add(a, "no_debug_ranges");
 	arg_add(a, "-c");
 	arg_add(a, "%s", embedded_launcher_py);
+}
+
+void podman_probe_args(struct argv_builder *a, const struct config *cfg, const char *podman,
+		const char *name, const char *owner, const char *script)
+{
+	/* Only the image's own programs run here, no code of anyone's; still
+	 * nothing reaches the network or writes the image, and it holds no
+	 * capability. */
+	container_args(a, podman, name, owner);
+	read_only_root_args(a);
+	arg_add(a, "--cap-drop=all");
+	arg_add(a, "--security-opt=no-new-privileges");
+	arg_add(a, "--log-driver=none");
+	arg_add(a, "--timeout=%d", IMAGE_PROBE_SECONDS + PODMAN_BACKSTOP_SECONDS);
+	arg_add(a, "--env=HOME=/tmp/sage-home");
+	arg_add(a, "--env=DOT_SAGE=/tmp/dot-sage");
+	/* As the image's user (no --user): whose group the runs then get, and
+	 * who can surely reach the image's Sage. The image's entrypoint (the
+	 * official one wraps everything in `sage -sh -c`) is bypassed. */
+	arg_add(a, "--entrypoint=/bin/sh");
+	arg_add(a, "--");
+	arg_add(a, "%s", cfg->value[SET_IMAGE]);
+	arg_add(a, "-c");
+	arg_add(a, "%s", script);
+	arg_add(a, "sage-sandbox-probe");
+	arg_add(a, "%s", cfg->value[SET_PYTHON]);
 }
 
 void podman_rm_args(struct argv_builder *a, const char *podman, const char *name)
@@ -274,7 +367,8 @@ void podman_info_args(struct argv_builder *a, const char *podman)
 		"{{.Host.Security.Rootless}}\n{{.Host.CgroupsVersion}}\n{{.Host.CgroupControllers}}\n"
 		"{{.Host.OCIRuntime.Name}}\n{{.Store.GraphDriverName}}\n{{.Host.ServiceIsRemote}}\n"
 		"{{range .Host.IDMappings.UIDMap}}{{.ContainerID}}:{{.HostID}}:{{.Size}} {{end}}\n"
-		"{{range .Host.IDMappings.GIDMap}}{{.ContainerID}}:{{.HostID}}:{{.Size}} {{end}}");
+		"{{range .Host.IDMappings.GIDMap}}{{.ContainerID}}:{{.HostID}}:{{.Size}} {{end}}\n"
+		"{{.Store.GraphRoot}}");
 }
 
 static void parse_controllers(struct podman_host *host, const char *list)
@@ -329,6 +423,7 @@ void podman_info_parse(const char *said, int status, bool timed_out, const char 
 	nth_line(said, 4, host->storage_driver, sizeof host->storage_driver);
 	nth_line(said, 5, remote, sizeof remote);
 	host->remote = strcmp(remote, "true") == 0;
+	nth_line(said, 8, host->graph_root, sizeof host->graph_root);
 	/* "CONTAINER:HOST:SIZE ..." for uids, then gids. The container ids
 	 * are 0..n-1, n the sum of the sizes; as uid and gid are the same
 	 * number, the smaller of the two counts. */
@@ -379,6 +474,14 @@ void podman_image_digest_args(struct argv_builder *a, const char *podman, const 
 	arg_add(a, "inspect");
 	arg_add(a, "--format={{.Digest}}");
 	arg_add(a, "%s", image);
+}
+
+bool podman_said_no_entrypoint(const char *errors)
+{
+	/* runc and crun, podman 4 and 5: "executable file `X` not found in
+	 * $PATH", "X: no such file or directory", "X: permission denied". */
+	return errors && (strstr(errors, "executable file") || strstr(errors, "no such file or directory") ||
+		strstr(errors, "permission denied") || strstr(errors, "Permission denied"));
 }
 
 bool podman_said_no_image(const char *errors)

@@ -7,6 +7,7 @@
 #include "settings.h"
 
 #include <stdbool.h>
+#include <sys/types.h>
 
 /* The fixed properties of every sandbox: the podman arguments are written
  * from these, and so is the summary that run --json and status report. */
@@ -22,6 +23,13 @@
  * sage-sandbox itself was killed before it could. */
 #define PODMAN_BACKSTOP_SECONDS 5
 
+/* A new container's name: "sage-sandbox-" and 16 random hex digits. */
+void container_name(char *name, size_t size);
+/* "BOOT-ID:PID:START": who started a container, for OWNER_LABEL. A
+ * process with that pid and start time is its owner; a container whose
+ * owner is gone is a stray of a killed sage-sandbox. */
+void process_identity(pid_t pid, char *out, size_t size);
+
 /* What podman says of this host. */
 enum rootless_answer { ROOTLESS_TRUE, ROOTLESS_FALSE, ROOTLESS_UNKNOWN };
 enum cgroup_controller { CONTROLLER_MEMORY, CONTROLLER_CPU, CONTROLLER_PIDS, CONTROLLER_COUNT };
@@ -34,6 +42,7 @@ struct podman_host {
 	char cgroups[8];                     /* "v1", "v2", or "" */
 	char runtime[32];                    /* the OCI runtime: "runc", "crun" */
 	char storage_driver[32];             /* "overlay"; "vfs" copies the image per run */
+	char graph_root[1024];               /* where the storage keeps images */
 	bool controller[CONTROLLER_COUNT];   /* usable by this user's containers */
 	unsigned long id_count;              /* container uids and gids mapped (0..n-1) */
 	struct id_range {
@@ -74,13 +83,20 @@ extern const char podman_install_hint[];
 extern const char image_hint[];
 extern const char as_root_hint[];
 
+struct sage_image;
 /* `podman run` of one sandbox, with the reason for each flag beside it.
  * The seccomp profile is read by podman from fd 3; the launcher is the
- * container's first process. idle_seconds: how long it may wait, ready,
- * for its program (a warm sandbox), which the backstop adds. */
+ * container's first process, under the image's own Sage Python (image).
+ * idle_seconds: how long it may wait, ready, for its program (a warm
+ * sandbox), which the backstop adds. */
 void podman_run_args(struct argv_builder *a, const struct config *cfg,
-		const struct podman_host *host, const char *podman, const char *name,
-		const char *owner, unsigned long uid, long idle_seconds);
+		const struct podman_host *host, const struct sage_image *image, const char *podman,
+		const char *name, const char *owner, unsigned long uid, long idle_seconds);
+/* `podman run` of the image probe (image.c): script under the image's
+ * /bin/sh as the image's own user, with no network and nothing writable
+ * but /tmp. */
+void podman_probe_args(struct argv_builder *a, const struct config *cfg, const char *podman,
+		const char *name, const char *owner, const char *script);
 /* Removes a container at once, whatever state it is in. */
 void podman_rm_args(struct argv_builder *a, const char *podman, const char *name);
 /* Lists "NAME OWNER" of every container with our label. */
@@ -98,5 +114,7 @@ void podman_image_digest_args(struct argv_builder *a, const char *podman, const 
 /* podman run's own failure, from its stderr, when the container never
  * started: true when it says the image is missing. */
 bool podman_said_no_image(const char *errors);
+/* True when it says the entrypoint (the interpreter) could not be run. */
+bool podman_said_no_entrypoint(const char *errors);
 
 #endif

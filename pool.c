@@ -149,7 +149,7 @@ static int start_warm(struct pool *p)
 	w->pool = p;
 	/* Its deadline until a call brings its own: the maximum age. */
 	struct sandbox_options so = {.cfg = p->opt.cfg, .host = p->opt.host,
-		.podman = p->opt.podman,
+		.image = p->opt.image, .podman = p->opt.podman,
 		.deadline = loop_now_ms() + POOL_MAX_IDLE_SECONDS * 1000ll,
 		.idle_seconds = POOL_MAX_IDLE_SECONDS,
 		.cb = {.on_ready = on_warm_ready, .on_done = on_warm_done,
@@ -232,7 +232,7 @@ struct sandbox *pool_take(struct pool *p, const struct sandbox_callbacks *cb, in
 	/* None ready: a call does not wait for the pool. */
 	*warm = false;
 	struct sandbox_options so = {.cfg = p->opt.cfg, .host = p->opt.host,
-		.podman = p->opt.podman, .deadline = deadline, .cb = *cb};
+		.image = p->opt.image, .podman = p->opt.podman, .deadline = deadline, .cb = *cb};
 	return sandbox_start(p->opt.loop, &so, err);
 }
 

@@ -19,6 +19,7 @@ struct pool_options {
 	struct loop *loop;
 	const struct config *cfg; /* the sandboxes' settings, --timeout the longest call */
 	const struct podman_host *host;
+	const struct sage_image *image;
 	const char *podman;
 	int size;                 /* warm sandboxes kept: 0 to POOL_MAX_SIZE */
 	bool log;                 /* a line on stderr when one is ready, or fails */

@@ -8,20 +8,18 @@
  * podman to a service whose rootlessness is not this user's.
  *
  * Asking `podman info` costs 0.35-0.45 s, a third of a run. Its positive
- * answer is cached in $XDG_RUNTIME_DIR/sage-sandbox/podman-host (without a
- * runtime directory, in ${XDG_CACHE_HOME:-$HOME/.cache}/sage-sandbox), a file
- * in directories that only this user can write (each is checked, and links
- * are not followed), together with a key of everything that can change the
- * answer: the uid, the podman executable's identity (device, inode, size,
- * change time), the variables podman is given, the boot id, and the
- * identity of every containers.conf, storage.conf, their drop-in
- * directories and /etc/subuid and /etc/subgid. Any difference, or an answer
- * older than ten minutes, asks podman again. Refusals are never cached.
+ * answer is cached (cache.c) under a key of everything that can change it:
+ * the uid, the podman executable's identity (device, inode, size, change
+ * time), the variables podman is given, the boot id, and the identity of
+ * every containers.conf, storage.conf, their drop-in directories and
+ * /etc/subuid and /etc/subgid. Any difference, or an answer older than ten
+ * minutes, asks podman again. Refusals are never cached.
  *
  * The controllers matter too: rootless podman silently drops --memory,
  * --cpus and --pids-limit when the user has no delegated cgroup controller
  * for them, so podman.c passes each only where it is enforced. */
 #include "rootless.h"
+#include "cache.h"
 #include "process.h"
 
 #include <errno.h>
@@ -37,202 +35,21 @@
  * seconds, not milliseconds, on a slow disk. */
 #define PODMAN_INFO_TIMEOUT_MS 20000
 #define CACHE_MAX_AGE_SECONDS 600
-/* Changed whenever what is cached changes. */
-#define CACHE_MAGIC "sage-sandbox podman-host 3\n"
-
-static void key_escaped(struct buffer *key, const char *text)
-{
-	for (const unsigned char *p = (const unsigned char *)text; *p; p++) {
-		char hex[4];
-		if (*p < 0x20 || *p == '%' || *p == 0x7f) {
-			snprintf(hex, sizeof hex, "%%%02x", *p);
-			buffer_append(key, hex, 3);
-		} else {
-			buffer_append(key, (const char *)p, 1);
-		}
-	}
-	buffer_append(key, "\n", 1);
-}
-
-static void key_file(struct buffer *key, const char *path)
-{
-	struct stat st;
-	char line[256];
-	key_escaped(key, path);
-	if (stat(path, &st) < 0)
-		snprintf(line, sizeof line, "absent");
-	else
-		snprintf(line, sizeof line, "%llu:%llu:%llu:%lld.%09ld",
-			(unsigned long long)st.st_dev, (unsigned long long)st.st_ino,
-			(unsigned long long)st.st_size, (long long)st.st_ctim.tv_sec,
-			st.st_ctim.tv_nsec);
-	key_escaped(key, line);
-}
-
-/* Everything podman's answer depends on, as text. */
-static void cache_key(const char *podman, struct buffer *key)
-{
-	char line[256];
-	struct buffer boot = {0};
-	const char *home = getenv("HOME");
-	const char *config = getenv("XDG_CONFIG_HOME");
-	char user_config[4096];
-
-	snprintf(line, sizeof line, "uid %u euid %u", (unsigned)getuid(), (unsigned)geteuid());
-	key_escaped(key, line);
-	key_file(key, podman);
-	for (size_t i = 0; podman_environment_names[i]; i++) {
-		const char *v = getenv(podman_environment_names[i]);
-		snprintf(line, sizeof line, "%s=", podman_environment_names[i]);
-		buffer_append(key, line, strlen(line));
-		key_escaped(key, v ? v : "(unset)");
-	}
-	read_file("/proc/sys/kernel/random/boot_id", 64, &boot);
-	key_escaped(key, boot.data ? boot.data : "");
-	buffer_free(&boot);
-
-	static const char *const system_files[] = {
-		"/usr/share/containers/containers.conf", "/etc/containers/containers.conf",
-		"/usr/share/containers/containers.conf.d", "/etc/containers/containers.conf.d",
-		"/usr/share/containers/storage.conf", "/etc/containers/storage.conf",
-		"/etc/subuid", "/etc/subgid", NULL};
-	for (size_t i = 0; system_files[i]; i++)
-		key_file(key, system_files[i]);
-	if (config && *config)
-		snprintf(user_config, sizeof user_config, "%s/containers", config);
-	else
-		snprintf(user_config, sizeof user_config, "%s/.config/containers", home ? home : "");
-	static const char *const user_files[] = {"containers.conf", "containers.conf.d",
-		"storage.conf", NULL};
-	for (size_t i = 0; user_files[i]; i++) {
-		char path[4200];
-		snprintf(path, sizeof path, "%s/%s", user_config, user_files[i]);
-		key_file(key, path);
-	}
-	const char *const overrides[] = {getenv("CONTAINERS_CONF"), getenv("CONTAINERS_STORAGE_CONF")};
-	for (size_t i = 0; i < 2; i++)
-		if (overrides[i] && *overrides[i])
-			key_file(key, overrides[i]);
-}
-
-/* A directory of ours that nobody else can write: not a link, owned by
- * us, no write permission for group or others. */
-static bool private_dir(const char *path)
-{
-	struct stat st;
-	return lstat(path, &st) == 0 && S_ISDIR(st.st_mode) && st.st_uid == geteuid() &&
-		!(st.st_mode & 022);
-}
-
-/* Where the cache lives: $XDG_RUNTIME_DIR/sage-sandbox, or, where there is
- * none (no login manager), ${XDG_CACHE_HOME:-$HOME/.cache}/sage-sandbox;
- * the last directory is created 0700 and checked, and so is each one
- * above it that we name. NULL when none qualifies: then nothing is cached. */
-static char *cache_dir(void)
-{
-	const char *runtime = getenv("XDG_RUNTIME_DIR");
-	const char *cache = getenv("XDG_CACHE_HOME");
-	const char *home = getenv("HOME");
-	char *base = NULL, *dir = NULL;
-
-	if (runtime && runtime[0] == '/' && private_dir(runtime)) {
-		base = strdup(runtime);
-	} else if (cache && cache[0] == '/') {
-		if (private_dir(cache))
-			base = strdup(cache);
-	} else if (home && home[0] == '/' && private_dir(home)) {
-		if (asprintf(&base, "%s/.cache", home) < 0)
-			abort();
-		mkdir(base, 0700);
-		if (!private_dir(base)) {
-			free(base);
-			base = NULL;
-		}
-	}
-	if (!base)
-		return NULL;
-	if (asprintf(&dir, "%s/sage-sandbox", base) < 0)
-		abort();
-	free(base);
-	mkdir(dir, 0700);
-	if (!private_dir(dir)) {
-		free(dir);
-		return NULL;
-	}
-	return dir;
-}
-
-static long long boot_seconds(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_BOOTTIME, &ts);
-	return (long long)ts.tv_sec;
-}
+/* Changed whenever what podman info is asked for changes. */
+#define CACHE_NAME "podman-host-4"
 
 /* The cached podman info answer for key, or -1. */
-static int cache_read(const struct buffer *key, struct podman_host *host)
+static int cached_answer(const struct buffer *key, struct podman_host *host)
 {
-	char *dir = cache_dir(), path[4200];
-	struct buffer file = {0};
-	struct stat st;
+	struct buffer answer = {0};
 	int rc = -1;
-	if (!dir)
-		return -1;
-	snprintf(path, sizeof path, "%s/podman-host", dir);
-	free(dir);
-	int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-	if (fd < 0)
-		return -1;
-	if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == geteuid() &&
-	    !(st.st_mode & 022)) {
-		char chunk[8192];
-		ssize_t n;
-		while ((n = read(fd, chunk, sizeof chunk)) > 0 && file.len < 65536)
-			buffer_append(&file, chunk, (size_t)n);
+	if (cache_read(CACHE_NAME, key, CACHE_MAX_AGE_SECONDS, &answer) == 0) {
+		podman_info_parse(answer.data, 0, false, NULL, host);
+		if (host->rootless == ROOTLESS_TRUE && !host->remote)
+			rc = 0;
 	}
-	close(fd);
-	size_t magic = strlen(CACHE_MAGIC);
-	/* CACHE_MAGIC, the key, "written BOOT-SECONDS\n", then podman's answer. */
-	if (file.len > magic + key->len && memcmp(file.data, CACHE_MAGIC, magic) == 0 &&
-	    memcmp(file.data + magic, key->data, key->len) == 0) {
-		const char *rest = file.data + magic + key->len;
-		long long written;
-		int used = 0;
-		if (sscanf(rest, "written %lld\n%n", &written, &used) == 1 && used > 0 &&
-		    boot_seconds() - written >= 0 && boot_seconds() - written < CACHE_MAX_AGE_SECONDS) {
-			podman_info_parse(rest + used, 0, false, NULL, host);
-			if (host->rootless == ROOTLESS_TRUE && !host->remote)
-				rc = 0;
-		}
-	}
-	buffer_free(&file);
+	buffer_free(&answer);
 	return rc;
-}
-
-static void cache_write(const struct buffer *key, const char *answer)
-{
-	char *dir = cache_dir(), path[4200], temp[4200];
-	if (!dir)
-		return;
-	snprintf(path, sizeof path, "%s/podman-host", dir);
-	snprintf(temp, sizeof temp, "%s/podman-host.%d", dir, (int)getpid());
-	free(dir);
-	FILE *f = NULL;
-	int fd = open(temp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-	if (fd >= 0)
-		f = fdopen(fd, "w");
-	if (!f) {
-		if (fd >= 0)
-			close(fd);
-		unlink(temp);
-		return;
-	}
-	fputs(CACHE_MAGIC, f);
-	fwrite(key->data, 1, key->len, f);
-	fprintf(f, "written %lld\n%s", boot_seconds(), answer);
-	/* Renamed into place whole, or not at all. */
-	if (fclose(f) != 0 || rename(temp, path) < 0)
-		unlink(temp);
 }
 
 /* Refusals that need no podman at all. */
@@ -271,7 +88,7 @@ static void info_answered(struct capture *cap, void *data)
 	struct podman_host host;
 	podman_info_parse(cap->out.data, cap->status, cap->timed_out, cap->err.data, &host);
 	if (host.rootless == ROOTLESS_TRUE && !host.remote && q->key.data)
-		cache_write(&q->key, cap->out.data ? cap->out.data : "");
+		cache_write(CACHE_NAME, &q->key, cap->out.data ? cap->out.data : "");
 	capture_free(cap);
 	rootless_callback *done = q->done;
 	void *done_data = q->data;
@@ -292,8 +109,8 @@ int rootless_check(struct loop *loop, const char *podman, int64_t deadline,
 	struct rootless_query *q = calloc(1, sizeof *q);
 	if (!q)
 		abort();
-	cache_key(podman, &q->key);
-	if (cache_read(&q->key, &host) == 0) {
+	cache_key_podman(&q->key, podman);
+	if (cached_answer(&q->key, &host) == 0) {
 		buffer_free(&q->key);
 		free(q);
 		done(&host, data);

@@ -453,6 +453,61 @@ static void print_line(const char *text)
 	printf("%.*s\n", (int)len, text);
 }
 
+/* What status finds of the image's Sage: the probe (fresh, not cached),
+ * then a run of nothing in a real sandbox, which is what tells whether the
+ * run's own uid, not only the image's user, can start Sage. */
+struct sage_check {
+	bool probed;
+	struct sage_image image;
+	bool starts;
+	struct error refusal; /* when it does not */
+};
+
+static void check_sage(const char *podman, const struct config *cfg, struct sage_check *c)
+{
+	static const char nothing[] = "pass\n";
+	*c = (struct sage_check){0};
+	if (image_probe_now(podman, cfg, &c->image, &c->refusal) < 0)
+		return;
+	c->probed = true;
+	struct oneshot run = {.cfg = cfg, .started_at = loop_now_ms(), .code = nothing,
+		.code_len = sizeof nothing - 1};
+	if (oneshot_begin(&run) < 0 || oneshot_run(&run) < 0)
+		c->refusal = run.err;
+	else if (run.result->exit_code != 0)
+		error_set(&c->refusal, EXIT_REFUSED, "see 'sage-sandbox self-test'",
+			"an empty program exited with status %d in the sandbox", run.result->exit_code);
+	else
+		c->starts = true;
+	oneshot_end(&run);
+}
+
+static void write_sage_check(struct json *j, const struct sage_check *c)
+{
+	const struct sage_image *im = &c->image;
+	jw_key(j, "sage");
+	if (!c->probed) {
+		jw_null(j);
+		return;
+	}
+	jw_begin_object(j);
+	jw_key(j, "version");
+	jw_cstring(j, im->sage_version);
+	jw_key(j, "python");
+	jw_cstring(j, im->python);
+	jw_key(j, "python_version");
+	jw_cstring(j, im->python_version);
+	jw_key(j, "image_user");
+	jw_cstring(j, im->user);
+	jw_key(j, "image_uid");
+	jw_integer(j, im->uid);
+	jw_key(j, "image_gid");
+	jw_integer(j, im->gid);
+	jw_key(j, "starts");
+	jw_bool(j, c->starts);
+	jw_end_object(j);
+}
+
 static int cmd_status(int argc, char **argv)
 {
 	struct options o = {0};
@@ -464,6 +519,8 @@ static int cmd_status(int argc, char **argv)
 	enum { IMAGE_UNKNOWN, IMAGE_PRESENT, IMAGE_MISSING, IMAGE_NOT_CHECKED_AS_ROOT } image =
 		IMAGE_UNKNOWN;
 	const char *hint = NULL, *problem = NULL;
+	struct sage_check sage = {0};
+	char sage_problem[600];
 
 	if (parse_options(argc, argv, false, false, &o, &err) < 0)
 		return report_error(&err, o.json, NULL);
@@ -511,6 +568,13 @@ static int cmd_status(int argc, char **argv)
 	} else if (image == IMAGE_MISSING) {
 		problem = "the image is not in this user's podman storage";
 		hint = image_hint;
+	} else if (image == IMAGE_PRESENT) {
+		check_sage(podman, &o.cfg, &sage);
+		if (!sage.starts) {
+			snprintf(sage_problem, sizeof sage_problem, "%s", sage.refusal.message);
+			problem = sage_problem;
+			hint = sage.refusal.hint;
+		}
 	}
 	bool ready = !problem;
 	const char *warning = strcmp(host.storage_driver, "vfs") == 0 ?
@@ -521,7 +585,7 @@ static int cmd_status(int argc, char **argv)
 
 	if (o.json) {
 		struct json j = {.out = stdout};
-		char sentence[128];
+		char sentence[640];
 		snprintf(sentence, sizeof sentence, "not ready: %s", problem ? problem : "");
 		jw_begin_object(&j);
 		write_json_header(&j, ready, ready ? 0 : 1, ready ? NULL : sentence);
@@ -551,6 +615,7 @@ static int cmd_status(int argc, char **argv)
 			jw_null(&j);
 		jw_key(&j, "image_digest");
 		jw_cstring(&j, digest[0] ? digest : NULL);
+		write_sage_check(&j, &sage);
 		jw_key(&j, "warning");
 		jw_cstring(&j, warning);
 		jw_key(&j, "settings");
@@ -591,6 +656,15 @@ static int cmd_status(int argc, char **argv)
 		printf("storage:   %s\n", host.storage_driver[0] ? host.storage_driver : "unknown");
 		printf("image:     %s (%s%s%s)\n", o.cfg.value[SET_IMAGE], image_text[image],
 			digest[0] ? ", " : "", digest);
+		if (sage.probed) {
+			const struct sage_image *im = &sage.image;
+			printf("sage:      %s%s\n", im->sage_version,
+				sage.starts ? "" : " (DOES NOT START in the sandbox)");
+			printf("python:    %s (Python %s)\n", im->python, im->python_version);
+			printf("user:      %s, uid %ld, gid %ld in the image; runs get gid %ld as a "
+				"supplementary group%s\n", im->user, im->uid, im->gid, im->gid,
+				im->gid > 0 ? "" : ": no, it is root's");
+		}
 		if (warning)
 			printf("warning:   %s\n", warning);
 		printf("settings:\n");

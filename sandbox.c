@@ -111,41 +111,6 @@ int sandbox_check_code(const char *code, size_t len, const char *origin, struct 
 	return 0;
 }
 
-/* ---- names and owners --------------------------------------------------- */
-
-/* "BOOT-ID:PID:START": who started a container. A process with that pid and
- * start time (in clock ticks since this boot) is its owner; a container
- * whose owner is gone is a stray of a killed sage-sandbox. */
-static void process_identity(pid_t pid, char *out, size_t size)
-{
-	struct buffer boot = {0}, stat = {0};
-	char path[64];
-	unsigned long long start = 0;
-	snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
-	if (read_file(path, 4096, &stat) == 0) {
-		/* Field 22, counted after the command name, which may hold spaces. */
-		const char *p = strrchr(stat.data, ')');
-		for (int field = 2; p && field < 22; field++)
-			p = strchr(p + 1, ' ');
-		if (p)
-			start = strtoull(p + 1, NULL, 10);
-	}
-	read_file("/proc/sys/kernel/random/boot_id", 64, &boot);
-	snprintf(out, size, "%.*s:%d:%llu", boot.data ? (int)strcspn(boot.data, "\n") : 0,
-		boot.data ? boot.data : "", (int)pid, start);
-	buffer_free(&boot);
-	buffer_free(&stat);
-}
-
-static void container_name(char *name, size_t size)
-{
-	unsigned char random[8];
-	if (getrandom(random, sizeof random, 0) != sizeof random)
-		abort();
-	snprintf(name, size, "sage-sandbox-%02x%02x%02x%02x%02x%02x%02x%02x", random[0],
-		random[1], random[2], random[3], random[4], random[5], random[6], random[7]);
-}
-
 /* A uid for this sandbox alone, so that its processes count against no
  * other sandbox's nproc limit: random, as sandboxes of one account start
  * from many processes with no common registry. Among 50000 uids, two of 8
@@ -219,9 +184,21 @@ static void protocol_broken(struct sandbox *sb, const char *what)
 {
 	sb->result.failed = true;
 	error_set(&sb->result.failure, EXIT_REFUSED,
-		"check the image with 'sage-sandbox self-test'; it needs python3 with Sage",
+		"check the image with 'sage-sandbox status' (see IMAGES in sage-sandbox(1))",
 		"the container's launcher broke its protocol: %s", what);
 	sandbox_stop(sb, STOP_SIGNAL, 0);
+}
+
+/* The image's Sage did not start under what image.c found: the run is
+ * refused, naming the image, and the cached answer is dropped so that the
+ * next run asks the image again. */
+static void sage_did_not_start(struct sandbox *sb, const char *why)
+{
+	if (sb->result.failed)
+		return;
+	sb->result.failed = true;
+	image_refusal(&sb->result.failure, sb->opt.cfg, why);
+	image_forget(sb->opt.cfg);
 }
 
 static void take_frame(struct sandbox *sb, char type, const char *payload, size_t len)
@@ -231,6 +208,14 @@ static void take_frame(struct sandbox *sb, char type, const char *payload, size_
 		sb->saw_started = true;
 		sb->result.started = true;
 		break;
+	case 'K': {
+		/* Sage cannot start in this image: a refusal, never the code's
+		 * output. The launcher exits by itself. */
+		char why[1024];
+		snprintf(why, sizeof why, "%.*s", (int)(len < 1000 ? len : 1000), payload);
+		sage_did_not_start(sb, why);
+		break;
+	}
 	case 'R':
 		sb->saw_ready = true;
 		if (sb->state == SANDBOX_STARTING)
@@ -482,6 +467,8 @@ static void finish_result(struct sandbox *sb)
 	case STOP_NONE:
 		break;
 	}
+	if (r->failed)
+		return; /* Sage did not start: no code ran (sage_did_not_start) */
 	/* Ended past the deadline, though nobody stopped it: sage-sandbox was
 	 * itself stopped (SIGSTOP, a suspended VM) while the deadline passed,
 	 * and podman's backstop or the code's own end came first. Whatever
@@ -497,6 +484,14 @@ static void finish_result(struct sandbox *sb)
 	if (sb->saw_exit)
 		return;
 	const char *errors = sb->podman_errors.data ? sb->podman_errors.data : "";
+	if (!sb->saw_started && podman_said_no_entrypoint(errors)) {
+		/* Podman could not start Sage's Python as the run's user. */
+		char why[1500];
+		snprintf(why, sizeof why, "cannot execute Sage's Python %s as the run's user: %.*s",
+			sb->opt.image->python, (int)strcspn(errors, "\n"), errors);
+		sage_did_not_start(sb, why);
+		return;
+	}
 	if (!sb->saw_started) {
 		/* The container never started: podman's own refusal, in podman's
 		 * own words, which no code could have written. */
@@ -512,8 +507,30 @@ static void finish_result(struct sandbox *sb)
 				(int)strcspn(errors, "\n"), *errors ? errors : "no message");
 		return;
 	}
-	/* The launcher died before it could report: what podman said is the
-	 * launcher's own stderr, or podman's, and goes with the result. */
+	if (!sb->saw_ready) {
+		/* The launcher ended before Sage was imported, and without a
+		 * word: a crash in an extension module, a killed interpreter, or
+		 * a --seccomp-profile that refuses what Sage needs. No code ran:
+		 * a refusal with the launcher's last line, never the code's
+		 * output; the image is not blamed, nor its cached answer dropped. */
+		size_t len = sb->podman_errors.len;
+		while (len && errors[len - 1] == '\n')
+			len--;
+		const char *last = errors + len;
+		while (last > errors && last[-1] != '\n')
+			last--;
+		r->failed = true;
+		error_set(&r->failure, EXIT_REFUSED,
+			"check the image with 'sage-sandbox status', and what a --seccomp-profile of "
+			"your own refuses",
+			"Sage did not start in the sandbox: the launcher ended with status %d before "
+			"Sage was ready%s%.*s", sb->podman.status, len ? ": " : "",
+			(int)(errors + len - last), last);
+		return;
+	}
+	/* The launcher died after it said ready, before it could report: what
+	 * podman said is the launcher's own stderr, or podman's, and goes with
+	 * the result. */
 	r->exit_code = sb->podman.status < 0 ? 1 : sb->podman.status;
 	if (r->exit_code > 128 && r->exit_code < 128 + 65)
 		r->signal = r->exit_code - 128;
@@ -583,8 +600,8 @@ struct sandbox *sandbox_start(struct loop *loop, const struct sandbox_options *o
 	container_name(sb->name, sizeof sb->name);
 	process_identity(getpid(), owner, sizeof owner);
 	unsigned long uid = sandbox_uid(opt->host);
-	podman_run_args(&sb->args, opt->cfg, opt->host, opt->podman, sb->name, owner, uid,
-		opt->idle_seconds);
+	podman_run_args(&sb->args, opt->cfg, opt->host, opt->image, opt->podman, sb->name, owner,
+		uid, opt->idle_seconds);
 	/* Watched where no memory cgroup holds the total, and where the run's
 	 * uid is its own (with the shared fallback uid, the sum would be of
 	 * every run's processes). */

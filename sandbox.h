@@ -4,6 +4,7 @@
 #define SAGE_SANDBOX_SANDBOX_H
 
 #include "buffer.h"
+#include "image.h"
 #include "error.h"
 #include "infiles.h"
 #include "loop.h"
@@ -76,6 +77,7 @@ struct sandbox_callbacks {
 struct sandbox_options {
 	const struct config *cfg;
 	const struct podman_host *host;
+	const struct sage_image *image; /* Sage's Python and user in the image */
 	const char *podman;     /* a path */
 	/* loop_now_ms() clock: the sandbox is stopped here if no program has
 	 * come with a deadline of its own (a warm one's maximum age). */

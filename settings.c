@@ -12,7 +12,10 @@ const struct setting settings[SETTING_COUNT] = {
 	[SET_IMAGE] = {"--image", "SAGE_SANDBOX_IMAGE", "IMAGE", "image", KIND_IMAGE, 0, 0, NULL,
 		"an image reference, not starting with '-', no white space",
 		"localhost/sagemath-debian:bookworm",
-		"container image with a python3 that imports Sage"},
+		"container image with Sage (see IMAGES in sage-sandbox(1))"},
+	[SET_PYTHON] = {"--python", "SAGE_SANDBOX_PYTHON", "PATH", "python", KIND_INTERPRETER, 0, 0,
+		NULL, "auto, or an absolute path inside the image", "auto",
+		"Sage's Python in the image; auto: the one `sage -python` runs"},
 	[SET_PODMAN] = {"--podman", "SAGE_SANDBOX_PODMAN", "PATH", "podman", KIND_PATH, 0, 0, NULL,
 		"an executable name or path", "podman", "podman executable"},
 	[SET_TIMEOUT] = {"--timeout", "SAGE_SANDBOX_TIMEOUT", "SECONDS", "timeout_seconds",
@@ -182,6 +185,9 @@ int setting_set(struct config *cfg, enum setting_id id, const char *text,
 	case KIND_PATH:
 	case KIND_PROFILE:
 		valid = *text != '\0' && !has_space_or_control(text);
+		break;
+	case KIND_INTERPRETER:
+		valid = strcmp(text, "auto") == 0 || (*text == '/' && !has_space_or_control(text));
 		break;
 	case KIND_INTEGER:
 		valid = parse_integer(text, &number) && number >= s->min && number <= s->max;

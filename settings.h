@@ -28,6 +28,7 @@
  * all follow this table. */
 enum setting_id {
 	SET_IMAGE,
+	SET_PYTHON,
 	SET_PODMAN,
 	SET_TIMEOUT,
 	SET_MEMORY,
@@ -51,6 +52,7 @@ enum setting_kind {
 	KIND_CHOICE,  /* one of choices[] */
 	KIND_PROFILE, /* "builtin" or a file's path */
 	KIND_SIZE,    /* bytes, written as podman writes sizes, min..max */
+	KIND_INTERPRETER, /* "auto", or an absolute path inside the image */
 };
 
 struct setting {

@@ -9,7 +9,10 @@
 #       rootless check, the launcher, the container's removal);
 #   (c) floor: a bare read-only, no-network, non-root `podman run` of
 #       python3 that imports sage.all_cmdline, runs the same code and leaves
-#       with os._exit(0): what any podman-based sandbox pays at least.
+#       with os._exit(0): what any podman-based sandbox pays at least;
+#   (d) with --baseline PATH: another build of sage-sandbox (an earlier
+#       commit's), interleaved with the rest, so that a change is measured
+#       as a ratio in one run.
 #
 # Run it as the account with rootless podman and the image (after ./setup.sh:
 # `sudo -iu sage-sandbox`, then `cd sage-sandbox && bench/bench.py`).
@@ -145,6 +148,8 @@ def main():
     parser.add_argument("--sage-sandbox", default=os.path.join(ROOT, "sage-sandbox"))
     parser.add_argument("--workloads", default=",".join(WORKLOADS),
                         help="comma-separated: " + ", ".join(WORKLOADS))
+    parser.add_argument("--baseline", metavar="PATH",
+                        help="another sage-sandbox build to time interleaved, as (d)")
     parser.add_argument("--concurrent", type=int, default=8,
                         help="seed runs started at once at the end (0: none)")
     args = parser.parse_args()
@@ -155,6 +160,8 @@ def main():
         "sage-sandbox": lambda: ss,
         "floor (c)": lambda: floor_command(podman, args.image),
     }
+    if args.baseline:
+        variants["baseline (d)"] = lambda: [args.baseline] + ss[1:]
     print("# sage-sandbox bench: %d interleaved rounds, image %s, %s" %
           (args.runs, args.image, time.strftime("%Y-%m-%d %H:%M")))
     # One warm-up of each, so the page cache holds the image for all three.
@@ -167,7 +174,8 @@ def main():
         outputs = {v: set() for v in variants}
         order = list(variants)
         for i in range(args.runs):
-            for v in order[i % 3:] + order[:i % 3]:  # rotate who goes first
+            first = i % len(order)
+            for v in order[first:] + order[:first]:  # rotate who goes first
                 if v == "sage-sandbox":
                     elapsed, out, status, peak, cpu, err = timed_self(variants[v](), code)
                     self_peak.append(peak)
@@ -181,7 +189,7 @@ def main():
                 times[v].append(elapsed)
                 outputs[v].add(out)
         if len({frozenset(o) for o in outputs.values()}) != 1:
-            print("# warning: the three printed different output for %s: %r" % (workload, outputs))
+            print("# warning: the variants printed different output for %s: %r" % (workload, outputs))
         print("\n## %s (ms)\n" % workload)
         print("| variant      | median |    min |    max |")
         print("|--------------|--------|--------|--------|")
@@ -190,6 +198,9 @@ def main():
         med = {v: statistics.median(times[v]) for v in variants}
         print("\nsage-sandbox / plugin (a): %.2f    sage-sandbox / floor (c): %.2f" %
               (med["sage-sandbox"] / med["plugin (a)"], med["sage-sandbox"] / med["floor (c)"]))
+        if args.baseline:
+            print("sage-sandbox / baseline (d): %.2f    baseline (d) / floor (c): %.2f" %
+                  (med["sage-sandbox"] / med["baseline (d)"], med["baseline (d)"] / med["floor (c)"]))
     print("\n## sage-sandbox's own process (all runs above)\n")
     cpu_share = [c / w for c, w in zip(self_cpu, self_wall)]
     print("peak RSS: max %d KiB, median %d KiB" % (max(self_peak), statistics.median(self_peak)))

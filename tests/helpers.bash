@@ -130,3 +130,20 @@ wait_no_containers() {
 teardown() {
 	wait_no_containers 10
 }
+
+# host_abi i386|x32: "present" when this host's kernel runs getpid through
+# that system call ABI outside any container, else "absent". Kernels of the
+# same machine kind differ (some have no i386 ABI at all), and what a
+# sandbox shows depends on it: tests expect what this kernel can show.
+host_abi() {
+	if python3 "$BATS_TEST_DIRNAME/abi-probe.py" | grep -qx "$1 exit 0"; then
+		echo present
+	else
+		echo absent
+	fi
+}
+
+# host_has_vsock: whether this kernel gives an AF_VSOCK socket at all.
+host_has_vsock() {
+	python3 -c 'import socket; socket.socket(socket.AF_VSOCK, socket.SOCK_STREAM).close()' 2>/dev/null
+}

@@ -1,0 +1,129 @@
+#!/bin/bash
+# official-images.sh: test images with the layouts of the official
+# sagemath/sagemath images, derived in seconds from the Debian image (the
+# official ones cannot be pulled on this project's machines).
+#
+#   official-images.sh build    build the missing ones (as the account)
+#   official-images.sh names    print "LAYOUT IMAGE" for each
+#   official-images.sh remove   remove them
+#
+# Layouts (from sagemath/sage docker/Dockerfile):
+#   official-10.4  Sage in /home/sage/sage, its Python a venv at
+#                  local/var/lib/sage/venv-python3.11, no python3 on PATH,
+#                  /usr/bin/sage -> /home/sage/sage/sage, user sage (1000)
+#   official-10.9  the same with a system python3 on PATH that cannot
+#                  import Sage, user sage as uid 1001, /home/sage mode 0750
+#   broken         Debian's layout whose sage.all_cmdline fails to import,
+#                  while sage.version (what the image probe asks) works
+# Each has the official ENTRYPOINT (sage -sh -c), CMD, WORKDIR and HOME,
+# none of which may matter to sage-sandbox.
+set -euo pipefail
+
+base=${SAGE_SANDBOX_IMAGE:-localhost/sagemath-debian:bookworm}
+prefix=localhost/sage-sandbox-test
+
+official_layout() {
+	cat <<-'EOF_LAYOUT'
+	USER root
+	RUN set -e; \
+	    mkdir -p /usr/lib/sage-test-python; \
+	    mv /usr/bin/python3.11 /usr/lib/sage-test-python/; \
+	    rm -f /usr/bin/python3; \
+	    venv=/home/sage/sage/local/var/lib/sage/venv-python3.11; \
+	    mkdir -p "$venv/bin" /home/sage/sage/local/bin; \
+	    ln -s /usr/lib/sage-test-python/python3.11 "$venv/bin/python3"; \
+	    ln -s python3 "$venv/bin/python"; \
+	    printf 'home = /usr/lib/sage-test-python\ninclude-system-site-packages = true\nversion = 3.11\n' \
+	        >"$venv/pyvenv.cfg"; \
+	    printf '%s\n' '#!/bin/sh' \
+	        '# A stand-in for Sage'"'"'s own sage script: its venv first on PATH.' \
+	        'SAGE_ROOT=/home/sage/sage' \
+	        'SAGE_VENV=$SAGE_ROOT/local/var/lib/sage/venv-python3.11' \
+	        'PATH=$SAGE_VENV/bin:$SAGE_ROOT/local/bin:$PATH' \
+	        'export SAGE_ROOT SAGE_VENV PATH' \
+	        'case "$1" in' \
+	        '-python) shift; exec "$SAGE_VENV/bin/python3" "$@" ;;' \
+	        '-sh) shift; exec /bin/sh "$@" ;;' \
+	        '*) exec "$SAGE_VENV/bin/python3" -c "import sage.all; print(sage.all.version())" ;;' \
+	        'esac' >/home/sage/sage/sage; \
+	    chmod 755 /home/sage/sage/sage; \
+	    ln -sf /home/sage/sage/sage /usr/bin/sage; \
+	    printf '#!/bin/sh\nexec sage -sh -c "$*"\n' >/usr/local/bin/sage-entrypoint; \
+	    chmod 755 /usr/local/bin/sage-entrypoint; \
+	    chown -R sage:sage /home/sage
+	EOF_LAYOUT
+}
+
+official_entry() {
+	cat <<-'EOF_ENTRY'
+	USER sage
+	WORKDIR /home/sage
+	ENV HOME=/home/sage LC_ALL=C.UTF-8
+	ENTRYPOINT ["/usr/local/bin/sage-entrypoint"]
+	CMD ["sage"]
+	EOF_ENTRY
+}
+
+containerfile() {
+	case $1 in
+	official-10.4)
+		echo "FROM $base"
+		official_layout
+		official_entry
+		;;
+	official-10.9)
+		echo "FROM $prefix:official-10.4"
+		cat <<-'EOF_109'
+		USER root
+		RUN set -e; \
+		    usermod -u 1001 sage; groupmod -g 1001 sage; \
+		    chown -R sage:sage /home/sage; chmod 0750 /home/sage; \
+		    printf '#!/bin/sh\n# the system python3: it cannot import Sage\nexec /usr/lib/sage-test-python/python3.11 -I -S "$@"\n' \
+		        >/usr/local/bin/python3; \
+		    chmod 755 /usr/local/bin/python3
+		EOF_109
+		official_entry
+		;;
+	broken)
+		echo "FROM $base"
+		cat <<-'EOF_BROKEN'
+		USER root
+		RUN echo 'raise ImportError("broken on purpose by the test image")' \
+		    >/usr/lib/python3/dist-packages/sage/all_cmdline.py
+		EOF_BROKEN
+		official_entry
+		;;
+	esac
+}
+
+layouts=(official-10.4 official-10.9 broken)
+
+case ${1:-} in
+build)
+	podman image exists "$base" || { echo "official-images: $base is missing" >&2; exit 1; }
+	context=$(mktemp -d)
+	trap 'rmdir "$context"' EXIT
+	for layout in "${layouts[@]}"; do
+		podman image exists "$prefix:$layout" && continue
+		# RUN steps need --network=none under rootless podman 4.3 here
+		# (slirp4netns fails); none of them needs a network.
+		containerfile "$layout" |
+			podman build --quiet --network=none --pull=never -t "$prefix:$layout" -f - \
+				"$context" >/dev/null
+	done
+	;;
+names)
+	for layout in "${layouts[@]}"; do
+		echo "$layout $prefix:$layout"
+	done
+	;;
+remove)
+	for layout in official-10.9 official-10.4 broken; do
+		podman rmi -f "$prefix:$layout" >/dev/null 2>&1 || true
+	done
+	;;
+*)
+	echo "usage: official-images.sh build|names|remove" >&2
+	exit 2
+	;;
+esac
