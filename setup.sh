@@ -10,6 +10,9 @@
 #                         seed example through the sandbox, say what to type next
 #   ./setup.sh check      set up, then run the whole test suite
 #   ./setup.sh image      set up and build the image only
+#   ./setup.sh account   the account and its rootless podman configuration
+#                         only: no packages, no image (tests/podman5.sh
+#                         uses it inside a Debian 13 root)
 #   ./setup.sh image --for USER
 #                         put the image in USER's own rootless storage (copied
 #                         from the account's, or built), for a desktop user
@@ -38,8 +41,8 @@ say() { printf 'setup: %s\n' "$*" >&2; }
 die() { printf 'setup: error: %s\n' "$*" >&2; exit 1; }
 
 case $action in
-	example|check|image) ;;
-	*) die "unknown action '$action'; use one of: example, check, image" ;;
+	example|check|image|account) ;;
+	*) die "unknown action '$action'; use one of: example, check, image, account" ;;
 esac
 
 packages=(podman runc uidmap slirp4netns bats scdoc debootstrap make gcc libc6-dev
@@ -223,6 +226,7 @@ run_action() {
 as_self() { bash -c "$*"; }
 
 if [ "$(id -u)" -ne 0 ]; then
+	[ "$action" != account ] || die "'account' creates a user: run it as root"
 	if ! podman image exists "$image" 2>/dev/null; then
 		# The image goes into this user's own storage; building or copying
 		# it needs root for a moment.
@@ -236,6 +240,10 @@ if [ "$(id -u)" -ne 0 ]; then
 	exit
 fi
 
+if [ "$action" = account ]; then
+	create_account
+	exit 0
+fi
 install_packages
 if [ -n "$for_user" ]; then
 	[ "$for_user" != root ] || die "root cannot run sage-sandbox; name an unprivileged user"

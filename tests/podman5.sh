@@ -1,0 +1,142 @@
+#!/bin/bash
+# podman5.sh: Debian 13's podman 5 on this Debian 12 machine, for running
+# the core of the suite under it. As root. The podman runs in a trixie root
+# of its own (debootstrap), entered through a private mount namespace and
+# pivot_root: a plain chroot cannot make user namespaces, which rootless
+# podman needs (see ../shared/HOST-NOTES.md, "Podman 5 on these machines").
+#
+#   podman5.sh start      build the root once (about 2 minutes), set up its
+#                         account with ../setup.sh account, load the image
+#                         into it (podman save | podman load, about 2
+#                         minutes), stage and build this tree there
+#   podman5.sh check      start, then the core of the suite as that account
+#                         under podman 5: run, limits, attacks, MCP, files,
+#                         the official image layouts
+#   podman5.sh run CMD    CMD (a shell line) as the account inside the root
+#   podman5.sh remove     delete the root (its storage goes with it)
+#
+# Nothing keeps running between calls: each one enters a mount namespace
+# that ends with it. Environment: SAGE_SANDBOX_ACCOUNT, SAGE_SANDBOX_IMAGE as
+# for setup.sh; SAGE_SANDBOX_TRIXIE_ROOT (default /var/tmp/sage-sandbox-trixie).
+set -euo pipefail
+
+account=${SAGE_SANDBOX_ACCOUNT:-sage-sandbox}
+image=${SAGE_SANDBOX_IMAGE:-localhost/sagemath-debian:bookworm}
+root=${SAGE_SANDBOX_TRIXIE_ROOT:-/var/tmp/sage-sandbox-trixie}
+src=$(cd "$(dirname "$0")/.." && pwd)
+# The suite's core: everything that drives podman run, rm and ps.
+core_tests="tests/020-run.bats tests/030-limits.bats tests/060-adversarial.bats
+	tests/090-mcp.bats tests/100-files.bats tests/110-images.bats"
+# What the core tests use: a compiler and libraries to build, bats, python3
+# (JSON checks), time (peak RSS), procps.
+packages=podman,runc,uidmap,conmon,passt,make,gcc,libc6-dev,libjansson-dev,nettle-dev,pkg-config,scdoc,bats,python3,time,procps,util-linux,login,passwd,ca-certificates
+
+say() { printf 'podman5: %s\n' "$*" >&2; }
+die() { printf 'podman5: error: %s\n' "$*" >&2; exit 1; }
+
+[ "$(id -u)" -eq 0 ] || die "run it as root: it builds and enters a root filesystem"
+
+# enter COMMAND...: COMMAND as root with the trixie root as /, in a mount
+# namespace of its own (the root's mount must be private for pivot_root).
+enter() {
+	unshare --mount --propagation private -- bash -euc '
+		root=$1
+		shift
+		mount --rbind "$root" "$root"
+		mount -t proc proc "$root/proc"
+		mount --rbind /sys "$root/sys"
+		mount --rbind /dev "$root/dev"
+		mount -t tmpfs -o mode=755 tmpfs "$root/run"
+		mount -t tmpfs -o mode=1777 tmpfs "$root/tmp"
+		mount --make-rprivate /
+		cd "$root"
+		mkdir -p .oldroot
+		pivot_root . .oldroot
+		cd /
+		umount -l /.oldroot
+		mount --make-rshared /
+		exec "$@"' enter "$root" "$@"
+}
+
+# as_account LINE: LINE in a login shell of the account inside the root,
+# with a runtime directory of its own, as a login manager would make.
+as_account() {
+	enter bash -c 'uid=$(id -u "$1")
+		mkdir -p "/run/user/$uid"
+		chown "$1:" "/run/user/$uid"
+		chmod 700 "/run/user/$uid"
+		exec runuser -l "$1" -c "export XDG_RUNTIME_DIR=/run/user/$uid PODMAN_IGNORE_CGROUPSV1_WARNING=1; $2"' as_account \
+		"$account" "$1"
+}
+
+build_root() {
+	# Built once, and again when the package list changes.
+	[ "$(cat "$root/.sage-sandbox-ready" 2>/dev/null)" = "$packages" ] && return
+	local mirror log=/var/tmp/sage-sandbox-trixie.log
+	mirror=$(awk '/^URIs:/ { print $2; exit }' /etc/apt/sources.list.d/debian.sources 2>/dev/null ||
+		true)
+	[ -n "$mirror" ] || die "cannot find the apt mirror in /etc/apt/sources.list.d/debian.sources"
+	command -v debootstrap >/dev/null || die "debootstrap is missing: apt-get install debootstrap"
+	rm -rf --one-file-system "$root"
+	say "building a Debian 13 root with podman 5 in $root from $mirror (about 2 minutes)"
+	if ! debootstrap --variant=minbase --include="$packages" trixie "$root" "$mirror" \
+		>"$log" 2>&1; then
+		tail -n 20 "$log" >&2
+		die "debootstrap failed (whole log in $log)"
+	fi
+	rm -f "$log"
+	mkdir -p "$root/opt/sage-sandbox-setup"
+	cp "$src/setup.sh" "$root/opt/sage-sandbox-setup/"
+	SAGE_SANDBOX_ACCOUNT=$account enter /opt/sage-sandbox-setup/setup.sh account
+	echo "$packages" >"$root/.sage-sandbox-ready"
+}
+
+load_image() {
+	if as_account "podman image exists $image"; then
+		return
+	fi
+	say "copying $image into the root's podman storage (about 2 minutes)"
+	runuser -l "$account" -c "podman save $image" | as_account "podman load --quiet" >/dev/null
+}
+
+stage_tree() {
+	local dest=$root/home/$account/sage-sandbox owner
+	owner=$(awk -F: -v a="$account" '$1 == a { print $3 ":" $4 }' "$root/etc/passwd")
+	rm -rf "$dest"
+	mkdir -p "$dest"
+	tar -C "$src" --exclude=./.git --exclude=./lmstudio/node_modules -c . | tar -C "$dest" -x
+	chown -R "$owner" "$dest"
+	as_account "cd sage-sandbox && make -s sage-sandbox"
+}
+
+start() {
+	build_root
+	load_image
+	stage_tree
+	local version rootless
+	version=$(as_account "podman --version")
+	rootless=$(as_account "podman info --format '{{.Host.Security.Rootless}}'")
+	[[ $version == *" 5."* ]] || die "the root's podman is not podman 5: $version"
+	[ "$rootless" = true ] || die "podman is not rootless for $account inside the root"
+	say "up: $version, rootless, image $image"
+}
+
+case ${1:-} in
+start) start ;;
+check)
+	start
+	say "the suite's core under $(as_account "podman --version")"
+	as_account "cd sage-sandbox && bats $(echo $core_tests)"
+	;;
+run)
+	shift
+	as_account "$*"
+	;;
+remove)
+	rm -rf --one-file-system "$root"
+	;;
+*)
+	echo "usage: podman5.sh start|check|run CMD|remove" >&2
+	exit 2
+	;;
+esac
