@@ -24,7 +24,8 @@
 #                     killed it at its CPU time rlimit
 #   from the host: L  "KEY=N ...": this call's limits. cpu: the code's CPU
 #                     rlimit in seconds (0: the container's; it can only be
-#                     lowered); inputs: how many files follow the code;
+#                     lowered; the container's leaves this process its
+#                     share for Sage's import on top); inputs: how many files follow the code;
 #                     out: 1 to send the output directory back, within
 #                     out_files files, out_file_bytes each, out_bytes in
 #                     all; deadline: when the code is killed (ms, the same

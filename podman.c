@@ -283,6 +283,13 @@ void podman_run_args(struct argv_builder *a, const struct config *cfg,
 		arg_add(a, "--memory=%llu", (unsigned long long)config_memory_bytes(cfg));
 	if (host->controller[CONTROLLER_CPU])
 		arg_add(a, "--cpus=%ld.%03ld", cpus / 1000, cpus % 1000);
+	/* The launcher imports Sage under the container's CPU rlimit: 1-2 s
+	 * of CPU on a slow machine, which --timeout 10 x --cpus 0.2 would not
+	 * leave it (the launcher was killed before the code's end, and the
+	 * run's CPU verdict lost). The container gets LAUNCHER_CPU_SECONDS
+	 * more; the code's process gets exactly the setting, from the
+	 * launcher (its L frame), and so does all it starts. */
+	rlimits[RL_CPU].value += LAUNCHER_CPU_SECONDS;
 	for (int i = 0; i < RLIMIT_COUNT; i++)
 		if (!rlimits[i].by_launcher)
 			arg_add(a, "--ulimit=%s=%llu:%llu", rlimits[i].name,

@@ -716,7 +716,10 @@ void sandbox_submit(struct sandbox *sb, const struct program *p)
 	/* The call's own limits, which the launcher can only lower, and what
 	 * comes with the code and goes back. */
 	char limits[512];
-	int limits_len = snprintf(limits, sizeof limits, "cpu=%ld inputs=%zu", p->cpu_seconds,
+	struct rlimit_value rl[RLIMIT_COUNT];
+	sandbox_rlimits(sb->opt.cfg, rl);
+	long cpu_seconds = p->cpu_seconds ? p->cpu_seconds : (long)rl[RL_CPU].value;
+	int limits_len = snprintf(limits, sizeof limits, "cpu=%ld inputs=%zu", cpu_seconds,
 		p->in ? p->in->count : 0);
 	if (p->out)
 		limits_len += snprintf(limits + limits_len, sizeof limits - (size_t)limits_len,

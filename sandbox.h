@@ -107,8 +107,10 @@ struct program {
 	/* loop_now_ms() clock: the run ends here. A warm sandbox's run counts
 	 * from the call, not from when the container started. */
 	int64_t deadline;
-	/* The code's CPU rlimit in seconds, at most the container's; 0: the
-	 * container's (--timeout x --cpus). */
+	/* The code's CPU rlimit in seconds; 0: the sandbox's own settings'
+	 * (--timeout x --cpus). The container's is higher by the launcher's
+	 * share (LAUNCHER_CPU_SECONDS), and the launcher sets this one on the
+	 * code's process. */
 	long cpu_seconds;
 	/* Files put in the working directory before the code runs, or NULL. */
 	const struct infiles *in;

@@ -118,6 +118,9 @@ struct rlimit_value {
  * the test corpus: the code's process peaks at 1.54 GB at --memory 1g and
  * 7.0 GB at 8g, and starts at 0.51 GB at 256m. */
 #define ADDRESS_SPACE_HEADROOM (1ull << 30)
+/* The container's CPU rlimit is the code's plus this: the launcher's own
+ * share (Sage's import, relaying output); see podman_run_args(). */
+#define LAUNCHER_CPU_SECONDS 30
 void sandbox_rlimits(const struct config *cfg, struct rlimit_value out[RLIMIT_COUNT]);
 
 #endif

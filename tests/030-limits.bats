@@ -83,6 +83,13 @@ print("never")'
 	expect_equal "$(json_get 'j["settings"]["cpus"]["value"], j["settings"]["cpus"]["source"]')" '[2, "environment"]'
 }
 
+@test "run --cpus - the smallest CPU share (1 s) is the code's; the launcher's import of Sage has its own" {
+	# Sage's import takes the launcher 1-2 s of CPU on these machines: under
+	# the container-wide 1 s it was killed before Sage was ready.
+	sage 'import resource; print(resource.getrlimit(resource.RLIMIT_CPU))' 0 run --timeout 5 --cpus 0.1
+	expect_equal "$output" "(1, 1)"
+}
+
 @test "run --image and SAGE_SANDBOX_IMAGE - choose the image; a missing one is refused" {
 	local alias=localhost/sage-sandbox-test-alias:$$
 	podman tag localhost/sagemath-debian:bookworm "$alias"
