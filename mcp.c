@@ -583,11 +583,11 @@ static void start_call(struct call *c)
 	sandbox_submit(c->sb, &program);
 }
 
+static void check_image(struct server *s);
+
 /* Starts waiting calls, in order, while there is room. A call can end as
  * it starts (a refusal), which pumps again: that is noted and done here,
  * so that no caller's walk of the list outlives a call it holds. */
-static void check_image(struct server *s);
-
 static void pump(struct server *s)
 {
 	if (s->pumping) {
