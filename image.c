@@ -196,26 +196,40 @@ static int probe_answer(const struct capture *cap, const struct config *cfg,
 }
 
 struct image_query {
-	struct buffer key;
-	char cache_name[64];
 	struct argv_builder args;
+	const char *podman;
 	const struct config *cfg;
+	const struct podman_host *host;
 	image_callback *done;
 	void *data;
 };
+
+/* The probe's answer, cached when positive. */
+static int probe_answer_cached(const struct capture *cap, const char *podman,
+		const struct config *cfg, const struct podman_host *host, struct sage_image *image,
+		struct error *err)
+{
+	int rc = probe_answer(cap, cfg, image, err);
+	if (rc == 0) {
+		struct buffer key = {0};
+		char name[64];
+		image_cache_key(podman, cfg, host, &key);
+		image_cache_name(cfg, name, sizeof name);
+		cache_write(name, &key, cap->out.data);
+		buffer_free(&key);
+	}
+	return rc;
+}
 
 static void probe_answered(struct capture *cap, void *data)
 {
 	struct image_query *q = data;
 	struct sage_image image;
 	struct error err;
-	int rc = probe_answer(cap, q->cfg, &image, &err);
-	if (rc == 0)
-		cache_write(q->cache_name, &q->key, cap->out.data);
+	int rc = probe_answer_cached(cap, q->podman, q->cfg, q->host, &image, &err);
 	capture_free(cap);
 	image_callback *done = q->done;
 	void *done_data = q->data;
-	buffer_free(&q->key);
 	args_free(&q->args);
 	free(q);
 	done(rc == 0 ? &image : NULL, rc == 0 ? NULL : &err, done_data);
@@ -232,24 +246,27 @@ static void probe_args(struct argv_builder *a, const char *podman, const struct 
 int image_check(struct loop *loop, const char *podman, const struct config *cfg,
 		const struct podman_host *host, int64_t deadline, image_callback *done, void *data)
 {
-	struct image_query *q = calloc(1, sizeof *q);
-	struct buffer cached = {0};
-	if (!q)
-		abort();
-	image_cache_key(podman, cfg, host, &q->key);
-	image_cache_name(cfg, q->cache_name, sizeof q->cache_name);
-	if (cache_read(q->cache_name, &q->key, CACHE_MAX_AGE_SECONDS, &cached) == 0) {
+	struct buffer key = {0}, cached = {0};
+	char name[64];
+	image_cache_key(podman, cfg, host, &key);
+	image_cache_name(cfg, name, sizeof name);
+	int found = cache_read(name, &key, CACHE_MAX_AGE_SECONDS, &cached);
+	buffer_free(&key);
+	if (found == 0) {
 		struct sage_image image;
 		struct error err;
 		int rc = image_parse(cached.data, cfg, &image, &err);
 		buffer_free(&cached);
 		if (rc == 0) {
-			buffer_free(&q->key);
-			free(q);
 			done(&image, NULL, data);
 			return 0;
 		}
 	}
+	struct image_query *q = calloc(1, sizeof *q);
+	if (!q)
+		abort();
+	q->podman = podman;
+	q->host = host;
 	q->cfg = cfg;
 	q->done = done;
 	q->data = data;
@@ -258,7 +275,6 @@ int image_check(struct loop *loop, const char *podman, const struct config *cfg,
 	if (capture_start(loop, q->args.arg, podman_environment(), deadline < limit ? deadline : limit,
 		    probe_answered, q) < 0) {
 		int saved = errno;
-		buffer_free(&q->key);
 		args_free(&q->args);
 		free(q);
 		errno = saved;
@@ -267,8 +283,8 @@ int image_check(struct loop *loop, const char *podman, const struct config *cfg,
 	return 0;
 }
 
-int image_probe_now(const char *podman, const struct config *cfg, struct sage_image *image,
-		struct error *err)
+int image_probe_now(const char *podman, const struct config *cfg,
+		const struct podman_host *host, struct sage_image *image, struct error *err)
 {
 	struct argv_builder args = {0};
 	struct capture cap;
@@ -279,7 +295,7 @@ int image_probe_now(const char *podman, const struct config *cfg, struct sage_im
 			podman, strerror(cap.exec_errno));
 		rc = -1;
 	} else {
-		rc = probe_answer(&cap, cfg, image, err);
+		rc = probe_answer_cached(&cap, podman, cfg, host, image, err);
 	}
 	capture_free(&cap);
 	args_free(&args);

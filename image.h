@@ -32,9 +32,10 @@ typedef void image_callback(const struct sage_image *image, const struct error *
  * this returns. -1 with errno when podman could not be started. */
 int image_check(struct loop *loop, const char *podman, const struct config *cfg,
 		const struct podman_host *host, int64_t deadline, image_callback *done, void *data);
-/* The same without the cache, to its end (status). 0, or -1 with err. */
-int image_probe_now(const char *podman, const struct config *cfg, struct sage_image *image,
-		struct error *err);
+/* The same without reading the cache, to its end (status): a positive
+ * answer is cached, so a run right after it asks nothing. 0, or -1 with err. */
+int image_probe_now(const char *podman, const struct config *cfg,
+		const struct podman_host *host, struct sage_image *image, struct error *err);
 /* What was cached for cfg's image did not start Sage: ask it again next time. */
 void image_forget(const struct config *cfg);
 

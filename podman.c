@@ -483,12 +483,14 @@ void podman_image_digest_args(struct argv_builder *a, const char *podman, const 
 	arg_add(a, "%s", image);
 }
 
-bool podman_said_no_entrypoint(const char *errors)
+bool podman_said_no_entrypoint(const char *errors, const char *path)
 {
-	/* runc and crun, podman 4 and 5: "executable file `X` not found in
-	 * $PATH", "X: no such file or directory", "X: permission denied". */
-	return errors && (strstr(errors, "executable file") || strstr(errors, "no such file or directory") ||
-		strstr(errors, "permission denied") || strstr(errors, "Permission denied"));
+	/* runc and crun, podman 4 and 5: exec: "X": "executable file not
+	 * found in $PATH", "stat X: no such file or directory", "permission
+	 * denied". */
+	return errors && strstr(errors, path) && (strstr(errors, "executable file") ||
+		strstr(errors, "no such file or directory") || strstr(errors, "permission denied") ||
+		strstr(errors, "Permission denied"));
 }
 
 bool podman_said_no_image(const char *errors)

@@ -23,12 +23,9 @@
 #include "process.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
 /* The first podman call after boot sets up its user namespace and storage:
@@ -75,6 +72,15 @@ static bool refused_early(struct podman_host *host)
 	return false;
 }
 
+/* podman info's answer into host; a positive one is cached under key. */
+static void parse_and_cache(const struct capture *cap, const struct buffer *key,
+		struct podman_host *host)
+{
+	podman_info_parse(cap->out.data, cap->status, cap->timed_out, cap->err.data, host);
+	if (host->rootless == ROOTLESS_TRUE && !host->remote && key->data)
+		cache_write(CACHE_NAME, key, cap->out.data ? cap->out.data : "");
+}
+
 struct rootless_query {
 	struct buffer key;
 	struct argv_builder args;
@@ -86,9 +92,7 @@ static void info_answered(struct capture *cap, void *data)
 {
 	struct rootless_query *q = data;
 	struct podman_host host;
-	podman_info_parse(cap->out.data, cap->status, cap->timed_out, cap->err.data, &host);
-	if (host.rootless == ROOTLESS_TRUE && !host.remote && q->key.data)
-		cache_write(CACHE_NAME, &q->key, cap->out.data ? cap->out.data : "");
+	parse_and_cache(cap, &q->key, &host);
 	capture_free(cap);
 	rootless_callback *done = q->done;
 	void *done_data = q->data;
@@ -144,7 +148,10 @@ void rootless_query_now(const char *podman, struct podman_host *host)
 		snprintf(host->detail, sizeof host->detail, "cannot start %s: %s", podman,
 			strerror(cap.exec_errno));
 	} else {
-		podman_info_parse(cap.out.data, cap.status, cap.timed_out, cap.err.data, host);
+		struct buffer key = {0};
+		cache_key_podman(&key, podman);
+		parse_and_cache(&cap, &key, host);
+		buffer_free(&key);
 	}
 	capture_free(&cap);
 	args_free(&args);

@@ -463,11 +463,13 @@ struct sage_check {
 	struct error refusal; /* when it does not */
 };
 
-static void check_sage(const char *podman, const struct config *cfg, struct sage_check *c)
+static void check_sage(const char *podman, const struct config *cfg,
+		const struct podman_host *host, struct sage_check *c)
 {
 	static const char nothing[] = "pass\n";
 	*c = (struct sage_check){0};
-	if (image_probe_now(podman, cfg, &c->image, &c->refusal) < 0)
+	/* Its answer is cached: the run below does not probe again. */
+	if (image_probe_now(podman, cfg, host, &c->image, &c->refusal) < 0)
 		return;
 	c->probed = true;
 	struct oneshot run = {.cfg = cfg, .started_at = loop_now_ms(), .code = nothing,
@@ -569,7 +571,7 @@ static int cmd_status(int argc, char **argv)
 		problem = "the image is not in this user's podman storage";
 		hint = image_hint;
 	} else if (image == IMAGE_PRESENT) {
-		check_sage(podman, &o.cfg, &sage);
+		check_sage(podman, &o.cfg, &host, &sage);
 		if (!sage.starts) {
 			snprintf(sage_problem, sizeof sage_problem, "%s", sage.refusal.message);
 			problem = sage_problem;
@@ -661,9 +663,12 @@ static int cmd_status(int argc, char **argv)
 			printf("sage:      %s%s\n", im->sage_version,
 				sage.starts ? "" : " (DOES NOT START in the sandbox)");
 			printf("python:    %s (Python %s)\n", im->python, im->python_version);
-			printf("user:      %s, uid %ld, gid %ld in the image; runs get gid %ld as a "
-				"supplementary group%s\n", im->user, im->uid, im->gid, im->gid,
-				im->gid > 0 ? "" : ": no, it is root's");
+			if (im->gid > 0)
+				printf("user:      %s, uid %ld, gid %ld in the image; runs get gid %ld as a "
+					"supplementary group\n", im->user, im->uid, im->gid, im->gid);
+			else
+				printf("user:      %s, uid %ld, gid %ld in the image; runs get no "
+					"supplementary group (never root's)\n", im->user, im->uid, im->gid);
 		}
 		if (warning)
 			printf("warning:   %s\n", warning);

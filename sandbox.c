@@ -484,7 +484,7 @@ static void finish_result(struct sandbox *sb)
 	if (sb->saw_exit)
 		return;
 	const char *errors = sb->podman_errors.data ? sb->podman_errors.data : "";
-	if (!sb->saw_started && podman_said_no_entrypoint(errors)) {
+	if (!sb->saw_started && podman_said_no_entrypoint(errors, sb->opt.image->python)) {
 		/* Podman could not start Sage's Python as the run's user. */
 		char why[1500];
 		snprintf(why, sizeof why, "cannot execute Sage's Python %s as the run's user: %.*s",

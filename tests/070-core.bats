@@ -166,6 +166,20 @@ run
 run"
 }
 
+@test "status - probes the image once, and a run right after it asks podman nothing more" {
+	logging_podman
+	run_ss 0 status --podman "$BATS_TEST_TMPDIR/podman"
+	# info, the image's digest, the fresh probe, the empty program's run:
+	# the probe's answer is cached, so that run does not probe again.
+	expect_equal "$(grep -v '^--version$' "$podman_log")" "info
+image
+run
+run"
+	: >"$podman_log"
+	sage 'print(1)' 0 run --podman "$BATS_TEST_TMPDIR/podman"
+	expect_equal "$(cat "$podman_log")" "run"
+}
+
 @test "rootless cache - private, and asked again when the configuration changes" {
 	logging_podman
 	local conf=$HOME/.config/containers/containers.conf
