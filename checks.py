@@ -6,10 +6,12 @@
 # a check that raises is a FAIL: nothing here can pass by not running.
 import ctypes
 import errno
+import fcntl
 import os
 import resource
 import signal
 import socket
+import struct
 
 libc = ctypes.CDLL(None, use_errno=True)
 
@@ -77,8 +79,34 @@ CLONE_NEWNS = 0x00020000
 CLONE_NEWNET = 0x40000000
 
 
+def refused_in_child(function, *args):
+    """refused() in a child process: a namespace the kernel grants would
+    otherwise be the checker's own, and (a new user namespace leaving it
+    unmapped) fail the checks after it for the wrong reason."""
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.close(r)
+            was_refused, detail = refused(function, *args)
+            os.write(w, ("%d %s" % (was_refused, detail)).encode())
+        finally:
+            os._exit(0)
+    os.close(w)
+    answer = b""
+    while True:
+        chunk = os.read(r, 4096)
+        if not chunk:
+            break
+        answer += chunk
+    os.close(r)
+    os.waitpid(pid, 0)
+    was_refused, _, detail = answer.decode().partition(" ")
+    return was_refused == "1", detail or "the probe died"
+
+
 def namespaces_refused(kinds):
-    results = [(name, refused(libc.unshare, flag)) for name, flag in kinds]
+    results = [(name, refused_in_child(libc.unshare, flag)) for name, flag in kinds]
     return all(r for _, (r, _) in results), "; ".join(
         "unshare(%s) %s" % (name, detail) for name, (_, detail) in results)
 
@@ -111,15 +139,15 @@ def _():
         routes = f.read().splitlines()[1:]
     with open("/proc/net/ipv6_route") as f:
         routes += [r for r in f.read().splitlines() if not r.endswith(" lo")]
-    # Connecting a UDP socket sends nothing: it only looks up a route.
-    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    # Connecting a UDP socket sends nothing: it only looks up a route. The
+    # profile refuses AF_INET sockets altogether (see socket_families).
+    reachable = False
     try:
-        s.connect(("192.0.2.1", 9))  # TEST-NET-1, never routed
-        reachable = True
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+            s.connect(("192.0.2.1", 9))  # TEST-NET-1, never routed
+            reachable = True
     except OSError:
-        reachable = False
-    finally:
-        s.close()
+        pass
     ok = interfaces == ["lo"] and not routes and not reachable
     return ok, "interfaces %s, %d routes, route out %s" % (
         ",".join(interfaces), len(routes), "FOUND" if reachable else "none")
@@ -128,10 +156,13 @@ def _():
 @check("socket_families")
 def _():
     # AF_VSOCK passes --network=none (it ignores network namespaces and, on a
-    # VM, reaches the hypervisor); the others are kernel code Sage never uses.
+    # VM, reaches the hypervisor); AF_INET and AF_INET6 reach only loopback,
+    # whose buffers and orphaned connections are kernel memory no limit on
+    # a cgroup v1 host sees; the others are kernel code Sage never uses.
     seen, leaked = [], False
     for name, kind in (("AF_VSOCK", socket.SOCK_STREAM), ("AF_NETLINK", socket.SOCK_DGRAM),
-                       ("AF_PACKET", socket.SOCK_DGRAM), ("AF_ALG", socket.SOCK_SEQPACKET)):
+                       ("AF_PACKET", socket.SOCK_DGRAM), ("AF_ALG", socket.SOCK_SEQPACKET),
+                       ("AF_INET", socket.SOCK_STREAM), ("AF_INET6", socket.SOCK_DGRAM)):
         try:
             socket.socket(getattr(socket, name), kind).close()
             leaked = True
@@ -222,6 +253,81 @@ def _():
     bad = bad or not native
     details.append("x86_64: getpid " + ("works" if native else "BROKEN: " + detail))
     return not bad, "; ".join(details)
+
+
+def outcome(function):
+    """Calls function; the name of the errno it raised, or "ALLOWED"."""
+    try:
+        function()
+        return "ALLOWED"
+    except OSError as e:
+        return errno.errorcode.get(e.errno, str(e.errno))
+
+
+def libc_call(name, *args):
+    ctypes.set_errno(0)
+    if getattr(libc, name)(*args) == -1:
+        err = ctypes.get_errno()
+        raise OSError(err, os.strerror(err))
+
+
+@check("socket_buffers")
+def _():
+    # A socket's buffers stay at the kernel's default, which the memory
+    # watchdog charges to each open descriptor: raised to the most the
+    # kernel allows, one process's 1,020 sockets held 6.4 GiB of the host.
+    a, b = socket.socketpair()
+    with a, b:
+        default = a.getsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF)
+        seen = ["%s %s" % (name, outcome(lambda: a.setsockopt(socket.SOL_SOCKET, number, 1 << 24)))
+                for name, number in (("SO_SNDBUF", socket.SO_SNDBUF), ("SO_RCVBUF", socket.SO_RCVBUF),
+                                     ("SO_SNDBUFFORCE", 32), ("SO_RCVBUFFORCE", 33))]
+        after = a.getsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF)
+    return after == default and "ALLOWED" not in " ".join(seen), "%s; send buffer %d bytes" % (
+        "; ".join(seen), after)
+
+
+def open_file_lock(path):
+    F_OFD_SETLK = 37
+    fd = os.open(path, os.O_RDWR)
+    try:  # struct flock: type, whence, start, length, pid (0)
+        fcntl.fcntl(fd, F_OFD_SETLK, struct.pack("hhqqi4x", fcntl.F_WRLCK, 0, 0, 1, 0))
+    finally:
+        os.close(fd)
+
+
+@check("kernel_objects")
+def _():
+    # Kernel memory that neither a descriptor's charge nor the inode cap
+    # covers: pipe slots pinning page-cache pages (splice, tee), inotify
+    # watches pinning inodes, extended attributes kept by tmpfs, open file
+    # description locks (a kernel record each, any number per file, and no
+    # owner in /proc/locks, where the watchdog counts the others).
+    SPLICE_F_NONBLOCK = 2
+    path = "/tmp/.sage-sandbox-xattr-%d" % os.getpid()
+    source, target = os.pipe(), os.pipe()
+    os.write(source[1], b"xy")  # one byte for splice to move, one for tee
+    os.close(os.open(path, os.O_CREAT | os.O_WRONLY, 0o600))
+    try:
+        seen = ["%s %s" % (name, outcome(attempt)) for name, attempt in (
+            ("splice", lambda: libc_call("splice", source[0], None, target[1], None, 1,
+                                         SPLICE_F_NONBLOCK)),
+            ("tee", lambda: libc_call("tee", source[0], target[1], 1, SPLICE_F_NONBLOCK)),
+            ("inotify_init1", lambda: libc_call("inotify_init1", 0)),
+            ("setxattr", lambda: os.setxattr(path, "user.probe", b"x")),
+            ("F_OFD_SETLK", lambda: open_file_lock(path)))]
+    finally:
+        os.unlink(path)
+        for fd in source + target:
+            os.close(fd)
+    return "ALLOWED" not in " ".join(seen), "; ".join(seen)
+
+
+@check("tmp_inodes")
+def _():
+    st = os.statvfs("/tmp")
+    return st.f_files == EXPECTED["tmp_inodes"], "%d inodes, expected %d" % (
+        st.f_files, EXPECTED["tmp_inodes"])
 
 
 def mount_points():

@@ -25,13 +25,45 @@ only when (flags & 0x7E020000) == 0, that is without CLONE_NEWNS,
 CLONE_NEWCGROUP, CLONE_NEWUTS, CLONE_NEWIPC, CLONE_NEWUSER, CLONE_NEWPID or
 CLONE_NEWNET.
 
-socket is allowed for AF_UNIX (pipes between Sage's helpers, multiprocessing),
-AF_INET and AF_INET6 (loopback is all --network=none leaves) and nothing
-else: every other family answers EAFNOSUPPORT. AF_VSOCK ignores network
-namespaces (on a VM it reaches the hypervisor and shares the host's port
-space), AF_ALG, AF_NETLINK, AF_PACKET, AF_KEY and the rest are kernel code
-Sage never needs and exploits often reach. glibc's getaddrinfo falls back
-without netlink.
+socket is allowed for AF_UNIX (pipes between Sage's helpers, multiprocessing)
+and nothing else: every other family answers EAFNOSUPPORT. AF_VSOCK ignores
+network namespaces (on a VM it reaches the hypervisor and shares the host's
+port space), AF_ALG, AF_NETLINK, AF_PACKET, AF_KEY and the rest are kernel
+code Sage never needs and exploits often reach. glibc's getaddrinfo falls
+back without netlink. AF_INET and AF_INET6 reach only the run's own
+loopback (--network=none), and their memory is the kernel's, outside every
+limit a cgroup v1 host has: 1,020 loopback TCP sockets of one process took
+2.2 GiB of the host (tcp_mem, shared with the host's own connections), UDP
+2.1 GiB, and a closed TCP socket keeps its unsent buffer as an orphan that
+no descriptor shows.
+
+Kernel memory that a run could otherwise take without any limit seeing it
+(on cgroup v1 nothing charges it to the run):
+- setsockopt SO_SNDBUF, SO_RCVBUF and their FORCE forms answer EPERM: a
+  socket keeps the default buffer (net.core.wmem_default, 208 KiB), which
+  the memory watchdog charges to each open descriptor. Raised to
+  wmem_max (4 MiB here, doubled by the kernel), one process's 1,020 AF_UNIX
+  sockets held 6.4 GiB. The level and the option are compared in their low
+  32 bits, as the kernel reads them, one rule per option number, so that no
+  value with high bits set slips past a "not equal". (On MIPS SOL_SOCKET
+  and the option numbers differ: setsockopt and fcntl stay as podman
+  allows them there.)
+- splice and tee answer ENOSYS (vmsplice is already refused): a pipe's
+  slots would hold references to page-cache pages, pinned, in no process.
+- inotify_init and inotify_init1 answer ENOSYS: each watch pins an inode,
+  counted against the account's limit (all its runs together), not the
+  run's.
+- setxattr, lsetxattr and fsetxattr answer EOPNOTSUPP, as on a file system
+  without extended attributes (Python's shutil.copystat expects that):
+  tmpfs keeps user.* attributes in kernel memory (6.0 GiB of one process's,
+  before).
+- fcntl's open file description locks (F_OFD_SETLK, F_OFD_SETLKW) answer
+  ENOLCK, the "no locks available" of a full lock table: each byte-range
+  lock is a kernel record, any readable file may hold any number, and the
+  memory watchdog charges them by their owner in /proc/locks, which OFD
+  locks do not have. Classic F_SETLK locks stay (SQLite takes them, on
+  Sage's own databases too). fcntl's other commands are allowed one by
+  one (0 to 63, 1024 to 1087), as setsockopt's options are.
 
 Each architecture keeps only its native system call ABI: podman's profile
 also lets an x86_64 process enter the kernel through the i386 (int 0x80) and
@@ -44,13 +76,24 @@ profile's default action.
 import json
 import sys
 
-EPERM, ENOSYS, EAFNOSUPPORT = 1, 38, 97
+EPERM, ENOSYS, EOPNOTSUPP, EAFNOSUPPORT = 1, 38, 95, 97
 CLONE_NEW_FLAGS = 0x7E020000
-AF_UNIX, AF_INET, AF_INET6 = 1, 2, 10
-SOCKET_FAMILIES_ALLOWED = (AF_UNIX, AF_INET, AF_INET6)
+AF_UNIX = 1
+SOCKET_FAMILIES_ALLOWED = (AF_UNIX,)
+SOL_SOCKET = 1
+SO_SNDBUF, SO_RCVBUF, SO_SNDBUFFORCE, SO_RCVBUFFORCE = 7, 8, 32, 33
+BUFFER_OPTIONS = (SO_SNDBUF, SO_RCVBUF, SO_SNDBUFFORCE, SO_RCVBUFFORCE)
+SOCKET_OPTIONS = 128  # Linux 6.x uses fewer; higher ones get the default
+LOW_32_BITS = 0xFFFFFFFF
+ENOLCK = 37
+F_OFD_SETLK, F_OFD_SETLKW = 37, 38
+LOCK_COMMANDS = (F_OFD_SETLK, F_OFD_SETLKW)
+# fcntl's commands: the classic ones, then F_LINUX_SPECIFIC_BASE (1024) on.
+FCNTL_COMMANDS = list(range(64)) + list(range(1024, 1088))
+MIPS = ["mips", "mipsel", "mips64", "mips64n32", "mipsel64", "mipsel64n32"]
 AF_MAX = 46  # Linux 6.x; families past it do not exist and get the default
 
-REFUSED = sorted({
+REFUSED = frozenset({
     "unshare", "setns", "clone", "clone3",
     "mount", "umount", "umount2", "mount_setattr", "move_mount", "open_tree",
     "fsopen", "fsconfig", "fsmount", "fspick", "pivot_root", "chroot",
@@ -61,6 +104,11 @@ REFUSED = sorted({
     "quotactl", "acct",
     "shmget", "shmat", "shmctl", "shmdt", "memfd_create", "memfd_secret",
 })
+# Refused with the errno a program that can do without them expects.
+REFUSED_WITH = {
+    "splice": ENOSYS, "tee": ENOSYS, "inotify_init": ENOSYS, "inotify_init1": ENOSYS,
+    "setxattr": EOPNOTSUPP, "lsetxattr": EOPNOTSUPP, "fsetxattr": EOPNOTSUPP,
+}
 
 
 def socket_rules():
@@ -74,17 +122,53 @@ def socket_rules():
     return rules
 
 
+def low_bits_equal(index, value):
+    return {"index": index, "value": LOW_32_BITS, "valueTwo": value, "op": "SCMP_CMP_MASKED_EQ"}
+
+
+def setsockopt_rules():
+    rules = []
+    for option in range(SOCKET_OPTIONS):
+        rule = {"names": ["setsockopt"], "action": "SCMP_ACT_ALLOW",
+                "args": [low_bits_equal(1, SOL_SOCKET), low_bits_equal(2, option)],
+                "excludes": {"arches": MIPS}}
+        if option in BUFFER_OPTIONS:
+            rule.update(action="SCMP_ACT_ERRNO", errnoRet=EPERM)
+        rules.append(rule)
+    rules.append({"names": ["setsockopt"], "action": "SCMP_ACT_ALLOW",
+                  "includes": {"arches": MIPS}})
+    return rules
+
+
+def fcntl_rules():
+    rules = []
+    for command in FCNTL_COMMANDS:
+        rule = {"names": ["fcntl"], "action": "SCMP_ACT_ALLOW",
+                "args": [low_bits_equal(1, command)], "excludes": {"arches": MIPS}}
+        if command in LOCK_COMMANDS:
+            rule.update(action="SCMP_ACT_ERRNO", errnoRet=ENOLCK)
+        rules.append(rule)
+    rules.append({"names": ["fcntl"], "action": "SCMP_ACT_ALLOW", "includes": {"arches": MIPS}})
+    return rules
+
+
 def derive(profile):
     rules = []
     for rule in profile["syscalls"]:
         # podman's own socket rules (for AF_NETLINK audit) give way to ours.
-        names = [n for n in rule["names"] if n not in REFUSED and n != "socket"]
-        if rule["action"] != "SCMP_ACT_ALLOW" and "socket" not in rule["names"]:
+        ours = REFUSED | set(REFUSED_WITH) | {"socket", "setsockopt", "fcntl"}
+        names = [n for n in rule["names"] if n not in ours]
+        if rule["action"] != "SCMP_ACT_ALLOW" and not ours & set(rule["names"]):
             rules.append(rule)
         elif names:
             rules.append(dict(rule, names=names))
     rules += socket_rules()
-    refused = [n for n in REFUSED if n not in ("clone", "clone3")]
+    rules += setsockopt_rules()
+    rules += fcntl_rules()
+    for errno_value in sorted(set(REFUSED_WITH.values())):
+        rules.append({"names": sorted(n for n, e in REFUSED_WITH.items() if e == errno_value),
+                      "action": "SCMP_ACT_ERRNO", "errnoRet": errno_value})
+    refused = sorted(n for n in REFUSED if n not in ("clone", "clone3"))
     rules.append({"names": refused, "action": "SCMP_ACT_ERRNO", "errnoRet": EPERM})
     rules.append({"names": ["clone3"], "action": "SCMP_ACT_ERRNO", "errnoRet": ENOSYS})
     # The flags are clone's first argument, but its second on s390.

@@ -10,7 +10,26 @@
  * The container's first process, the launcher, is not counted: it holds
  * Sage as imported (about 140 MB of PSS here), allocates nothing once the
  * code runs, and the code can neither write to its memory nor make it grow.
- * What is counted is every process of the code. */
+ * What is counted is every process of the code.
+ *
+ * PSS misses what the kernel allocates on a process's behalf, which no
+ * memory cgroup charges on cgroup v1: one process's 1,020 AF_UNIX sockets,
+ * their buffers filled, took 6.4 GiB of the host, eight processes nearly
+ * all of its 24 GiB. Every such object is reached through a descriptor, so
+ * each open descriptor is charged the most one can hold
+ * (DESCRIPTOR_CHARGE_BYTES), and a run is stopped when its PSS and its
+ * charges pass --memory. Counting is one stat per process (below), no
+ * readlink per descriptor. What a descriptor's object may hold is kept
+ * small elsewhere: socket buffers at their default and only AF_UNIX
+ * sockets (derive-seccomp.py); pipes by the kernel's per-user quota, which
+ * is per run since each run has a host uid of its own. Byte-range locks
+ * are kernel records that no descriptor shows, any number per file: they
+ * are counted in /proc/locks, and a run holding more than LOCKS_MAX is
+ * stopped (OFD locks, listed there with no owner, are refused by the
+ * seccomp profile). What neither shows, and the rlimits bound instead: sockets in flight in another
+ * socket's queue (SCM_RIGHTS; at most RLIMIT_NOFILE per uid), POSIX timers
+ * and queued signals (RLIMIT_SIGPENDING per uid), threads' kernel stacks
+ * (RLIMIT_NPROC), tmpfs inodes (nr_inodes=). */
 #include "memwatch.h"
 
 #include <dirent.h>
@@ -69,43 +88,197 @@ static uint64_t process_bytes(int proc_fd, const char *pid)
 	return 0;
 }
 
-uint64_t memwatch_total(uid_t uid, int *processes, pid_t *init)
+/* Entries of a directory under /proc/PID, or -1 if it cannot be read. */
+static int64_t count_entries(int proc_fd, const char *path)
 {
-	uint64_t total = 0;
-	*processes = 0;
-	*init = 0;
-	DIR *proc = opendir("/proc");
-	if (!proc)
+	int fd = openat(proc_fd, path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	DIR *dir = fd < 0 ? NULL : fdopendir(fd);
+	if (!dir) {
+		if (fd >= 0)
+			close(fd);
+		return -1;
+	}
+	int64_t n = 0;
+	struct dirent *entry;
+	while ((entry = readdir(dir)))
+		n += entry->d_name[0] != '.';
+	closedir(dir);
+	return n;
+}
+
+/* A process's open descriptors. Since Linux 6.2 the size of /proc/PID/fd
+ * is their number, and stat needs no permission on the directory itself,
+ * which the account lacks for a dumpable process of another uid. Before,
+ * /proc/PID/fdinfo is listed, which needs what reading smaps_rollup does
+ * (ptrace read access, which the owner of the run's user namespace has). */
+static uint64_t process_descriptors(int proc_fd, const char *pid)
+{
+	char path[64];
+	struct stat st;
+	snprintf(path, sizeof path, "%.20s/fd", pid);
+	if (fstatat(proc_fd, path, &st, 0) == 0 && st.st_size > 0)
+		return (uint64_t)st.st_size;
+	snprintf(path, sizeof path, "%.20s/fdinfo", pid);
+	int64_t n = count_entries(proc_fd, path);
+	if (n < 0) {
+		snprintf(path, sizeof path, "%.20s/fd", pid);
+		n = count_entries(proc_fd, path);
+	}
+	return n > 0 ? (uint64_t)n : 0;
+}
+
+static int compare_pids(const void *a, const void *b)
+{
+	pid_t x = *(const pid_t *)a, y = *(const pid_t *)b;
+	return (x > y) - (x < y);
+}
+
+/* The owner of one line of /proc/locks, "1: POSIX  ADVISORY  WRITE 4718
+ * fe:00:10953300 5 5" (an awaited lock has "->" before its type), or 0. */
+static pid_t lock_owner(char *line)
+{
+	char *field = strchr(line, ':'), *end;
+	if (!field)
 		return 0;
+	field = strtok_r(field + 1, " \t", &end);
+	if (field && strcmp(field, "->") == 0)
+		field = strtok_r(NULL, " \t", &end);
+	for (int i = 0; field && i < 3; i++)
+		field = strtok_r(NULL, " \t", &end);
+	return field ? (pid_t)strtol(field, NULL, 10) : 0;
+}
+
+/* The lines of /proc/locks whose owner is one of pids (sorted), held or
+ * awaited, counted up to LOCKS_MAX + 1. The kernel prints a page of it per
+ * read and walks its list from the start for each: 100,000 locks took
+ * seconds to read, the loop stalled meanwhile. The newest locks come
+ * first, so a run making many is seen at the top; reading stops after
+ * LOCK_LINES_READ lines whoever they belong to. */
+#define LOCK_LINES_READ (4 * LOCKS_MAX)
+static uint64_t count_locks(const pid_t *pids, int n)
+{
+	uint64_t lines = 0;
+	static char text[256 << 10];
+	size_t held = 0;
+	uint64_t count = 0;
+	int fd = open("/proc/locks", O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	while (count <= LOCKS_MAX && lines < LOCK_LINES_READ) {
+		ssize_t got = read(fd, text + held, sizeof text - 1 - held);
+		if (got <= 0)
+			break;
+		held += (size_t)got;
+		text[held] = '\0';
+		char *line = text, *newline;
+		while ((newline = strchr(line, '\n'))) {
+			*newline = '\0';
+			pid_t pid = lock_owner(line);
+			lines++;
+			count += pid > 0 && bsearch(&pid, pids, (size_t)n, sizeof *pids, compare_pids);
+			line = newline + 1;
+		}
+		held = (size_t)(text + held - line);
+		memmove(text, line, held);
+		if (held == sizeof text - 1)
+			held = 0; /* no line is that long */
+	}
+	close(fd);
+	return count;
+}
+
+uint64_t memwatch_look(uid_t uid, uint64_t limit, struct memwatch_reading *r)
+{
+	/* A run has at most --pids-limit (512) processes: RLIMIT_NPROC holds
+	 * its uid to that. */
+	enum { MAX_PROCESSES = 1024 };
+	static pid_t pids[MAX_PROCESSES];
+	*r = (struct memwatch_reading){0};
+	int proc_fd = open("/proc", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	DIR *proc = proc_fd < 0 ? NULL : fdopendir(proc_fd);
+	if (!proc) {
+		if (proc_fd >= 0)
+			close(proc_fd);
+		return 0;
+	}
+	/* First the descriptors, one stat each, then the locks, then the PSS,
+	 * a walk of each process's page tables: while the code makes kernel
+	 * objects as fast as it can, with every core busy, the cheaper passes
+	 * alone stop it. */
+	struct dirent *entry;
+	while ((entry = readdir(proc))) {
+		struct stat st;
+		if (entry->d_name[0] < '1' || entry->d_name[0] > '9' ||
+		    fstatat(proc_fd, entry->d_name, &st, 0) < 0 || st.st_uid != uid)
+			continue;
+		if (namespace_init(proc_fd, entry->d_name)) {
+			r->init = (pid_t)strtol(entry->d_name, NULL, 10);
+			continue;
+		}
+		r->descriptors += process_descriptors(proc_fd, entry->d_name);
+		if (r->processes < MAX_PROCESSES)
+			pids[r->processes] = (pid_t)strtol(entry->d_name, NULL, 10);
+		r->processes++;
+	}
+	int listed = r->processes < MAX_PROCESSES ? r->processes : MAX_PROCESSES;
+	uint64_t total = r->descriptors * DESCRIPTOR_CHARGE_BYTES;
+	if (total <= limit) {
+		qsort(pids, (size_t)listed, sizeof *pids, compare_pids);
+		r->locks = count_locks(pids, listed);
+	}
+	for (int i = 0; i < listed && total <= limit && r->locks <= LOCKS_MAX; i++) {
+		char pid[16];
+		snprintf(pid, sizeof pid, "%d", (int)pids[i]);
+		uint64_t bytes = process_bytes(proc_fd, pid);
+		r->own_bytes += bytes;
+		total += bytes;
+	}
+	closedir(proc);
+	return total;
+}
+
+/* SIGKILL to pid if it is still uid's: the pidfd pins the process, so if
+ * /proc says it is the run's after the pidfd was opened, the signal
+ * reaches that process and no other that took its pid. */
+static int kill_if_owned(pid_t pid, uid_t uid)
+{
+	char path[32];
+	struct stat st;
+	int pidfd = pidfd_open(pid, 0);
+	if (pidfd < 0)
+		return -1;
+	snprintf(path, sizeof path, "/proc/%d", (int)pid);
+	int rc = stat(path, &st) == 0 && st.st_uid == uid ?
+		pidfd_send_signal(pidfd, SIGKILL, NULL, 0) : -1;
+	close(pidfd);
+	return rc;
+}
+
+int memwatch_kill(uid_t uid)
+{
+	/* The init's death would take the rest with it, but only once its
+	 * own exit has torn its memory down, with every core busy with the
+	 * code: 1.5 s, in which 90 processes went on making sockets (2 GiB).
+	 * So every process of the run first, then its init. */
+	DIR *proc = opendir("/proc");
+	pid_t init = 0;
+	int killed = 0;
+	if (!proc)
+		return -1;
 	struct dirent *entry;
 	while ((entry = readdir(proc))) {
 		struct stat st;
 		if (entry->d_name[0] < '1' || entry->d_name[0] > '9' ||
 		    fstatat(dirfd(proc), entry->d_name, &st, 0) < 0 || st.st_uid != uid)
 			continue;
-		if (namespace_init(dirfd(proc), entry->d_name)) {
-			*init = (pid_t)strtol(entry->d_name, NULL, 10);
-			continue;
-		}
-		total += process_bytes(dirfd(proc), entry->d_name);
-		++*processes;
+		pid_t pid = (pid_t)strtol(entry->d_name, NULL, 10);
+		if (namespace_init(dirfd(proc), entry->d_name))
+			init = pid;
+		else
+			killed += kill_if_owned(pid, uid) == 0;
 	}
 	closedir(proc);
-	return total;
-}
-
-int memwatch_kill(pid_t init, uid_t uid)
-{
-	char path[32];
-	struct stat st;
-	int pidfd = pidfd_open(init, 0);
-	if (pidfd < 0)
-		return -1;
-	/* The pidfd pins the process: if /proc still says it is the run's,
-	 * the signal reaches the run's init and no other process. */
-	snprintf(path, sizeof path, "/proc/%d", (int)init);
-	int rc = stat(path, &st) == 0 && st.st_uid == uid ?
-		pidfd_send_signal(pidfd, SIGKILL, NULL, 0) : -1;
-	close(pidfd);
-	return rc;
+	if (init)
+		killed += kill_if_owned(init, uid) == 0;
+	return killed ? 0 : -1;
 }

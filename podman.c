@@ -181,8 +181,13 @@ static void read_only_root_args(struct argv_builder *a)
 	 * uncapped tmpfs on /run, /var/tmp and /dev/shm. */
 	arg_add(a, "--read-only");
 	arg_add(a, "--read-only-tmpfs=false");
-	/* The only writable place, in memory, capped, no setuid or devices. */
-	arg_add(a, "--tmpfs=/tmp:rw,nosuid,nodev,size=%llu,mode=1777", TMPFS_BYTES);
+	/* The only writable place, in memory, capped in bytes and in inodes
+	 * (settings.h), no setuid or devices. Podman 4.3 knows no nr_inodes
+	 * option, but passes tmpfs-size's value to the kernel unparsed: the
+	 * two travel as one quoted field, as devpts's do below. self-test's
+	 * tmp_size and tmp_inodes rows check what the kernel got. */
+	arg_add(a, "--mount=type=tmpfs,destination=/tmp,nosuid,nodev,tmpfs-mode=1777,"
+		"\"tmpfs-size=%llu,nr_inodes=%d\"", TMPFS_BYTES, TMPFS_INODES);
 	arg_add(a, "--workdir=/tmp");
 }
 

@@ -1,6 +1,7 @@
 /* result.c: results, refusals and the sandbox summary, as JSON and as the
  * lines text mode prints. */
 #include "result.h"
+#include "memwatch.h"
 
 #include <signal.h>
 #include <stdlib.h>
@@ -114,11 +115,21 @@ bool describe_stop(const struct run_result *r, const struct config *cfg, char *b
 			"stopped; raise --output-limit (at most %ld)",
 			r->out_truncated ? "stdout" : "stderr", cfg->number[SET_OUTPUT_LIMIT],
 			settings[SET_OUTPUT_LIMIT].max);
-	else if (r->memory_limit_exceeded)
+	else if (r->memory_limit_exceeded && r->locks_seen > LOCKS_MAX)
+		snprintf(buf, size, "the run's processes held more than %d byte-range locks at once, "
+			"kernel memory that no limit counts; the container was stopped; hold fewer "
+			"(SQLite takes one or two a database)", LOCKS_MAX);
+	else if (r->memory_limit_exceeded) {
+		uint64_t descriptors = r->descriptors_seen * DESCRIPTOR_CHARGE_BYTES;
 		snprintf(buf, size, "the run's processes together passed the memory limit of %s "
-			"(%llu MiB seen); the container was stopped; raise --memory (at most 8g)",
+			"(%llu MiB seen: %llu MiB of their own, %llu MiB for %llu open descriptors "
+			"at %d KiB each); the container was stopped; raise --memory (at most 8g)",
 			setting_text(cfg, SET_MEMORY, memory, sizeof memory),
-			(unsigned long long)(r->memory_seen >> 20));
+			(unsigned long long)(r->memory_seen >> 20),
+			(unsigned long long)((r->memory_seen - descriptors) >> 20),
+			(unsigned long long)(descriptors >> 20),
+			(unsigned long long)r->descriptors_seen, DESCRIPTOR_CHARGE_KIB);
+	}
 	else if (r->cpu_limit_exceeded) {
 		struct rlimit_value rl[RLIMIT_COUNT];
 		sandbox_rlimits(cfg, rl);
@@ -135,7 +146,7 @@ bool describe_stop(const struct run_result *r, const struct config *cfg, char *b
 
 void write_run_fields(struct json *j, const struct run_result *r, const struct config *cfg)
 {
-	char name[32], sentence[256];
+	char name[32], sentence[384];
 	write_json_header(j, r->exit_code == 0, r->exit_code,
 		describe_stop(r, cfg, sentence, sizeof sentence) ? sentence : NULL);
 	jw_key(j, "file");
@@ -291,7 +302,7 @@ void write_error_object(FILE *out, const struct error *err, const struct config 
 
 void write_stop_line(FILE *out, const struct run_result *r, const struct config *cfg)
 {
-	char sentence[256];
+	char sentence[384];
 	if (r->input_truncated)
 		fprintf(out, "sage-sandbox: the code's standard input was cut at %llu MiB; it read "
 			"end of file there\n", MAX_INPUT_BYTES >> 20);

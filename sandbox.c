@@ -360,18 +360,19 @@ static void on_deadline(struct loop_timer *t, void *data)
 static void start_remove(struct sandbox *sb);
 
 /* The memory watchdog: where no cgroup bounds the run's total, sum its
- * processes' memory every MEMWATCH_INTERVAL_MS and stop it past --memory. */
+ * processes' memory and what their descriptors can hold in the kernel
+ * (memwatch.c) every MEMWATCH_INTERVAL_MS and stop it past --memory. */
 static void on_memwatch(struct loop_timer *t, void *data)
 {
 	struct sandbox *sb = data;
-	int processes;
-	pid_t init;
+	struct memwatch_reading look;
 	sb->memwatch_timer = NULL;
-	uint64_t total = memwatch_total((uid_t)sb->host_uid, &processes, &init);
+	uint64_t total = memwatch_look((uid_t)sb->host_uid, config_memory_bytes(sb->opt.cfg), &look);
 	sb->result.memory_seen = total;
-	if (total > config_memory_bytes(sb->opt.cfg)) {
-		if (init > 0)
-			memwatch_kill(init, (uid_t)sb->host_uid);
+	sb->result.descriptors_seen = look.descriptors;
+	sb->result.locks_seen = look.locks;
+	if (total > config_memory_bytes(sb->opt.cfg) || look.locks > LOCKS_MAX) {
+		memwatch_kill((uid_t)sb->host_uid);
 		sandbox_stop(sb, STOP_MEMORY_LIMIT, 0);
 		return;
 	}
@@ -951,6 +952,9 @@ int sandbox_cleanup(const char *podman, struct buffer *removed, struct error *er
 	return count;
 }
 
+#define TEXT_OF_DIGITS(n) #n
+#define TEXT_OF(n) TEXT_OF_DIGITS(n)
+
 int setting_enforcement(enum setting_id id, const struct podman_host *host,
 		const char *by[MAX_ENFORCERS])
 {
@@ -967,7 +971,8 @@ int setting_enforcement(enum setting_id id, const struct podman_host *host,
 		if (host->controller[CONTROLLER_MEMORY])
 			by[n++] = "cgroup memory";
 		else if (sandbox_uid_max(host) >= SANDBOX_UID_MIN)
-			by[n++] = "sage-sandbox (the run's total)";
+			by[n++] = "sage-sandbox (the run's total, " TEXT_OF(DESCRIPTOR_CHARGE_KIB)
+				" KiB per open descriptor)";
 		by[n++] = "rlimit data (per process)";
 		by[n++] = "rlimit as (per process, + 1 GiB)";
 		break;

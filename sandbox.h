@@ -39,6 +39,8 @@ struct run_result {
 	bool memory_limit_exceeded; /* the watchdog stopped it (no memory cgroup) */
 	bool cpu_limit_exceeded;    /* the kernel killed the code at its CPU rlimit */
 	uint64_t memory_seen;       /* the watchdog's last look, in bytes */
+	uint64_t descriptors_seen;  /* its open descriptors then, each charged */
+	uint64_t locks_seen;        /* and its byte-range locks (LOCKS_MAX) */
 	int interrupted_by; /* a signal that stopped sage-sandbox, or 0 */
 	struct buffer out, err; /* kept only when asked (keep_output) */
 	bool out_truncated, err_truncated;

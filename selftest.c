@@ -18,9 +18,10 @@ static const char factorisation_expected[] = "(x - 1) * (x + 1) * (x^2 + 1)";
 static const char *const required[] = {
 	"user", "capabilities", "no_new_privs", "seccomp", "user_namespaces",
 	"other_namespaces", "mount", "ptrace", "network", "socket_families", "shared_memory",
-	"pty_cap", "syscall_abi", "root_read_only", "writable",
-	"tmp_size", "rlimit_core", "rlimit_cpu", "rlimit_data", "rlimit_fsize",
-	"rlimit_msgqueue", "rlimit_nofile", "rlimit_nproc", "rlimit_stack", "rlimit_as", "cgroup_memory", "cgroup_pids",
+	"pty_cap", "syscall_abi", "socket_buffers", "kernel_objects", "root_read_only", "writable",
+	"tmp_size", "tmp_inodes", "rlimit_core", "rlimit_cpu", "rlimit_data", "rlimit_fsize",
+	"rlimit_msgqueue", "rlimit_nofile", "rlimit_nproc", "rlimit_sigpending", "rlimit_stack",
+	"rlimit_as", "cgroup_memory", "cgroup_pids",
 };
 
 void self_test_code(const struct config *cfg, const struct podman_host *host,
@@ -35,8 +36,8 @@ void self_test_code(const struct config *cfg, const struct podman_host *host,
 	fputs(factorisation_code, f);
 	/* Not preparsed: checks.py is Python, run from a raw string (the
 	 * preparser leaves string literals alone). */
-	fprintf(f, "exec(r'''EXPECTED = {\"tmp_bytes\": %llu, \"pty_max\": %d, \"rlimits\": {",
-		TMPFS_BYTES, PTY_MAX);
+	fprintf(f, "exec(r'''EXPECTED = {\"tmp_bytes\": %llu, \"tmp_inodes\": %d, "
+		"\"pty_max\": %d, \"rlimits\": {", TMPFS_BYTES, TMPFS_INODES, PTY_MAX);
 	for (int i = 0; i < RLIMIT_COUNT; i++)
 		fprintf(f, "%s\"%s\": %llu", i ? ", " : "", rlimits[i].name,
 			(unsigned long long)rlimits[i].value);
@@ -55,8 +56,11 @@ static void add_check(struct self_test *t, const char *outcome, const char *name
 		const char *detail, int detail_len)
 {
 	struct check *c;
-	if (t->count == MAX_CHECKS)
+	/* A check with no room to be shown is not a pass. */
+	if (t->count == MAX_CHECKS) {
+		t->failed = true;
 		return;
+	}
 	c = &t->checks[t->count++];
 	snprintf(c->outcome, sizeof c->outcome, "%s", outcome);
 	snprintf(c->name, sizeof c->name, "%s", name);

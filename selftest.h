@@ -9,7 +9,7 @@
 
 #include <stdio.h>
 
-#define MAX_CHECKS 32
+#define MAX_CHECKS 64
 
 struct check {
 	char outcome[8]; /* PASS, FAIL or SKIP */

@@ -270,6 +270,10 @@ void sandbox_rlimits(const struct config *cfg, struct rlimit_value out[RLIMIT_CO
 	/* The stack is not data: without a hard limit, code raised its soft
 	 * limit and grew a 3 GiB stack under --memory 256m. The usual 8 MiB. */
 	out[RL_STACK] = (struct rlimit_value){.name = "stack", .value = 8ull << 20};
+	/* Queued signals and POSIX timers, per uid (so per run): each is kernel
+	 * memory that nothing else counts. At the host's default (96,365 here)
+	 * one process's timers took 40 MiB of slab; Sage needs a handful. */
+	out[RL_SIGPENDING] = (struct rlimit_value){.name = "sigpending", .value = 1024};
 	/* Shared anonymous mappings and mapped memfds are not data either (a
 	 * 4 GiB shared mapping was filled under --memory 256m); the address
 	 * space counts every mapping. Podman has no name for it: the launcher

@@ -19,6 +19,14 @@
 /* Size of the container's /tmp, its only writable place. */
 #define TMPFS_BYTES (256ull << 20)
 
+/* Files, directories and symlinks /tmp may hold at once (its nr_inodes=).
+ * size= counts data, not inodes and dentries: empty files with 200-byte
+ * names took 3.8 GiB of the host's slab. At about 1.3 KiB each (inode,
+ * dentry, the name), this is 21 MiB; tmpfs also charges extended
+ * attributes to it, 1 KiB per inode. Sage's own start-up uses a few
+ * dozen. */
+#define TMPFS_INODES 16384
+
 /* Pseudo-terminals a run may hold at once: pexpect-based interfaces (gp(),
  * gap(), maxima(), singular()) take one each; the host has 4096 in all. */
 #define PTY_MAX 8
@@ -106,7 +114,7 @@ uint64_t config_memory_bytes(const struct config *cfg);
  * container (the launcher, those podman has no name for), which needs no
  * cgroup: they hold on every host. */
 enum rlimit_id { RL_DATA, RL_CPU, RL_NPROC, RL_NOFILE, RL_FSIZE, RL_CORE, RL_MSGQUEUE, RL_STACK,
-	RL_AS, RLIMIT_COUNT };
+	RL_SIGPENDING, RL_AS, RLIMIT_COUNT };
 struct rlimit_value {
 	const char *name; /* podman's --ulimit name, and RLIMIT_<NAME> */
 	uint64_t value;   /* soft and hard */

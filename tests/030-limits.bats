@@ -19,13 +19,13 @@ print("never")'
 }
 
 @test "SAGE_SANDBOX_TIMEOUT - sets the timeout; --json reports timed_out" {
-	SAGE_SANDBOX_TIMEOUT=2 sage "$sleeper" 124 run --json
+	SAGE_SANDBOX_TIMEOUT=4 sage "$sleeper" 124 run --json
 	expect_equal "$(json_get 'j["timed_out"], j["stopped_by"]')" '[true, "timeout"]'
-	expect_equal "$(json_get 'j["error"]')" "timed out after 2 s; the container was stopped; raise --timeout (at most 600)"
+	expect_equal "$(json_get 'j["error"]')" "timed out after 4 s; the container was stopped; raise --timeout (at most 600)"
 	expect_equal "$(json_get 'j["ok"]')" false
 	expect_equal "$(json_get 'j["exit_code"]')" 124
 	expect_equal "$(json_get 'j["signal"]')" SIGKILL
-	expect_equal "$(json_get 'j["sandbox"]["timeout_seconds"]')" 2
+	expect_equal "$(json_get 'j["sandbox"]["timeout_seconds"]')" 4
 	expect_equal "$(json_get 'j["stdout"]')" "started"
 	expect_no_containers
 }
