@@ -15,7 +15,7 @@ static const char factorisation_expected[] = "(x - 1) * (x + 1) * (x^2 + 1)";
 
 /* Every check checks.py must report. One that does not (the program died,
  * or was tampered with) is a FAIL: a property passes only by being seen. */
-static const char *const required[] = {
+const char *const self_test_required[] = {
 	"user", "capabilities", "no_new_privs", "seccomp", "user_namespaces",
 	"other_namespaces", "mount", "ptrace", "network", "socket_families", "shared_memory",
 	"pty_cap", "syscall_abi", "socket_buffers", "kernel_objects", "root_read_only", "writable",
@@ -23,6 +23,8 @@ static const char *const required[] = {
 	"rlimit_msgqueue", "rlimit_nofile", "rlimit_nproc", "rlimit_sigpending", "rlimit_stack",
 	"rlimit_as", "cgroup_memory", "cgroup_pids",
 };
+const size_t self_test_required_count =
+	sizeof self_test_required / sizeof self_test_required[0];
 
 void self_test_code(const struct config *cfg, const struct podman_host *host,
 		struct buffer *code)
@@ -99,10 +101,10 @@ void self_test_parse(const char *out, int exit_code, struct self_test *t)
 		    detail_at > 0 && (size_t)detail_at <= len && !reported(t, name))
 			add_check(t, outcome, name, line + detail_at, (int)(len - (size_t)detail_at));
 	}
-	for (size_t i = 0; i < sizeof required / sizeof required[0]; i++)
-		if (!reported(t, required[i]))
-			add_check(t, "FAIL", required[i], "not reported: the checks did not run to the end",
-				-1);
+	for (size_t i = 0; i < self_test_required_count; i++)
+		if (!reported(t, self_test_required[i]))
+			add_check(t, "FAIL", self_test_required[i],
+				"not reported: the checks did not run to the end", -1);
 }
 
 void write_self_test(FILE *f, const struct self_test *t, const struct run_result *res,

@@ -11,6 +11,10 @@
 
 #define MAX_CHECKS 64
 
+/* The checks every self-test must report: one missing is a FAIL. */
+extern const char *const self_test_required[];
+extern const size_t self_test_required_count;
+
 struct check {
 	char outcome[8]; /* PASS, FAIL or SKIP */
 	char name[64];
