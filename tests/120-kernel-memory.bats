@@ -71,7 +71,7 @@ expect_descriptor_stop() {
 	kernel_attack unix-stream 4 122 --json
 	output=$(printf '%s\n' "$output" | tail -n 1)
 	expect_equal "$(json_get '[j["memory_limit_exceeded"], j["exit_code"], j["stopped_by"]]')" '[true, 122, "memory_limit"]'
-	expect_match "$(json_get 'j["error"]')" "open descriptors can hold"
+	expect_match "$(json_get 'j["error"]')" "MiB for [0-9]+ open descriptors at 512 KiB each"
 }
 
 @test "kernel memory - sockets in flight (sent, closed, in no descriptor table) stop at the per-uid limit" {
