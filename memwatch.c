@@ -67,12 +67,12 @@ static bool namespace_init(int proc_fd, const char *pid)
 }
 
 /* "Pss:" of /proc/PID/smaps_rollup, or its VmRSS if that cannot be read. */
-static uint64_t process_bytes(int proc_fd, const char *pid)
+static uint64_t process_bytes(int proc_fd, pid_t pid)
 {
 	static const char *const sources[][2] = {{"smaps_rollup", "Pss:"}, {"status", "VmRSS:"}};
 	for (size_t s = 0; s < 2; s++) {
 		char path[64], text[4096];
-		snprintf(path, sizeof path, "%s/%s", pid, sources[s][0]);
+		snprintf(path, sizeof path, "%d/%s", (int)pid, sources[s][0]);
 		int fd = openat(proc_fd, path, O_RDONLY | O_CLOEXEC);
 		if (fd < 0)
 			continue;
@@ -111,17 +111,17 @@ static int64_t count_entries(int proc_fd, const char *path)
  * which the account lacks for a dumpable process of another uid. Before,
  * /proc/PID/fdinfo is listed, which needs what reading smaps_rollup does
  * (ptrace read access, which the owner of the run's user namespace has). */
-static uint64_t process_descriptors(int proc_fd, const char *pid)
+static uint64_t process_descriptors(int proc_fd, pid_t pid)
 {
 	char path[64];
 	struct stat st;
-	snprintf(path, sizeof path, "%.20s/fd", pid);
+	snprintf(path, sizeof path, "%d/fd", (int)pid);
 	if (fstatat(proc_fd, path, &st, 0) == 0 && st.st_size > 0)
 		return (uint64_t)st.st_size;
-	snprintf(path, sizeof path, "%.20s/fdinfo", pid);
+	snprintf(path, sizeof path, "%d/fdinfo", (int)pid);
 	int64_t n = count_entries(proc_fd, path);
 	if (n < 0) {
-		snprintf(path, sizeof path, "%.20s/fd", pid);
+		snprintf(path, sizeof path, "%d/fd", (int)pid);
 		n = count_entries(proc_fd, path);
 	}
 	return n > 0 ? (uint64_t)n : 0;
@@ -187,53 +187,67 @@ static uint64_t count_locks(const pid_t *pids, int n)
 	return count;
 }
 
-uint64_t memwatch_look(uid_t uid, uint64_t limit, struct memwatch_reading *r)
+/* A run has at most --pids-limit (512) processes: RLIMIT_NPROC holds its
+ * uid to that. */
+enum { MAX_PROCESSES = 1024 };
+
+/* The processes of host uid uid, found by the owner of their /proc entry:
+ * their pids into pids (at most MAX_PROCESSES), sorted, and their count;
+ * the first process of their pid namespace (the launcher) apart, in *init
+ * (0 if none). -1 if /proc cannot be read. */
+static int run_processes(int proc_fd, uid_t uid, pid_t *pids, pid_t *init)
 {
-	/* A run has at most --pids-limit (512) processes: RLIMIT_NPROC holds
-	 * its uid to that. */
-	enum { MAX_PROCESSES = 1024 };
-	static pid_t pids[MAX_PROCESSES];
-	*r = (struct memwatch_reading){0};
-	int proc_fd = open("/proc", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	DIR *proc = proc_fd < 0 ? NULL : fdopendir(proc_fd);
+	int dir_fd = dup(proc_fd);
+	DIR *proc = dir_fd < 0 ? NULL : fdopendir(dir_fd);
+	int n = 0;
+	*init = 0;
 	if (!proc) {
-		if (proc_fd >= 0)
-			close(proc_fd);
-		return 0;
+		if (dir_fd >= 0)
+			close(dir_fd);
+		return -1;
 	}
-	/* First the descriptors, one stat each, then the locks, then the PSS,
-	 * a walk of each process's page tables: while the code makes kernel
-	 * objects as fast as it can, with every core busy, the cheaper passes
-	 * alone stop it. */
 	struct dirent *entry;
-	while ((entry = readdir(proc))) {
+	while ((entry = readdir(proc)) && n < MAX_PROCESSES) {
 		struct stat st;
 		if (entry->d_name[0] < '1' || entry->d_name[0] > '9' ||
 		    fstatat(proc_fd, entry->d_name, &st, 0) < 0 || st.st_uid != uid)
 			continue;
-		if (namespace_init(proc_fd, entry->d_name)) {
-			r->init = (pid_t)strtol(entry->d_name, NULL, 10);
-			continue;
-		}
-		r->descriptors += process_descriptors(proc_fd, entry->d_name);
-		if (r->processes < MAX_PROCESSES)
-			pids[r->processes] = (pid_t)strtol(entry->d_name, NULL, 10);
-		r->processes++;
+		pid_t pid = (pid_t)strtol(entry->d_name, NULL, 10);
+		if (namespace_init(proc_fd, entry->d_name))
+			*init = pid;
+		else
+			pids[n++] = pid;
 	}
-	int listed = r->processes < MAX_PROCESSES ? r->processes : MAX_PROCESSES;
+	closedir(proc);
+	qsort(pids, (size_t)n, sizeof *pids, compare_pids);
+	return n;
+}
+
+uint64_t memwatch_look(uid_t uid, uint64_t limit, struct memwatch_reading *r)
+{
+	static pid_t pids[MAX_PROCESSES];
+	pid_t init;
+	*r = (struct memwatch_reading){0};
+	int proc_fd = open("/proc", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (proc_fd < 0)
+		return 0;
+	int n = run_processes(proc_fd, uid, pids, &init);
+	r->processes = n > 0 ? n : 0;
+	/* First the descriptors, one stat each, then the locks, then the PSS,
+	 * a walk of each process's page tables: while the code makes kernel
+	 * objects as fast as it can, with every core busy, the cheaper passes
+	 * alone stop it. */
+	for (int i = 0; i < r->processes; i++)
+		r->descriptors += process_descriptors(proc_fd, pids[i]);
 	uint64_t total = r->descriptors * DESCRIPTOR_CHARGE_BYTES;
-	if (total <= limit) {
-		qsort(pids, (size_t)listed, sizeof *pids, compare_pids);
-		r->locks = count_locks(pids, listed);
-	}
-	for (int i = 0; i < listed && total <= limit && r->locks <= LOCKS_MAX; i++) {
-		char pid[16];
-		snprintf(pid, sizeof pid, "%d", (int)pids[i]);
-		uint64_t bytes = process_bytes(proc_fd, pid);
+	if (total <= limit)
+		r->locks = count_locks(pids, r->processes);
+	for (int i = 0; i < r->processes && total <= limit && r->locks <= LOCKS_MAX; i++) {
+		uint64_t bytes = process_bytes(proc_fd, pids[i]);
 		r->own_bytes += bytes;
 		total += bytes;
 	}
-	closedir(proc);
+	close(proc_fd);
 	return total;
 }
 
@@ -260,25 +274,16 @@ int memwatch_kill(uid_t uid)
 	 * own exit has torn its memory down, with every core busy with the
 	 * code: 1.5 s, in which 90 processes went on making sockets (2 GiB).
 	 * So every process of the run first, then its init. */
-	DIR *proc = opendir("/proc");
-	pid_t init = 0;
+	static pid_t pids[MAX_PROCESSES];
+	pid_t init;
 	int killed = 0;
-	if (!proc)
-		return -1;
-	struct dirent *entry;
-	while ((entry = readdir(proc))) {
-		struct stat st;
-		if (entry->d_name[0] < '1' || entry->d_name[0] > '9' ||
-		    fstatat(dirfd(proc), entry->d_name, &st, 0) < 0 || st.st_uid != uid)
-			continue;
-		pid_t pid = (pid_t)strtol(entry->d_name, NULL, 10);
-		if (namespace_init(dirfd(proc), entry->d_name))
-			init = pid;
-		else
-			killed += kill_if_owned(pid, uid) == 0;
-	}
-	closedir(proc);
-	if (init)
+	int proc_fd = open("/proc", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	int n = proc_fd < 0 ? -1 : run_processes(proc_fd, uid, pids, &init);
+	if (proc_fd >= 0)
+		close(proc_fd);
+	for (int i = 0; i < n; i++)
+		killed += kill_if_owned(pids[i], uid) == 0;
+	if (n >= 0 && init)
 		killed += kill_if_owned(init, uid) == 0;
 	return killed ? 0 : -1;
 }

@@ -20,14 +20,13 @@
 #define LOCKS_MAX 4096
 
 /* One look at a run: every process of host uid uid but the first of its
- * pid namespace (the launcher, whose pid goes to init). */
+ * pid namespace (the launcher). */
 struct memwatch_reading {
 	uint64_t own_bytes;   /* their proportional set size (PSS) */
 	uint64_t descriptors; /* their open descriptors */
 	uint64_t locks;       /* their byte-range locks, held or awaited, counted
 				 up to LOCKS_MAX + 1 */
 	int processes;        /* how many were counted */
-	pid_t init;
 };
 
 /* own_bytes plus DESCRIPTOR_CHARGE_BYTES for each descriptor: what the run
