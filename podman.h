@@ -114,6 +114,9 @@ void podman_image_digest_args(struct argv_builder *a, const char *podman, const 
 /* podman run's own failure, from its stderr, when the container never
  * started: true when it says the image is missing. */
 bool podman_said_no_image(const char *errors);
+/* podman failed to start a container it had created, in a race of its own
+ * that a second try does not meet: nothing of the container ran. */
+bool podman_said_start_race(const char *errors);
 /* True when it says the entrypoint, the interpreter at path, could not be
  * run (and not some other file: storage, configuration). */
 bool podman_said_no_entrypoint(const char *errors, const char *path);

@@ -37,6 +37,9 @@
 /* How often the memory watchdog looks: the overshoot it allows is what the
  * run can allocate in this time (see the man page for the measurement). */
 #define MEMWATCH_INTERVAL_MS 50
+/* Starts of one sandbox when podman loses a start race of its own
+ * (podman_said_start_race): the first and two more. */
+#define START_TRIES 3
 
 struct sandbox {
 	struct loop *loop;
@@ -77,6 +80,13 @@ struct sandbox {
 	int rm_tries;
 	bool rm_running, rm_done;
 	bool done_reported, released_reported;
+	/* The program as submitted (its strings are the caller's), to be
+	 * sent again after a start race; starts so far; removals of the
+	 * containers those races left, still running. */
+	struct program program;
+	bool submitted;
+	int starts;
+	int discarding;
 	struct run_result result;
 };
 
@@ -328,9 +338,69 @@ static void on_podman_errors(struct loop_watch *w, int fd, unsigned events, void
 
 /* ---- life and death ----------------------------------------------------- */
 
+static int spawn_podman(struct sandbox *sb, struct error *err);
+static void queue_program(struct sandbox *sb);
+
+static void on_discarded(struct capture *cap, void *data)
+{
+	struct sandbox *sb = data;
+	sb->discarding--;
+	capture_free(cap);
+	sandbox_advance(sb);
+}
+
+/* podman lost a start race of its own (podman_said_start_race): nothing
+ * of the container ran and no byte of the code's stdin went to it, so
+ * the same program goes to a container started again, under a new name;
+ * the one left behind is removed meanwhile. */
+static bool start_again(struct sandbox *sb)
+{
+	if (sb->saw_started || sb->stopping != STOP_NONE || sb->starts + 1 >= START_TRIES ||
+	    sb->result.input_bytes)
+		return false;
+	/* What podman said before it exited is all in the pipe by now. */
+	while (sb->err_watch && read_available(sb->podman.stderr_fd, &sb->podman_errors,
+			PODMAN_ERRORS_MAX) > 0)
+		;
+	if (!podman_said_start_race(sb->podman_errors.data))
+		return false;
+	struct argv_builder rm = {0};
+	podman_rm_args(&rm, sb->opt.podman, sb->name);
+	if (capture_start(sb->loop, rm.arg, podman_environment(), loop_now_ms() + REMOVE_TIMEOUT_MS,
+		    on_discarded, sb) == 0)
+		sb->discarding++;
+	args_free(&rm);
+	sb->starts++;
+	loop_timer_cancel(sb->grace_timer);
+	sb->grace_timer = NULL;
+	close_stream(sb, true);
+	close_stream(sb, false);
+	queue_free(sb->input);
+	sb->input = NULL;
+	process_release(&sb->podman);
+	sb->podman.exited = false;
+	buffer_free(&sb->podman_errors);
+	sb->frame_len = 0;
+	struct error err;
+	int spawned = spawn_podman(sb, &err);
+	if (spawned < 0) {
+		sb->result.failed = true;
+		sb->result.failure = err;
+		sb->podman.exited = true;
+		return false;
+	}
+	if (sb->submitted)
+		queue_program(sb);
+	if (spawned > 0)
+		sandbox_stop(sb, STOP_SIGNAL, 0);
+	return true;
+}
+
 static void on_podman_exit(struct process *p, int status, void *data)
 {
 	struct sandbox *sb = data;
+	if (start_again(sb))
+		return;
 	sandbox_advance(sb);
 }
 
@@ -569,7 +639,7 @@ static void sandbox_advance(struct sandbox *sb)
 			sb->opt.cb.on_done(sb, sb->opt.cb.data);
 	}
 	bool released = sb->done_reported && sb->podman.exited && !sb->rm_running &&
-		!sb->retry_timer && (!stopping || sb->rm_done);
+		!sb->retry_timer && (!stopping || sb->rm_done) && !sb->discarding;
 	if (released && !sb->released_reported) {
 		sb->released_reported = true;
 		loop_timer_cancel(sb->grace_timer);
@@ -581,26 +651,19 @@ static void sandbox_advance(struct sandbox *sb)
 	}
 }
 
-struct sandbox *sandbox_start(struct loop *loop, const struct sandbox_options *opt,
-		struct error *err)
+/* Starts the podman client of the sandbox's container, under a name and a
+ * uid of its own: at its start, and again after a start race. */
+static int spawn_podman(struct sandbox *sb, struct error *err)
 {
-	struct sandbox *sb = calloc(1, sizeof *sb);
+	const struct sandbox_options *opt = &sb->opt;
 	char owner[128];
-	if (!sb)
-		abort();
-	sb->loop = loop;
-	sb->opt = *opt;
-	sb->limit = (size_t)opt->cfg->number[SET_OUTPUT_LIMIT] * 1024;
-	sb->started_at = loop_now_ms();
-	sb->run_from = sb->started_at;
 	sb->profile_fd = seccomp_profile_fd(opt->cfg, err);
-	if (sb->profile_fd < 0) {
-		free(sb);
-		return NULL;
-	}
+	if (sb->profile_fd < 0)
+		return -1;
 	container_name(sb->name, sizeof sb->name);
 	process_identity(getpid(), owner, sizeof owner);
 	unsigned long uid = sandbox_uid(opt->host);
+	args_free(&sb->args);
 	podman_run_args(&sb->args, opt->cfg, opt->host, opt->image, opt->podman, sb->name, owner,
 		uid, opt->idle_seconds);
 	/* Watched where no memory cgroup holds the total, and where the run's
@@ -611,30 +674,51 @@ struct sandbox *sandbox_start(struct loop *loop, const struct sandbox_options *o
 	struct process_spec spec = {.argv = sb->args.arg, .envp = podman_environment(),
 		.pipe_stdin = true, .pipe_stdout = true, .pipe_stderr = true,
 		.pass_fd = sb->profile_fd, .on_exit = on_podman_exit, .data = sb};
-	if (process_spawn(loop, &sb->podman, &spec) < 0) {
-		error_set(err, EXIT_REFUSED, podman_install_hint, "cannot execute podman %s: %s",
-			opt->podman, strerror(errno));
-		close(sb->profile_fd);
-		args_free(&sb->args);
-		free(sb);
-		return NULL;
-	}
+	int spawned = process_spawn(sb->loop, &sb->podman, &spec);
 	/* podman has read the profile by the time it runs the container; the
 	 * memfd itself must not outlive this call in us. */
 	close(sb->profile_fd);
 	sb->profile_fd = -1;
-	sb->out_watch = loop_watch(loop, sb->podman.stdout_fd, LOOP_READ, on_launcher_stream, sb);
-	sb->err_watch = loop_watch(loop, sb->podman.stderr_fd, LOOP_READ, on_podman_errors, sb);
+	if (spawned < 0) {
+		error_set(err, EXIT_REFUSED, podman_install_hint, "cannot execute podman %s: %s",
+			opt->podman, strerror(errno));
+		return -1;
+	}
+	sb->out_watch = loop_watch(sb->loop, sb->podman.stdout_fd, LOOP_READ, on_launcher_stream, sb);
+	sb->err_watch = loop_watch(sb->loop, sb->podman.stderr_fd, LOOP_READ, on_podman_errors, sb);
+	if (!sb->out_watch || !sb->err_watch) {
+		error_set(err, EXIT_REFUSED, NULL, "cannot watch podman's output: %s", strerror(errno));
+		return 1; /* running: the caller stops it */
+	}
+	return 0;
+}
+
+struct sandbox *sandbox_start(struct loop *loop, const struct sandbox_options *opt,
+		struct error *err)
+{
+	struct sandbox *sb = calloc(1, sizeof *sb);
+	if (!sb)
+		abort();
+	sb->loop = loop;
+	sb->opt = *opt;
+	sb->limit = (size_t)opt->cfg->number[SET_OUTPUT_LIMIT] * 1024;
+	sb->started_at = loop_now_ms();
+	sb->run_from = sb->started_at;
+	sb->podman.pidfd = sb->podman.stdin_fd = sb->podman.stdout_fd = sb->podman.stderr_fd = -1;
+	int spawned = spawn_podman(sb, err);
+	if (spawned < 0) {
+		args_free(&sb->args);
+		free(sb);
+		return NULL;
+	}
 	sb->deadline_timer = loop_timer(loop, opt->deadline, on_deadline, sb);
 	/* A warm sandbox starts its watchdog with its program: until then no
 	 * code exists, and eight idle pools' looks at /proc would cost CPU. */
 	if (sb->host_uid >= 0 && opt->idle_seconds == 0)
 		sb->memwatch_timer = loop_timer(loop, loop_now_ms() + MEMWATCH_INTERVAL_MS, on_memwatch, sb);
 	sb->state = SANDBOX_STARTING;
-	if (!sb->out_watch || !sb->err_watch) {
-		error_set(err, EXIT_REFUSED, NULL, "cannot watch podman's output: %s", strerror(errno));
+	if (spawned > 0)
 		sandbox_stop(sb, STOP_SIGNAL, 0);
-	}
 	return sb;
 }
 
@@ -695,8 +779,11 @@ static void on_input_drained(struct queue *q, void *data)
 		sb->opt.cb.on_input_room(sb, sb->opt.cb.data);
 }
 
-void sandbox_submit(struct sandbox *sb, const struct program *p)
+/* Queues the program's frames on podman's stdin: at its submission, and
+ * again to the container started after a start race. */
+static void queue_program(struct sandbox *sb)
 {
+	const struct program *p = &sb->program;
 	struct buffer args = {0};
 	/* No error callback: a launcher that stops reading has died or was
 	 * stopped, and its exit or our stop says the rest. */
@@ -731,11 +818,20 @@ void sandbox_submit(struct sandbox *sb, const struct program *p)
 	put_frame(sb->input, 'A', args.data ? args.data : "", args_len);
 	put_frame(sb->input, 'C', p->code, p->code_len);
 	buffer_free(&args);
+	sb->in_next = 0;
+	sb->in_begun = sb->inputs_done = false;
+	send_inputs(sb);
+}
+
+void sandbox_submit(struct sandbox *sb, const struct program *p)
+{
+	sb->program = *p;
+	sb->submitted = true;
 	sb->input_open = p->input_follows;
 	sb->in = p->in;
 	sb->out = p->out;
 	sb->result.files = p->out;
-	send_inputs(sb);
+	queue_program(sb);
 	/* A warm sandbox's run counts from now: its wait was not the call's. */
 	if (sb->state == SANDBOX_READY) {
 		sb->state = SANDBOX_RUNNING;

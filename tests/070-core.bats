@@ -131,19 +131,21 @@ print("done")' 0 run --timeout 20 --json
 
 @test "run - a sage-sandbox stopped (SIGSTOP) past its deadline reports the run as timed out" {
 	printf 'import time\nprint("started", flush=True)\ntime.sleep(120)\n' >"$BATS_TEST_TMPDIR/s.sage"
-	"$SAGE_SANDBOX" run --timeout 3 "$BATS_TEST_TMPDIR/s.sage" \
+	# 8 s: the timeout counts from the start, Sage's import included, and
+	# "started" must be printed before it (3 s did not always suffice).
+	"$SAGE_SANDBOX" run --timeout 8 "$BATS_TEST_TMPDIR/s.sage" \
 		>"$BATS_TEST_TMPDIR/s.out" 2>"$BATS_TEST_TMPDIR/s.err" &
 	local pid=$!
 	wait_for_started "$BATS_TEST_TMPDIR/s.out"
 	kill -STOP "$pid"
 	# podman's backstop (the timeout + 5 s) kills the container meanwhile.
-	wait_no_containers 40
+	wait_no_containers 45
 	kill -CONT "$pid"
 	status=0
 	wait "$pid" || status=$?
 	expect_equal "$status" 124
 	expect_equal "$(cat "$BATS_TEST_TMPDIR/s.err")" \
-		"sage-sandbox: timed out after 3 s; the container was stopped; raise --timeout (at most 600)"
+		"sage-sandbox: timed out after 8 s; the container was stopped; raise --timeout (at most 600)"
 }
 
 @test "run - podman that cannot be executed is said so, never a status 127 of Sage" {

@@ -385,6 +385,15 @@ int main(void)
 	check(podman_said_no_image("Error: localhost/x:1: image not known\n") &&
 		      !podman_said_no_image("Error: crun: cgroups in hybrid mode not supported"),
 		"podman run: a missing image is told apart from other failures");
+	/* Both seen here with 8 concurrent runs under podman 4.3.1. */
+	check(podman_said_start_race("Error: failed to connect to container's attach socket: "
+			      "/home/u/.local/share/containers/storage/overlay-containers/6c7c/userdata/"
+			      "attach: no such file or directory\n") &&
+		      podman_said_start_race("Error: OCI runtime error: runc: cannot start a "
+			      "container that has stopped\n") &&
+		      !podman_said_start_race("Error: localhost/x:1: image not known\n") &&
+		      !podman_said_start_race(NULL),
+		"podman run: its start races (tried again) are told apart from other failures");
 
 	/* What a terminal is shown of the code's output. */
 	static const struct {
