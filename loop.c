@@ -25,6 +25,9 @@ struct loop_watch {
 	unsigned events;
 	bool always_ready; /* epoll refused it: a file that never blocks */
 	bool dead;         /* unwatched; freed after the current turn */
+	/* Out of epoll: paused (no events asked for) when the kernel said
+	 * hangup or error, which epoll reports whatever was asked for. */
+	bool parked;
 	loop_fd_callback *cb;
 	void *data;
 	struct loop_watch *next;
@@ -130,7 +133,10 @@ void loop_watch_events(struct loop_watch *w, unsigned events)
 	w->events = events;
 	if (!w->always_ready) {
 		struct epoll_event ev = {.events = epoll_events(events), .data.ptr = w};
-		epoll_ctl(w->loop->epoll_fd, EPOLL_CTL_MOD, w->fd, &ev);
+		/* A parked watch asked for events again: back into epoll, which
+		 * reports the hangup or error at once if it still holds. */
+		epoll_ctl(w->loop->epoll_fd, w->parked ? EPOLL_CTL_ADD : EPOLL_CTL_MOD, w->fd, &ev);
+		w->parked = false;
 	}
 }
 
@@ -138,7 +144,7 @@ void loop_unwatch(struct loop_watch *w)
 {
 	if (!w || w->dead)
 		return;
-	if (!w->always_ready)
+	if (!w->always_ready && !w->parked)
 		epoll_ctl(w->loop->epoll_fd, EPOLL_CTL_DEL, w->fd, NULL);
 	w->dead = true;
 	w->events = 0;
@@ -229,6 +235,13 @@ int loop_run(struct loop *loop)
 			/* A watch unwatched earlier in this turn is not called. */
 			if (!w->dead && (w->events || (got & (LOOP_HANGUP | LOOP_ERROR))))
 				w->cb(w, w->fd, got, w->data);
+			/* Told once: a paused watch whose descriptor hung up or
+			 * failed would otherwise wake every turn (a pipe whose
+			 * reader exited, while its writer waits for the exit). */
+			if (!w->dead && !w->events && (got & (LOOP_HANGUP | LOOP_ERROR)) && !w->parked) {
+				epoll_ctl(loop->epoll_fd, EPOLL_CTL_DEL, w->fd, NULL);
+				w->parked = true;
+			}
 		}
 		for (struct loop_watch *w = loop->watches; w; w = w->next)
 			if (!w->dead && w->always_ready && w->events)

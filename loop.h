@@ -30,7 +30,8 @@ void loop_free(struct loop *loop);
  * on failure. The caller keeps owning fd. */
 struct loop_watch *loop_watch(struct loop *loop, int fd, unsigned events, loop_fd_callback *cb,
 		void *data);
-/* Changes the events asked for; 0 pauses the watch (backpressure). */
+/* Changes the events asked for; 0 pauses the watch (backpressure). A
+ * paused watch hears of a hangup or error once, not on every turn. */
 void loop_watch_events(struct loop_watch *w, unsigned events);
 /* Stops watching: safe from inside any callback, even w's own. */
 void loop_unwatch(struct loop_watch *w);

@@ -290,6 +290,36 @@ static void regular_file_never_blocks(void)
 	loop_free(loop);
 }
 
+struct hangups {
+	struct loop *loop;
+	int calls;
+};
+
+static void count_hangup(struct loop_watch *w, int fd, unsigned events, void *data)
+{
+	struct hangups *h = data;
+	h->calls++;
+}
+
+static void paused_watch_hears_hangup_once(void)
+{
+	int pipe_fds[2];
+	struct hangups h = {.loop = loop_new()};
+	pipe2(pipe_fds, O_CLOEXEC | O_NONBLOCK);
+	struct loop_watch *w = loop_watch(h.loop, pipe_fds[1], 0, count_hangup, &h);
+	close(pipe_fds[0]);
+	loop_timer(h.loop, loop_now_ms() + 100, quit_after, h.loop);
+	loop_run(h.loop);
+	check(h.calls == 1, "a paused watch whose reader is gone is told once, no busy turns");
+	loop_watch_events(w, LOOP_WRITE);
+	loop_timer(h.loop, loop_now_ms() + 50, quit_after, h.loop);
+	loop_run(h.loop);
+	check(h.calls >= 2, "... and asking for events again hears of the error again");
+	loop_unwatch(w);
+	close(pipe_fds[1]);
+	loop_free(h.loop);
+}
+
 int main(void)
 {
 	signal(SIGPIPE, SIG_IGN);
@@ -302,6 +332,7 @@ int main(void)
 	no_fd_leak_when_spawn_fails();
 	stalled_reader();
 	regular_file_never_blocks();
+	paused_watch_hears_hangup_once();
 	printf("1..%d\n", test_number);
 	return failures ? 1 : 0;
 }
