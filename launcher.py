@@ -46,8 +46,10 @@
 # taken for a frame, and this process is made non-dumpable first, so the
 # code cannot reach its descriptors or memory through /proc either. The
 # child is never the namespace's init (whose signals, even its own SIGKILL,
-# the kernel drops), and its CPU rlimit counts from the fork: Sage's import
-# here is not charged to the code.
+# the kernel drops). It is forked right after R and prepares itself while
+# the call travels (a warm sandbox's, while it waits), so that a call waits
+# for no fork. Its CPU rlimit is set when the code arrives: Sage's import
+# here is not charged to the code, nor the preparation's whole seconds.
 #
 # Two differences from `sage FILE` that the sandbox needs:
 # 1. PARI's stack fits the memory limit. Sage reserves a 1 GiB PARI stack at
@@ -198,45 +200,18 @@ def receive_inputs(count):
         os.close(fd)
 
 
-# A warm sandbox waits here, blocked, until its call: the frames below are
-# the call's, and no code exists before they come. Every sandbox, warm or
-# not, reads the same frames.
-limits = dict(item.split(b"=", 1) for item in read_frame(b"L", 512).split() if b"=" in item)
-
-
-def limit(key):
-    try:
-        return int(limits.get(key, b"0"))
-    except ValueError:
-        os._exit(2)
-
-
-call_cpu_seconds = limit(b"cpu")
-deadline = limit(b"deadline")
-argv = [os.fsdecode(a) for a in read_frame(b"A", MAX_FRAME).split(b"\0")[:-1]] or ["-"]
-code = read_frame(b"C", 50000)
-receive_inputs(limit(b"inputs"))
-# Tracebacks name the file as the user gave it, with the user's lines.
-filename = "<stdin>" if argv[0] == "-" else argv[0]
-
 MISSING_FILE_NOTE = (
     "note: the sandbox holds only this code, the image's packages and the files\n"
     "given with --input (MCP: files); nothing else of the host is there\n")
 
 
-def run_code(source):
-    """In the child: the code as `sage FILE` runs it; returns the status."""
-    import linecache
-    import numbers
-    import traceback
-
+def run_code(source, namespace):
+    """In the prepared child: the code as `sage FILE` runs it, in the
+    namespace made before it came; returns the status."""
     try:
         # A byte order mark starts many files saved on Windows: not code.
         text = source.decode("utf-8-sig")
         preparsed = preparse_file(text)
-        namespace = {"__name__": "__main__", "__file__": filename,
-                     "__builtins__": __builtins__}
-        exec("from %s import *" % SAGE_ALL, namespace)
         # The preparser hoists the code's numeric constants into one line
         # of its own at the top; run it first, so that the code's lines keep
         # their numbers, and tracebacks quote the user's own lines.
@@ -245,7 +220,6 @@ def run_code(source):
             exec(compile(first, filename, "exec"), namespace)
             preparsed = rest
         linecache.cache[filename] = (len(text), None, text.splitlines(True), filename)
-        sys.argv = argv
         exec(compile(preparsed, filename, "exec"), namespace)
         return 0
     except SystemExit as e:
@@ -283,6 +257,30 @@ os.set_blocking(wake_w, False)
 signal.signal(signal.SIGCHLD, lambda *_: None)
 signal.set_wakeup_fd(wake_w)
 
+call_r, call_w = os.pipe()
+
+
+def read_call():
+    """In the prepared child: the call, all of it, until the launcher
+    closes the pipe: CPU seconds, the arguments, the code."""
+    data = bytearray()
+    while True:
+        chunk = os.read(call_r, 1 << 16)
+        if not chunk:
+            break
+        data += chunk
+    if len(data) < 8:
+        os._exit(0)  # no call came: the sandbox was stopped while waiting
+    cpu, args_len = struct.unpack(">II", data[:8])
+    args = bytes(data[8:8 + args_len])
+    return cpu, [os.fsdecode(a) for a in args.split(b"\0")[:-1]] or ["-"], bytes(data[8 + args_len:])
+
+
+# The child that runs the call is forked and made ready before the call
+# comes (a warm sandbox's wait is spent here, not the call's time): the
+# fork of an imported Sage, its namespace, the modules that report errors,
+# rlimits and descriptors. The call itself brings only its code, its
+# arguments and its CPU seconds.
 child = os.fork()
 if child == 0:
     signal.set_wakeup_fd(-1)
@@ -293,28 +291,70 @@ if child == 0:
     # The one rlimit podman cannot set (it has no name for it): the code's
     # address space, which counts the shared mappings RLIMIT_DATA does not.
     import resource
-    limit = int(os.environ.get("SAGE_SANDBOX_RLIMIT_AS", resource.RLIM_INFINITY))
-    resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
-    # The call's CPU time, where it is less than the container's: a warm
-    # sandbox was started for the longest call it may serve.
-    cpu_soft, cpu_hard = resource.getrlimit(resource.RLIMIT_CPU)
-    if 0 < call_cpu_seconds and (cpu_hard == resource.RLIM_INFINITY or call_cpu_seconds < cpu_hard):
-        resource.setrlimit(resource.RLIMIT_CPU, (call_cpu_seconds, call_cpu_seconds))
+    address_space = int(os.environ.get("SAGE_SANDBOX_RLIMIT_AS", resource.RLIM_INFINITY))
+    resource.setrlimit(resource.RLIMIT_AS, (address_space, address_space))
     os.dup2(in_r, 0)
     os.dup2(out_w, 1)
     os.dup2(err_w, 2)
-    for fd in (in_r, in_w, out_r, out_w, err_r, err_w, wake_r, wake_w):
+    for fd in (in_r, in_w, out_r, out_w, err_r, err_w, wake_r, wake_w, call_w):
         os.close(fd)
-    status = run_code(code)
+    import linecache
+    import numbers
+    import traceback
+    namespace = {"__name__": "__main__", "__builtins__": __builtins__}
+    exec("from %s import *" % SAGE_ALL, namespace)
+    call_cpu_seconds, argv, code = read_call()
+    os.close(call_r)
+    # The call's CPU time, where it is less than the container's: a warm
+    # sandbox was started for the longest call it may serve. The rlimit
+    # counts whole seconds from the fork: the preparation's whole seconds
+    # (none, in practice) are added, its fraction of one counts as the
+    # code's, as it did when the fork came with the code.
+    cpu_soft, cpu_hard = resource.getrlimit(resource.RLIMIT_CPU)
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    prepared_cpu = int(usage.ru_utime + usage.ru_stime)
+    want = prepared_cpu + call_cpu_seconds
+    if 0 < call_cpu_seconds and (cpu_hard == resource.RLIM_INFINITY or want < cpu_hard):
+        resource.setrlimit(resource.RLIMIT_CPU, (want, want))
+    # Tracebacks name the file as the user gave it, with the user's lines.
+    filename = "<stdin>" if argv[0] == "-" else argv[0]
+    namespace["__file__"] = filename
+    sys.argv = argv
+    status = run_code(code, namespace)
     try:
         sys.stdout.flush()
         sys.stderr.flush()
     finally:
         os._exit(status)
 
+os.close(call_r)
 os.close(in_r)
 os.close(out_w)
 os.close(err_w)
+
+# A warm sandbox waits here, blocked, until its call, with its child
+# prepared: the frames below are the call's, and no code exists before
+# they come. Every sandbox, warm or not, reads the same frames.
+limits = dict(item.split(b"=", 1) for item in read_frame(b"L", 512).split() if b"=" in item)
+
+
+def limit(key):
+    try:
+        return int(limits.get(key, b"0"))
+    except ValueError:
+        os._exit(2)
+
+
+call_cpu_seconds = limit(b"cpu")
+deadline = limit(b"deadline")
+args = read_frame(b"A", MAX_FRAME)
+code = read_frame(b"C", 50000)
+receive_inputs(limit(b"inputs"))
+try:
+    write_all(call_w, struct.pack(">II", max(0, call_cpu_seconds), len(args)) + args + code)
+except OSError:
+    pass  # the child is gone: its status says why, below
+os.close(call_w)
 os.set_blocking(0, False)
 os.set_blocking(in_w, False)
 streams = {out_r: b"O", err_r: b"E"}

@@ -417,7 +417,14 @@ static void answer_sandbox(struct call *c)
 
 static void on_call_done(struct sandbox *sb, void *data)
 {
-	answer_sandbox(data);
+	struct call *c = data;
+	struct server *s = c->srv;
+	answer_sandbox(c);
+	/* The answer leaves before the warm sandbox that replaces this one
+	 * starts: a fork and exec of podman cost milliseconds. */
+	if (s->out)
+		queue_flush_now(s->out);
+	pool_call_ended(s->pool);
 }
 
 static void on_call_released(struct sandbox *sb, void *data)

@@ -2,6 +2,10 @@
  * one per call, replaced at once, retired at a maximum age, and restarted
  * with backoff when podman keeps failing.
  *
+ * The replacement of a sandbox handed to a call starts once the call has
+ * its answer (measured in bench/mcp.mjs: started at the hand-out, its
+ * `podman run` and Sage's import took the 2 cores the call needed).
+ *
  * A warm sandbox is an ordinary sandbox (sandbox_start, the same podman
  * arguments, rlimits and seccomp profile as `run`) whose program has not
  * come yet: the launcher has imported Sage, said ready on its own channel
@@ -226,7 +230,8 @@ struct sandbox *pool_take(struct pool *p, const struct sandbox_callbacks *cb, in
 		free(w);
 		sandbox_set_callbacks(sb, cb);
 		*warm = true;
-		refill(p);
+		/* Its replacement waits for pool_call_ended: a `podman run` and
+		 * Sage's import would take the CPU the call needs now. */
 		return sb;
 	}
 	/* None ready: a call does not wait for the pool. */
@@ -234,6 +239,11 @@ struct sandbox *pool_take(struct pool *p, const struct sandbox_callbacks *cb, in
 	struct sandbox_options so = {.cfg = p->opt.cfg, .host = p->opt.host,
 		.image = p->opt.image, .podman = p->opt.podman, .deadline = deadline, .cb = *cb};
 	return sandbox_start(p->opt.loop, &so, err);
+}
+
+void pool_call_ended(struct pool *p)
+{
+	refill(p);
 }
 
 void pool_drain(struct pool *p, void (*done)(void *data), void *data)

@@ -1,5 +1,6 @@
 /* pool.h: warm sandboxes, started ahead with Sage imported, each handed to
- * exactly one call and then destroyed, a replacement starting at once. */
+ * exactly one call and then destroyed, a replacement starting once the
+ * call has its answer. */
 #ifndef SAGE_SANDBOX_POOL_H
 #define SAGE_SANDBOX_POOL_H
 
@@ -33,6 +34,8 @@ struct pool *pool_new(const struct pool_options *opt);
  * on_released. */
 struct sandbox *pool_take(struct pool *p, const struct sandbox_callbacks *cb, int64_t deadline,
 		bool *warm, struct error *err);
+/* A call has its answer: the pool is brought back to its size now. */
+void pool_call_ended(struct pool *p);
 /* Warm sandboxes ready now. */
 int pool_ready(const struct pool *p);
 /* Stops every waiting sandbox and starts no more; done is called once all

@@ -6,6 +6,11 @@
 //     warm sandbox ready (the call is made once the replacement had time to
 //     get ready; each result says whether it was warm), and the same with
 //     --warm 0 (a cold sandbox per call), interleaved;
+//   - the fork floor, in the same rounds: a container of the same image,
+//     Sage imported, that forks a child per request, runs the code in a
+//     fresh namespace and exits, timed from here over podman's pipes as
+//     the calls are (a warm call at 1.0x of it is as fast as "a fresh
+//     process per call" can be over podman);
 //   - the LM Studio plugin's per-call time with its warm child (its bundled
 //     tools provider, as LM Studio calls it);
 //   - the memory one warm sandbox costs: the PSS of every process, the
@@ -16,7 +21,7 @@
 //   sudo -iu sage-sandbox; cd sage-sandbox; node bench/mcp.mjs [--rounds N]
 // Machines are noisy: read medians, not single figures.
 import { createRequire } from "node:module";
-import { execFileSync } from "node:child_process";
+import { execFileSync, spawn } from "node:child_process";
 import { readdirSync, readFileSync, mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -63,6 +68,66 @@ async function timedCall(client) {
   return { ms, warm: r._meta?.warm === true };
 }
 
+// The fork floor's server: what a fresh process per call costs at least.
+const FLOOR_SERVER = `
+import os, sys, json
+import sage.all_cmdline
+from sage.repl.preparse import preparse_file
+os.write(1, b"R\\n")
+for line in sys.stdin.buffer:
+    code = json.loads(line)
+    pid = os.fork()
+    if pid == 0:
+        ns = {"__name__": "__main__"}
+        exec("from sage.all_cmdline import *", ns)
+        exec(compile(preparse_file(code), "<floor>", "exec"), ns)
+        sys.stdout.flush()
+        os._exit(0)
+    os.waitpid(pid, 0)
+    os.write(1, b"\\0END\\n")
+`;
+
+async function startFloor() {
+  const status = JSON.parse(execFileSync(SAGE_SANDBOX, ["status", "--json"], { encoding: "utf8" }));
+  const child = spawn("podman", ["run", "--rm", "-i", "--network=none", "--log-driver=none",
+    "--read-only", "--tmpfs=/tmp", "--env=HOME=/tmp", "--env=DOT_SAGE=/tmp/dot-sage",
+    status.image, status.sage.python, "-c", FLOOR_SERVER], { stdio: ["pipe", "pipe", "inherit"] });
+  let buffered = "";
+  let waiter = null;
+  child.stdout.setEncoding("utf8");
+  child.stdout.on("data", (d) => {
+    buffered += d;
+    if (waiter) waiter();
+  });
+  const until = (marker) => new Promise((resolve) => {
+    const check = () => {
+      const at = buffered.indexOf(marker);
+      if (at < 0) return;
+      const text = buffered.slice(0, at);
+      buffered = buffered.slice(at + marker.length);
+      waiter = null;
+      resolve(text);
+    };
+    waiter = check;
+    check();
+  });
+  await until("R\n");
+  return {
+    async call() {
+      const t0 = performance.now();
+      child.stdin.write(JSON.stringify(CODE) + "\n");
+      const text = await until("\0END\n");
+      const ms = performance.now() - t0;
+      if (text !== EXPECTED) throw new Error(`floor: unexpected output: ${JSON.stringify(text)}`);
+      return ms;
+    },
+    async close() {
+      child.stdin.end();
+      await new Promise((r) => child.on("exit", r));
+    },
+  };
+}
+
 function pssKiB() {
   let total = 0;
   for (const pid of readdirSync("/proc")) {
@@ -87,16 +152,20 @@ async function waitNoContainers() {
   for (let i = 0; i < 80 && containers().length; i++) await sleep(250);
 }
 
-// 1 and 2: warm and cold servers side by side, calls interleaved.
+// 1 and 2: warm and cold servers and the fork floor side by side, calls
+// interleaved.
+const floor = await startFloor();
 const warm = await startServer(["--warm", "1"]);
 const cold = await startServer(["--warm", "0"]);
 while (warm.ready() === null) await sleep(50);
 const firstReadyMs = warm.ready() - warm.started;
 const warmTimes = [];
 const coldTimes = [];
+const floorTimes = [];
 let notWarm = 0;
 for (let i = 0; i < ROUNDS; i++) {
   await sleep(4000); // the replacement imports Sage meanwhile
+  floorTimes.push(await floor.call());
   const w = await timedCall(warm.client);
   if (w.warm) warmTimes.push(w.ms);
   else notWarm++;
@@ -104,6 +173,7 @@ for (let i = 0; i < ROUNDS; i++) {
 }
 await warm.client.close();
 await cold.client.close();
+await floor.close();
 await waitNoContainers();
 
 // 3: the plugin, bundled as LM Studio bundles it.
@@ -152,6 +222,9 @@ console.log(`first warm sandbox ready after start:        ${fmt(firstReadyMs)} m
 console.log(`tools/call, warm pool (median of ${warmTimes.length}):        ${fmt(median(warmTimes))} ms  (min ${warmTimes.length ? Math.min(...warmTimes).toFixed(1) : "-"}, max ${warmTimes.length ? Math.max(...warmTimes).toFixed(1) : "-"}; ${notWarm} found no ready sandbox)`);
 console.log(`tools/call, --warm 0 (median of ${coldTimes.length}):        ${fmt(median(coldTimes))} ms`);
 console.log(`warm / cold:                                 ${(median(warmTimes) / median(coldTimes)).toFixed(3).padStart(8)}`);
+console.log(`fork floor (median of ${floorTimes.length}):                  ${fmt(median(floorTimes))} ms  (min ${Math.min(...floorTimes).toFixed(1)}, max ${Math.max(...floorTimes).toFixed(1)})`);
+console.log(`warm / fork floor:                           ${(median(warmTimes) / median(floorTimes)).toFixed(3).padStart(8)}`);
 console.log(`plugin call, first (starts its server):      ${fmt(pluginFirst)} ms`);
 console.log(`plugin call, warm child (median of ${pluginTimes.length}):     ${fmt(median(pluginTimes))} ms`);
+console.log(`plugin / warm:                               ${(median(pluginTimes) / median(warmTimes)).toFixed(3).padStart(8)}`);
 console.log(`memory per warm sandbox (PSS, 4 vs 0):       ${fmt((pssFour - pssNone) / 4 / 1024)} MiB`);
