@@ -141,13 +141,19 @@ except ImportError:
 send(b"R", SAGE_VERSION.encode("ascii", "replace")[:64])
 
 
+# What came from the host and was not yet taken: frames of a call, and
+# the code's stdin (I frames) parsed from it while the code runs.
+inbox = bytearray()
+
+
 def read_exact(n):
-    data = b""
-    while len(data) < n:
-        chunk = os.read(0, n - len(data))
+    while len(inbox) < n:
+        chunk = os.read(0, max(n - len(inbox), MAX_FRAME + 5))
         if not chunk:
             os._exit(0)  # the host went away before sending the program
-        data += chunk
+        inbox.extend(chunk)
+    data = bytes(inbox[:n])
+    del inbox[:n]
     return data
 
 
@@ -171,14 +177,12 @@ def write_all(fd, data):
         view = view[os.write(fd, view):]
 
 
-def receive_inputs(count):
-    """The input files, into the working directory, before any code runs.
-    The host checked their names; they are checked again here."""
-    for _ in range(count):
-        parts = read_frame(b"F", 4096).split(b"/")
-        if any(p in (b"", b".", b"..") or b"\0" in p for p in parts):
-            os._exit(2)
-        directory = os.open("/tmp", os.O_RDONLY | os.O_DIRECTORY)
+def create_input(parts):
+    """A new file at parts below the working directory, replacing what a
+    session's earlier call left there (a file or a directory)."""
+    import shutil
+    directory = os.open("/tmp", os.O_RDONLY | os.O_DIRECTORY)
+    try:
         for part in parts[:-1]:
             try:
                 os.mkdir(part, 0o700, dir_fd=directory)
@@ -187,17 +191,43 @@ def receive_inputs(count):
             inner = os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=directory)
             os.close(directory)
             directory = inner
-        fd = os.open(parts[-1], os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600,
-                     dir_fd=directory)
+        try:
+            os.unlink(parts[-1], dir_fd=directory)
+        except FileNotFoundError:
+            pass
+        except IsADirectoryError:
+            shutil.rmtree(parts[-1], dir_fd=directory)
+        return os.open(parts[-1], os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600,
+                       dir_fd=directory)
+    finally:
         os.close(directory)
+
+
+def receive_inputs(count):
+    """The input files, into the working directory, before any code runs.
+    The host checked their names; they are checked again here. One that
+    cannot be made (a session's code put something in its way) is said so
+    on the code's stderr, and its bytes are read and dropped."""
+    for _ in range(count):
+        parts = read_frame(b"F", 4096).split(b"/")
+        if any(p in (b"", b".", b"..") or b"\0" in p for p in parts):
+            os._exit(2)
+        try:
+            fd = create_input(parts)
+        except OSError as e:
+            fd = -1
+            send(b"E", b"sage-sandbox: input file %s could not be written: %s\n" % (
+                b"/".join(parts), (e.strerror or str(e)).encode("utf-8", "replace")))
         while True:
             kind, data = read_any_frame(MAX_FRAME)
             if kind == b"G":
                 break
             if kind != b"D":
                 os._exit(2)
-            write_all(fd, data)
-        os.close(fd)
+            if fd >= 0:
+                write_all(fd, data)
+        if fd >= 0:
+            os.close(fd)
 
 
 MISSING_FILE_NOTE = (
@@ -249,6 +279,24 @@ PTRACE_CONT = 7
 libc = ctypes.CDLL(None, use_errno=True)
 libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
 
+# SIGINT: Sage's import installed cysignals' handler, which turns SIGINT
+# into KeyboardInterrupt even inside PARI's or GMP's C loops. The code's
+# process gets it back (a session's call is interrupted with it); this
+# process ignores SIGINT again, as before the import: the code, which may
+# signal the namespace's init, must not end the launcher so (it did: the
+# run ended with a KeyboardInterrupt traceback of the launcher's).
+# cysignals has a Python-level half too (python_check_interrupt), which
+# takes the interrupt it recorded: without it, an interrupt that came
+# outside C code stays pending and ends the session's next call at its
+# first sig_on().
+SIGACTION_BYTES = 512  # more than any libc's struct sigaction
+sigint_action = ctypes.create_string_buffer(SIGACTION_BYTES)
+libc.sigaction(signal.SIGINT, None, sigint_action)
+sigint_handler = signal.getsignal(signal.SIGINT)
+if not callable(sigint_handler):
+    sigint_handler = signal.default_int_handler
+signal.signal(signal.SIGINT, signal.SIG_IGN)
+
 in_r, in_w = os.pipe()
 out_r, out_w = os.pipe()
 err_r, err_w = os.pipe()
@@ -258,35 +306,49 @@ signal.signal(signal.SIGCHLD, lambda *_: None)
 signal.set_wakeup_fd(wake_w)
 
 call_r, call_w = os.pipe()
+# A session's cells end without the process: the child says so here.
+done_r, done_w = os.pipe()
+
+
+def read_exactly_from(fd, n):
+    data = bytearray()
+    while len(data) < n:
+        chunk = os.read(fd, n - len(data))
+        if not chunk:
+            return None
+        data += chunk
+    return bytes(data)
 
 
 def read_call():
-    """In the prepared child: the call, all of it, until the launcher
-    closes the pipe: CPU seconds, the arguments, the code."""
-    data = bytearray()
-    while True:
-        chunk = os.read(call_r, 1 << 16)
-        if not chunk:
-            break
-        data += chunk
-    if len(data) < 8:
-        os._exit(0)  # no call came: the sandbox was stopped while waiting
-    cpu, args_len = struct.unpack(">II", data[:8])
-    args = bytes(data[8:8 + args_len])
-    return cpu, [os.fsdecode(a) for a in args.split(b"\0")[:-1]] or ["-"], bytes(data[8 + args_len:])
+    """In the prepared child: the next call, or None once the launcher
+    closed the pipe: its CPU seconds, whether it is a session's cell, its
+    arguments and its code."""
+    header = read_exactly_from(call_r, 16)
+    body = header and read_exactly_from(call_r, sum(struct.unpack(">IIII", header)[2:]))
+    if body is None:
+        return None
+    cpu, session, args_len, code_len = struct.unpack(">IIII", header)
+    argv = [os.fsdecode(a) for a in body[:args_len].split(b"\0")[:-1]] or ["-"]
+    return cpu, session, argv, body[args_len:]
 
 
 # The child that runs the call is forked and made ready before the call
 # comes (a warm sandbox's wait is spent here, not the call's time): the
 # fork of an imported Sage, its namespace, the modules that report errors,
 # rlimits and descriptors. The call itself brings only its code, its
-# arguments and its CPU seconds.
+# arguments and its CPU seconds. In a session the same child runs every
+# cell in the same namespace, as a notebook's kernel does.
 child = os.fork()
 if child == 0:
     signal.set_wakeup_fd(-1)
     for sig in (signal.SIGCHLD, signal.SIGPIPE, signal.SIGXFSZ):
         signal.signal(sig, signal.SIG_DFL if sig == signal.SIGCHLD else signal.SIG_IGN)
-    signal.signal(signal.SIGINT, signal.default_int_handler)
+    # The Python-level handler first (PyErr_SetInterrupt, which cysignals
+    # calls, ignores a signal Python does not handle), then cysignals' C
+    # handler, which signal.signal replaced.
+    signal.signal(signal.SIGINT, sigint_handler)
+    libc.sigaction(signal.SIGINT, sigint_action, None)
     libc.prctl(PR_SET_DUMPABLE, 1, 0, 0, 0)
     # The one rlimit podman cannot set (it has no name for it): the code's
     # address space, which counts the shared mappings RLIMIT_DATA does not.
@@ -296,82 +358,74 @@ if child == 0:
     os.dup2(in_r, 0)
     os.dup2(out_w, 1)
     os.dup2(err_w, 2)
-    for fd in (in_r, in_w, out_r, out_w, err_r, err_w, wake_r, wake_w, call_w):
+    for fd in (in_r, in_w, out_r, out_w, err_r, err_w, wake_r, wake_w, call_w, done_r):
         os.close(fd)
     import linecache
     import numbers
     import traceback
     namespace = {"__name__": "__main__", "__builtins__": __builtins__}
     exec("from %s import *" % SAGE_ALL, namespace)
-    call_cpu_seconds, argv, code = read_call()
-    os.close(call_r)
-    # The call's CPU time, where it is less than the container's: a warm
-    # sandbox was started for the longest call it may serve. The rlimit
-    # counts whole seconds from the fork: the preparation's whole seconds
-    # (none, in practice) are added, its fraction of one counts as the
-    # code's, as it did when the fork came with the code.
-    cpu_soft, cpu_hard = resource.getrlimit(resource.RLIMIT_CPU)
-    usage = resource.getrusage(resource.RUSAGE_SELF)
-    prepared_cpu = int(usage.ru_utime + usage.ru_stime)
-    want = prepared_cpu + call_cpu_seconds
-    if 0 < call_cpu_seconds and (cpu_hard == resource.RLIM_INFINITY or want < cpu_hard):
-        resource.setrlimit(resource.RLIMIT_CPU, (want, want))
-    # Tracebacks name the file as the user gave it, with the user's lines.
-    filename = "<stdin>" if argv[0] == "-" else argv[0]
-    namespace["__file__"] = filename
-    sys.argv = argv
-    status = run_code(code, namespace)
-    try:
-        sys.stdout.flush()
-        sys.stderr.flush()
-    finally:
-        os._exit(status)
+    first_call = True
+    while True:
+        try:
+            call = read_call()
+        except KeyboardInterrupt:
+            continue  # an interrupt that came as a cell ended: nothing to stop
+        if call is None:
+            os._exit(0)  # no call came: the sandbox was stopped while waiting
+        call_cpu_seconds, in_session, argv, code = call
+        if first_call and not in_session:
+            # The call's CPU time, where it is less than the container's:
+            # a warm sandbox was started for the longest call it may
+            # serve. The rlimit counts whole seconds from the fork: the
+            # preparation's whole seconds (none, in practice) are added,
+            # its fraction of one counts as the code's, as it did when
+            # the fork came with the code. A session's cells are watched
+            # by the launcher instead: an rlimit counts a process's life.
+            cpu_soft, cpu_hard = resource.getrlimit(resource.RLIMIT_CPU)
+            usage = resource.getrusage(resource.RUSAGE_SELF)
+            want = int(usage.ru_utime + usage.ru_stime) + call_cpu_seconds
+            if 0 < call_cpu_seconds and (cpu_hard == resource.RLIM_INFINITY or want < cpu_hard):
+                resource.setrlimit(resource.RLIMIT_CPU, (want, want))
+        first_call = False
+        # Tracebacks name the file as the user gave it, with the user's lines.
+        filename = "<stdin>" if argv[0] == "-" else argv[0]
+        namespace["__file__"] = filename
+        sys.argv = argv
+        status = run_code(code, namespace)
+        try:
+            sys.stdout.flush()
+            sys.stderr.flush()
+        except BaseException:
+            pass
+        if not in_session:
+            os._exit(status)
+        while True:
+            try:
+                os.write(done_w, b"%d\n" % status)
+                break
+            except KeyboardInterrupt:
+                continue
 
-os.close(call_r)
-os.close(in_r)
-os.close(out_w)
-os.close(err_w)
-
-# A warm sandbox waits here, blocked, until its call, with its child
-# prepared: the frames below are the call's, and no code exists before
-# they come. Every sandbox, warm or not, reads the same frames.
-limits = dict(item.split(b"=", 1) for item in read_frame(b"L", 512).split() if b"=" in item)
-
-
-def limit(key):
-    try:
-        return int(limits.get(key, b"0"))
-    except ValueError:
-        os._exit(2)
-
-
-call_cpu_seconds = limit(b"cpu")
-deadline = limit(b"deadline")
-args = read_frame(b"A", MAX_FRAME)
-code = read_frame(b"C", 50000)
-receive_inputs(limit(b"inputs"))
-try:
-    write_all(call_w, struct.pack(">II", max(0, call_cpu_seconds), len(args)) + args + code)
-except OSError:
-    pass  # the child is gone: its status says why, below
-os.close(call_w)
-os.set_blocking(0, False)
+for fd in (call_r, done_w, in_r, out_w, err_w):
+    os.close(fd)
 os.set_blocking(in_w, False)
+os.set_blocking(done_r, False)
 streams = {out_r: b"O", err_r: b"E"}
 poller = select.poll()
-for fd in (out_r, err_r, wake_r):
+for fd in (out_r, err_r, wake_r, done_r):
     poller.register(fd, select.POLLIN)
-ended = None
+child_status = None  # the child's wait status, once it ended
 cpu_used = 0.0
 
 # The code's standard input: I frames from the host, parsed from inbox,
 # into pending, then into the child's pipe. The host is read only while
 # pending is short: a code that does not read its input holds the data
 # back to sage-sandbox, which stops reading its own stdin.
-inbox = bytearray()
 pending = bytearray()
 input_ended = False  # the empty I frame came, or the host closed
 input_closed = False  # the child's pipe is closed
+in_session = False  # this call is a session's cell
 
 
 def close_input():
@@ -382,16 +436,8 @@ def close_input():
         os.close(in_w)
 
 
-def take_input():
+def parse_inbox():
     global input_ended
-    try:
-        data = os.read(0, MAX_FRAME + 5)
-    except BlockingIOError:
-        return
-    if not data:
-        input_ended = True
-        return
-    inbox.extend(data)
     while len(inbox) >= 5:
         kind, length = struct.unpack(">cI", inbox[:5])
         if kind != b"I" or length > MAX_FRAME:
@@ -403,6 +449,23 @@ def take_input():
         elif not input_closed:
             pending.extend(inbox[5:5 + length])
         del inbox[:5 + length]
+
+
+def take_input():
+    global input_ended
+    try:
+        data = os.read(0, MAX_FRAME + 5)
+    except BlockingIOError:
+        return
+    if not data:
+        if in_session:
+            # sage-sandbox went away: a session has nobody to answer.
+            kill_the_rest()
+            os._exit(0)
+        input_ended = True
+        return
+    inbox.extend(data)
+    parse_inbox()
 
 
 def give_input():
@@ -436,7 +499,7 @@ def input_interest():
 
 def reap():
     """Reaps every exited process (orphans are ours too, as init)."""
-    global ended, cpu_used
+    global child_status, cpu_used
     while True:
         try:
             pid, status, usage = os.wait4(-1, os.WNOHANG)
@@ -453,7 +516,7 @@ def reap():
             libc.ptrace(PTRACE_CONT, pid, None, os.WSTOPSIG(status))
             continue
         if pid == child:
-            ended = status
+            child_status = status
 
 
 def relay(fd):
@@ -469,7 +532,13 @@ def relay(fd):
     return True
 
 
-killed_at_deadline = False
+def drain():
+    """What the code wrote is in the pipes: all of it goes out now; a
+    descendant that still holds them open does not make the run wait."""
+    for fd in list(streams):
+        os.set_blocking(fd, False)
+        while fd in streams and relay(fd):
+            pass
 
 
 def kill_the_rest():
@@ -481,40 +550,52 @@ def kill_the_rest():
         pass
 
 
-while ended is None:
-    input_interest()
-    wait_ms = None
-    if deadline and not killed_at_deadline:
-        wait_ms = max(0, deadline - time.clock_gettime_ns(time.CLOCK_MONOTONIC) // 1000000)
-        if wait_ms == 0:
-            # The run's time is up: the code goes, and what it saved
-            # still comes back, below.
-            killed_at_deadline = True
-            kill_the_rest()
-            wait_ms = None
-    for fd, events in poller.poll(wait_ms):
-        if fd == wake_r:
-            os.read(wake_r, 4096)
-        elif fd in streams:
-            relay(fd)
-        elif fd == 0:
-            take_input()
-        elif fd == in_w and not input_closed:
-            if events & (select.POLLERR | select.POLLHUP):
-                close_input()
-            else:
-                give_input()
-    reap()
+def kill_all_but(spared):
+    """Between a session's cells: every process but this one and the
+    session's Sage, until none is left alive (a process may fork while it
+    is being looked for; the nproc limit bounds how long that goes on)."""
+    me = os.getpid()
+    for _ in range(1000):
+        alive = False
+        for name in os.listdir("/proc"):
+            if not name.isdigit() or int(name) in (me, spared):
+                continue
+            try:
+                with open("/proc/%s/stat" % name, "rb") as f:
+                    if f.read().rpartition(b")")[2].split()[0] == b"Z":
+                        continue
+                os.kill(int(name), signal.SIGKILL)
+                alive = True
+            except (OSError, IndexError):
+                pass
+        reap()
+        if not alive:
+            return
 
-# The child is gone and what it wrote is in the pipes; a descendant that
-# still holds them open does not make the run wait.
-for fd in list(streams):
-    os.set_blocking(fd, False)
-    while fd in streams and relay(fd):
-        pass
-ended_at = time.clock_gettime_ns(time.CLOCK_MONOTONIC) // 1000000
-if killed_at_deadline:
-    ended_at = max(ended_at, deadline)
+
+TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def child_cpu_seconds():
+    """The session's Sage's own CPU time so far, from /proc."""
+    try:
+        with open("/proc/%d/stat" % child, "rb") as f:
+            fields = f.read().rpartition(b")")[2].split()
+        return (int(fields[11]) + int(fields[12])) / TICKS
+    except (OSError, IndexError, ValueError):
+        return 0.0
+
+
+def now_ms():
+    return time.clock_gettime_ns(time.CLOCK_MONOTONIC) // 1000000
+
+
+# A session's cell past its timeout or CPU seconds is interrupted
+# (SIGINT: KeyboardInterrupt, its state kept); still running after this
+# long, it is killed, and the session with it.
+INTERRUPT_GRACE_MS = 2000
+# How often a session's cell's CPU time is looked at.
+CPU_LOOK_MS = 100
 
 
 def send_output_files():
@@ -597,32 +678,166 @@ def send_output_files():
     os.close(top)
 
 
-if limit(b"out"):
-    kill_the_rest()
-    while True:
-        try:
-            os.wait()
-        except ChildProcessError:
-            break
-    try:
-        send_output_files()
-    except OSError:
-        pass  # the directory itself was replaced or removed: nothing to send
+def empty_output_dir():
+    """A session's files went back with their cell: the next cell's
+    directory starts empty, as a run's does."""
+    import shutil
+    shutil.rmtree(OUTPUT_DIR, ignore_errors=True)
+    os.makedirs(OUTPUT_DIR, exist_ok=True)
 
-# When the code ended, on the host's monotonic clock (a container has no
-# clock of its own): sage-sandbox may read this frame late, if it was
-# stopped, and a run that ended past its deadline is a timeout.
-if os.WIFSIGNALED(ended):
-    # At RLIMIT_CPU (soft = hard) the kernel sends SIGKILL: told from any
-    # other SIGKILL by the CPU time the process had used (90% of the limit:
-    # the kernel's precise clock and rusage's can differ under load).
-    import resource
-    cpu_limit = resource.getrlimit(resource.RLIMIT_CPU)[1]
-    if 0 < call_cpu_seconds and (cpu_limit == resource.RLIM_INFINITY or call_cpu_seconds < cpu_limit):
-        cpu_limit = call_cpu_seconds
-    at_limit = os.WTERMSIG(ended) in (signal.SIGKILL, signal.SIGXCPU) and \
-        cpu_limit != resource.RLIM_INFINITY and cpu_used >= cpu_limit * 0.9
-    send(b"X", b"signal %d %d%s" % (os.WTERMSIG(ended), ended_at, b" cpu" if at_limit else b""))
-else:
-    send(b"X", b"exit %d %d" % (os.WEXITSTATUS(ended), ended_at))
-os._exit(0)
+
+def limit(key):
+    try:
+        return int(limits.get(key, b"0"))
+    except ValueError:
+        os._exit(2)
+
+
+def read_call_frames():
+    """The call's frames. A warm sandbox waits here, blocked, with its
+    child prepared, and a session between its cells: no code exists
+    before these frames come. The end of a session's previous input may
+    come first, read after its cell had ended: it is skipped."""
+    global limits
+    os.set_blocking(0, True)
+    while True:
+        kind, data = read_any_frame(MAX_FRAME)
+        if kind != b"I":
+            break
+    if kind != b"L" or len(data) > 512:
+        os._exit(2)
+    limits = dict(item.split(b"=", 1) for item in data.split() if b"=" in item)
+    args = read_frame(b"A", MAX_FRAME)
+    code = read_frame(b"C", 50000)
+    receive_inputs(limit(b"inputs"))
+    return args, code
+
+
+limits = {}
+while True:
+    args, code = read_call_frames()
+    call_cpu_seconds = limit(b"cpu")
+    deadline = limit(b"deadline")
+    in_session = limit(b"session") == 1
+    try:
+        write_all(call_w, struct.pack(">IIII", max(0, call_cpu_seconds), in_session, len(args),
+                                      len(code)) + args + code)
+    except OSError:
+        pass  # the child is gone: its status says why, below
+    if not in_session:
+        os.close(call_w)
+    os.set_blocking(0, False)
+    input_ended = False
+    parse_inbox()
+    cell_status = None  # a session's cell ended, the child still alive
+    interrupted = b""  # why a session's cell was interrupted: timeout, cpu
+    interrupted_at = 0
+    killed_at_deadline = False
+    cpu_at_start = child_cpu_seconds() if in_session else 0.0
+    while child_status is None and cell_status is None:
+        input_interest()
+        wait_ms = None
+        now = now_ms()
+        if in_session:
+            if not interrupted:
+                if deadline and now >= deadline:
+                    interrupted = b"timeout"
+                elif call_cpu_seconds and child_cpu_seconds() - cpu_at_start >= call_cpu_seconds:
+                    interrupted = b"cpu"
+                if interrupted:
+                    interrupted_at = now
+                    os.kill(child, signal.SIGINT)
+            if interrupted and now >= interrupted_at + INTERRUPT_GRACE_MS:
+                os.kill(child, signal.SIGKILL)
+                wait_ms = None
+            elif interrupted:
+                wait_ms = interrupted_at + INTERRUPT_GRACE_MS - now
+            else:
+                wait_ms = CPU_LOOK_MS if call_cpu_seconds else None
+                if deadline:
+                    wait_ms = min(wait_ms or CPU_LOOK_MS, max(0, deadline - now))
+        elif deadline and not killed_at_deadline:
+            wait_ms = max(0, deadline - now)
+            if wait_ms == 0:
+                # The run's time is up: the code goes, and what it saved
+                # still comes back, below.
+                killed_at_deadline = True
+                kill_the_rest()
+                wait_ms = None
+        for fd, events in poller.poll(wait_ms):
+            if fd == wake_r:
+                os.read(wake_r, 4096)
+            elif fd in streams:
+                relay(fd)
+            elif fd == done_r:
+                # A session's cell ended; the end of the pipe is the
+                # child's own, which reap() tells.
+                line = os.read(done_r, 64)
+                if line:
+                    cell_status = int(line.split()[0])
+                else:
+                    poller.unregister(done_r)
+            elif fd == 0:
+                take_input()
+            elif fd == in_w and not input_closed:
+                if events & (select.POLLERR | select.POLLHUP):
+                    close_input()
+                else:
+                    give_input()
+        reap()
+
+    drain()
+    ended_at = now_ms()
+    if killed_at_deadline:
+        ended_at = max(ended_at, deadline)
+    session_goes_on = in_session and child_status is None
+    if session_goes_on:
+        kill_all_but(child)
+    elif limit(b"out") or in_session:
+        kill_the_rest()
+        while True:
+            try:
+                os.wait()
+            except ChildProcessError:
+                break
+    if limit(b"out"):
+        try:
+            send_output_files()
+        except OSError:
+            pass  # the directory itself was replaced or removed: nothing to send
+        if session_goes_on:
+            empty_output_dir()
+
+    # When the code ended, on the host's monotonic clock (a container has
+    # no clock of its own): sage-sandbox may read this frame late, if it
+    # was stopped, and a run that ended past its deadline is a timeout. A
+    # session's cell says what became of the session: kept, kept though
+    # interrupted (timeout or cpu), or lost.
+    if session_goes_on:
+        send(b"X", b"exit %d %d %s" % (cell_status, ended_at,
+                                       b"interrupted " + interrupted if interrupted else b"kept"))
+        continue
+    if in_session:
+        how = b" lost" + (b" " + interrupted if interrupted else b"")
+    else:
+        how = b""
+    if os.WIFSIGNALED(child_status):
+        # At RLIMIT_CPU (soft = hard) the kernel sends SIGKILL: told from
+        # any other SIGKILL by the CPU time the process had used (90% of
+        # the limit: the kernel's precise clock and rusage's can differ
+        # under load).
+        import resource
+        cpu_limit = resource.getrlimit(resource.RLIMIT_CPU)[1]
+        if not in_session and 0 < call_cpu_seconds and (
+                cpu_limit == resource.RLIM_INFINITY or call_cpu_seconds < cpu_limit):
+            cpu_limit = call_cpu_seconds
+        at_limit = os.WTERMSIG(child_status) in (signal.SIGKILL, signal.SIGXCPU) and \
+            cpu_limit != resource.RLIM_INFINITY and cpu_used >= cpu_limit * 0.9
+        if in_session and at_limit and not interrupted:
+            how = b" lost cpu"
+            at_limit = False
+        send(b"X", b"signal %d %d%s%s" % (os.WTERMSIG(child_status), ended_at,
+                                           b" cpu" if at_limit else b"", how))
+    else:
+        send(b"X", b"exit %d %d%s" % (os.WEXITSTATUS(child_status), ended_at, how))
+    os._exit(0)

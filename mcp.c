@@ -70,11 +70,15 @@ static const char *const protocol_versions[] = {"2025-06-18", "2025-03-26", "202
 static const char server_instructions[] =
 	"run_sagemath runs SageMath code in a fresh, isolated sandbox for each call and "
 	"returns what it printed; print every value you want to see. Nothing persists "
-	"between calls. sage_sandbox_status and sage_sandbox_self_test diagnose the sandbox.";
+	"between calls, unless they name the same session: then they run in one Sage, one "
+	"after another, and its variables and files stay until sage_sandbox_end_session or "
+	"its idle end. sage_sandbox_status and sage_sandbox_self_test diagnose the sandbox.";
 
-enum tool { TOOL_RUN, TOOL_SELF_TEST, TOOL_STATUS, TOOL_COUNT };
+enum tool { TOOL_RUN, TOOL_SELF_TEST, TOOL_STATUS, TOOL_END_SESSION, TOOL_COUNT };
 static const char *const tool_names[TOOL_COUNT] = {"run_sagemath", "sage_sandbox_self_test",
-	"sage_sandbox_status"};
+	"sage_sandbox_status", "sage_sandbox_end_session"};
+
+#define SESSION_NAME_MAX 64
 
 struct server;
 
@@ -100,7 +104,23 @@ struct call {
 	char *out_dir;          /* the client's directory, or NULL */
 	bool out_overwrite;
 	char *temp_dir;         /* else a private one, removed with the call */
+	char session_name[SESSION_NAME_MAX + 1]; /* arguments.session, or "" */
+	struct session *session; /* the one it runs in, once started */
 	struct call *next;
+};
+
+/* A session: one sandbox whose Sage runs its calls one after another
+ * (sandbox_options.session), ended by sage_sandbox_end_session, its idle
+ * timer, the server's end, or a call that loses its state. */
+struct session {
+	struct server *srv;
+	char name[SESSION_NAME_MAX + 1];
+	struct sandbox *sb;
+	long calls;             /* served, the running one included */
+	struct call *busy;      /* the call running in it, or NULL */
+	struct loop_timer *idle_timer;
+	bool ending;            /* no more calls: gone once its sandbox is */
+	struct session *next;
 };
 
 struct server {
@@ -124,6 +144,7 @@ struct server {
 	struct loop_watch *signal_watch;
 	int signals_seen;
 	struct call *calls;     /* waiting and running, in the order they came */
+	struct session *sessions; /* open and ending */
 	int running;
 	json_t *tools;
 	bool stopping, pool_drained;
@@ -386,6 +407,32 @@ static json_t *file_content(struct call *c, json_t *object)
 	return items;
 }
 
+/* A session's call: its name, calls and whether its Sage lives on, in
+ * the object and, when it does not, in the text the model reads. */
+static void add_session(struct call *c, const struct run_result *r, json_t *object,
+		json_t **content)
+{
+	const struct session *x = c->session;
+	json_object_set_new(object, "session", json_pack("{s:s, s:I, s:b, s:b}", "name", x->name,
+		"calls", (json_int_t)x->calls, "state_kept", r->session_kept, "interrupted",
+		r->session_interrupted));
+	if (r->session_kept)
+		return;
+	char note[256];
+	snprintf(note, sizeof note, "%s(session %s ended with this call, its %ld%s: its state is "
+		"lost; the next call that names it starts a new, empty session)",
+		json_string_length(*content) ? "\n" : "", x->name, x->calls,
+		x->calls % 10 == 1 && x->calls % 100 != 11 ? "st" :
+		x->calls % 10 == 2 && x->calls % 100 != 12 ? "nd" :
+		x->calls % 10 == 3 && x->calls % 100 != 13 ? "rd" : "th");
+	struct buffer text = {0};
+	buffer_append(&text, json_string_value(*content), json_string_length(*content));
+	buffer_append(&text, note, strlen(note));
+	json_decref(*content);
+	*content = json_stringn(text.data, text.len);
+	buffer_free(&text);
+}
+
 static void answer_sandbox(struct call *c)
 {
 	struct run_result *r = sandbox_result(c->sb);
@@ -399,7 +446,10 @@ static void answer_sandbox(struct call *c)
 		char *text = print_to_memory(print_run_object, &p, &len);
 		json_t *object = parsed(text, len);
 		free(text);
-		answer(c, run_text(&p, object), object, r->exit_code != 0, file_content(c, object));
+		json_t *content = run_text(&p, object);
+		if (c->session)
+			add_session(c, r, object, &content);
+		answer(c, content, object, r->exit_code != 0, file_content(c, object));
 		return;
 	}
 	struct self_test t;
@@ -433,6 +483,114 @@ static void on_call_released(struct sandbox *sb, void *data)
 	sandbox_free(sb);
 	c->sb = NULL;
 	free_call(c);
+}
+
+/* ---- sessions -------------------------------------------------------------- */
+
+static struct session *find_session(struct server *s, const char *name)
+{
+	for (struct session *x = s->sessions; x; x = x->next)
+		if (!x->ending && strcmp(x->name, name) == 0)
+			return x;
+	return NULL;
+}
+
+static int open_sessions(const struct server *s)
+{
+	int n = 0;
+	for (const struct session *x = s->sessions; x; x = x->next)
+		n += !x->ending;
+	return n;
+}
+
+/* Stops its sandbox: a running call is answered as stopped, and the
+ * session is freed once the container is removed. */
+static void end_session(struct session *x)
+{
+	x->ending = true;
+	loop_timer_cancel(x->idle_timer);
+	x->idle_timer = NULL;
+	sandbox_stop(x->sb, STOP_SIGNAL, SIGTERM);
+}
+
+static void on_session_idle(struct loop_timer *t, void *data)
+{
+	struct session *x = data;
+	x->idle_timer = NULL;
+	fprintf(stderr, "sage-sandbox mcp: session %s ended after %ld s without a call\n", x->name,
+		x->srv->cfg->number[SET_SESSION_IDLE]);
+	end_session(x);
+}
+
+static void on_session_released(struct sandbox *sb, void *data)
+{
+	struct session *x = data;
+	struct server *s = x->srv;
+	for (struct session **at = &s->sessions; *at; at = &(*at)->next)
+		if (*at == x) {
+			*at = x->next;
+			break;
+		}
+	loop_timer_cancel(x->idle_timer);
+	sandbox_free(sb);
+	free(x);
+	maybe_quit(s);
+	pump(s);
+}
+
+static void on_session_call_done(struct sandbox *sb, void *data)
+{
+	struct session *x = data;
+	struct server *s = x->srv;
+	struct call *c = x->busy;
+	x->busy = NULL;
+	if (!sandbox_result(sb)->session_kept)
+		x->ending = true;
+	else if (!x->ending)
+		x->idle_timer = loop_timer(s->loop, loop_now_ms() +
+			s->cfg->number[SET_SESSION_IDLE] * 1000ll, on_session_idle, x);
+	answer_sandbox(c);
+	c->sb = NULL;
+	free_call(c);
+	pump(s); /* the session's next call, if one waits */
+}
+
+/* The call's session: its own, or one started for it. NULL with err set
+ * when there is no room for one more. */
+static struct session *call_session(struct call *c, int64_t deadline, struct error *err)
+{
+	struct server *s = c->srv;
+	struct session *x = find_session(s, c->session_name);
+	if (x)
+		return x;
+	long most = s->cfg->number[SET_SESSIONS];
+	if (open_sessions(s) >= most) {
+		error_set(err, EXIT_REFUSED, most ? "end one with sage_sandbox_end_session, or run "
+				"without session" : "run without session, or start the server with "
+				"--sessions N",
+			"%ld session%s open, this server's most (--sessions %ld); session %s was not "
+			"started", most, most == 1 ? " is" : "s are", most, c->session_name);
+		return NULL;
+	}
+	x = calloc(1, sizeof *x);
+	if (!x)
+		abort();
+	x->srv = s;
+	snprintf(x->name, sizeof x->name, "%s", c->session_name);
+	/* A session's sandbox is started for it: a warm one's container was
+	 * made for one call (its CPU rlimit, its backstop). */
+	struct sandbox_options so = {.cfg = s->cfg, .host = &s->host, .image = &s->image,
+		.podman = s->podman, .deadline = deadline, .session = true,
+		.cb = {.keep_output = true, .on_done = on_session_call_done,
+			.on_released = on_session_released, .data = x}};
+	x->sb = sandbox_start(s->loop, &so, err);
+	if (!x->sb) {
+		free(x);
+		return NULL;
+	}
+	x->next = s->sessions;
+	s->sessions = x;
+	return x;
 }
 
 /* ---- progress ------------------------------------------------------------- */
@@ -571,7 +729,23 @@ static void start_call(struct call *c)
 	struct sandbox_callbacks cb = {.keep_output = true, .on_done = on_call_done,
 		.on_released = on_call_released, .data = c};
 	int64_t deadline = c->started_at + c->cfg.number[SET_TIMEOUT] * 1000ll;
-	c->sb = pool_take(s->pool, &cb, deadline, &c->warm, &err);
+	if (c->session_name[0]) {
+		struct session *x = call_session(c, deadline, &err);
+		if (!x) {
+			answer_refusal(c, &err);
+			free_call(c);
+			return;
+		}
+		loop_timer_cancel(x->idle_timer);
+		x->idle_timer = NULL;
+		x->busy = c;
+		x->calls++;
+		c->session = x;
+		c->sb = x->sb;
+		c->warm = x->calls > 1;
+	} else {
+		c->sb = pool_take(s->pool, &cb, deadline, &c->warm, &err);
+	}
 	if (!c->sb) {
 		answer_refusal(c, &err);
 		free_call(c);
@@ -614,6 +788,12 @@ static void pump(struct server *s)
 				if (!s->image_checking)
 					check_image(s);
 				break;
+			}
+			if (!c->started && c->session_name[0]) {
+				/* One call at a time in a session, in order. */
+				const struct session *x = find_session(s, c->session_name);
+				if (x && x->busy)
+					continue;
 			}
 			if (!c->started) {
 				start_call(c);
@@ -681,6 +861,33 @@ static int take_files(json_t *files, struct infiles *in, struct server *s, json_
 	return 0;
 }
 
+/* sage_sandbox_end_session: answered at once; a call running in the
+ * session is stopped and answered as such. */
+static void end_session_tool(struct server *s, json_t *id, const char *name)
+{
+	char text[256];
+	if (!*name) {
+		send_error(s, id, INVALID_PARAMS, "sage_sandbox_end_session needs arguments.session, "
+			"the session's name");
+		return;
+	}
+	struct session *x = find_session(s, name);
+	long calls = x ? x->calls : 0;
+	if (x) {
+		snprintf(text, sizeof text, "session %s ended after %ld call%s; its state is gone",
+			name, calls, calls == 1 ? "" : "s");
+		fprintf(stderr, "sage-sandbox mcp: session %s ended by sage_sandbox_end_session\n",
+			name);
+		end_session(x);
+	} else {
+		snprintf(text, sizeof text, "no session named %s is open (it may have ended "
+			"already: idle, at a limit, or ended before)", name);
+	}
+	send_result(s, id, json_pack("{s:[{s:s, s:s}], s:{s:s, s:b, s:I}, s:b}", "content", "type",
+		"text", "text", text, "structuredContent", "session", name, "ended", x != NULL,
+		"calls", (json_int_t)calls, "isError", 0));
+}
+
 /* tools/call: checked whole before anything runs. */
 static void call_tool(struct server *s, json_t *id, json_t *params)
 {
@@ -724,8 +931,19 @@ static void call_tool(struct server *s, json_t *id, json_t *params)
 	}
 	long timeout = s->cfg->number[SET_TIMEOUT];
 	json_t *code = NULL, *files = NULL;
+	const char *session = "";
 	json_object_foreach(json_is_object(args) ? args : NULL, key, value) {
-		if (tool == TOOL_RUN && strcmp(key, "code") == 0) {
+		if ((tool == TOOL_RUN || tool == TOOL_END_SESSION) && strcmp(key, "session") == 0) {
+			session = json_is_string(value) ? json_string_value(value) : NULL;
+			size_t n = session ? strlen(session) : 0;
+			if (n == 0 || n > SESSION_NAME_MAX || n != json_string_length(value) ||
+			    strspn(session, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+				    "0123456789-_") != n) {
+				send_error(s, id, INVALID_PARAMS, "session is a name of 1 to %d letters, "
+					"digits, - and _", SESSION_NAME_MAX);
+				return;
+			}
+		} else if (tool == TOOL_RUN && strcmp(key, "code") == 0) {
 			code = value;
 		} else if (tool == TOOL_RUN && strcmp(key, "files") == 0) {
 			if (!json_is_object(value)) {
@@ -745,10 +963,15 @@ static void call_tool(struct server *s, json_t *id, json_t *params)
 			timeout = (long)t;
 		} else {
 			send_error(s, id, INVALID_PARAMS, "%s takes %s; unknown argument '%s'",
-				tool_names[tool], tool == TOOL_RUN ? "code, timeout_seconds and files" :
-				"no arguments", key);
+				tool_names[tool], tool == TOOL_RUN ?
+				"code, timeout_seconds, files and session" :
+				tool == TOOL_END_SESSION ? "session" : "no arguments", key);
 			return;
 		}
+	}
+	if (tool == TOOL_END_SESSION) {
+		end_session_tool(s, id, session);
+		return;
 	}
 	if (tool == TOOL_RUN && !json_is_string(code)) {
 		send_error(s, id, INVALID_PARAMS, "run_sagemath needs arguments.code, a string of "
@@ -783,6 +1006,7 @@ static void call_tool(struct server *s, json_t *id, json_t *params)
 	c->id = json_incref(id);
 	c->progress_token = json_incref(token);
 	c->tool = (enum tool)tool;
+	snprintf(c->session_name, sizeof c->session_name, "%s", session);
 	c->cfg = *s->cfg;
 	c->cfg.number[SET_TIMEOUT] = timeout;
 	c->cfg.call_timeout_max = s->cfg->number[SET_TIMEOUT];
@@ -958,7 +1182,7 @@ static void on_request_bytes(struct loop_watch *w, int fd, unsigned events, void
 
 static void maybe_quit(struct server *s)
 {
-	if (s->stopping && s->pool_drained && !s->calls &&
+	if (s->stopping && s->pool_drained && !s->calls && !s->sessions &&
 	    (!s->out || queue_closed(s->out) || queue_pending(s->out) == 0))
 		loop_quit(s->loop);
 }
@@ -1001,6 +1225,9 @@ static void shut_down(struct server *s, const char *why)
 			sandbox_stop(c->sb, STOP_SIGNAL, SIGTERM);
 		}
 	}
+	for (struct session *x = s->sessions; x; x = x->next)
+		if (!x->ending)
+			end_session(x);
 	if (s->pool)
 		pool_drain(s->pool, on_pool_drained, s);
 	else

@@ -102,7 +102,24 @@ bool describe_stop(const struct run_result *r, const struct config *cfg, char *b
 	const char *by = stopped_by(r);
 	if (!by)
 		return false;
-	if (r->timed_out && cfg->call_timeout_max)
+	struct rlimit_value rl[RLIMIT_COUNT];
+	sandbox_rlimits(cfg, rl);
+	char limit[96];
+	if (r->timed_out)
+		snprintf(limit, sizeof limit, "its timeout of %ld s", cfg->number[SET_TIMEOUT]);
+	else
+		snprintf(limit, sizeof limit, "its CPU time of %llu s",
+			(unsigned long long)rl[RL_CPU].value);
+	/* A session's cell: interrupted, its Sage kept, or killed with it. */
+	if (r->in_session && r->session_interrupted && (r->timed_out || r->cpu_limit_exceeded))
+		snprintf(buf, size, "interrupted (KeyboardInterrupt) at %s; the session's state "
+			"is kept; raise timeout_seconds (at most %ld) or split the work", limit,
+			cfg->call_timeout_max);
+	else if (r->in_session && !r->session_kept && (r->timed_out || r->cpu_limit_exceeded))
+		snprintf(buf, size, "did not stop within %d s of its interrupt at %s; the session "
+			"ended and its state is lost; raise timeout_seconds (at most %ld) or split "
+			"the work", SESSION_INTERRUPT_GRACE_MS / 1000, limit, cfg->call_timeout_max);
+	else if (r->timed_out && cfg->call_timeout_max)
 		snprintf(buf, size, "timed out after %ld s; the container was stopped; "
 			"raise timeout_seconds (at most %ld)", cfg->number[SET_TIMEOUT],
 			cfg->call_timeout_max);
@@ -131,8 +148,6 @@ bool describe_stop(const struct run_result *r, const struct config *cfg, char *b
 			(unsigned long long)r->descriptors_seen, DESCRIPTOR_CHARGE_KIB);
 	}
 	else if (r->cpu_limit_exceeded) {
-		struct rlimit_value rl[RLIMIT_COUNT];
-		sandbox_rlimits(cfg, rl);
 		snprintf(buf, size, "the code used its CPU time limit of %llu s (--timeout x "
 			"--cpus) and the kernel killed it; raise --timeout or --cpus",
 			(unsigned long long)rl[RL_CPU].value);

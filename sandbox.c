@@ -87,6 +87,9 @@ struct sandbox {
 	bool submitted;
 	int starts;
 	int discarding;
+	/* A session's Sage waits for its next cell: the container lives on
+	 * past the last cell's result. */
+	bool between_cells;
 	struct run_result result;
 };
 
@@ -266,6 +269,17 @@ static void take_frame(struct sandbox *sb, char type, const char *payload, size_
 			protocol_broken(sb, "a malformed exit frame");
 		}
 		sb->code_ended_at = at;
+		/* A session's cell says what became of its Sage: "kept", kept
+		 * though "interrupted" at its timeout or its CPU seconds, or
+		 * "lost" (at them, or by its own end). A timeout is told by the
+		 * deadline, as for any run (finish_result). */
+		if (sb->opt.session) {
+			sb->result.in_session = true;
+			sb->result.session_kept = strstr(text, " kept") || strstr(text, " interrupted");
+			sb->result.session_interrupted = strstr(text, " interrupted") != NULL;
+			if (strstr(text, " interrupted cpu") || strstr(text, " lost cpu"))
+				sb->result.cpu_limit_exceeded = true;
+		}
 		break;
 	}
 	default:
@@ -321,7 +335,7 @@ static void on_launcher_stream(struct loop_watch *w, int fd, unsigned events, vo
 	}
 	sb->frame_len += (size_t)n;
 	parse_frames(sb);
-	if (sb->saw_exit)
+	if (sb->saw_exit && !sb->result.session_kept)
 		close_stream(sb, true);
 	sandbox_advance(sb);
 }
@@ -489,8 +503,10 @@ static void start_remove(struct sandbox *sb)
 
 void sandbox_stop(struct sandbox *sb, enum stop_reason reason, int signal)
 {
-	if (sb->stopping != STOP_NONE || sb->state == SANDBOX_DONE || sb->saw_exit)
+	if (sb->stopping != STOP_NONE ||
+	    ((sb->state == SANDBOX_DONE || sb->saw_exit) && !sb->between_cells))
 		return;
+	sb->between_cells = false;
 	sb->stopping = reason;
 	sb->stop_signal = signal;
 	sb->state = SANDBOX_STOPPING;
@@ -634,7 +650,8 @@ static void sandbox_advance(struct sandbox *sb)
 		if (sb->out)
 			outfiles_stopped(sb->out); /* a file cut short by the end */
 		finish_result(sb);
-		sb->state = SANDBOX_DONE;
+		sb->between_cells = !stopping && sb->result.session_kept;
+		sb->state = sb->between_cells ? SANDBOX_READY : SANDBOX_DONE;
 		if (sb->opt.cb.on_done)
 			sb->opt.cb.on_done(sb, sb->opt.cb.data);
 	}
@@ -665,7 +682,7 @@ static int spawn_podman(struct sandbox *sb, struct error *err)
 	unsigned long uid = sandbox_uid(opt->host);
 	args_free(&sb->args);
 	podman_run_args(&sb->args, opt->cfg, opt->host, opt->image, opt->podman, sb->name, owner,
-		uid, opt->idle_seconds);
+		uid, opt->idle_seconds, opt->session);
 	/* Watched where no memory cgroup holds the total, and where the run's
 	 * uid is its own (with the shared fallback uid, the sum would be of
 	 * every run's processes). */
@@ -786,12 +803,15 @@ static void queue_program(struct sandbox *sb)
 	const struct program *p = &sb->program;
 	struct buffer args = {0};
 	/* No error callback: a launcher that stops reading has died or was
-	 * stopped, and its exit or our stop says the rest. */
-	sb->input = queue_new(sb->loop, sb->podman.stdin_fd, INPUT_QUEUE_BYTES, on_input_drained,
-		NULL, sb);
-	if (!sb->input)
-		return;
-	sb->podman.stdin_fd = -1; /* the queue owns it now */
+	 * stopped, and its exit or our stop says the rest. A session's cells
+	 * share the queue of its first. */
+	if (!sb->input) {
+		sb->input = queue_new(sb->loop, sb->podman.stdin_fd, INPUT_QUEUE_BYTES,
+			on_input_drained, NULL, sb);
+		if (!sb->input)
+			return;
+		sb->podman.stdin_fd = -1; /* the queue owns it now */
+	}
 	for (int i = 0; i < p->argc; i++) {
 		buffer_append(&args, p->argv[i], strlen(p->argv[i]));
 		buffer_append(&args, "", 1); /* each ends with its NUL */
@@ -811,9 +831,16 @@ static void queue_program(struct sandbox *sb)
 		p->in ? p->in->count : 0);
 	if (p->out)
 		limits_len += snprintf(limits + limits_len, sizeof limits - (size_t)limits_len,
-			" out=1 out_files=%ld out_file_bytes=%llu out_bytes=%llu deadline=%lld",
+			" out=1 out_files=%ld out_file_bytes=%llu out_bytes=%llu",
 			p->out->max_files, (unsigned long long)p->out->max_file_bytes,
-			(unsigned long long)p->out->max_total_bytes, (long long)p->deadline);
+			(unsigned long long)p->out->max_total_bytes);
+	/* A session's cell is interrupted by the launcher at its deadline. */
+	if (sb->opt.session)
+		limits_len += snprintf(limits + limits_len, sizeof limits - (size_t)limits_len,
+			" session=1");
+	if (p->out || sb->opt.session)
+		limits_len += snprintf(limits + limits_len, sizeof limits - (size_t)limits_len,
+			" deadline=%lld", (long long)p->deadline);
 	put_frame(sb->input, 'L', limits, (size_t)limits_len);
 	put_frame(sb->input, 'A', args.data ? args.data : "", args_len);
 	put_frame(sb->input, 'C', p->code, p->code_len);
@@ -823,8 +850,23 @@ static void queue_program(struct sandbox *sb)
 	send_inputs(sb);
 }
 
+/* A session's next cell: the last one's result goes, the container stays. */
+static void next_cell(struct sandbox *sb)
+{
+	struct run_result *r = &sb->result;
+	buffer_free(&r->out);
+	buffer_free(&r->err);
+	*r = (struct run_result){.started = true};
+	sb->seen[0] = sb->seen[1] = 0;
+	sb->saw_exit = sb->done_reported = sb->between_cells = false;
+	sb->code_ended_at = 0;
+	sb->state = SANDBOX_READY;
+}
+
 void sandbox_submit(struct sandbox *sb, const struct program *p)
 {
+	if (sb->between_cells)
+		next_cell(sb);
 	sb->program = *p;
 	sb->submitted = true;
 	sb->input_open = p->input_follows;
@@ -846,7 +888,10 @@ void sandbox_submit(struct sandbox *sb, const struct program *p)
 		 * deadline and sends them: the stop waits for that, a while. */
 		sb->opt.deadline = p->deadline;
 		loop_timer_cancel(sb->deadline_timer);
-		sb->deadline_timer = loop_timer(sb->loop, p->deadline + (p->out ? OUT_GRACE_MS : 0),
+		/* A session's launcher interrupts the cell at the deadline and
+		 * kills it a grace later: the stop is the backstop to that. */
+		sb->deadline_timer = loop_timer(sb->loop, p->deadline + (p->out ? OUT_GRACE_MS : 0) +
+			(sb->opt.session ? SESSION_INTERRUPT_GRACE_MS + OUT_GRACE_MS : 0),
 			on_deadline, sb);
 	}
 }

@@ -41,6 +41,12 @@ struct run_result {
 	uint64_t memory_seen;       /* the watchdog's last look, in bytes */
 	uint64_t descriptors_seen;  /* its open descriptors then, each charged */
 	uint64_t locks_seen;        /* and its byte-range locks (LOCKS_MAX) */
+	/* A session's cell: its Sage lives on for the next (false: the
+	 * session ended with this call, its state lost); the cell was
+	 * interrupted (KeyboardInterrupt) at its timeout or CPU seconds. */
+	bool in_session;       /* the launcher ran it as a session's cell */
+	bool session_kept;
+	bool session_interrupted;
 	int interrupted_by; /* a signal that stopped sage-sandbox, or 0 */
 	struct buffer out, err; /* kept only when asked (keep_output) */
 	bool out_truncated, err_truncated;
@@ -88,6 +94,9 @@ struct sandbox_options {
 	 * sandbox started for a program, POOL_MAX_IDLE_SECONDS for a warm one.
 	 * podman's --timeout backstop covers that wait as well. */
 	long idle_seconds;
+	/* Serves a session: its calls are cells of one Sage (launcher.py),
+	 * each submitted after the previous one's on_done. */
+	bool session;
 	struct sandbox_callbacks cb;
 };
 
@@ -123,7 +132,8 @@ struct program {
 };
 #define OUT_GRACE_MS 3000
 /* Hands the program to the sandbox: it runs as soon as the launcher is
- * ready. Once per sandbox. */
+ * ready. Once per sandbox; a session's, once per cell, after the previous
+ * cell's on_done said session_kept. */
 void sandbox_submit(struct sandbox *sb, const struct program *p);
 /* From now on cb hears of sb's events (a warm sandbox handed to a call). */
 void sandbox_set_callbacks(struct sandbox *sb, const struct sandbox_callbacks *cb);
@@ -136,7 +146,8 @@ size_t sandbox_input_room(const struct sandbox *sb);
 void sandbox_input_end(struct sandbox *sb);
 void sandbox_pause_output(struct sandbox *sb, bool paused);
 /* Ends the run early, asynchronously: on_done follows once the container is
- * removed. Ignored once the result is known. signal: for STOP_SIGNAL. */
+ * removed. Ignored once the result is known, but for a session between
+ * its cells (then only on_released follows). signal: for STOP_SIGNAL. */
 void sandbox_stop(struct sandbox *sb, enum stop_reason reason, int signal);
 enum sandbox_state sandbox_state(const struct sandbox *sb);
 const char *sandbox_name(const struct sandbox *sb);

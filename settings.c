@@ -55,6 +55,12 @@ const struct setting settings[SETTING_COUNT] = {
 	[SET_CONCURRENCY] = {"--concurrency", "SAGE_SANDBOX_CONCURRENCY", "N", "concurrency",
 		KIND_INTEGER, 1, 16, NULL, "an integer from 1 to 16", "2",
 		"tool calls served at once; more wait in the order they came", .server = true},
+	[SET_SESSIONS] = {"--sessions", "SAGE_SANDBOX_SESSIONS", "N", "sessions", KIND_INTEGER,
+		0, 16, NULL, "an integer from 0 to 16", "4",
+		"sessions (calls that share one Sage) open at once; 0: none", .server = true},
+	[SET_SESSION_IDLE] = {"--session-idle", "SAGE_SANDBOX_SESSION_IDLE", "SECONDS",
+		"session_idle", KIND_INTEGER, 10, 86400, NULL, "an integer from 10 to 86400", "900",
+		"a session without a call for this long ends", .server = true},
 };
 
 const char *setting_source_name(enum setting_source source)

@@ -49,6 +49,8 @@ enum setting_id {
 	SET_OUTPUT_SIZE,
 	SET_WARM,        /* mcp only */
 	SET_CONCURRENCY, /* mcp only */
+	SET_SESSIONS,    /* mcp only */
+	SET_SESSION_IDLE, /* mcp only */
 	SETTING_COUNT
 };
 
@@ -129,6 +131,16 @@ struct rlimit_value {
 /* The container's CPU rlimit is the code's plus this: the launcher's own
  * share (Sage's import, relaying output); see podman_run_args(). */
 #define LAUNCHER_CPU_SECONDS 30
+/* A session's container (sage-sandbox-mcp(7), SESSIONS): an rlimit counts
+ * a process's whole life, so a session's processes each get this much CPU
+ * time in all, and its cells are held to their own by the launcher, which
+ * interrupts a cell past its seconds or its timeout and kills it when it
+ * has not stopped SESSION_INTERRUPT_GRACE_MS later (launcher.py's
+ * INTERRUPT_GRACE_MS). podman's backstop ends a session's container
+ * after SESSION_MAX_SECONDS whatever happens. */
+#define SESSION_CPU_SECONDS 3600
+#define SESSION_MAX_SECONDS 86400
+#define SESSION_INTERRUPT_GRACE_MS 2000
 void sandbox_rlimits(const struct config *cfg, struct rlimit_value out[RLIMIT_COUNT]);
 
 #endif

@@ -6,6 +6,8 @@
 //     warm sandbox ready (the call is made once the replacement had time to
 //     get ready; each result says whether it was warm), and the same with
 //     --warm 0 (a cold sandbox per call), interleaved;
+//   - a session's calls after its first (the same Sage each time), on the
+//     warm server, in the same rounds;
 //   - the fork floor, in the same rounds: a container of the same image,
 //     Sage imported, that forks a child per request, runs the code in a
 //     fresh namespace and exits, timed from here over podman's pipes as
@@ -59,9 +61,9 @@ async function startServer(args) {
   return { client, started, ready: () => readyAt, log: () => log };
 }
 
-async function timedCall(client) {
+async function timedCall(client, session) {
   const t0 = performance.now();
-  const r = await client.callTool({ name: "run_sagemath", arguments: { code: CODE } });
+  const r = await client.callTool({ name: "run_sagemath", arguments: { code: CODE, ...(session ? { session } : {}) } });
   const ms = performance.now() - t0;
   const text = r.content.map((c) => c.text).join("");
   if (text !== EXPECTED) throw new Error(`unexpected output: ${JSON.stringify(text)}`);
@@ -162,13 +164,16 @@ const firstReadyMs = warm.ready() - warm.started;
 const warmTimes = [];
 const coldTimes = [];
 const floorTimes = [];
+const sessionTimes = [];
 let notWarm = 0;
+await timedCall(warm.client, "bench"); // the session's first call starts its sandbox
 for (let i = 0; i < ROUNDS; i++) {
   await sleep(4000); // the replacement imports Sage meanwhile
   floorTimes.push(await floor.call());
   const w = await timedCall(warm.client);
   if (w.warm) warmTimes.push(w.ms);
   else notWarm++;
+  sessionTimes.push((await timedCall(warm.client, "bench")).ms);
   coldTimes.push((await timedCall(cold.client)).ms);
 }
 await warm.client.close();
@@ -224,6 +229,8 @@ console.log(`tools/call, --warm 0 (median of ${coldTimes.length}):        ${fmt(
 console.log(`warm / cold:                                 ${(median(warmTimes) / median(coldTimes)).toFixed(3).padStart(8)}`);
 console.log(`fork floor (median of ${floorTimes.length}):                  ${fmt(median(floorTimes))} ms  (min ${Math.min(...floorTimes).toFixed(1)}, max ${Math.max(...floorTimes).toFixed(1)})`);
 console.log(`warm / fork floor:                           ${(median(warmTimes) / median(floorTimes)).toFixed(3).padStart(8)}`);
+console.log(`session call, 2nd on (median of ${sessionTimes.length}):       ${fmt(median(sessionTimes))} ms`);
+console.log(`session / warm:                              ${(median(sessionTimes) / median(warmTimes)).toFixed(3).padStart(8)}`);
 console.log(`plugin call, first (starts its server):      ${fmt(pluginFirst)} ms`);
 console.log(`plugin call, warm child (median of ${pluginTimes.length}):     ${fmt(median(pluginTimes))} ms`);
 console.log(`plugin / warm:                               ${(median(pluginTimes) / median(warmTimes)).toFixed(3).padStart(8)}`);

@@ -65,7 +65,7 @@ test("handshake, tools/list, the seed example, an exception, status", { timeout:
     assert.equal(s.client.getServerVersion().name, "sage-sandbox");
     assert.ok(s.client.getServerCapabilities().tools);
     const { tools } = await s.client.listTools();
-    assert.deepEqual(tools.map((t) => t.name), ["run_sagemath", "sage_sandbox_self_test", "sage_sandbox_status"]);
+    assert.deepEqual(tools.map((t) => t.name), ["run_sagemath", "sage_sandbox_self_test", "sage_sandbox_status", "sage_sandbox_end_session"]);
     const run = tools[0];
     assert.deepEqual(run.inputSchema.required, ["code"]);
     assert.equal(run.inputSchema.properties.timeout_seconds.maximum, 60);
@@ -303,6 +303,156 @@ print(twice(21))
         JSON.stringify(files),
       );
     }
+  } finally {
+    await s.close();
+  }
+});
+
+// ---- sessions ---------------------------------------------------------------
+
+const run = (s, session, code, more = {}) =>
+  s.client.callTool({ name: "run_sagemath", arguments: { code, ...(session ? { session } : {}), ...more } });
+const endSession = (s, session) => s.client.callTool({ name: "sage_sandbox_end_session", arguments: { session } });
+
+test("sessions: state kept over 3 calls, two sessions isolated, nothing of a call's processes or SAGE_SANDBOX_OUT left, end_session", { timeout: 300_000 }, async () => {
+  const s = await connect(["--warm", "0"]);
+  try {
+    const one = await run(s, "alg", `R.<x> = QQ[]
+f = x^2 - 2
+def twice(n):
+    return 2*n
+import os, subprocess
+subprocess.Popen(["sleep", "300"])
+os.system("sleep 301 &")
+open("/tmp/kept.txt", "w").write("kept")
+open(os.environ["SAGE_SANDBOX_OUT"] + "/once.txt", "w").write("once")
+print("one")`);
+    assert.equal(one.isError, false, text(one));
+    assert.equal(text(one).split("\n")[0], "one");
+    assert.deepEqual(one.structuredContent.session, { name: "alg", calls: 1, state_kept: true, interrupted: false });
+    assert.deepEqual(one.structuredContent.files.map((f) => f.name), ["once.txt"]);
+
+    const two = await run(s, "alg", `import os
+g = f * (x + 1)
+live = [p for p in os.listdir("/proc") if p.isdigit() and open("/proc/%s/stat" % p).read().split(")")[1].split()[0] != "Z"]
+print(g.factor(), twice(21))
+print(len(live), open("/tmp/kept.txt").read(), os.listdir(os.environ["SAGE_SANDBOX_OUT"]))`);
+    // The launcher and the session's Sage: the sleeps did not outlive
+    // their call; the file in /tmp stays, the one sent back does not.
+    assert.equal(text(two), "(x + 1) * (x^2 - 2) 42\n2 kept []\n");
+    assert.equal(two.structuredContent.session.calls, 2);
+    assert.equal(two._meta.warm, true);
+
+    const three = await run(s, "alg", "print(g(3), f.roots(RR)[0][0] < 0)");
+    assert.equal(text(three), "28 True\n");
+    assert.equal(three.structuredContent.session.calls, 3);
+
+    const other = await run(s, "other", "import os\nprint('f' in globals(), os.path.exists('/tmp/kept.txt'))");
+    assert.equal(text(other), "False False\n");
+    const fresh = await run(s, null, "print('f' in globals())");
+    assert.equal(text(fresh), "False\n");
+    assert.equal(fresh.structuredContent.session, undefined);
+
+    const ended = await endSession(s, "alg");
+    assert.deepEqual(ended.structuredContent, { session: "alg", ended: true, calls: 3 });
+    assert.match(text(ended), /session alg ended after 3 calls/);
+    const again = await run(s, "alg", "print('f' in globals())");
+    assert.equal(text(again), "False\n");
+    assert.equal(again.structuredContent.session.calls, 1);
+    const none = await endSession(s, "never-opened");
+    assert.equal(none.structuredContent.ended, false);
+    assert.equal(none.isError, false);
+
+    await assert.rejects(run(s, "no spaces", "1"), (e) => e.code === -32602 && /session is a name/.test(e.message));
+    await assert.rejects(run(s, "x".repeat(65), "1"), (e) => e.code === -32602);
+    await assert.rejects(
+      s.client.callTool({ name: "sage_sandbox_end_session", arguments: {} }),
+      (e) => e.code === -32602 && /needs arguments.session/.test(e.message),
+    );
+  } finally {
+    await s.close();
+  }
+});
+
+test("sessions: a timeout interrupts the call and keeps the state; a call that ignores the interrupt ends the session", { timeout: 300_000 }, async () => {
+  const s = await connect(["--warm", "0", "--timeout", "30"]);
+  try {
+    const set = await run(s, "t", "kept = 42\nprint('set')");
+    assert.equal(text(set), "set\n", text(set));
+
+    const loop = await run(s, "t", "import time\nprint('start', flush=True)\nwhile True:\n    time.sleep(int(1))", { timeout_seconds: 3 });
+    assert.equal(loop.isError, true);
+    assert.equal(loop.structuredContent.stopped_by, "timeout");
+    assert.deepEqual(loop.structuredContent.session, { name: "t", calls: 2, state_kept: true, interrupted: true });
+    assert.match(text(loop), /^start\n/);
+    assert.match(text(loop), /KeyboardInterrupt/);
+    assert.match(text(loop), /interrupted \(KeyboardInterrupt\) at its timeout of 3 s; the session's state is kept/);
+
+    // PARI's C loop: cysignals turns SIGINT into KeyboardInterrupt there too.
+    const pari = await run(s, "t", "print(factor(2^1024 + 1))", { timeout_seconds: 3 });
+    assert.equal(pari.structuredContent.session.state_kept, true, text(pari));
+    assert.equal(pari.structuredContent.session.interrupted, true);
+
+    const after = await run(s, "t", "print(kept)");
+    assert.equal(text(after), "42\n");
+    assert.equal(after.structuredContent.session.calls, 4);
+
+    const deaf = await run(s, "t", "import signal\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\nwhile True:\n    pass", { timeout_seconds: 3 });
+    assert.equal(deaf.isError, true);
+    assert.equal(deaf.structuredContent.session.state_kept, false);
+    // A busy loop reaches its CPU seconds (3 x 1 CPU) about when its
+    // timeout comes: either interrupts it.
+    assert.match(text(deaf), /did not stop within 2 s of its interrupt at its (timeout|CPU time) of 3 s; the session ended and its state is lost/);
+    assert.match(text(deaf), /session t ended with this call, its 5th: its state is lost/);
+    assert.ok(deaf.structuredContent.duration_ms < 9000, JSON.stringify(deaf.structuredContent));
+
+    const anew = await run(s, "t", "print('kept' in globals())");
+    assert.equal(text(anew), "False\n");
+    assert.equal(anew.structuredContent.session.calls, 1);
+  } finally {
+    await s.close();
+  }
+});
+
+test("sessions: one past --sessions is refused with the reason; an idle session ends; memory", { timeout: 300_000 }, async () => {
+  const s = await connect(["--warm", "0", "--sessions", "1", "--session-idle", "10", "--memory", "512m"]);
+  try {
+    const a = await run(s, "a", "v = 1\nprint(v)");
+    assert.equal(text(a), "1\n");
+    // A session's CPU rlimit bounds its life; the launcher holds each call
+    // to its own share.
+    const rl = await run(s, "a", "import resource\nprint(resource.getrlimit(resource.RLIMIT_CPU))");
+    assert.equal(text(rl), "(3600, 3600)\n");
+    const b = await run(s, "b", "print(2)");
+    assert.equal(b.isError, true);
+    assert.equal(b.structuredContent.exit_code, 125);
+    assert.match(b.structuredContent.error, /1 session is open, this server's most \(--sessions 1\); session b was not started/);
+    assert.match(b.structuredContent.hint, /sage_sandbox_end_session/);
+    // A call without a session is not one of them.
+    assert.equal(text(await run(s, null, "print(3)")), "3\n");
+
+    await waitFor(() => s.log().includes("session a ended after 10 s without a call"), 30, "the idle session's end");
+    await waitFor(() => containers().length === 0, 20, "the idle session's container removed");
+    const later = await run(s, "b", "x = []\ntry:\n    while True:\n        x.append(bytearray(50 * 2**20))\nexcept MemoryError:\n    del x\n    print('MemoryError')\nw = 5");
+    // The rlimit refuses the allocation: the cell fails, the session lives.
+    assert.equal(text(later), "MemoryError\n", text(later));
+    assert.equal(later.structuredContent.session.state_kept, true);
+    const total = await run(s, "b", `import os, time
+pids = []
+for i in range(6):
+    pid = os.fork()
+    if pid == 0:
+        x = bytearray(200 * 2**20)
+        time.sleep(30)
+        os._exit(0)
+    pids.append(pid)
+time.sleep(30)`, { timeout_seconds: 20 });
+    // Six processes of 200 MiB each: the watchdog's total, past 512m, ends
+    // the session, which says so.
+    assert.equal(total.structuredContent.stopped_by, "memory_limit", text(total));
+    assert.equal(total.structuredContent.session.state_kept, false);
+    const gone = await run(s, "b", "print('w' in globals())");
+    assert.equal(text(gone), "False\n");
   } finally {
     await s.close();
   }

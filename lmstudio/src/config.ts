@@ -72,4 +72,16 @@ export const configSchematics = createConfigSchematics()
     { displayName: "Output limit per stream (KiB)", int: true, min: 16, max: 384 },
     32,
   )
+  // A session per chat (sage-sandbox mcp's sessions): the model builds on
+  // its earlier calls instead of resending them.
+  .field(
+    "keepSession",
+    "boolean",
+    {
+      displayName: "Keep Sage's state between calls",
+      subtitle:
+        "Calls in this chat share one Sage: variables and files stay until it has been idle 15 minutes. Needs a chat with a folder",
+    },
+    true,
+  )
   .build();

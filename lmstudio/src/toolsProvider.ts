@@ -2,6 +2,7 @@
 // started with the configured limits as flags, that return sage-sandbox's
 // result object to the model.
 import { text, tool, type Tool, type ToolsProviderController } from "@lmstudio/sdk";
+import { createHash } from "node:crypto";
 import { z } from "zod";
 import { configSchematics, globalConfigSchematics } from "./config";
 import { callSandboxTool } from "./sandboxServer";
@@ -22,6 +23,7 @@ interface Settings {
   cpus: number;
   pidsLimit: number;
   outputLimitKiB: number;
+  keepSession: boolean;
 }
 
 function readSettings(ctl: ToolsProviderController): Settings {
@@ -37,6 +39,7 @@ function readSettings(ctl: ToolsProviderController): Settings {
     cpus: chat.get("cpus"),
     pidsLimit: chat.get("pidsLimit"),
     outputLimitKiB: chat.get("outputLimitKiB"),
+    keepSession: chat.get("keepSession"),
   };
 }
 
@@ -68,6 +71,15 @@ function workingDirectory(ctl: ToolsProviderController): string | undefined {
   }
 }
 
+// The chat's session: LM Studio tells chats apart by their folders, so a
+// chat with one gets a session named after it (a hash: the folder's path
+// is not the server's business); a chat without one, or with the setting
+// off, gets a fresh sandbox per call.
+function chatSession(ctl: ToolsProviderController, s: Settings): string | undefined {
+  const folder = s.keepSession ? workingDirectory(ctl) : undefined;
+  return folder ? "chat-" + createHash("sha256").update(folder).digest("hex").slice(0, 32) : undefined;
+}
+
 export async function toolsProvider(ctl: ToolsProviderController): Promise<Tool[]> {
   const runSagemath = tool({
     name: "run_sagemath",
@@ -76,8 +88,13 @@ export async function toolsProvider(ctl: ToolsProviderController): Promise<Tool[
       algebra, calculus, number theory, linear algebra, groups, polynomials, elliptic curves.
       Sage syntax works (R.<x> = QQ[], x^2). Print every result you need: only printed output
       comes back, in "stdout"; errors and tracebacks come back in "stderr" with ok false.
-      Each call starts fresh (no variables survive between calls), has no network and no
-      files from the user but those given in "files", and runs under time, memory and output
+      Calls in this chat usually share one Sage session: variables, functions, rings, imports
+      and files in the working directory stay for your next call, so build on them instead of
+      resending them; "session.state_kept" in each result says whether they survived (a call
+      past its memory or output limit, or one that could not be interrupted at its timeout,
+      ends the session and its state). Without "session" in the result each call starts
+      fresh. Background processes never outlive their call. There is no network and no file
+      from the user but those given in "files"; each call runs under time, memory and output
       limits: "stopped_by" names the limit that stopped it and "error" says what to change.
       Code is at most 50,000 bytes. To keep a file (a plot, a table), save it in the directory
       named by the environment variable SAGE_SANDBOX_OUT, e.g. import os;
@@ -107,11 +124,17 @@ export async function toolsProvider(ctl: ToolsProviderController): Promise<Tool[
           hint: `ask for at most ${s.maxTimeoutSeconds} seconds, or split the computation`,
         };
       ctx.status("Running SageMath in the sandbox");
+      const session = chatSession(ctl, s);
       const result = await callSandboxTool(
         s.executable,
         serverFlags(s),
         "run_sagemath",
-        files ? { code, timeout_seconds: timeout, files } : { code, timeout_seconds: timeout },
+        {
+          code,
+          timeout_seconds: timeout,
+          ...(files ? { files } : {}),
+          ...(session ? { session } : {}),
+        },
         {
           signal: ctx.signal,
           status: ctx.status,

@@ -19,6 +19,7 @@ function fakeController(chat = {}, global = {}, workingDirectory = null) {
     cpus: 1,
     pidsLimit: 96,
     outputLimitKiB: 32,
+    keepSession: true,
     ...chat,
   };
   const globalValues = { sageSandboxPath: SAGE_SANDBOX, podmanPath: "", image: "", ...global };
@@ -290,5 +291,35 @@ print(1)
     assert.match(again.files_not_saved[0].reason, /exists/);
   } finally {
     fs.rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test("calls in one chat share a Sage session; another chat, or the setting off, starts fresh", async () => {
+  const fs = require("node:fs");
+  const os = require("node:os");
+  const one = fs.mkdtempSync(path.join(os.tmpdir(), "plugin-chat-"));
+  const two = fs.mkdtempSync(path.join(os.tmpdir(), "plugin-chat-"));
+  const run = async (chat, folder, code) =>
+    (await toolsProvider(fakeController(chat, {}, folder)))
+      .find((t) => t.name === "run_sagemath")
+      .implementation({ code }, fakeContext());
+  try {
+    const first = await run({}, one, "R.<x> = QQ[]\na = 6*7\nprint(a)");
+    assert.equal(first.stdout, "42\n", JSON.stringify(first));
+    assert.equal(first.session.calls, 1);
+    assert.match(first.session.name, /^chat-[0-9a-f]{32}$/);
+    const second = await run({}, one, "print(a, (x^2 - 1).factor())");
+    assert.equal(second.stdout, "42 (x - 1) * (x + 1)\n", JSON.stringify(second));
+    assert.equal(second.session.calls, 2);
+    assert.equal(second.session.state_kept, true);
+    const other = await run({}, two, "print('a' in globals())");
+    assert.equal(other.stdout, "False\n");
+    assert.notEqual(other.session.name, first.session.name);
+    const off = await run({ keepSession: false }, one, "print('a' in globals())");
+    assert.equal(off.stdout, "False\n");
+    assert.equal(off.session, undefined);
+  } finally {
+    fs.rmSync(one, { recursive: true, force: true });
+    fs.rmSync(two, { recursive: true, force: true });
   }
 });
