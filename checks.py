@@ -174,11 +174,16 @@ def _():
 
 @check("shared_memory")
 def _():
-    # SysV segments and memfd files hold memory that no rlimit counts.
+    # SysV segments, message queues and semaphores, and memfd files hold
+    # memory that no rlimit counts; the SysV ones outlive the processes
+    # that made them, in the container's IPC namespace.
     IPC_PRIVATE, IPC_CREAT = 0, 0o1000
     shm = refused(libc.shmget, IPC_PRIVATE, 1 << 20, IPC_CREAT | 0o600)
+    msg = refused(libc.msgget, IPC_PRIVATE, IPC_CREAT | 0o600)
+    sem = refused(libc.semget, IPC_PRIVATE, 1, IPC_CREAT | 0o600)
     memfd = refused(libc.memfd_create, b"probe", 0)
-    return shm[0] and memfd[0], "shmget %s; memfd_create %s" % (shm[1], memfd[1])
+    return shm[0] and msg[0] and sem[0] and memfd[0], "shmget %s; msgget %s; semget %s; " \
+        "memfd_create %s" % (shm[1], msg[1], sem[1], memfd[1])
 
 
 @check("pty_cap")

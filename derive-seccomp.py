@@ -19,6 +19,12 @@ least-trodden code, so they are refused with EPERM:
   rlimit counts (a 2 GiB SysV segment, memfd files written but not mapped,
   under --memory 256m); Sage uses none of them, and libffi falls back to a
   file in /tmp for its trampolines.
+- msgget, msgsnd, msgrcv, msgctl, semget, semop, semtimedop, semctl: SysV
+  message queues and semaphore sets live in the container's IPC namespace,
+  not in a process: they outlive every process of a call, so a container
+  that serves several calls would hand one call's to the next, and their
+  kernel memory is in no limit (32,000 queues of 16 KiB each here). POSIX
+  message queues are already out of reach (RLIMIT_MSGQUEUE is 0).
 clone3 answers ENOSYS instead, so that glibc falls back to clone, whose flags
 (unlike clone3's, which sit in memory) seccomp can inspect: clone is allowed
 only when (flags & 0x7E020000) == 0, that is without CLONE_NEWNS,
@@ -103,6 +109,7 @@ REFUSED = frozenset({
     "syslog", "name_to_handle_at", "open_by_handle_at", "lookup_dcookie",
     "quotactl", "acct",
     "shmget", "shmat", "shmctl", "shmdt", "memfd_create", "memfd_secret",
+    "msgget", "msgsnd", "msgrcv", "msgctl", "semget", "semop", "semtimedop", "semctl",
 })
 # Refused with the errno a program that can do without them expects.
 REFUSED_WITH = {

@@ -2,7 +2,11 @@
  * following links below what was named, checked as a regular file, and
  * kept open until it is sent, so that what is sent is what was checked. */
 #include "infiles.h"
+#include "base64.h"
+#include "buffer.h"
 #include "names.h"
+
+#include <jansson.h>
 
 #include <dirent.h>
 #include <errno.h>
@@ -221,4 +225,38 @@ void infiles_free(struct infiles *in)
 	}
 	free(in->files);
 	*in = (struct infiles){0};
+}
+
+int infiles_add_json(struct infiles *in, json_t *files, struct error *err)
+{
+	const char *name;
+	json_t *value;
+	if (!json_is_object(files)) {
+		error_set(err, EXIT_REFUSED, "give {\"name\": \"text\"} or "
+			"{\"name\": {\"base64\": \"...\"}}", "files is not an object");
+		return -1;
+	}
+	json_object_foreach(files, name, value) {
+		struct buffer decoded = {0};
+		const char *bytes;
+		size_t len;
+		json_t *b64 = json_is_object(value) ? json_object_get(value, "base64") : NULL;
+		if (json_is_string(value)) {
+			bytes = json_string_value(value);
+			len = json_string_length(value);
+		} else if (json_is_string(b64) && json_object_size(value) == 1 &&
+			   base64_decode(json_string_value(b64), json_string_length(b64), &decoded)) {
+			bytes = decoded.data;
+			len = decoded.len;
+		} else {
+			error_set(err, EXIT_REFUSED, "give the file's text, or {\"base64\": \"...\"} "
+				"with valid base64", "files['%s'] is neither text nor base64", name);
+			return -1;
+		}
+		int rc = infiles_add_bytes(in, name, bytes, len, err);
+		buffer_free(&decoded);
+		if (rc < 0)
+			return -1;
+	}
+	return 0;
 }

@@ -34,6 +34,10 @@ int infiles_add_path(struct infiles *in, const char *path, struct error *err);
 /* Adds bytes under a name (MCP's files), held in an anonymous memory file. */
 int infiles_add_bytes(struct infiles *in, const char *name, const void *bytes, size_t len,
 		struct error *err);
+/* Adds MCP's and batch's "files" object: each name's value is the file's
+ * text, or {"base64": "..."}. -1 with err set naming the file and the fix. */
+typedef struct json_t json_t;
+int infiles_add_json(struct infiles *in, json_t *files, struct error *err);
 void infiles_free(struct infiles *in);
 
 #endif

@@ -152,3 +152,9 @@ void jw_null(struct json *j)
 	separate(j);
 	fputs("null", j->out);
 }
+
+void jw_raw(struct json *j, const char *json_text)
+{
+	separate(j);
+	fputs(json_text, j->out);
+}

@@ -30,6 +30,8 @@ void jw_integer(struct json *j, long long value);
 void jw_decimal(struct json *j, long thousandths);
 void jw_bool(struct json *j, bool value);
 void jw_null(struct json *j);
+/* A value that is JSON already (a job's id, as jansson wrote it). */
+void jw_raw(struct json *j, const char *json_text);
 
 /* Length of the valid UTF-8 sequence at s (1..4), or 0 if it is not one. */
 size_t utf8_sequence_length(const unsigned char *s, size_t len);

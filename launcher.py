@@ -67,6 +67,7 @@
 # mixed into a run's output.
 import os
 import signal
+import stat
 import struct
 import sys
 import time
@@ -235,7 +236,7 @@ MISSING_FILE_NOTE = (
     "given with --input (MCP: files); nothing else of the host is there\n")
 
 
-def run_code(source, namespace):
+def run_code(source, namespace, filename):
     """In the prepared child: the code as `sage FILE` runs it, in the
     namespace made before it came; returns the status."""
     try:
@@ -297,17 +298,14 @@ if not callable(sigint_handler):
     sigint_handler = signal.default_int_handler
 signal.signal(signal.SIGINT, signal.SIG_IGN)
 
-in_r, in_w = os.pipe()
-out_r, out_w = os.pipe()
-err_r, err_w = os.pipe()
 wake_r, wake_w = os.pipe()
 os.set_blocking(wake_w, False)
 signal.signal(signal.SIGCHLD, lambda *_: None)
 signal.set_wakeup_fd(wake_w)
-
-call_r, call_w = os.pipe()
-# A session's cells end without the process: the child says so here.
-done_r, done_w = os.pipe()
+# What reports the code's errors, imported once here: each child has it.
+import linecache  # noqa: E402
+import numbers  # noqa: E402
+import traceback  # noqa: E402
 
 
 def read_exactly_from(fd, n):
@@ -320,7 +318,7 @@ def read_exactly_from(fd, n):
     return bytes(data)
 
 
-def read_call():
+def read_call(call_r):
     """In the prepared child: the next call, or None once the launcher
     closed the pipe: its CPU seconds, whether it is a session's cell, its
     arguments and its code."""
@@ -333,14 +331,9 @@ def read_call():
     return cpu, session, argv, body[args_len:]
 
 
-# The child that runs the call is forked and made ready before the call
-# comes (a warm sandbox's wait is spent here, not the call's time): the
-# fork of an imported Sage, its namespace, the modules that report errors,
-# rlimits and descriptors. The call itself brings only its code, its
-# arguments and its CPU seconds. In a session the same child runs every
-# cell in the same namespace, as a notebook's kernel does.
-child = os.fork()
-if child == 0:
+def child_main(in_r, out_w, err_w, call_r, done_w, launchers):
+    """The prepared child: made ready before its call comes, then runs it
+    (a session's child, every cell of the session). Never returns."""
     signal.set_wakeup_fd(-1)
     for sig in (signal.SIGCHLD, signal.SIGPIPE, signal.SIGXFSZ):
         signal.signal(sig, signal.SIG_DFL if sig == signal.SIGCHLD else signal.SIG_IGN)
@@ -358,17 +351,16 @@ if child == 0:
     os.dup2(in_r, 0)
     os.dup2(out_w, 1)
     os.dup2(err_w, 2)
-    for fd in (in_r, in_w, out_r, out_w, err_r, err_w, wake_r, wake_w, call_w, done_r):
+    # The launcher's ends of the pipes: the code must reach none of them.
+    for fd in (in_r, out_w, err_w) + launchers:
         os.close(fd)
-    import linecache
-    import numbers
-    import traceback
-    namespace = {"__name__": "__main__", "__builtins__": __builtins__}
-    exec("from %s import *" % SAGE_ALL, namespace)
+    # The fork's copy of the namespace made once below: the code's changes
+    # to it are this process's alone.
+    namespace = SAGE_NAMESPACE
     first_call = True
     while True:
         try:
-            call = read_call()
+            call = read_call(call_r)
         except KeyboardInterrupt:
             continue  # an interrupt that came as a cell ended: nothing to stop
         if call is None:
@@ -392,7 +384,7 @@ if child == 0:
         filename = "<stdin>" if argv[0] == "-" else argv[0]
         namespace["__file__"] = filename
         sys.argv = argv
-        status = run_code(code, namespace)
+        status = run_code(code, namespace, filename)
         try:
             sys.stdout.flush()
             sys.stderr.flush()
@@ -407,16 +399,62 @@ if child == 0:
             except KeyboardInterrupt:
                 continue
 
-for fd in (call_r, done_w, in_r, out_w, err_w):
-    os.close(fd)
-os.set_blocking(in_w, False)
-os.set_blocking(done_r, False)
-streams = {out_r: b"O", err_r: b"E"}
-poller = select.poll()
-for fd in (out_r, err_r, wake_r, done_r):
-    poller.register(fd, select.POLLIN)
+
+# What the code runs in, as `sage FILE` gives it: Sage's names, made once
+# here (45 ms: as long as the fork itself) for every child to inherit.
+SAGE_NAMESPACE = {"__name__": "__main__", "__builtins__": __builtins__}
+exec("from %s import *" % SAGE_ALL, SAGE_NAMESPACE)
+
+# The child that runs the call is forked and made ready before the call
+# comes (a warm sandbox's wait is spent here, not the call's time): the
+# fork of an imported Sage, its namespace, rlimits and descriptors. The
+# call itself brings only its code, its arguments and its CPU seconds. In
+# a session the same child runs every cell in the same namespace, as a
+# notebook's kernel does; a container that serves several calls forks a
+# new one for each, from this process, which no call's code touched.
+child = 0
 child_status = None  # the child's wait status, once it ended
 cpu_used = 0.0
+in_w = call_w = done_r = -1
+streams = {}
+poller = None
+
+
+def fork_prepared_child():
+    global child, child_status, cpu_used, in_w, call_w, done_r, streams, poller
+    global input_closed
+    in_r, in_w = os.pipe()
+    out_r, out_w = os.pipe()
+    err_r, err_w = os.pipe()
+    call_r, call_w = os.pipe()
+    # A session's cells end without the process: the child says so here.
+    done_r, done_w = os.pipe()
+    child = os.fork()
+    if child == 0:
+        child_main(in_r, out_w, err_w, call_r, done_w,
+                   (in_w, out_r, err_r, call_w, done_r, wake_r, wake_w))
+    for fd in (call_r, done_w, in_r, out_w, err_w):
+        os.close(fd)
+    os.set_blocking(in_w, False)
+    os.set_blocking(done_r, False)
+    streams = {out_r: b"O", err_r: b"E"}
+    poller = select.poll()
+    for fd in (out_r, err_r, wake_r, done_r):
+        poller.register(fd, select.POLLIN)
+    child_status = None
+    cpu_used = 0.0
+    pending.clear()
+    input_closed = False
+
+
+def close_child_pipes():
+    """The ended child's pipes, before the next child's are made."""
+    close_input()
+    for fd in list(streams) + [call_w, done_r]:
+        if fd >= 0:
+            os.close(fd)
+    streams.clear()
+
 
 # The code's standard input: I frames from the host, parsed from inbox,
 # into pending, then into the child's pipe. The host is read only while
@@ -527,6 +565,7 @@ def relay(fd):
     if not data:
         poller.unregister(fd)
         del streams[fd]
+        os.close(fd)
         return False
     send(streams[fd], data)
     return True
@@ -686,6 +725,103 @@ def empty_output_dir():
     os.makedirs(OUTPUT_DIR, exist_ok=True)
 
 
+# What of /tmp a container that serves several calls keeps: exactly what
+# was there when Sage was imported, before any call. Regular files of it
+# (Sage's caches: a few bytes here) are kept in memory to be put back.
+TREE_FILE_BYTES = 1 << 20
+
+
+def tree_key(st):
+    """What tells a changed entry: anything written, renamed over, or
+    chmod'ed has a new ctime, which no call can set back."""
+    return (st.st_ino, stat.S_IFMT(st.st_mode), st.st_mode, st.st_size, st.st_mtime_ns,
+            st.st_ctime_ns, st.st_uid)
+
+
+def tree_entries(path, rel, into):
+    for name in sorted(os.listdir(path)):
+        full, key = path + "/" + name, rel + name
+        st = os.lstat(full)
+        content = None
+        if stat.S_ISREG(st.st_mode) and st.st_size <= TREE_FILE_BYTES:
+            try:
+                with open(full, "rb") as f:
+                    content = f.read()
+            except OSError:
+                pass
+        elif stat.S_ISLNK(st.st_mode):
+            content = os.readlink(full)
+        into[key] = (st, content)
+        if stat.S_ISDIR(st.st_mode) and os.access(full, os.R_OK | os.X_OK):
+            tree_entries(full, key + "/", into)
+
+
+def tmp_tree():
+    entries = {}
+    tree_entries("/tmp", "", entries)
+    return entries
+
+
+def remove_tree(path):
+    """Removes what a call left, following no link; a directory it made
+    unreadable is made readable first (it is this uid's)."""
+    st = os.lstat(path)
+    if stat.S_ISDIR(st.st_mode):
+        if st.st_mode & 0o700 != 0o700:
+            os.chmod(path, 0o700)
+        for name in os.listdir(path):
+            remove_tree(path + "/" + name)
+        os.rmdir(path)
+    else:
+        os.unlink(path)
+
+
+def tmp_restored():
+    """Between the calls of a container that serves several, with no
+    process of the last call left: /tmp (the working directory, HOME,
+    DOT_SAGE, SAGE_SANDBOX_OUT) made as it was before the first call.
+    What was added goes, what was changed or removed is put back. False
+    where that cannot be done (the container then ends)."""
+    try:
+        now = tmp_tree()
+        for key in sorted(now, reverse=True):
+            st, _ = now[key]
+            was = tmp_at_start.get(key)
+            same = was is not None and (tree_key(was[0]) == tree_key(st) or (
+                stat.S_ISDIR(st.st_mode) and was[0].st_ino == st.st_ino))
+            if not same:
+                remove_tree("/tmp/" + key)
+        for key in sorted(tmp_at_start):
+            st, content = tmp_at_start[key]
+            path = "/tmp/" + key
+            try:
+                there = os.lstat(path)
+            except FileNotFoundError:
+                there = None
+            if stat.S_ISDIR(st.st_mode):
+                if there is None:
+                    os.mkdir(path)
+                if there is None or there.st_mode != st.st_mode:
+                    os.chmod(path, stat.S_IMODE(st.st_mode))
+            elif there is not None:
+                continue
+            elif stat.S_ISLNK(st.st_mode):
+                os.symlink(content, path)
+            elif stat.S_ISREG(st.st_mode) and content is not None:
+                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW,
+                             stat.S_IMODE(st.st_mode))
+                try:
+                    write_all(fd, content)
+                    os.fchmod(fd, stat.S_IMODE(st.st_mode))
+                finally:
+                    os.close(fd)
+            else:
+                return False
+        return True
+    except (OSError, RecursionError):
+        return False
+
+
 def limit(key):
     try:
         return int(limits.get(key, b"0"))
@@ -714,11 +850,15 @@ def read_call_frames():
 
 
 limits = {}
+tmp_at_start = tmp_tree()
+fork_prepared_child()
 while True:
     args, code = read_call_frames()
     call_cpu_seconds = limit(b"cpu")
     deadline = limit(b"deadline")
     in_session = limit(b"session") == 1
+    # This container serves another call after this one, in a new child.
+    serial = limit(b"serial") == 1 and not in_session
     try:
         write_all(call_w, struct.pack(">IIII", max(0, call_cpu_seconds), in_session, len(args),
                                       len(code)) + args + code)
@@ -726,6 +866,7 @@ while True:
         pass  # the child is gone: its status says why, below
     if not in_session:
         os.close(call_w)
+        call_w = -1
     os.set_blocking(0, False)
     input_ended = False
     parse_inbox()
@@ -793,7 +934,7 @@ while True:
     session_goes_on = in_session and child_status is None
     if session_goes_on:
         kill_all_but(child)
-    elif limit(b"out") or in_session:
+    elif limit(b"out") or in_session or serial:
         kill_the_rest()
         while True:
             try:
@@ -817,10 +958,15 @@ while True:
         send(b"X", b"exit %d %d %s" % (cell_status, ended_at,
                                        b"interrupted " + interrupted if interrupted else b"kept"))
         continue
+    # A container that serves several calls says whether it can serve the
+    # next: only once /tmp is as it was before the first call.
     if in_session:
         how = b" lost" + (b" " + interrupted if interrupted else b"")
+    elif serial and tmp_restored():
+        how = b" next"
     else:
         how = b""
+        serial = False
     if os.WIFSIGNALED(child_status):
         # At RLIMIT_CPU (soft = hard) the kernel sends SIGKILL: told from
         # any other SIGKILL by the CPU time the process had used (90% of
@@ -840,4 +986,7 @@ while True:
                                            b" cpu" if at_limit else b"", how))
     else:
         send(b"X", b"exit %d %d%s" % (os.WEXITSTATUS(child_status), ended_at, how))
-    os._exit(0)
+    if not serial:
+        os._exit(0)
+    close_child_pipes()
+    fork_prepared_child()

@@ -831,34 +831,11 @@ static struct call *find_call(struct server *s, json_t *id)
  * --input's files are (names, count, size), each held in a memory file. */
 static int take_files(json_t *files, struct infiles *in, struct server *s, json_t *id)
 {
-	const char *name;
-	json_t *value;
-	json_object_foreach(files, name, value) {
-		struct buffer decoded = {0};
-		struct error err;
-		const char *bytes;
-		size_t len;
-		json_t *b64 = json_is_object(value) ? json_object_get(value, "base64") : NULL;
-		if (json_is_string(value)) {
-			bytes = json_string_value(value);
-			len = json_string_length(value);
-		} else if (json_is_string(b64) && json_object_size(value) == 1 &&
-			   base64_decode(json_string_value(b64), json_string_length(b64), &decoded)) {
-			bytes = decoded.data;
-			len = decoded.len;
-		} else {
-			send_error(s, id, INVALID_PARAMS, "files['%s'] is the file's text, or "
-				"{\"base64\": \"...\"} with valid base64", name);
-			return -1;
-		}
-		int rc = infiles_add_bytes(in, name, bytes, len, &err);
-		buffer_free(&decoded);
-		if (rc < 0) {
-			send_error(s, id, INVALID_PARAMS, "files: %s; %s", err.message, err.hint);
-			return -1;
-		}
-	}
-	return 0;
+	struct error err;
+	if (infiles_add_json(in, files, &err) == 0)
+		return 0;
+	send_error(s, id, INVALID_PARAMS, "files: %s; %s", err.message, err.hint);
+	return -1;
 }
 
 /* sage_sandbox_end_session: answered at once; a call running in the

@@ -194,7 +194,7 @@ static void read_only_root_args(struct argv_builder *a)
 void podman_run_args(struct argv_builder *a, const struct config *cfg,
 		const struct podman_host *host, const struct sage_image *image, const char *podman,
 		const char *name, const char *owner, unsigned long uid, long idle_seconds,
-		bool session)
+		bool serves_many)
 {
 	long cpus = cfg->number[SET_CPUS];
 	struct rlimit_value rlimits[RLIMIT_COUNT];
@@ -296,9 +296,11 @@ void podman_run_args(struct argv_builder *a, const struct config *cfg,
 	 * more; the code's process gets exactly the setting, from the
 	 * launcher (its L frame), and so does all it starts. */
 	rlimits[RL_CPU].value += LAUNCHER_CPU_SECONDS;
-	/* A session's Sage runs cell after cell: the launcher holds each cell
-	 * to its seconds, and this rlimit bounds the session's whole life. */
-	if (session)
+	/* A session's Sage runs cell after cell, and a serial container's
+	 * launcher forks a child for call after call: the launcher holds each
+	 * cell to its seconds, each call's child gets its own rlimit, and this
+	 * one bounds the launcher's and a session's whole life. */
+	if (serves_many)
 		rlimits[RL_CPU].value = SESSION_CPU_SECONDS;
 	for (int i = 0; i < RLIMIT_COUNT; i++)
 		if (!rlimits[i].by_launcher)
@@ -309,7 +311,7 @@ void podman_run_args(struct argv_builder *a, const struct config *cfg,
 	 * it can stop the container, the container still dies. A warm
 	 * sandbox's clock starts when it does, not at its call: its wait in
 	 * the pool (at most idle_seconds, then it is retired) is added. */
-	arg_add(a, "--timeout=%ld", session ? SESSION_MAX_SECONDS :
+	arg_add(a, "--timeout=%ld", serves_many ? SESSION_MAX_SECONDS :
 		idle_seconds + cfg->number[SET_TIMEOUT] + PODMAN_BACKSTOP_SECONDS);
 	/* The launcher is the container's first process: no shell around it
 	 * (it costs a fork and an exec, and buys nothing), under the Python

@@ -119,6 +119,11 @@ bool describe_stop(const struct run_result *r, const struct config *cfg, char *b
 		snprintf(buf, size, "did not stop within %d s of its interrupt at %s; the session "
 			"ended and its state is lost; raise timeout_seconds (at most %ld) or split "
 			"the work", SESSION_INTERRUPT_GRACE_MS / 1000, limit, cfg->call_timeout_max);
+	else if (r->timed_out && r->serves_next)
+		snprintf(buf, size, "timed out after %ld s; its processes were killed and the "
+			"container serves the next job; raise the job's timeout (at most the batch's "
+			"--timeout) or the batch's --timeout (at most %ld)", cfg->number[SET_TIMEOUT],
+			settings[SET_TIMEOUT].max);
 	else if (r->timed_out && cfg->call_timeout_max)
 		snprintf(buf, size, "timed out after %ld s; the container was stopped; "
 			"raise timeout_seconds (at most %ld)", cfg->number[SET_TIMEOUT],

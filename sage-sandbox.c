@@ -1,6 +1,8 @@
 /* sage-sandbox.c: the command line: subcommands, options and environment,
  * reading the code, and printing results as text or JSON. */
 
+#include "batch.h"
+#include "jobs.h"
 #include "json.h"
 #include "mcp.h"
 #include "oneshot.h"
@@ -30,6 +32,9 @@ struct options {
 	int input_count;
 	char **args;       /* run: the code's arguments after FILE */
 	int argc;
+	/* batch's own options (FILE and args: its inputs) */
+	const char *jobs, *order, *resume, *shard;
+	bool fresh;
 };
 
 /* What each command is, for `help COMMAND` and `COMMAND --help`. */
@@ -47,6 +52,9 @@ static const struct command_help {
 	{"mcp", "mcp [OPTIONS]", "serve MCP on stdin and stdout, with warm sandboxes, for model\n"
 		"        clients (LM Studio, Claude Desktop); see sage-sandbox-mcp(7)", true, false,
 		true},
+	{"batch", "batch [OPTIONS] [FILE...]", "run many jobs (JSON Lines from FILE or stdin, or .sage "
+		"files) in\n        warm sandboxes, one JSON line of result each; see BATCH in "
+		"sage-sandbox(1)", true, false, false},
 	{"cleanup", "cleanup [--podman PATH] [--json]",
 		"remove containers that a killed sage-sandbox left", false, false, false},
 	{"help", "help [COMMAND]", "print this help, or one command's", false, false, false},
@@ -108,6 +116,35 @@ static void print_usage(FILE *out, const struct command_help *command)
 			"Code is at most %d bytes of UTF-8 and may not contain a NUL byte; the\n"
 			"code's stdin is streamed, at most %llu MiB.\n",
 			INFILES_MAX_FILES, INFILES_MAX_BYTES >> 20, MAX_CODE_BYTES, MAX_INPUT_BYTES >> 20);
+	if (!command || strcmp(command->name, "batch") == 0)
+		fprintf(out,
+			"  --jobs N\n"
+			"        batch only: sandboxes at once, 1 to %d (default: the cores, or\n"
+			"        what the available memory holds at --memory each; see status)\n"
+			"  --fresh\n"
+			"        batch only: a container of its own for each job (as run), not\n"
+			"        warm containers that serve job after job\n"
+			"  --order input|completion\n"
+			"        batch only: results in the input's order, or as jobs end\n"
+			"        (default: completion)\n"
+			"  --resume RESULTS\n"
+			"        batch only: skip the jobs whose ids RESULTS (an earlier run's\n"
+			"        output) holds as done\n"
+			"  --shard K/N | auto | auto/N\n"
+			"        batch only: take only the jobs whose ordinal is K modulo N; auto\n"
+			"        reads Slurm's array task (or JOB_COMPLETION_INDEX, with /N)\n",
+			BATCH_MAX_JOBS);
+	if (command && strcmp(command->name, "batch") == 0) {
+		fprintf(out,
+			"\nJobs: one JSON object a line, {\"id\", \"code\", \"stdin\", \"args\",\n"
+			"\"files\", \"timeout\", \"output_limit\"}, or .sage files (the id is the\n"
+			"name). Results: one line per job, `run --json`'s object with id, source,\n"
+			"line and attempts. Exit status: 0 every job ran (its own failure is in its\n"
+			"line); %d some lines were bad or some jobs could not run; %d the batch\n"
+			"was refused (nothing ran); 128+N stopped by signal N. See sage-sandbox(1).\n",
+			BATCH_EXIT_SOME_NOT_RUN, EXIT_REFUSED);
+		return;
+	}
 	if (command && command->server) {
 		fprintf(out,
 			"\nFor mcp, --timeout is the longest a call may ask for, and its default;\n"
@@ -158,7 +195,7 @@ static bool is_option(const char *arg, size_t name_len, const char *name)
  * code's, as with `podman run IMAGE ARG...` and `sage FILE ARG...`. Flags
  * are checked first, then only the environment variables they do not
  * override. */
-static int parse_options(int argc, char **argv, bool takes_file, bool server,
+static int parse_options(int argc, char **argv, bool takes_file, bool server, bool batch,
 		struct options *o, struct error *err)
 {
 	const char *flag_value[SETTING_COUNT] = {0};
@@ -173,6 +210,7 @@ static int parse_options(int argc, char **argv, bool takes_file, bool server,
 			if (i == 0 || strncmp(argv[i - 1], "--", 2) != 0 || strchr(argv[i - 1], '=') ||
 			    strcmp(argv[i - 1], "--json") == 0 ||
 			    strcmp(argv[i - 1], "--show-control-chars") == 0 ||
+			    strcmp(argv[i - 1], "--fresh") == 0 ||
 			    strcmp(argv[i - 1], "--output-overwrite") == 0)
 				break;
 		}
@@ -202,9 +240,25 @@ static int parse_options(int argc, char **argv, bool takes_file, bool server,
 		}
 		size_t name_len = strcspn(arg, "=");
 		bool has_value = arg[name_len] == '=';
+		/* Batch's own options: not settings (no environment variable). */
+		const char **batch_value = !batch ? NULL :
+			is_option(arg, name_len, "--jobs") ? &o->jobs :
+			is_option(arg, name_len, "--order") ? &o->order :
+			is_option(arg, name_len, "--resume") ? &o->resume :
+			is_option(arg, name_len, "--shard") ? &o->shard : NULL;
+		if (batch_value) {
+			const char *value = has_value ? arg + name_len + 1 : i + 1 < argc ? argv[++i] : NULL;
+			if (!value || !*value) {
+				error_set(err, EXIT_REFUSED, usage_hint, "option %.*s needs a value",
+					(int)name_len, arg);
+				return -1;
+			}
+			*batch_value = value;
+			continue;
+		}
 		/* Run's own options: not settings (no environment variable). */
-		bool is_output_dir = takes_file && is_option(arg, name_len, "--output-dir");
-		bool is_input = takes_file && is_option(arg, name_len, "--input");
+		bool is_output_dir = takes_file && !batch && is_option(arg, name_len, "--output-dir");
+		bool is_input = takes_file && !batch && is_option(arg, name_len, "--input");
 		if (is_output_dir || is_input) {
 			const char *value = has_value ? arg + name_len + 1 : i + 1 < argc ? argv[++i] : NULL;
 			if (!value || !*value) {
@@ -225,8 +279,9 @@ static int parse_options(int argc, char **argv, bool takes_file, bool server,
 		}
 		bool *flag = is_option(arg, name_len, "--json") ? &o->json :
 			is_option(arg, name_len, "--show-control-chars") ? &o->show_control_chars :
-			takes_file && is_option(arg, name_len, "--output-overwrite") ?
-			&o->output_overwrite : NULL;
+			takes_file && !batch && is_option(arg, name_len, "--output-overwrite") ?
+			&o->output_overwrite : batch && is_option(arg, name_len, "--fresh") ? &o->fresh :
+			NULL;
 		if (flag) {
 			if (has_value) {
 				error_set(err, EXIT_REFUSED, usage_hint, "option %.*s takes no value",
@@ -298,7 +353,7 @@ static int cmd_run(int argc, char **argv)
 	struct options o = {0};
 	struct error err;
 
-	if (parse_options(argc, argv, true, false, &o, &err) < 0)
+	if (parse_options(argc, argv, true, false, false, &o, &err) < 0)
 		return report_error(&err, o.json, NULL);
 	if (o.help) {
 		print_usage(stdout, find_help("run"));
@@ -363,7 +418,7 @@ static int cmd_self_test(int argc, char **argv)
 	struct error err;
 	struct buffer code = {0};
 
-	if (parse_options(argc, argv, false, false, &o, &err) < 0)
+	if (parse_options(argc, argv, false, false, false, &o, &err) < 0)
 		return report_error(&err, o.json, NULL);
 	if (o.help) {
 		print_usage(stdout, find_help("self-test"));
@@ -404,7 +459,7 @@ static int cmd_cleanup(int argc, char **argv)
 	struct error err;
 	struct buffer removed = {0};
 
-	if (parse_options(argc, argv, false, false, &o, &err) < 0)
+	if (parse_options(argc, argv, false, false, false, &o, &err) < 0)
 		return report_error(&err, o.json, NULL);
 	if (o.help) {
 		print_usage(stdout, find_help("cleanup"));
@@ -524,7 +579,7 @@ static int cmd_status(int argc, char **argv)
 	struct sage_check sage = {0};
 	char sage_problem[600];
 
-	if (parse_options(argc, argv, false, false, &o, &err) < 0)
+	if (parse_options(argc, argv, false, false, false, &o, &err) < 0)
 		return report_error(&err, o.json, NULL);
 	if (o.help) {
 		print_usage(stdout, find_help("status"));
@@ -705,7 +760,7 @@ static int cmd_mcp(int argc, char **argv)
 	struct error err;
 	char self[4096];
 
-	if (parse_options(argc, argv, false, true, &o, &err) < 0)
+	if (parse_options(argc, argv, false, true, false, &o, &err) < 0)
 		return report_error(&err, false, NULL);
 	if (o.help) {
 		print_usage(stdout, find_help("mcp"));
@@ -734,6 +789,53 @@ static int cmd_mcp(int argc, char **argv)
 	return mcp_serve(&o.cfg, self);
 }
 
+static int cmd_batch(int argc, char **argv)
+{
+	struct options o = {0};
+	struct error err;
+	struct batch_options b = {.cfg = &o.cfg};
+
+	if (parse_options(argc, argv, true, false, true, &o, &err) < 0)
+		return report_error(&err, false, NULL);
+	if (o.help) {
+		print_usage(stdout, find_help("batch"));
+		return 0;
+	}
+	if (o.json || o.show_control_chars) {
+		error_set(&err, EXIT_REFUSED, "drop it: batch always writes one JSON object a line",
+			"option %s is not for batch", o.json ? "--json" : "--show-control-chars");
+		return report_error(&err, false, NULL);
+	}
+	if (o.jobs) {
+		char *end;
+		b.jobs = strtol(o.jobs, &end, 10);
+		if (*end || b.jobs < 1 || b.jobs > BATCH_MAX_JOBS) {
+			error_set(&err, EXIT_REFUSED, usage_hint, "--jobs '%s' is not a count from 1 to %d",
+				o.jobs, BATCH_MAX_JOBS);
+			return report_error(&err, false, NULL);
+		}
+	}
+	if (o.order && strcmp(o.order, "input") != 0 && strcmp(o.order, "completion") != 0) {
+		error_set(&err, EXIT_REFUSED, usage_hint, "--order '%s' is not input or completion",
+			o.order);
+		return report_error(&err, false, NULL);
+	}
+	if (o.shard && parse_shard(o.shard, &b.shard_index, &b.shard_count, &err) < 0)
+		return report_error(&err, false, NULL);
+	/* FILE is the first input; the rest follow it. */
+	char **files = NULL;
+	if (o.file) {
+		files = o.args - 1;
+		b.file_count = o.argc + 1;
+	}
+	b.files = files;
+	b.fresh = o.fresh;
+	b.input_order = o.order && strcmp(o.order, "input") == 0;
+	b.resume = o.resume;
+	b.progress = isatty(2);
+	return batch_run(&b);
+}
+
 static const struct command {
 	const char *name;
 	int (*run)(int argc, char **argv);
@@ -743,6 +845,7 @@ static const struct command {
 	{"status", cmd_status},
 	{"cleanup", cmd_cleanup},
 	{"mcp", cmd_mcp},
+	{"batch", cmd_batch},
 };
 
 int main(int argc, char **argv)
@@ -759,8 +862,8 @@ int main(int argc, char **argv)
 		if (fcntl(fd, F_GETFD) < 0 && open("/dev/null", O_RDWR) != fd)
 			return EXIT_REFUSED;
 	if (argc < 2) {
-		fprintf(stderr, "sage-sandbox: missing command; use run, self-test, status, cleanup, "
-				"mcp or help (see sage-sandbox help)\n");
+		fprintf(stderr, "sage-sandbox: missing command; use run, batch, self-test, status, "
+				"cleanup, mcp or help (see sage-sandbox help)\n");
 		return EXIT_REFUSED;
 	}
 	if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
@@ -774,8 +877,8 @@ int main(int argc, char **argv)
 	if (strcmp(argv[1], "help") == 0) {
 		const struct command_help *c = argc > 2 ? find_help(argv[2]) : NULL;
 		if (argc > 3 || (argc > 2 && !c)) {
-			fprintf(stderr, "sage-sandbox: help takes one command name: run, self-test, "
-					"status, cleanup or mcp\n");
+			fprintf(stderr, "sage-sandbox: help takes one command name: run, batch, "
+					"self-test, status, cleanup or mcp\n");
 			return EXIT_REFUSED;
 		}
 		print_usage(stdout, c);
@@ -789,7 +892,7 @@ int main(int argc, char **argv)
 			status = EXIT_REFUSED;
 		return status;
 	}
-	fprintf(stderr, "sage-sandbox: unknown command '%s'; use run, self-test, status, cleanup or mcp "
-			"(see sage-sandbox help)\n", argv[1]);
+	fprintf(stderr, "sage-sandbox: unknown command '%s'; use run, batch, self-test, status, "
+			"cleanup or mcp (see sage-sandbox help)\n", argv[1]);
 	return EXIT_REFUSED;
 }

@@ -273,6 +273,8 @@ static void take_frame(struct sandbox *sb, char type, const char *payload, size_
 		 * though "interrupted" at its timeout or its CPU seconds, or
 		 * "lost" (at them, or by its own end). A timeout is told by the
 		 * deadline, as for any run (finish_result). */
+		sb->result.serves_next = strstr(text, " next") || strstr(text, " kept") ||
+			strstr(text, " interrupted");
 		if (sb->opt.session) {
 			sb->result.in_session = true;
 			sb->result.session_kept = strstr(text, " kept") || strstr(text, " interrupted");
@@ -335,7 +337,7 @@ static void on_launcher_stream(struct loop_watch *w, int fd, unsigned events, vo
 	}
 	sb->frame_len += (size_t)n;
 	parse_frames(sb);
-	if (sb->saw_exit && !sb->result.session_kept)
+	if (sb->saw_exit && !sb->result.serves_next)
 		close_stream(sb, true);
 	sandbox_advance(sb);
 }
@@ -618,6 +620,7 @@ static void finish_result(struct sandbox *sb)
 	/* The launcher died after it said ready, before it could report: what
 	 * podman said is the launcher's own stderr, or podman's, and goes with
 	 * the result. */
+	r->sandbox_broke = true;
 	r->exit_code = sb->podman.status < 0 ? 1 : sb->podman.status;
 	if (r->exit_code > 128 && r->exit_code < 128 + 65)
 		r->signal = r->exit_code - 128;
@@ -650,7 +653,7 @@ static void sandbox_advance(struct sandbox *sb)
 		if (sb->out)
 			outfiles_stopped(sb->out); /* a file cut short by the end */
 		finish_result(sb);
-		sb->between_cells = !stopping && sb->result.session_kept;
+		sb->between_cells = !stopping && sb->result.serves_next;
 		sb->state = sb->between_cells ? SANDBOX_READY : SANDBOX_DONE;
 		if (sb->opt.cb.on_done)
 			sb->opt.cb.on_done(sb, sb->opt.cb.data);
@@ -682,7 +685,7 @@ static int spawn_podman(struct sandbox *sb, struct error *err)
 	unsigned long uid = sandbox_uid(opt->host);
 	args_free(&sb->args);
 	podman_run_args(&sb->args, opt->cfg, opt->host, opt->image, opt->podman, sb->name, owner,
-		uid, opt->idle_seconds, opt->session);
+		uid, opt->idle_seconds, opt->session || opt->serial);
 	/* Watched where no memory cgroup holds the total, and where the run's
 	 * uid is its own (with the shared fallback uid, the sum would be of
 	 * every run's processes). */
@@ -838,7 +841,12 @@ static void queue_program(struct sandbox *sb)
 	if (sb->opt.session)
 		limits_len += snprintf(limits + limits_len, sizeof limits - (size_t)limits_len,
 			" session=1");
-	if (p->out || sb->opt.session)
+	/* A serial sandbox's launcher ends the call at its deadline, and
+	 * the container serves the next. */
+	if (sb->opt.serial)
+		limits_len += snprintf(limits + limits_len, sizeof limits - (size_t)limits_len,
+			" serial=1");
+	if (p->out || sb->opt.session || sb->opt.serial)
 		limits_len += snprintf(limits + limits_len, sizeof limits - (size_t)limits_len,
 			" deadline=%lld", (long long)p->deadline);
 	put_frame(sb->input, 'L', limits, (size_t)limits_len);
@@ -869,6 +877,8 @@ void sandbox_submit(struct sandbox *sb, const struct program *p)
 		next_cell(sb);
 	sb->program = *p;
 	sb->submitted = true;
+	sb->limit = p->output_limit ? p->output_limit :
+		(size_t)sb->opt.cfg->number[SET_OUTPUT_LIMIT] * 1024;
 	sb->input_open = p->input_follows;
 	sb->in = p->in;
 	sb->out = p->out;
@@ -890,7 +900,8 @@ void sandbox_submit(struct sandbox *sb, const struct program *p)
 		loop_timer_cancel(sb->deadline_timer);
 		/* A session's launcher interrupts the cell at the deadline and
 		 * kills it a grace later: the stop is the backstop to that. */
-		sb->deadline_timer = loop_timer(sb->loop, p->deadline + (p->out ? OUT_GRACE_MS : 0) +
+		sb->deadline_timer = loop_timer(sb->loop, p->deadline +
+			(p->out || sb->opt.serial ? OUT_GRACE_MS : 0) +
 			(sb->opt.session ? SESSION_INTERRUPT_GRACE_MS + OUT_GRACE_MS : 0),
 			on_deadline, sb);
 	}

@@ -47,7 +47,16 @@ struct run_result {
 	bool in_session;       /* the launcher ran it as a session's cell */
 	bool session_kept;
 	bool session_interrupted;
+	/* The container waits for another call: a session's cell kept its
+	 * Sage, or a serial sandbox's launcher made it as it was before
+	 * its first call. */
+	bool serves_next;
 	int interrupted_by; /* a signal that stopped sage-sandbox, or 0 */
+	/* The container ended under the code, neither by the code's own end
+	 * nor by sage-sandbox: podman died, the container was killed from
+	 * outside, the launcher died. Not the code's doing, as far as can
+	 * be told: batch tries such a job once more. */
+	bool sandbox_broke;
 	struct buffer out, err; /* kept only when asked (keep_output) */
 	bool out_truncated, err_truncated;
 	uint64_t input_bytes;  /* of the code's stdin, handed over */
@@ -97,6 +106,10 @@ struct sandbox_options {
 	/* Serves a session: its calls are cells of one Sage (launcher.py),
 	 * each submitted after the previous one's on_done. */
 	bool session;
+	/* Serves a sequence of calls, each in a child of its own, with
+	 * nothing of one left for the next (launcher.py, tmp_restored): the
+	 * next is submitted after on_done said serves_next. */
+	bool serial;
 	struct sandbox_callbacks cb;
 };
 
@@ -123,6 +136,8 @@ struct program {
 	 * share (LAUNCHER_CPU_SECONDS), and the launcher sets this one on the
 	 * code's process. */
 	long cpu_seconds;
+	/* Its output limit per stream in bytes; 0: the sandbox's settings'. */
+	size_t output_limit;
 	/* Files put in the working directory before the code runs, or NULL. */
 	const struct infiles *in;
 	/* Where the files the code leaves in $SAGE_SANDBOX_OUT go, or NULL for
@@ -132,8 +147,8 @@ struct program {
 };
 #define OUT_GRACE_MS 3000
 /* Hands the program to the sandbox: it runs as soon as the launcher is
- * ready. Once per sandbox; a session's, once per cell, after the previous
- * cell's on_done said session_kept. */
+ * ready. Once per sandbox; a session's or a serial one's, once per call,
+ * after the previous call's on_done said serves_next. */
 void sandbox_submit(struct sandbox *sb, const struct program *p);
 /* From now on cb hears of sb's events (a warm sandbox handed to a call). */
 void sandbox_set_callbacks(struct sandbox *sb, const struct sandbox_callbacks *cb);

@@ -1,0 +1,851 @@
+/* batch.c: `sage-sandbox batch`: jobs read as they are needed, run in
+ * warm sandboxes that serve job after job (each in a fresh child of the
+ * launcher, nothing of one left for the next), one JSON line of result
+ * each; retries, --resume, --shard, the progress line and the summary. */
+#include "batch.h"
+#include "image.h"
+#include "jobs.h"
+#include "json.h"
+#include "loop.h"
+#include "result.h"
+#include "rootless.h"
+#include "sandbox.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/signalfd.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define HOST_CHECK_TIMEOUT_MS 30000
+/* Results waiting for stdout: past this, no job starts until they drain. */
+#define OUT_QUEUE_BYTES (8u << 20)
+#define PROGRESS_INTERVAL_MS 500
+/* After SIGINT or SIGTERM, what is not removed by then is left to
+ * podman's backstop. */
+#define SHUTDOWN_LIMIT_MS 15000
+/* Serial sandboxes that fail to start in a row before jobs get fresh
+ * ones (whose failure is then the job's result, said in its line). */
+#define SERIAL_START_FAILURES 3
+
+struct batch;
+
+/* One of --jobs places: a sandbox, and the job it runs. */
+struct slot {
+	struct batch *b;
+	struct sandbox *sb;
+	struct job *job;
+	bool serial;   /* sb serves job after job */
+	bool ready;    /* serial: waits for a job */
+	bool was_ready; /* serial: it started Sage once */
+	bool input_ended;
+	int calls;
+	int64_t born;
+};
+
+/* A sandbox that served its last job, until all it started has ended. */
+struct leaving {
+	struct sandbox *sb;
+	struct batch *b;
+	struct leaving *next;
+};
+
+/* Ids already done (--resume): a set of their JSON texts. */
+struct idset {
+	char **slot;
+	size_t size, used;
+};
+
+struct batch {
+	const struct batch_options *o;
+	struct loop *loop;
+	char *podman;
+	struct podman_host host;
+	struct sage_image image;
+	bool host_ok;
+	struct job_source *src;
+	bool input_done;
+	struct loop_watch *input_watch;
+	struct job *waiting, **waiting_end; /* read, not running; retries first */
+	long waiting_count;
+	long long read_seq; /* jobs read so far */
+	struct slot slots[BATCH_MAX_JOBS];
+	int jobs;
+	struct leaving *leaving;
+	struct queue *out;
+	bool out_failed;
+	/* --order input: lines held until those before them are out. */
+	char **held;
+	size_t *held_len;
+	long long window, next_seq;
+	struct idset done_ids;
+	long long total, finished, ok, failed, bad, not_run, skipped, retried;
+	int64_t began;
+	int serial_failures;
+	int stop_signal; /* the signal that stops the batch, or 0 */
+	bool refused;
+	struct error refusal;
+	int signal_fd;
+	struct loop_watch *signal_watch;
+	struct loop_timer *progress_timer, *shutdown_timer;
+	bool quitting;
+};
+
+static void pump(struct batch *b);
+
+/* ---- done ids ------------------------------------------------------------- */
+
+static size_t id_hash(const char *s)
+{
+	size_t h = 14695981039346656037ull;
+	for (; *s; s++)
+		h = (h ^ (unsigned char)*s) * 1099511628211ull;
+	return h;
+}
+
+static bool idset_has(const struct idset *set, const char *id)
+{
+	if (!set->size)
+		return false;
+	for (size_t i = id_hash(id) & (set->size - 1); set->slot[i]; i = (i + 1) & (set->size - 1))
+		if (strcmp(set->slot[i], id) == 0)
+			return true;
+	return false;
+}
+
+static void idset_add(struct idset *set, const char *id)
+{
+	if (idset_has(set, id))
+		return;
+	if ((set->used + 1) * 2 > set->size) {
+		struct idset bigger = {.size = set->size ? set->size * 2 : 1024};
+		bigger.slot = calloc(bigger.size, sizeof *bigger.slot);
+		if (!bigger.slot)
+			abort();
+		for (size_t i = 0; i < set->size; i++) {
+			if (!set->slot[i])
+				continue;
+			size_t k = id_hash(set->slot[i]) & (bigger.size - 1);
+			while (bigger.slot[k])
+				k = (k + 1) & (bigger.size - 1);
+			bigger.slot[k] = set->slot[i];
+		}
+		bigger.used = set->used;
+		free(set->slot);
+		*set = bigger;
+	}
+	size_t i = id_hash(id) & (set->size - 1);
+	while (set->slot[i])
+		i = (i + 1) & (set->size - 1);
+	if (!(set->slot[i] = strdup(id)))
+		abort();
+	set->used++;
+}
+
+static void idset_free(struct idset *set)
+{
+	for (size_t i = 0; i < set->size; i++)
+		free(set->slot[i]);
+	free(set->slot);
+}
+
+/* The ids an earlier run finished: lines that parse whole, with an id,
+ * whose job ran (its code's verdict or a limit's; a job refused before it
+ * ran, exit_code 125 with an error, is done again). A torn last line does
+ * not parse, so its job is done again. Where stdout appends to the same
+ * file, a torn last line is ended first, so that the first new line is a
+ * line of its own. */
+static int read_done_ids(struct batch *b, struct error *err)
+{
+	FILE *f = fopen(b->o->resume, "r");
+	char *line = NULL;
+	size_t size = 0;
+	ssize_t len;
+	int last = '\n';
+	if (!f) {
+		error_set(err, EXIT_REFUSED, "give --resume the results file of an earlier batch",
+			"cannot read --resume %s: %s", b->o->resume, strerror(errno));
+		return -1;
+	}
+	while ((len = getline(&line, &size, f)) > 0) {
+		last = line[len - 1];
+		json_t *o = json_loadb(line, (size_t)len, 0, NULL);
+		json_t *id = json_object_get(o, "id");
+		json_t *code = json_object_get(o, "exit_code");
+		json_t *error = json_object_get(o, "error");
+		bool ran = json_is_integer(code) && (json_integer_value(code) != EXIT_REFUSED ||
+			json_is_null(error));
+		if ((json_is_string(id) || json_is_integer(id)) && ran && last == '\n') {
+			char *text = json_dumps(id, JSON_ENCODE_ANY | JSON_COMPACT);
+			if (text)
+				idset_add(&b->done_ids, text);
+			free(text);
+		}
+		json_decref(o);
+	}
+	bool failed = ferror(f);
+	free(line);
+	struct stat out, in;
+	if (!failed && last != '\n' && fstat(fileno(f), &in) == 0 && fstat(1, &out) == 0 &&
+	    in.st_dev == out.st_dev && in.st_ino == out.st_ino && write(1, "\n", 1) != 1)
+		failed = true;
+	fclose(f);
+	if (failed) {
+		error_set(err, EXIT_REFUSED, "give --resume a readable results file",
+			"cannot read --resume %s: %s", b->o->resume, strerror(errno));
+		return -1;
+	}
+	return 0;
+}
+
+/* ---- results ------------------------------------------------------------- */
+
+static void emit(struct batch *b, long long seq, char *line, size_t len)
+{
+	if (!b->o->input_order) {
+		if (line && !b->out_failed)
+			queue_put_all(b->out, line, len);
+		free(line);
+		return;
+	}
+	/* Held until every line before it is out; a skipped job holds "". */
+	size_t at = (size_t)(seq % b->window);
+	b->held[at] = line ? line : strdup("");
+	b->held_len[at] = line ? len : 0;
+	while (b->held[at = (size_t)(b->next_seq % b->window)]) {
+		if (b->held_len[at] && !b->out_failed)
+			queue_put_all(b->out, b->held[at], b->held_len[at]);
+		free(b->held[at]);
+		b->held[at] = NULL;
+		b->next_seq++;
+	}
+}
+
+/* The job's line: its id, the fields of `run --json`, where it came from
+ * and how many sandboxes it took; or why it did not run. */
+static void finish_job(struct batch *b, struct job *j, const struct run_result *r)
+{
+	char *text = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&text, &len);
+	if (!f)
+		abort();
+	struct json w = {.out = f};
+	jw_begin_object(&w);
+	jw_key(&w, "id");
+	if (j->id[0])
+		jw_raw(&w, j->id);
+	else
+		jw_null(&w);
+	if (j->bad) {
+		write_json_header(&w, false, j->err.status, j->err.message);
+		jw_key(&w, "hint");
+		jw_cstring(&w, j->err.hint);
+	} else if (r->failed) {
+		write_json_header(&w, false, r->failure.status, r->failure.message);
+		jw_key(&w, "hint");
+		jw_cstring(&w, r->failure.hint);
+	} else {
+		write_run_fields(&w, r, &j->cfg);
+	}
+	jw_key(&w, "source");
+	jw_cstring(&w, j->source);
+	jw_key(&w, "line");
+	if (j->line)
+		jw_integer(&w, j->line);
+	else
+		jw_null(&w);
+	jw_key(&w, "attempts");
+	jw_integer(&w, j->attempts);
+	jw_key(&w, "sandbox");
+	write_sandbox_summary(&w, &j->cfg);
+	jw_end_object(&w); /* and its newline */
+	fclose(f);
+
+	b->finished++;
+	if (j->bad)
+		b->bad++;
+	else if (r->failed)
+		b->not_run++;
+	else if (r->exit_code == 0)
+		b->ok++;
+	else
+		b->failed++;
+	emit(b, j->seq, text, len);
+	job_free(j);
+}
+
+/* ---- sandboxes -------------------------------------------------------------- */
+
+static void on_leaving_released(struct sandbox *sb, void *data)
+{
+	struct leaving *l = data, **p;
+	struct batch *b = l->b;
+	for (p = &b->leaving; *p != l; p = &(*p)->next)
+		;
+	*p = l->next;
+	sandbox_free(sb);
+	free(l);
+	pump(b);
+}
+
+/* The slot lets go of its sandbox, which ends (or has ended) by itself. */
+static void retire(struct slot *s, bool stop)
+{
+	struct sandbox *sb = s->sb;
+	struct leaving *l = calloc(1, sizeof *l);
+	if (!l)
+		abort();
+	l->sb = sb;
+	l->b = s->b;
+	l->next = s->b->leaving;
+	s->b->leaving = l;
+	struct sandbox_callbacks cb = {.on_released = on_leaving_released, .data = l};
+	s->sb = NULL;
+	s->ready = s->serial = false;
+	sandbox_set_callbacks(sb, &cb);
+	if (stop)
+		sandbox_stop(sb, STOP_SIGNAL, s->b->stop_signal ? s->b->stop_signal : SIGTERM);
+}
+
+static void feed_input(struct slot *s)
+{
+	struct job *j = s->job;
+	while (j->input_sent < j->input_len) {
+		size_t n = sandbox_input(s->sb, j->input + j->input_sent, j->input_len - j->input_sent);
+		if (!n)
+			return;
+		j->input_sent += n;
+	}
+	if (!s->input_ended) {
+		s->input_ended = true;
+		sandbox_input_end(s->sb);
+	}
+}
+
+static void on_input_room(struct sandbox *sb, void *data)
+{
+	struct slot *s = data;
+	if (s->job && s->job->input)
+		feed_input(s);
+}
+
+static void on_ready(struct sandbox *sb, void *data)
+{
+	struct slot *s = data;
+	if (s->serial && !s->job) {
+		s->ready = s->was_ready = true;
+		s->b->serial_failures = 0;
+	}
+	pump(s->b);
+}
+
+/* A broken sandbox, not the job: podman or the container died under it,
+ * the memory watchdog ended the container, or podman refused to start
+ * it. The job goes once more, to a container of its own. */
+static bool try_again(const struct run_result *r)
+{
+	return r->failed || r->sandbox_broke || r->memory_limit_exceeded;
+}
+
+static void on_done(struct sandbox *sb, void *data)
+{
+	struct slot *s = data;
+	struct batch *b = s->b;
+	struct run_result *r = sandbox_result(sb);
+	struct job *j = s->job;
+	s->job = NULL;
+	if (j && b->stop_signal) {
+		job_free(j); /* stopped, not done: --resume runs it again */
+	} else if (j && try_again(r) && j->attempts < 2) {
+		b->retried++;
+		j->next = b->waiting;
+		b->waiting = j;
+		if (!j->next)
+			b->waiting_end = &j->next;
+		b->waiting_count++;
+	} else if (j) {
+		finish_job(b, j, r);
+	}
+	if (s->serial && !s->was_ready)
+		b->serial_failures++;
+	s->calls++;
+	bool again = s->serial && r->serves_next && !b->stop_signal &&
+		s->calls < BATCH_CALLS_PER_SANDBOX &&
+		loop_now_ms() - s->born < BATCH_SANDBOX_AGE_SECONDS * 1000ll;
+	if (again)
+		s->ready = true;
+	else
+		retire(s, s->serial && r->serves_next);
+	pump(b);
+}
+
+/* A serial sandbox's container ended while it waited for a job. */
+static void on_released(struct sandbox *sb, void *data)
+{
+	struct slot *s = data;
+	if (s->sb != sb)
+		return;
+	s->sb = NULL;
+	s->ready = s->serial = false;
+	sandbox_free(sb);
+	pump(s->b);
+}
+
+static const struct sandbox_callbacks slot_callbacks = {.keep_output = true, .on_ready = on_ready,
+	.on_input_room = on_input_room, .on_done = on_done, .on_released = on_released};
+
+static int start_sandbox(struct slot *s, bool serial, int64_t deadline)
+{
+	struct batch *b = s->b;
+	struct error err;
+	struct sandbox_options so = {.cfg = b->o->cfg, .host = &b->host, .image = &b->image,
+		.podman = b->podman, .deadline = deadline, .serial = serial,
+		.idle_seconds = serial ? SESSION_MAX_SECONDS : 0, .cb = slot_callbacks};
+	so.cb.data = s;
+	s->serial = serial;
+	s->ready = s->was_ready = false;
+	s->calls = 0;
+	s->born = loop_now_ms();
+	s->sb = sandbox_start(b->loop, &so, &err);
+	if (!s->sb) {
+		/* podman itself cannot be started: nothing will run. */
+		b->refused = true;
+		b->refusal = err;
+		return -1;
+	}
+	return 0;
+}
+
+static void submit(struct slot *s, struct job *j)
+{
+	struct rlimit_value rl[RLIMIT_COUNT];
+	sandbox_rlimits(&j->cfg, rl);
+	j->attempts++;
+	s->job = j;
+	s->ready = false;
+	s->input_ended = false;
+	j->input_sent = 0;
+	struct program p = {.code = j->code, .code_len = j->code_len,
+		.argv = (const char *const *)j->argv, .argc = j->argc, .input_follows = j->input != NULL,
+		.deadline = loop_now_ms() + j->cfg.number[SET_TIMEOUT] * 1000ll,
+		.cpu_seconds = (long)rl[RL_CPU].value,
+		.output_limit = (size_t)j->cfg.number[SET_OUTPUT_LIMIT] * 1024,
+		.in = j->in.count ? &j->in : NULL};
+	sandbox_submit(s->sb, &p);
+	if (j->input)
+		feed_input(s);
+}
+
+static struct job *take_waiting(struct batch *b)
+{
+	struct job *j = b->waiting;
+	b->waiting = j->next;
+	if (!b->waiting)
+		b->waiting_end = &b->waiting;
+	j->next = NULL;
+	b->waiting_count--;
+	return j;
+}
+
+/* ---- the input ---------------------------------------------------------------- */
+
+static void on_input(struct loop_watch *w, int fd, unsigned events, void *data)
+{
+	struct batch *b = data;
+	loop_watch_events(w, 0);
+	pump(b);
+}
+
+/* Reads jobs while few wait: the input is never held whole. */
+static void read_jobs(struct batch *b)
+{
+	while (!b->input_done && b->waiting_count < 2L * b->jobs &&
+	       (!b->o->input_order || b->read_seq - b->next_seq < b->window)) {
+		struct job *j;
+		int got = job_source_next(b->src, &j);
+		if (got < 0) {
+			b->input_done = true;
+			loop_unwatch(b->input_watch);
+			b->input_watch = NULL;
+			return;
+		}
+		if (got == 0) {
+			int fd = job_source_fd(b->src);
+			loop_unwatch(b->input_watch);
+			b->input_watch = loop_watch(b->loop, fd, LOOP_READ, on_input, b);
+			return;
+		}
+		b->read_seq++;
+		if (j->bad) {
+			finish_job(b, j, NULL);
+		} else if (j->id[0] && idset_has(&b->done_ids, j->id)) {
+			b->skipped++;
+			emit(b, j->seq, NULL, 0);
+			job_free(j);
+		} else {
+			*b->waiting_end = j;
+			b->waiting_end = &j->next;
+			b->waiting_count++;
+		}
+	}
+}
+
+/* ---- progress and the end ------------------------------------------------------- */
+
+static void progress_line(struct batch *b, bool final)
+{
+	double seconds = (double)(loop_now_ms() - b->began) / 1000;
+	double rate = seconds > 0 ? (double)b->finished / seconds : 0;
+	long long done = b->finished + b->skipped;
+	char total[32] = "?", eta[32] = "";
+	long long all = job_source_total(b->src);
+	if (all >= 0) {
+		snprintf(total, sizeof total, "%lld", all);
+		if (rate > 0 && all > done) {
+			long left = (long)((double)(all - done) / rate);
+			snprintf(eta, sizeof eta, ", ETA %ld:%02ld", left / 60, left % 60);
+		}
+	}
+	fprintf(stderr, "\r\033[Ksage-sandbox batch: %lld/%s done, %lld ok, %lld failed, %.1f jobs/s%s%s",
+		done, total, b->ok, b->failed + b->bad + b->not_run, rate, eta, final ? "\r\033[K" : "");
+}
+
+static void on_progress(struct loop_timer *t, void *data)
+{
+	struct batch *b = data;
+	progress_line(b, false);
+	b->progress_timer = loop_timer(b->loop, loop_now_ms() + PROGRESS_INTERVAL_MS, on_progress, b);
+}
+
+static bool slots_empty(const struct batch *b)
+{
+	for (int i = 0; i < b->jobs; i++)
+		if (b->slots[i].sb)
+			return false;
+	return true;
+}
+
+static void maybe_quit(struct batch *b)
+{
+	if (b->quitting || !slots_empty(b) || b->leaving)
+		return;
+	b->quitting = true;
+	if (b->out_failed || queue_pending(b->out) == 0)
+		loop_quit(b->loop);
+	else
+		queue_close_when_empty(b->out);
+}
+
+/* Everything stops: running jobs are not done (no line), every
+ * container is removed. */
+static void stop_all(struct batch *b, int sig)
+{
+	if (b->stop_signal)
+		return;
+	b->stop_signal = sig;
+	loop_unwatch(b->input_watch);
+	b->input_watch = NULL;
+	b->input_done = true;
+	while (b->waiting)
+		job_free(take_waiting(b));
+	for (int i = 0; i < b->jobs; i++) {
+		struct slot *s = &b->slots[i];
+		if (!s->sb)
+			continue;
+		if (s->job)
+			sandbox_stop(s->sb, STOP_SIGNAL, sig);
+		else
+			retire(s, true);
+	}
+}
+
+static void on_shutdown_limit(struct loop_timer *t, void *data)
+{
+	struct batch *b = data;
+	b->shutdown_timer = NULL;
+	loop_quit(b->loop);
+}
+
+static void on_signal(struct loop_watch *w, int fd, unsigned events, void *data)
+{
+	struct batch *b = data;
+	struct signalfd_siginfo si;
+	if (read(fd, &si, sizeof si) != sizeof si)
+		return;
+	if (b->stop_signal) {
+		loop_quit(b->loop); /* a second signal: leave now */
+		return;
+	}
+	stop_all(b, (int)si.ssi_signo);
+	b->shutdown_timer = loop_timer(b->loop, loop_now_ms() + SHUTDOWN_LIMIT_MS,
+		on_shutdown_limit, b);
+	pump(b);
+}
+
+static void on_out_drained(struct queue *q, void *data)
+{
+	struct batch *b = data;
+	if (b->quitting && queue_closed(q))
+		loop_quit(b->loop);
+	else
+		pump(b);
+}
+
+static void on_out_error(struct queue *q, void *data)
+{
+	struct batch *b = data;
+	/* Nobody reads the results (`| head`): the batch stops as if by
+	 * SIGPIPE, and exits so. */
+	b->out_failed = true;
+	stop_all(b, SIGPIPE);
+	pump(b);
+}
+
+/* ---- the scheduler ------------------------------------------------------------- */
+
+static void pump(struct batch *b)
+{
+	if (!b->host_ok || b->refused) {
+		if (b->refused)
+			maybe_quit(b);
+		return;
+	}
+	if (!b->stop_signal)
+		read_jobs(b);
+	bool room = !b->stop_signal && queue_pending(b->out) < OUT_QUEUE_BYTES;
+	for (int i = 0; i < b->jobs && room && b->waiting; i++) {
+		struct slot *s = &b->slots[i];
+		if (s->sb && s->serial && s->ready && !s->job) {
+			submit(s, take_waiting(b));
+			continue;
+		}
+		if (s->sb)
+			continue;
+		/* A retried job, and every job with --fresh, gets a container
+		 * of its own, started for it with its deadline. */
+		if (b->o->fresh || b->waiting->attempts > 0 || b->serial_failures >= SERIAL_START_FAILURES) {
+			struct job *j = take_waiting(b);
+			if (start_sandbox(s, false, loop_now_ms() + j->cfg.number[SET_TIMEOUT] * 1000ll) < 0) {
+				job_free(j);
+				break;
+			}
+			submit(s, j);
+		} else if (start_sandbox(s, true, loop_now_ms() + SESSION_MAX_SECONDS * 1000ll) < 0) {
+			break;
+		}
+	}
+	if (b->refused && !b->stop_signal)
+		stop_all(b, SIGTERM);
+	/* The input is over and nothing waits: idle sandboxes go. */
+	if (b->input_done && !b->waiting) {
+		for (int i = 0; i < b->jobs; i++)
+			if (b->slots[i].sb && !b->slots[i].job)
+				retire(&b->slots[i], true);
+		maybe_quit(b);
+	}
+}
+
+/* ---- the host -------------------------------------------------------------------- */
+
+static void refuse(struct batch *b, const struct error *err)
+{
+	b->refused = true;
+	b->refusal = *err;
+	pump(b);
+}
+
+static void on_image(const struct sage_image *image, const struct error *refusal, void *data)
+{
+	struct batch *b = data;
+	if (b->stop_signal)
+		return;
+	if (refusal) {
+		refuse(b, refusal);
+		return;
+	}
+	b->image = *image;
+	b->host_ok = true;
+	b->began = loop_now_ms();
+	pump(b);
+}
+
+static void on_host(const struct podman_host *host, void *data)
+{
+	struct batch *b = data;
+	struct error err;
+	if (b->stop_signal)
+		return;
+	b->host = *host;
+	if (rootless_verdict(host, &err) < 0) {
+		refuse(b, &err);
+		return;
+	}
+	if (image_check(b->loop, b->podman, b->o->cfg, &b->host, loop_now_ms() + HOST_CHECK_TIMEOUT_MS,
+		    on_image, b) < 0) {
+		error_set(&err, EXIT_REFUSED, podman_install_hint, "cannot execute podman %s: %s",
+			b->podman, strerror(errno));
+		refuse(b, &err);
+	}
+}
+
+long batch_default_jobs(const struct config *cfg, char *why, size_t why_size)
+{
+	long cores = sysconf(_SC_NPROCESSORS_ONLN);
+	unsigned long long available = 0;
+	char line[256];
+	FILE *f = fopen("/proc/meminfo", "r");
+	while (f && fgets(line, sizeof line, f))
+		if (sscanf(line, "MemAvailable: %llu kB", &available) == 1)
+			break;
+	if (f)
+		fclose(f);
+	available *= 1024;
+	long by_memory = (long)(available / config_memory_bytes(cfg));
+	long jobs = cores < 1 ? 1 : cores;
+	if (available && by_memory < jobs)
+		jobs = by_memory;
+	if (jobs < 1)
+		jobs = 1;
+	if (jobs > BATCH_MAX_JOBS)
+		jobs = BATCH_MAX_JOBS;
+	if (why)
+		snprintf(why, why_size, "%ld: %ld core%s, %.1f GiB available / --memory %s each", jobs,
+			cores, cores == 1 ? "" : "s", (double)available / (1 << 30), cfg->value[SET_MEMORY]);
+	return jobs;
+}
+
+static int watch_signals(struct batch *b)
+{
+	sigset_t set;
+	sigemptyset(&set);
+	sigaddset(&set, SIGINT);
+	sigaddset(&set, SIGTERM);
+	sigaddset(&set, SIGHUP);
+	if (sigprocmask(SIG_BLOCK, &set, NULL) < 0)
+		return -1;
+	b->signal_fd = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
+	if (b->signal_fd < 0)
+		return -1;
+	b->signal_watch = loop_watch(b->loop, b->signal_fd, LOOP_READ, on_signal, b);
+	return b->signal_watch ? 0 : -1;
+}
+
+static void summary(struct batch *b)
+{
+	struct rusage self;
+	char sig[32];
+	double seconds = (double)(loop_now_ms() - b->began) / 1000;
+	getrusage(RUSAGE_SELF, &self);
+	double cpu = (double)(self.ru_utime.tv_sec + self.ru_stime.tv_sec) +
+		(double)(self.ru_utime.tv_usec + self.ru_stime.tv_usec) / 1e6;
+	if (b->stop_signal)
+		fprintf(stderr, "sage-sandbox batch: stopped by %s; jobs still running have no line "
+			"(--resume RESULTS runs them)\n", signal_name(b->stop_signal, sig, sizeof sig));
+	fprintf(stderr, "sage-sandbox batch: %lld jobs in %.1f s (%.2f jobs/s): %lld ok, %lld failed, "
+		"%lld bad lines, %lld not run; %lld retried, %lld skipped (--resume); "
+		"sage-sandbox's own CPU %.2f s, max RSS %ld KiB\n",
+		b->finished, seconds, seconds > 0 ? (double)b->finished / seconds : 0, b->ok, b->failed,
+		b->bad, b->not_run, b->retried, b->skipped, cpu, self.ru_maxrss);
+}
+
+int batch_run(const struct batch_options *o)
+{
+	struct batch b = {.o = o, .signal_fd = -1};
+	struct error err;
+	b.jobs = (int)(o->jobs ? o->jobs : batch_default_jobs(o->cfg, NULL, 0));
+	b.waiting_end = &b.waiting;
+	b.window = 32LL * b.jobs;
+	for (int i = 0; i < b.jobs; i++)
+		b.slots[i].b = &b;
+	if (o->resume && read_done_ids(&b, &err) < 0)
+		goto refused;
+	b.src = job_source_open(o->files, o->file_count, o->cfg, o->shard_index, o->shard_count, &err);
+	if (!b.src)
+		goto refused;
+	b.podman = find_executable(o->cfg->value[SET_PODMAN]);
+	if (!b.podman) {
+		error_set(&err, EXIT_REFUSED, podman_install_hint, "podman executable '%s' not found",
+			o->cfg->value[SET_PODMAN]);
+		goto refused;
+	}
+	if (o->input_order) {
+		b.held = calloc((size_t)b.window, sizeof *b.held);
+		b.held_len = calloc((size_t)b.window, sizeof *b.held_len);
+		if (!b.held || !b.held_len)
+			abort();
+	}
+	b.loop = loop_new();
+	int out_fd = reopen_nonblocking(1, O_WRONLY);
+	if (out_fd < 0 || watch_signals(&b) < 0) {
+		error_set(&err, EXIT_REFUSED, NULL, "batch cannot use stdout or signals: %s",
+			strerror(errno));
+		goto refused;
+	}
+	signal(SIGPIPE, SIG_IGN);
+	b.out = queue_new(b.loop, out_fd, OUT_QUEUE_BYTES, on_out_drained, on_out_error, &b);
+	b.began = loop_now_ms();
+	if (o->progress)
+		b.progress_timer = loop_timer(b.loop, loop_now_ms() + PROGRESS_INTERVAL_MS, on_progress, &b);
+	if (rootless_check(b.loop, b.podman, loop_now_ms() + HOST_CHECK_TIMEOUT_MS, on_host, &b) < 0) {
+		error_set(&err, EXIT_REFUSED, podman_install_hint, "cannot execute podman %s: %s",
+			b.podman, strerror(errno));
+		refuse(&b, &err);
+	}
+	if (loop_run(b.loop) < 0)
+		fprintf(stderr, "sage-sandbox batch: the event loop failed: %s\n", strerror(errno));
+	queue_flush_now(b.out);
+	if (o->progress)
+		progress_line(&b, true);
+	int status;
+	if (b.refused && !b.finished) {
+		err = b.refusal;
+		fprintf(stderr, "sage-sandbox: %s%s%s\n", err.message, err.hint[0] ? "; " : "", err.hint);
+		status = err.status;
+	} else {
+		summary(&b);
+		status = b.stop_signal ? 128 + b.stop_signal :
+			b.refused ? EXIT_REFUSED :
+			b.bad || b.not_run ? BATCH_EXIT_SOME_NOT_RUN : BATCH_EXIT_ALL_RAN;
+	}
+	/* What is left after the shutdown's limit goes to podman's backstop. */
+	for (int i = 0; i < b.jobs; i++) {
+		if (b.slots[i].sb)
+			sandbox_free(b.slots[i].sb);
+		job_free(b.slots[i].job);
+	}
+	while (b.leaving) {
+		struct leaving *l = b.leaving;
+		b.leaving = l->next;
+		sandbox_free(l->sb);
+		free(l);
+	}
+	while (b.waiting)
+		job_free(take_waiting(&b));
+	for (long long i = 0; b.held && i < b.window; i++)
+		free(b.held[i]);
+	free(b.held);
+	free(b.held_len);
+	loop_timer_cancel(b.progress_timer);
+	loop_timer_cancel(b.shutdown_timer);
+	loop_unwatch(b.signal_watch);
+	loop_unwatch(b.input_watch);
+	queue_free(b.out);
+	job_source_close(b.src);
+	idset_free(&b.done_ids);
+	free(b.podman);
+	return status;
+
+refused:
+	fprintf(stderr, "sage-sandbox: %s%s%s\n", err.message, err.hint[0] ? "; " : "", err.hint);
+	job_source_close(b.src);
+	idset_free(&b.done_ids);
+	free(b.podman);
+	return err.status;
+}

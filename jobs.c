@@ -1,0 +1,536 @@
+/* jobs.c: a batch's jobs, read one line at a time from JSON Lines files,
+ * stdin or .sage files, each checked whole before it may run. */
+#include "jobs.h"
+#include "buffer.h"
+#include "loop.h"
+#include "sandbox.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define READ_CHUNK (64 * 1024)
+#define JOB_ARGS_MAX 256
+
+static const char line_hint[] = "write one JSON object per line: {\"id\": ..., \"code\": ...}; "
+	"see sage-sandbox(1), BATCH";
+
+struct job_source {
+	char *const *files;
+	int count, at; /* at: the input being read */
+	const struct config *cfg;
+	long long shard_index, shard_count;
+	long long ordinal, seq, total;
+	int fd;        /* of the JSON Lines input being read, or -1 */
+	bool at_eof;   /* its end was read; what is buffered is its last line */
+	bool skipping; /* the rest of an over-long line is dropped */
+	long line;
+	struct buffer buf;
+	size_t scanned; /* bytes of buf known to hold no newline */
+};
+
+static bool is_sage_file(const char *name)
+{
+	size_t n = strlen(name);
+	return n > 5 && strcmp(name + n - 5, ".sage") == 0;
+}
+
+static bool blank(const char *s, size_t len)
+{
+	for (size_t i = 0; i < len; i++)
+		if (s[i] != ' ' && s[i] != '\t' && s[i] != '\r')
+			return false;
+	return true;
+}
+
+/* Non-blank lines of a regular file, read with pread: its offset stays. */
+static long long count_lines(int fd)
+{
+	char chunk[READ_CHUNK];
+	long long lines = 0;
+	bool filled = false;
+	off_t at = 0;
+	ssize_t n;
+	while ((n = pread(fd, chunk, sizeof chunk, at)) > 0) {
+		for (ssize_t i = 0; i < n; i++) {
+			if (chunk[i] == '\n') {
+				lines += filled;
+				filled = false;
+			} else if (chunk[i] != ' ' && chunk[i] != '\t' && chunk[i] != '\r') {
+				filled = true;
+			}
+		}
+		at += n;
+	}
+	return n < 0 ? -1 : lines + filled;
+}
+
+int parse_shard(const char *text, long long *index, long long *count, struct error *err)
+{
+	const char *hint = "give --shard K/N (0 <= K < N), auto (in a Slurm array job) or "
+		"auto/N (with SLURM_ARRAY_TASK_ID or JOB_COMPLETION_INDEX set)";
+	char *end;
+	if (strncmp(text, "auto", 4) == 0 && (text[4] == '\0' || text[4] == '/')) {
+		const char *id = getenv("SLURM_ARRAY_TASK_ID");
+		const char *k8s = getenv("JOB_COMPLETION_INDEX");
+		long long n = 0, k;
+		if (text[4] == '/') {
+			n = strtoll(text + 5, &end, 10);
+			if (*end || n < 1) {
+				error_set(err, EXIT_REFUSED, hint, "--shard %s: N is not a count", text);
+				return -1;
+			}
+		}
+		if (id && *id) {
+			/* An array of --array=MIN-MAX[:STEP] has tasks MIN, MIN+STEP, ... */
+			const char *min = getenv("SLURM_ARRAY_TASK_MIN"),
+				*step = getenv("SLURM_ARRAY_TASK_STEP"),
+				*tasks = getenv("SLURM_ARRAY_TASK_COUNT");
+			long long s = step && *step ? atoll(step) : 1;
+			k = (atoll(id) - (min ? atoll(min) : 0)) / (s > 0 ? s : 1);
+			if (!n)
+				n = tasks ? atoll(tasks) : 0;
+			if (n < 1) {
+				error_set(err, EXIT_REFUSED, hint, "--shard auto: SLURM_ARRAY_TASK_COUNT "
+					"is not set; give auto/N");
+				return -1;
+			}
+		} else if (k8s && *k8s && n) {
+			k = atoll(k8s);
+		} else {
+			error_set(err, EXIT_REFUSED, hint, "--shard %s: %s", text, n ?
+				"neither SLURM_ARRAY_TASK_ID nor JOB_COMPLETION_INDEX is set" :
+				"SLURM_ARRAY_TASK_ID is not set (not a Slurm array task)");
+			return -1;
+		}
+		if (k < 0 || k >= n) {
+			error_set(err, EXIT_REFUSED, hint, "--shard %s: task index %lld is not below "
+				"the task count %lld", text, k, n);
+			return -1;
+		}
+		*index = k;
+		*count = n;
+		return 0;
+	}
+	long long k = strtoll(text, &end, 10);
+	if (end == text || *end != '/') {
+		error_set(err, EXIT_REFUSED, hint, "--shard '%s' is not K/N", text);
+		return -1;
+	}
+	const char *rest = end + 1;
+	long long n = strtoll(rest, &end, 10);
+	if (end == rest || *end || n < 1 || k < 0 || k >= n) {
+		error_set(err, EXIT_REFUSED, hint, "--shard '%s' is not K/N with 0 <= K < N", text);
+		return -1;
+	}
+	*index = k;
+	*count = n;
+	return 0;
+}
+
+static int open_input(struct job_source *s, struct error *err)
+{
+	const char *name = s->files[s->at];
+	s->line = 0;
+	s->at_eof = s->skipping = false;
+	s->scanned = 0;
+	s->buf.len = 0;
+	if (strcmp(name, "-") == 0) {
+		s->fd = reopen_nonblocking(0, O_RDONLY);
+	} else {
+		s->fd = open(name, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+	}
+	if (s->fd < 0) {
+		error_set(err, EXIT_REFUSED, "name a readable JSON Lines file, or - for stdin",
+			"cannot read jobs from %s: %s", strcmp(name, "-") ? name : "standard input",
+			strerror(errno));
+		return -1;
+	}
+	return 0;
+}
+
+struct job_source *job_source_open(char *const *files, int count, const struct config *cfg,
+		long long shard_index, long long shard_count, struct error *err)
+{
+	static char *const standard_input[] = {"-"};
+	struct job_source *s = calloc(1, sizeof *s);
+	if (!s)
+		abort();
+	s->files = count ? files : standard_input;
+	s->count = count ? count : 1;
+	s->cfg = cfg;
+	s->shard_index = shard_index;
+	s->shard_count = shard_count;
+	s->fd = -1;
+	/* Every input is opened once here, so that a missing one is refused
+	 * before anything runs; the count of jobs comes from the same look. */
+	long long total = 0;
+	for (int i = 0; i < s->count && total >= 0; i++) {
+		const char *name = s->files[i];
+		struct stat st;
+		if (is_sage_file(name)) {
+			total++;
+			continue;
+		}
+		int fd = strcmp(name, "-") == 0 ? dup(0) : open(name, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+		if (fd < 0) {
+			error_set(err, EXIT_REFUSED, "name a readable JSON Lines file, or - for stdin",
+				"cannot read jobs from %s: %s", strcmp(name, "-") ? name :
+				"standard input", strerror(errno));
+			free(s);
+			return NULL;
+		}
+		long long lines = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) ? count_lines(fd) : -1;
+		total = lines < 0 ? -1 : total + lines;
+		close(fd);
+	}
+	if (total >= 0 && shard_count > 0)
+		total = total > shard_index ? (total - shard_index + shard_count - 1) / shard_count : 0;
+	s->total = total;
+	s->at = -1;
+	return s;
+}
+
+static struct job *new_job(struct job_source *s)
+{
+	struct job *j = calloc(1, sizeof *j);
+	if (!j)
+		abort();
+	j->source = s->files[s->at];
+	j->line = s->line;
+	j->ordinal = s->ordinal;
+	j->cfg = *s->cfg;
+	j->attempts = 0;
+	return j;
+}
+
+/* Limits a line may lower, never raise. */
+static int take_limit(struct job *j, json_t *value, enum setting_id id, const char *key,
+		const char *where, char *text, size_t text_size)
+{
+	long most = j->cfg.number[id];
+	if (!json_is_integer(value) || json_integer_value(value) < 1 ||
+	    json_integer_value(value) > most) {
+		j->bad = true;
+		error_set(&j->err, EXIT_REFUSED, "a job may lower the batch's limits, never raise "
+			"them: lower the job's, or raise the batch's",
+			"%s: %s must be an integer from 1 to %ld (the batch's %s)", where, key, most,
+			settings[id].flag);
+		return -1;
+	}
+	j->cfg.number[id] = (long)json_integer_value(value);
+	snprintf(text, text_size, "%ld", j->cfg.number[id]);
+	j->cfg.value[id] = text;
+	return 0;
+}
+
+static void set_argv(struct job *j, const char *name)
+{
+	j->argv = calloc(2, sizeof *j->argv);
+	if (!j->argv || !(j->argv[0] = strdup(name)))
+		abort();
+	j->argc = 1;
+}
+
+static void refuse(struct job *j, const char *where, const char *hint, const char *what)
+{
+	j->bad = true;
+	error_set(&j->err, EXIT_REFUSED, hint, "%s: %s", where, what);
+}
+
+/* One line, checked whole: a bad line is a job with its reason. */
+static void parse_line(struct job *j, const char *line, size_t len)
+{
+	char where[600], what[700];
+	json_error_t jerr;
+	snprintf(where, sizeof where, "line %ld of %s", j->line,
+		strcmp(j->source, "-") ? j->source : "standard input");
+	set_argv(j, "-");
+	json_t *o = json_loadb(line, len, JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &jerr);
+	if (!o) {
+		snprintf(what, sizeof what, "not JSON (%s, at column %d)", jerr.text, jerr.column);
+		refuse(j, where, line_hint, what);
+		return;
+	}
+	if (!json_is_object(o)) {
+		refuse(j, where, line_hint, "not a JSON object");
+		json_decref(o);
+		return;
+	}
+	json_t *id = json_object_get(o, "id");
+	if (json_is_string(id) || json_is_integer(id)) {
+		char *text = json_dumps(id, JSON_ENCODE_ANY | JSON_COMPACT);
+		if (text && strlen(text) <= JOB_ID_MAX && (!json_is_string(id) || json_string_length(id)))
+			snprintf(j->id, sizeof j->id, "%s", text);
+		free(text);
+	}
+	const char *key;
+	json_t *value, *code = NULL;
+	json_object_foreach(o, key, value) {
+		if (j->bad)
+			break;
+		if (strcmp(key, "id") == 0) {
+			if (!j->id[0])
+				refuse(j, where, "give each job an id of its own",
+					"id must be a non-empty string or an integer, at most 256 characters "
+					"as JSON");
+		} else if (strcmp(key, "code") == 0) {
+			if (!json_is_string(value))
+				refuse(j, where, line_hint, "code must be a string of Sage code");
+			code = value;
+		} else if (strcmp(key, "stdin") == 0) {
+			if (!json_is_string(value)) {
+				refuse(j, where, line_hint, "stdin must be a string, the code's standard input");
+				continue;
+			}
+			j->input_len = json_string_length(value);
+			j->input = malloc(j->input_len + 1);
+			if (!j->input)
+				abort();
+			memcpy(j->input, json_string_value(value), j->input_len);
+		} else if (strcmp(key, "args") == 0) {
+			size_t n = json_is_array(value) ? json_array_size(value) : 0;
+			if (!json_is_array(value) || n > JOB_ARGS_MAX) {
+				refuse(j, where, line_hint, "args must be an array of at most 256 strings");
+				continue;
+			}
+			j->argv = realloc(j->argv, (n + 2) * sizeof *j->argv);
+			if (!j->argv)
+				abort();
+			for (size_t i = 0; i < n && !j->bad; i++) {
+				json_t *a = json_array_get(value, i);
+				if (!json_is_string(a) || strlen(json_string_value(a)) != json_string_length(a)) {
+					refuse(j, where, line_hint, "args must be strings without NUL bytes");
+					break;
+				}
+				if (!(j->argv[j->argc++] = strdup(json_string_value(a))))
+					abort();
+			}
+			j->argv[j->argc] = NULL;
+		} else if (strcmp(key, "files") == 0) {
+			struct error err;
+			if (infiles_add_json(&j->in, value, &err) < 0) {
+				snprintf(what, sizeof what, "files: %s", err.message);
+				refuse(j, where, err.hint, what);
+			}
+		} else if (strcmp(key, "timeout") == 0) {
+			take_limit(j, value, SET_TIMEOUT, "timeout", where, j->timeout_text,
+				sizeof j->timeout_text);
+		} else if (strcmp(key, "output_limit") == 0) {
+			take_limit(j, value, SET_OUTPUT_LIMIT, "output_limit", where,
+				j->output_limit_text, sizeof j->output_limit_text);
+		} else {
+			snprintf(what, sizeof what, "unknown key '%.100s'", key);
+			refuse(j, where, "a job takes id, code, stdin, args, files, timeout and "
+				"output_limit", what);
+		}
+	}
+	if (!j->bad && !j->id[0])
+		refuse(j, where, "give each job an id of its own: --resume finds jobs by it",
+			"the job has no id");
+	if (!j->bad && !code)
+		refuse(j, where, line_hint, "the job has no code");
+	if (!j->bad) {
+		j->code_len = json_string_length(code);
+		j->code = malloc(j->code_len + 1);
+		if (!j->code)
+			abort();
+		memcpy(j->code, json_string_value(code), j->code_len);
+		j->code[j->code_len] = '\0';
+		if (sandbox_check_code(j->code, j->code_len, where, &j->err) < 0)
+			j->bad = true;
+	}
+	json_decref(o);
+}
+
+/* A .sage file named as an argument: one job, its id the name. */
+static struct job *sage_file_job(struct job_source *s)
+{
+	const char *name = s->files[s->at];
+	struct job *j = new_job(s);
+	struct buffer code = {0};
+	json_t *id = json_string(name);
+	char *text = id ? json_dumps(id, JSON_ENCODE_ANY | JSON_COMPACT) : NULL;
+	snprintf(j->id, sizeof j->id, "%s", text && strlen(text) <= JOB_ID_MAX ? text : "");
+	free(text);
+	json_decref(id);
+	set_argv(j, name);
+	if (!j->id[0]) {
+		j->bad = true;
+		error_set(&j->err, EXIT_REFUSED, "use a shorter path", "%s: the name is longer than "
+			"an id may be (%d characters as JSON)", name, JOB_ID_MAX);
+	} else if (read_file(name, MAX_CODE_BYTES + 1, &code) < 0) {
+		j->bad = true;
+		error_set(&j->err, EXIT_REFUSED, "name a readable .sage file",
+			"cannot read %s: %s", name, strerror(errno));
+	} else if (sandbox_check_code(code.data ? code.data : "", code.len, name, &j->err) < 0) {
+		j->bad = true;
+	} else {
+		j->code = code.data ? code.data : strdup("");
+		j->code_len = code.len;
+		code.data = NULL;
+	}
+	buffer_free(&code);
+	return j;
+}
+
+/* Takes the next line of the input being read: 1 with it, 0 when none is
+ * whole yet, -1 at the input's end. */
+static int next_line_of(struct job_source *s, struct job **out)
+{
+	for (;;) {
+		char *nl = memchr(s->buf.data + s->scanned, '\n', s->buf.len - s->scanned);
+		if (!nl && s->at_eof && s->buf.len > s->scanned)
+			nl = s->buf.data + s->buf.len; /* a last line without its newline */
+		if (nl) {
+			size_t len = (size_t)(nl - s->buf.data);
+			bool skipped = s->skipping;
+			s->skipping = false;
+			s->line++;
+			struct job *j = NULL;
+			if (!skipped && !blank(s->buf.data, len)) {
+				j = new_job(s);
+				s->ordinal++;
+				if (s->shard_count > 0 && j->ordinal % s->shard_count != s->shard_index) {
+					free(j);
+					j = NULL;
+				} else {
+					parse_line(j, s->buf.data, len);
+				}
+			}
+			size_t used = len < s->buf.len ? len + 1 : len;
+			memmove(s->buf.data, s->buf.data + used, s->buf.len - used);
+			s->buf.len -= used;
+			s->scanned = 0;
+			if (j) {
+				*out = j;
+				return 1;
+			}
+			continue;
+		}
+		s->scanned = s->buf.len;
+		if (s->at_eof)
+			return -1;
+		if (s->buf.len > JOB_LINE_MAX && !s->skipping) {
+			/* Too long to be a job: refused, and the rest of it dropped
+			 * as it comes, never held. */
+			s->line++;
+			struct job *j = new_job(s);
+			char where[600];
+			s->ordinal++;
+			s->skipping = true;
+			s->buf.len = s->scanned = 0;
+			set_argv(j, "-");
+			snprintf(where, sizeof where, "line %ld of %s", j->line,
+				strcmp(j->source, "-") ? j->source : "standard input");
+			refuse(j, where, "give large inputs as files of a smaller job, or split it",
+				"longer than 16 MiB");
+			s->line--; /* counted again at its newline */
+			if (s->shard_count > 0 && j->ordinal % s->shard_count != s->shard_index) {
+				job_free(j);
+				continue;
+			}
+			*out = j;
+			return 1;
+		}
+		if (s->skipping)
+			s->buf.len = s->scanned = 0;
+		char chunk[READ_CHUNK];
+		ssize_t n = read(s->fd, chunk, sizeof chunk);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 && errno == EAGAIN)
+			return 0;
+		if (n < 0) {
+			struct job *j = new_job(s);
+			set_argv(j, "-");
+			j->bad = true;
+			error_set(&j->err, EXIT_REFUSED, "check the input file",
+				"reading %s failed after line %ld: %s", j->source, s->line, strerror(errno));
+			s->at_eof = true;
+			s->buf.len = s->scanned = 0;
+			*out = j;
+			return 1;
+		}
+		if (n == 0)
+			s->at_eof = true;
+		else
+			buffer_append(&s->buf, chunk, (size_t)n);
+	}
+}
+
+int job_source_next(struct job_source *s, struct job **out)
+{
+	for (;;) {
+		if (s->at >= 0 && s->fd >= 0) {
+			int got = next_line_of(s, out);
+			if (got >= 0) {
+				if (got == 1)
+					(*out)->seq = s->seq++;
+				return got;
+			}
+			close(s->fd);
+			s->fd = -1;
+		}
+		if (++s->at >= s->count)
+			return -1;
+		if (is_sage_file(s->files[s->at])) {
+			long long ordinal = s->ordinal++;
+			if (s->shard_count > 0 && ordinal % s->shard_count != s->shard_index)
+				continue;
+			s->ordinal = ordinal;
+			*out = sage_file_job(s);
+			s->ordinal = ordinal + 1;
+			(*out)->seq = s->seq++;
+			return 1;
+		}
+		struct error err;
+		if (open_input(s, &err) < 0) {
+			struct job *j = new_job(s);
+			set_argv(j, "-");
+			j->bad = true;
+			j->err = err;
+			*out = j;
+			j->seq = s->seq++;
+			return 1;
+		}
+	}
+}
+
+int job_source_fd(const struct job_source *s)
+{
+	return s->fd;
+}
+
+long long job_source_total(const struct job_source *s)
+{
+	return s->total;
+}
+
+void job_source_close(struct job_source *s)
+{
+	if (!s)
+		return;
+	if (s->fd >= 0)
+		close(s->fd);
+	buffer_free(&s->buf);
+	free(s);
+}
+
+void job_free(struct job *j)
+{
+	if (!j)
+		return;
+	for (int i = 0; i < j->argc; i++)
+		free(j->argv[i]);
+	free(j->argv);
+	free(j->code);
+	free(j->input);
+	infiles_free(&j->in);
+	free(j);
+}

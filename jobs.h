@@ -1,0 +1,65 @@
+/* jobs.h: a batch's jobs, read one at a time from JSON Lines or .sage
+ * files and checked line by line, in memory bounded by one line. */
+#ifndef SAGE_SANDBOX_JOBS_H
+#define SAGE_SANDBOX_JOBS_H
+
+#include "error.h"
+#include "infiles.h"
+#include "settings.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+
+/* A line of JSON Lines is at most this long: a job's code (50,000 bytes),
+ * stdin and files must fit in it. */
+#define JOB_LINE_MAX (16u << 20)
+/* A job's id, as JSON text, at most this long. */
+#define JOB_ID_MAX 256
+
+struct job {
+	char id[JOB_ID_MAX + 1]; /* as JSON ("\"a\"", "12"); "" when the line has none */
+	const char *source;      /* its file as named, "-" for stdin */
+	long line;               /* in its source, from 1; 0 for a .sage file */
+	long long ordinal;       /* among every job of the input, from 0 */
+	long long seq;           /* among the jobs this batch takes (shard, resume) */
+	bool bad;                /* refused: err says why; nothing runs */
+	struct error err;
+	char *code;
+	size_t code_len;
+	char *input; /* its stdin, or NULL for none */
+	size_t input_len, input_sent;
+	char **argv; /* argv[0]: the name the code goes by */
+	int argc;
+	struct infiles in;
+	/* Its limits: the batch's, or lower where the line asks. */
+	struct config cfg;
+	char timeout_text[24], output_limit_text[24];
+	int attempts;
+	struct job *next;
+};
+
+struct job_source;
+
+/* Opens the inputs: FILE arguments (a name ending in .sage is one job,
+ * anything else JSON Lines; "-" is stdin), or stdin when there are none.
+ * shard_count > 0: only jobs whose ordinal is shard_index modulo it. NULL
+ * with err set when a JSON Lines file cannot be opened. */
+struct job_source *job_source_open(char *const *files, int count, const struct config *cfg,
+		long long shard_index, long long shard_count, struct error *err);
+/* The next job: 1 with *out (bad or not), 0 when the input has no whole
+ * line yet (wait until job_source_fd() is readable), -1 at its end. A
+ * read error is a bad job that ends its source. */
+int job_source_next(struct job_source *s, struct job **out);
+/* The descriptor to wait on after a 0, or -1. */
+int job_source_fd(const struct job_source *s);
+/* How many jobs the input holds for this shard, counted ahead where the
+ * inputs are regular files; -1 when a pipe makes it unknown. */
+long long job_source_total(const struct job_source *s);
+void job_source_close(struct job_source *s);
+void job_free(struct job *j);
+
+/* --shard's value: "K/N", "auto" (Slurm's array task) or "auto/N" (an
+ * index from Slurm or a Kubernetes indexed Job, N tasks). -1 with err. */
+int parse_shard(const char *text, long long *index, long long *count, struct error *err);
+
+#endif
