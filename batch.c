@@ -24,8 +24,11 @@
 #include <unistd.h>
 
 #define HOST_CHECK_TIMEOUT_MS 30000
-/* Results waiting for stdout: past this, no job starts until they drain. */
-#define OUT_QUEUE_BYTES (8u << 20)
+/* Results waiting for stdout: past this, no job starts until they drain;
+ * and no line is read past a quarter of it, so that a run of refused lines
+ * (answered without a sandbox) yields to the loop that writes them. */
+#define OUT_QUEUE_BYTES (4u << 20)
+#define READ_OUT_BYTES (OUT_QUEUE_BYTES / 4)
 #define PROGRESS_INTERVAL_MS 500
 /* After SIGINT or SIGTERM, what is not removed by then is left to
  * podman's backstop. */
@@ -371,6 +374,8 @@ static void on_done(struct sandbox *sb, void *data)
 			b->waiting_end = &j->next;
 		b->waiting_count++;
 	} else if (j) {
+		if (!j->line)
+			r->file = j->argv[0]; /* a .sage file's job, as run FILE says */
 		finish_job(b, j, r);
 	}
 	if (s->serial && !s->was_ready)
@@ -467,6 +472,7 @@ static void on_input(struct loop_watch *w, int fd, unsigned events, void *data)
 static void read_jobs(struct batch *b)
 {
 	while (!b->input_done && b->waiting_count < 2L * b->jobs &&
+	       queue_pending(b->out) < READ_OUT_BYTES &&
 	       (!b->o->input_order || b->read_seq - b->next_seq < b->window)) {
 		struct job *j;
 		int got = job_source_next(b->src, &j);

@@ -1,0 +1,288 @@
+#!/usr/bin/env bats
+# sage-sandbox batch: JSON Lines in and out through warm containers that
+# serve job after job, with nothing of one job visible to the next.
+
+load helpers
+
+# results FILE EXPR: for each line of FILE (each must be a JSON object),
+# prints Python EXPR over it (bound to j), one line each.
+results() {
+	python3 -c '
+import json, sys
+for n, line in enumerate(open(sys.argv[1], encoding="utf-8"), 1):
+    assert line.endswith("\n"), "line %d is torn" % n
+    j = json.loads(line)
+    assert isinstance(j, dict), "line %d is not an object" % n
+    print(eval(sys.argv[2]))' "$@"
+}
+
+@test "batch - options it cannot take are refused with one line, status 125, nothing run" {
+	run_ss 125 batch --jobs 0
+	expect_equal "$errors" "sage-sandbox: --jobs '0' is not a count from 1 to 64; see sage-sandbox --help"
+	run_ss 125 batch --order random
+	expect_equal "$errors" "sage-sandbox: --order 'random' is not input or completion; see sage-sandbox --help"
+	run_ss 125 batch --shard 3/2
+	expect_match "$errors" "^sage-sandbox: --shard '3/2' is not K/N with 0 <= K < N; give --shard K/N"
+	SLURM_ARRAY_TASK_ID= run_ss 125 batch --shard auto
+	expect_match "$errors" "SLURM_ARRAY_TASK_ID is not set"
+	run_ss 125 batch --json
+	expect_equal "$errors" "sage-sandbox: option --json is not for batch; drop it: batch always writes one JSON object a line"
+	run_ss 125 batch /nonexistent/jobs.jsonl
+	expect_equal "$errors" "sage-sandbox: cannot read jobs from /nonexistent/jobs.jsonl: No such file or directory; name a readable JSON Lines file, or - for stdin"
+	run_ss 125 batch --resume /nonexistent/out.jsonl
+	expect_match "$errors" "^sage-sandbox: cannot read --resume /nonexistent/out.jsonl: No such file"
+	expect_equal "$output" ""
+	expect_no_containers
+}
+
+@test "batch - every bad line gets a result line with its line number and reason; the batch goes on, status 1" {
+	jobs=$BATS_TEST_TMPDIR/jobs.jsonl
+	cat >"$jobs" <<-'EOF'
+	{"id": "good", "code": "print(6*7)"}
+	not json
+
+	{"id": "nocode"}
+	{"id": "odd", "code": "print(1)", "colour": "red"}
+	{"id": "slow", "code": "print(1)", "timeout": 61}
+	{"code": "print(2)"}
+	{"id": "nul", "code": "print(1)\u0000"}
+	{"id": "loud", "code": "print(1)", "output_limit": 9999}
+	[1, 2]
+	{"id": "also-good", "code": "import sys; print(sys.stdin.read()[::-1], sys.argv[1:])", "stdin": "olleh", "args": ["x", "y"]}
+	EOF
+	run_ss 1 batch --order input --jobs 1 "$jobs"
+	printf '%s\n' "$output" >"$BATS_TEST_TMPDIR/out.jsonl"
+	expect_equal "$(results "$BATS_TEST_TMPDIR/out.jsonl" '"%s %s %s %s" % (j["id"], j["line"], j["exit_code"], j["error"])')" \
+"good 1 0 None
+None 2 125 line 2 of $jobs: not JSON ('[' or '{' expected near 'not', at column 3)
+nocode 4 125 line 4 of $jobs: the job has no code
+odd 5 125 line 5 of $jobs: unknown key 'colour'
+slow 6 125 line 6 of $jobs: timeout must be an integer from 1 to 60 (the batch's --timeout)
+None 7 125 line 7 of $jobs: the job has no id
+nul 8 125 code from line 8 of $jobs contains a NUL byte at offset 8
+loud 9 125 line 9 of $jobs: output_limit must be an integer from 1 to 256 (the batch's --output-limit)
+None 10 125 line 10 of $jobs: not a JSON object
+also-good 11 0 None"
+	expect_equal "$(results "$BATS_TEST_TMPDIR/out.jsonl" 'j["stdout"].strip() if j["ok"] else j["hint"] != ""' | sort -u)" \
+"42
+True
+hello ['x', 'y']"
+	expect_match "$errors" "sage-sandbox batch: 10 jobs in [0-9.]+ s \([0-9.]+ jobs/s\): 2 ok, 0 failed, 8 bad lines, 0 not run; 0 retried, 0 skipped"
+}
+
+@test "batch - hostile jobs in one container leave nothing for the next: processes, files, environment, directory, Sage's names" {
+	jobs=$BATS_TEST_TMPDIR/jobs.jsonl
+	python3 - >"$jobs" <<-'EOF'
+	import json
+	jobs = [
+	    ("background", "import subprocess, os\nsubprocess.Popen(['sleep', '1000'])\nos.system('sleep 999 &')\nprint('left')"),
+	    ("files", "import os\nfor d in ('/tmp', os.environ['HOME'], os.environ['DOT_SAGE'], os.environ['SAGE_SANDBOX_OUT']):\n    open(d + '/left', 'w').write('x')\nos.makedirs('/tmp/deep/a/b')\nos.chmod('/tmp/deep/a', 0)\nos.symlink('/etc/passwd', '/tmp/link')\nimport glob\np = glob.glob(os.environ['DOT_SAGE'] + '/cache/*')[0]\nopen(p, 'ab').write(b'poison')\nprint('left')"),
+	    ("state", "import os, sys\nos.environ['LEAK'] = '1'\nos.chdir('/tmp/sage-home')\nimport sage.all\nsage.all.factor = lambda n: 'PATCHED'\nsys.modules['sage.all_cmdline'].factor = lambda n: 'PATCHED'\nleaked = 1\nprint(factor(6))"),
+	    ("forkbomb", "import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        print('refused'); break"),
+	    ("hog", "x = bytearray(3 * 1024**3)"),
+	    ("check", "import os, glob\nprocs = sorted(open('/proc/%s/comm' % p).read().strip() for p in os.listdir('/proc') if p.isdigit())\nleft = sorted(r + '/' + f for r, ds, fs in os.walk('/tmp') for f in fs + ds if 'left' in f or f in ('deep', 'link'))\ncache = [open(p, 'rb').read() for p in glob.glob(os.environ['DOT_SAGE'] + '/cache/*')]\nprint(procs, left, b'poison' in b''.join(cache), os.environ.get('LEAK'), os.getcwd(), factor(6), 'leaked' in globals())"),
+	]
+	for name, code in jobs:
+	    print(json.dumps({"id": name, "code": code, "timeout": 30}))
+	EOF
+	run_ss 0 batch --order input --jobs 1 "$jobs"
+	printf '%s\n' "$output" >"$BATS_TEST_TMPDIR/out.jsonl"
+	expect_equal "$(results "$BATS_TEST_TMPDIR/out.jsonl" '"%s %s %s" % (j["id"], j["exit_code"], j["attempts"])')" \
+"background 0 1
+files 0 1
+state 0 1
+forkbomb 0 1
+hog 1 1
+check 0 1"
+	# Only the launcher and the job's own process; nothing of the earlier
+	# jobs, and Sage's names are Sage's.
+	expect_equal "$(results "$BATS_TEST_TMPDIR/out.jsonl" 'j["stdout"].strip()' | tail -1)" \
+		"['python3', 'python3'] [] False None /tmp 2 * 3 False"
+	expect_match "$(results "$BATS_TEST_TMPDIR/out.jsonl" 'j["stderr"]' | grep -c MemoryError)" "^1$"
+}
+
+@test "batch - a job whose processes pass --memory ends its container; it is retried once in a fresh one, and the next job runs" {
+	jobs=$BATS_TEST_TMPDIR/jobs.jsonl
+	cat >"$jobs" <<-'EOF'
+	{"id": "together", "code": "import os, time\nfor i in range(4):\n    if os.fork() == 0:\n        x = bytearray(400 << 20)\n        for k in range(0, len(x), 4096): x[k] = 1\n        time.sleep(30)\n        os._exit(0)\ntime.sleep(30)"}
+	{"id": "after", "code": "print(factor(2^32 + 1))"}
+	EOF
+	run_ss 0 batch --order input --jobs 1 "$jobs"
+	printf '%s\n' "$output" >"$BATS_TEST_TMPDIR/out.jsonl"
+	expect_equal "$(results "$BATS_TEST_TMPDIR/out.jsonl" '"%s %s %s %s" % (j["id"], j["exit_code"], j["stopped_by"], j["attempts"])')" \
+"together 122 memory_limit 2
+after 0 None 1"
+	expect_match "$errors" "1 ok, 1 failed, 0 bad lines, 0 not run; 1 retried"
+}
+
+@test "batch - 200 generated jobs give what sage-sandbox run gives each: stdout, stderr, exit code" {
+	dir=$BATS_TEST_TMPDIR
+	mkdir "$dir/code"
+	python3 - "$dir" <<-'EOF'
+	import json, sys
+	dir = sys.argv[1]
+	kinds = [
+	    "print(factor({n}))",
+	    "import sys\nprint({n}, file=sys.stderr)\nsys.exit({n} % 7)",
+	    "x = {n}\nprint(x^2 + 1)\nraise ValueError('job %d' % x)",
+	    "print(len(str(2^{n})))\nprint(next_prime({n}))",
+	    "R.<t> = PolynomialRing(QQ)\nprint((t^2 - {n}).factor())",
+	]
+	with open(dir + "/jobs.jsonl", "w") as jobs:
+	    for i in range(200):
+	        code = kinds[i % len(kinds)].format(n=1000 + i)
+	        jobs.write(json.dumps({"id": "job-%03d" % i, "code": code}) + "\n")
+	        open("%s/code/job-%03d" % (dir, i), "w").write(code)
+	EOF
+	run_ss 0 batch "$dir/jobs.jsonl"
+	printf '%s\n' "$output" >"$dir/batch.jsonl"
+	expect_match "$errors" "200 jobs in"
+	# Each job as `run --json` of its code on stdin, two at a time.
+	ls "$dir/code" | xargs -P 2 -I{} sh -c '"$0" run --json <"$1/code/{}" >"$1/run-{}.json" || true' \
+		"$SAGE_SANDBOX" "$dir"
+	python3 - "$dir" <<-'EOF'
+	import json, sys, os
+	dir = sys.argv[1]
+	batch = {}
+	for line in open(dir + "/batch.jsonl"):
+	    j = json.loads(line)
+	    assert j["id"] not in batch, "twice: " + j["id"]
+	    batch[j["id"]] = j
+	assert len(batch) == 200, len(batch)
+	differ = []
+	for name in sorted(os.listdir(dir + "/code")):
+	    run = json.load(open("%s/run-%s.json" % (dir, name)))
+	    b = batch[name]
+	    for key in ("stdout", "stderr", "exit_code", "ok", "signal", "stopped_by"):
+	        if run[key] != b[key]:
+	            differ.append("%s %s: run %r, batch %r" % (name, key, run[key], b[key]))
+	assert not differ, "\n".join(differ[:10])
+	exits = sorted(set(j["exit_code"] for j in batch.values()))
+	assert exits == [0, 1, 2, 3, 4, 5, 6], exits
+	EOF
+}
+
+@test "batch - kill -9 in the middle, then --resume: every id exactly once, no torn line" {
+	dir=$BATS_TEST_TMPDIR
+	python3 -c '
+import json
+for i in range(60):
+    print(json.dumps({"id": i, "code": "import time\ntime.sleep(0.2r)\nprint(%d^2)" % i}))' >"$dir/jobs.jsonl"
+	"$SAGE_SANDBOX" batch --jobs 2 "$dir/jobs.jsonl" >"$dir/out.jsonl" 2>"$dir/err" &
+	pid=$!
+	for ((i = 0; i < 600; i++)); do
+		[ "$(wc -l <"$dir/out.jsonl")" -ge 15 ] && break
+		sleep 0.1
+	done
+	kill -9 "$pid"
+	wait "$pid" || true
+	first=$(wc -l <"$dir/out.jsonl")
+	[ "$first" -ge 15 ] && [ "$first" -lt 60 ]
+	# The containers the killed batch left end with their stdin; cleanup
+	# removes what is left.
+	"$SAGE_SANDBOX" cleanup >/dev/null
+	# As the man page says to: appended to the same file.
+	"$SAGE_SANDBOX" batch --resume "$dir/out.jsonl" "$dir/jobs.jsonl" >>"$dir/out.jsonl" 2>"$dir/err"
+	expect_match "$(cat "$dir/err")" "[1-9][0-9]* skipped \(--resume\)"
+	python3 - "$dir/out.jsonl" <<-'EOF'
+	import json, sys
+	seen = {}
+	for n, line in enumerate(open(sys.argv[1]), 1):
+	    assert line.endswith("\n"), "torn line %d" % n
+	    if not line.strip():
+	        continue
+	    try:
+	        j = json.loads(line)
+	    except ValueError:
+	        continue  # the line the kill tore, ended by --resume
+	    seen[j["id"]] = seen.get(j["id"], 0) + 1
+	    assert j["stdout"] == "%d\n" % (j["id"] ** 2), j
+	assert sorted(seen) == list(range(60)), sorted(seen)
+	assert set(seen.values()) == {1}, [k for k, v in seen.items() if v > 1]
+	EOF
+}
+
+@test "batch --shard K/N: the shards hold every job once; --shard auto reads Slurm's array task" {
+	jobs=$BATS_TEST_TMPDIR/jobs.jsonl
+	# Lines refused before any sandbox starts: the shards' split is what
+	# this test checks.
+	for i in $(seq 0 9); do printf '{"id": %d, "code": "print(1)", "shard_me": 1}\n' "$i"; done >"$jobs"
+	for k in 0 1 2; do
+		run_ss 1 batch --shard $k/3 "$jobs"
+		printf '%s\n' "$output" >"$BATS_TEST_TMPDIR/shard-$k.jsonl"
+	done
+	expect_equal "$(results "$BATS_TEST_TMPDIR/shard-1.jsonl" 'j["id"]' | tr '\n' ' ')" "1 4 7 "
+	expect_equal "$(cat "$BATS_TEST_TMPDIR"/shard-*.jsonl | python3 -c 'import json,sys; print(sorted(json.loads(l)["id"] for l in sys.stdin))')" \
+		"[0, 1, 2, 3, 4, 5, 6, 7, 8, 9]"
+	SLURM_ARRAY_TASK_ID=12 SLURM_ARRAY_TASK_MIN=10 SLURM_ARRAY_TASK_COUNT=4 run_ss 1 batch --shard auto "$jobs"
+	expect_equal "$(printf '%s\n' "$output" | python3 -c 'import json,sys; print([json.loads(l)["id"] for l in sys.stdin])')" "[2, 6]"
+	JOB_COMPLETION_INDEX=3 run_ss 1 batch --shard auto/5 "$jobs"
+	expect_equal "$(printf '%s\n' "$output" | python3 -c 'import json,sys; print([json.loads(l)["id"] for l in sys.stdin])')" "[3, 8]"
+}
+
+@test "batch - 100,000 lines go through in constant memory" {
+	dir=$BATS_TEST_TMPDIR
+	# Every line is parsed whole and answered; one in 10,000 runs, the
+	# rest are refused (an unknown key), so that the input's size, not
+	# Sage, sets the pace.
+	python3 -c '
+import json
+for i in range(100000):
+    job = {"id": i, "code": "print(%d)" % i + "#" * 900}
+    if i % 10000:
+        job["unknown"] = 1
+    print(json.dumps(job))' >"$dir/jobs.jsonl"
+	"$SAGE_SANDBOX" batch --jobs 1 "$dir/jobs.jsonl" >"$dir/out.jsonl" 2>"$dir/err" &
+	pid=$!
+	peak=0
+	samples=()
+	while kill -0 "$pid" 2>/dev/null; do
+		rss=$(awk '/^VmRSS/ { print $2 }' /proc/$pid/status 2>/dev/null || true)
+		[ -n "$rss" ] && samples+=("$rss") && [ "$rss" -gt "$peak" ] && peak=$rss
+		sleep 0.2
+	done
+	wait "$pid" || [ $? -eq 1 ]
+	expect_equal "$(wc -l <"$dir/out.jsonl")" 100000 "result lines"
+	expect_equal "$(grep -c '"exit_code":0' "$dir/out.jsonl")" 10 "jobs run"
+	local quarter=${samples[$((${#samples[@]} / 4))]}
+	echo "# RSS (KiB) of ${#samples[@]} samples: peak $peak, at a quarter $quarter, last ${samples[-1]}" >&3
+	# The input is 93 MB, the results 150 MB: neither is held whole, and
+	# what is held does not grow with the lines read.
+	[ "$peak" -lt 16000 ]
+	[ "${samples[-1]}" -lt $((quarter + 2048)) ]
+}
+
+@test "batch - .sage files named as arguments are jobs, their names the ids" {
+	cp "$BATS_TEST_DIRNAME/../examples/seed.sage" "$BATS_TEST_TMPDIR/a.sage"
+	printf 'print(2^10)\n' >"$BATS_TEST_TMPDIR/b.sage"
+	cd "$BATS_TEST_TMPDIR"
+	run_ss 0 batch --order input a.sage b.sage
+	printf '%s\n' "$output" >out.jsonl
+	expect_equal "$(results out.jsonl '"%s %s %s" % (j["id"], j["exit_code"], j["file"])')" "a.sage 0 a.sage
+b.sage 0 b.sage"
+	expect_equal "$(results out.jsonl 'j["stdout"].strip()' | tail -1)" "1024"
+}
+
+@test "batch - SIGTERM stops running jobs, removes every container, writes the summary, exits 143" {
+	dir=$BATS_TEST_TMPDIR
+	python3 -c '
+import json
+for i in range(20):
+    print(json.dumps({"id": i, "code": "import time\ntime.sleep(5)\nprint(%d)" % i}))' >"$dir/jobs.jsonl"
+	"$SAGE_SANDBOX" batch --jobs 2 "$dir/jobs.jsonl" >"$dir/out.jsonl" 2>"$dir/err" &
+	pid=$!
+	for ((i = 0; i < 300; i++)); do
+		[ -n "$(our_containers)" ] && break
+		sleep 0.1
+	done
+	sleep 5
+	kill -TERM "$pid"
+	set +e
+	wait "$pid"
+	status=$?
+	set -e
+	expect_equal "$status" 143
+	expect_match "$(cat "$dir/err")" "stopped by SIGTERM"
+	expect_match "$(cat "$dir/err")" "sage-sandbox batch: [0-9]+ jobs in"
+	expect_no_containers
+}
