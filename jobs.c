@@ -385,7 +385,7 @@ static int next_line_of(struct job_source *s, struct job **out)
 {
 	for (;;) {
 		char *nl = memchr(s->buf.data + s->scanned, '\n', s->buf.len - s->scanned);
-		if (!nl && s->at_eof && s->buf.len > s->scanned)
+		if (!nl && s->at_eof && s->buf.len > 0 && !s->skipping)
 			nl = s->buf.data + s->buf.len; /* a last line without its newline */
 		if (nl) {
 			size_t len = (size_t)(nl - s->buf.data);

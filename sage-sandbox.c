@@ -698,6 +698,11 @@ static int cmd_status(int argc, char **argv)
 			jw_end_object(&j);
 		}
 		jw_end_object(&j);
+		char jobs_why[160];
+		jw_key(&j, "batch_jobs");
+		jw_integer(&j, batch_default_jobs(&o.cfg, jobs_why, sizeof jobs_why));
+		jw_key(&j, "batch_jobs_detail");
+		jw_cstring(&j, jobs_why);
 		jw_key(&j, "hint");
 		jw_cstring(&j, hint);
 		jw_end_object(&j);
@@ -727,6 +732,9 @@ static int cmd_status(int argc, char **argv)
 		}
 		if (warning)
 			printf("warning:   %s\n", warning);
+		char jobs_why[160];
+		batch_default_jobs(&o.cfg, jobs_why, sizeof jobs_why);
+		printf("batch:     --jobs %s\n", jobs_why);
 		printf("settings:\n");
 		for (int id = 0; id < SETTING_COUNT; id++) {
 			const char *by[MAX_ENFORCERS];

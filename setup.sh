@@ -267,6 +267,11 @@ if [ "$action" = check ]; then
 	(cd "$dir" && bats tests/000-root.bats)
 fi
 run_action "$dir" as_account
+if [ "$action" = check ]; then
+	# A real single-node Slurm runs batch's example script as the account:
+	# its daemons need root, so this part of the suite runs as root.
+	(cd "$dir" && bats tests/140-slurm.bats)
+fi
 if [ "$action" = example ]; then
 	make -s -C "$dir" install PREFIX=/usr/local >/dev/null
 	say_next_steps "$dir"

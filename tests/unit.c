@@ -3,6 +3,7 @@
  * in unit-loop.c; everything else is tested against the real sandbox by the
  * bats suite. */
 #include "base64.h"
+#include "jobs.h"
 #include "json.h"
 #include "names.h"
 #include "outfiles.h"
@@ -199,6 +200,79 @@ static void test_outfiles(void)
 	snprintf(path, sizeof path, "%s/out", dir);
 	outfiles_remove_dir(path);
 	check(rmdir(dir) == 0, "outfiles: no temporary file left; the tree removes whole");
+}
+
+/* --shard's values, and a batch's lines checked without a sandbox. */
+static void test_jobs(void)
+{
+	long long k = -1, n = -1;
+	struct error err;
+	check(parse_shard("2/5", &k, &n, &err) == 0 && k == 2 && n == 5, "shard: K/N");
+	check(parse_shard("5/5", &k, &n, &err) < 0 && parse_shard("-1/3", &k, &n, &err) < 0 &&
+		parse_shard("1/0", &k, &n, &err) < 0 && parse_shard("1/2x", &k, &n, &err) < 0 &&
+		parse_shard("x", &k, &n, &err) < 0, "shard: K >= N, negatives, junk refused");
+	setenv("SLURM_ARRAY_TASK_ID", "14", 1);
+	setenv("SLURM_ARRAY_TASK_MIN", "10", 1);
+	setenv("SLURM_ARRAY_TASK_STEP", "2", 1);
+	setenv("SLURM_ARRAY_TASK_COUNT", "4", 1);
+	check(parse_shard("auto", &k, &n, &err) == 0 && k == 2 && n == 4,
+		"shard: auto from a Slurm array of --array=10-16:2");
+	unsetenv("SLURM_ARRAY_TASK_ID");
+	setenv("JOB_COMPLETION_INDEX", "3", 1);
+	check(parse_shard("auto/4", &k, &n, &err) == 0 && k == 3 && n == 4 &&
+		parse_shard("auto", &k, &n, &err) < 0 && parse_shard("auto/3", &k, &n, &err) < 0,
+		"shard: auto/N from a Kubernetes index; an index past N refused");
+	unsetenv("JOB_COMPLETION_INDEX");
+
+	char path[] = "/tmp/sage-sandbox-unit-jobs-XXXXXX";
+	int fd = mkstemp(path);
+	const char lines[] =
+		"{\"id\": 1, \"code\": \"print(1)\", \"timeout\": 5, \"args\": [\"a\"]}\n"
+		"\n"
+		"{\"id\": 2, \"code\": \"x\", \"timeout\": 500}\n"
+		"{\"id\": 3, \"id\": 4, \"code\": \"x\"}\n"
+		"{\"id\": \"\", \"code\": \"x\"}\n"
+		"{\"id\": 5, \"code\": \"x\", \"files\": {\"../up\": \"x\"}}\n"
+		"{\"id\": 6, \"code\": \"last\"}";
+	check(write(fd, lines, sizeof lines - 1) == (ssize_t)(sizeof lines - 1), "jobs: file written");
+	close(fd);
+	struct config cfg;
+	char why[256];
+	config_init(&cfg, (const char *[SETTING_COUNT]){0}, why, sizeof why);
+	char *files[] = {path};
+	struct job_source *src = job_source_open(files, 1, &cfg, 0, 0, &err);
+	check(src && job_source_total(src) == 6, "jobs: six non-blank lines counted ahead");
+	struct job *got[8] = {0};
+	int count = 0;
+	while (src && count < 8 && job_source_next(src, &got[count]) == 1)
+		count++;
+	check(count == 6, "jobs: six jobs read");
+	check(count == 6 && !got[0]->bad && got[0]->cfg.number[SET_TIMEOUT] == 5 &&
+		got[0]->argc == 2 && strcmp(got[0]->argv[1], "a") == 0 && strcmp(got[0]->id, "1") == 0,
+		"jobs: a good line: its id, its lower timeout, its args");
+	check(count == 6 && got[1]->bad && got[1]->line == 3 &&
+		strstr(got[1]->err.message, "timeout must be an integer from 1 to 60"),
+		"jobs: a timeout above the batch's refused, with its line number");
+	check(count == 6 && got[2]->bad && strstr(got[2]->err.message, "not JSON") &&
+		got[3]->bad && strstr(got[3]->err.message, "id must be"),
+		"jobs: duplicate keys and an empty id refused");
+	check(count == 6 && got[4]->bad && strstr(got[4]->err.message, "files:"),
+		"jobs: a file name that climbs out refused");
+	check(count == 6 && !got[5]->bad && got[5]->line == 7 && got[5]->ordinal == 5 &&
+		strcmp(got[5]->code, "last") == 0, "jobs: a last line without its newline");
+	for (int i = 0; i < count; i++)
+		job_free(got[i]);
+	job_source_close(src);
+	src = job_source_open(files, 1, &cfg, 1, 4, &err);
+	count = 0;
+	while (src && count < 8 && job_source_next(src, &got[count]) == 1)
+		count++;
+	check(count == 2 && job_source_total(src) == 2 && got[0]->ordinal == 1 &&
+		got[1]->ordinal == 5, "jobs: --shard 1/4 takes ordinals 1 and 5");
+	for (int i = 0; i < count; i++)
+		job_free(got[i]);
+	job_source_close(src);
+	unlink(path);
 }
 
 int main(void)
@@ -428,6 +502,7 @@ int main(void)
 	test_base64();
 	test_names();
 	test_outfiles();
+	test_jobs();
 
 	printf("1..%d\n", test_number);
 	return failures ? 1 : 0;
