@@ -21,7 +21,9 @@
 #                  X  "exit N T" or "signal N T": the code's process ended
 #                     at T (CLOCK_MONOTONIC, ms) and everything it wrote is
 #                     in the frames before; "signal 9 T cpu" when the kernel
-#                     killed it at its CPU time rlimit
+#                     killed it at its CPU time rlimit; a session's cell
+#                     ends with " kept", " interrupted timeout|cpu" or
+#                     " lost", a serial call's with " next" (see L)
 #   from the host: L  "KEY=N ...": this call's limits. cpu: the code's CPU
 #                     rlimit in seconds (0: the container's; it can only be
 #                     lowered; the container's leaves this process its
@@ -29,7 +31,12 @@
 #                     out: 1 to send the output directory back, within
 #                     out_files files, out_file_bytes each, out_bytes in
 #                     all; deadline: when the code is killed (ms, the same
-#                     clock as X's), so that its files still come back
+#                     clock as X's), so that its files still come back;
+#                     session: 1 for a session's cell (run in the same
+#                     child as the cells before it); serial: 1 when the
+#                     container serves another call after this one, in a
+#                     child of its own, /tmp put back between them (X then
+#                     ends with " next"; without it, the container ends)
 #                  A  the program's arguments, each ended by a NUL: the
 #                     first is the name the code goes by (its file's name
 #                     as the user gave it, or "-" for standard input)
