@@ -619,7 +619,9 @@ static void on_out_error(struct queue *q, void *data)
 static void pump(struct batch *b)
 {
 	if (!b->host_ok || b->refused) {
-		if (b->refused)
+		/* Refused, or stopped while podman and the image were asked:
+		 * nothing was started, nothing is waited for. */
+		if (b->refused || b->stop_signal)
 			maybe_quit(b);
 		return;
 	}
@@ -804,7 +806,9 @@ int batch_run(const struct batch_options *o)
 			b.podman, strerror(errno));
 		refuse(&b, &err);
 	}
-	if (loop_run(b.loop) < 0)
+	/* The answer may have come at once (as root, or from the cache) and
+	 * ended the batch already. */
+	if (!b.quitting && loop_run(b.loop) < 0)
 		fprintf(stderr, "sage-sandbox batch: the event loop failed: %s\n", strerror(errno));
 	queue_flush_now(b.out);
 	if (o->progress)

@@ -74,3 +74,13 @@ remove_user() {
 	remove_user "$user"
 	[ ! -e "/home/$user" ]
 }
+
+@test "batch - as root refuses with status 125, one line, no result line" {
+	input_file=$BATS_TEST_TMPDIR/jobs.jsonl
+	printf '{"id": 1, "code": "print(1)"}\n' >"$input_file"
+	run_ss 125 batch
+	expect_equal "$output" "" "stdout"
+	expect_match "$errors" "^sage-sandbox: refusing to run as root: "
+	expect_equal "$(printf '%s\n' "$errors" | wc -l)" 1 "lines on stderr"
+	[ -z "$(podman ps -aq)" ]
+}

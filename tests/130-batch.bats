@@ -35,6 +35,16 @@ for n, line in enumerate(open(sys.argv[1], encoding="utf-8"), 1):
 	expect_no_containers
 }
 
+@test "batch - a missing image refuses the batch: one line, status 125, no result line, nothing left" {
+	input_file=$BATS_TEST_TMPDIR/jobs.jsonl
+	printf '{"id": 1, "code": "print(1)"}\n' >"$input_file"
+	run_ss 125 batch --image localhost/sage-sandbox-no-such-image:1
+	expect_equal "$output" ""
+	expect_match "$errors" "^sage-sandbox: image 'localhost/sage-sandbox-no-such-image:1' is not present locally"
+	expect_equal "$(printf '%s\n' "$errors" | wc -l)" 1
+	expect_no_containers
+}
+
 @test "batch - every bad line gets a result line with its line number and reason; the batch goes on, status 1" {
 	jobs=$BATS_TEST_TMPDIR/jobs.jsonl
 	cat >"$jobs" <<-'EOF'
