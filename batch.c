@@ -178,7 +178,7 @@ static int read_done_ids(struct batch *b, struct error *err)
 	}
 	while ((len = getline(&line, &size, f)) > 0) {
 		last = line[len - 1];
-		json_t *o = json_loadb(line, (size_t)len, 0, NULL);
+		json_t *o = json_loadb(line, (size_t)len, JSON_ALLOW_NUL, NULL);
 		json_t *id = json_object_get(o, "id");
 		json_t *code = json_object_get(o, "exit_code");
 		json_t *error = json_object_get(o, "error");

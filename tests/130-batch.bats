@@ -296,3 +296,17 @@ for i in range(20):
 	expect_match "$(cat "$dir/err")" "sage-sandbox batch: [0-9]+ jobs in"
 	expect_no_containers
 }
+
+@test "batch --resume - a done job whose output holds a NUL byte, or any text, is not run again" {
+	jobs=$BATS_TEST_TMPDIR/jobs.jsonl
+	cat >"$jobs" <<-'EOF'
+	{"id": "nul", "code": "print('a' + chr(0) + 'b')"}
+	{"id": 7, "code": "print('\u00e9\u2603')"}
+	{"id": "7", "code": "import sys; sys.exit(125)"}
+	EOF
+	"$SAGE_SANDBOX" batch "$jobs" >"$BATS_TEST_TMPDIR/out.jsonl" 2>/dev/null || true
+	expect_equal "$(wc -l <"$BATS_TEST_TMPDIR/out.jsonl")" 3
+	run_ss 0 batch --resume "$BATS_TEST_TMPDIR/out.jsonl" "$jobs"
+	expect_equal "$output" ""
+	expect_match "$errors" "0 jobs in .* 3 skipped \(--resume\)"
+}
