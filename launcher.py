@@ -745,12 +745,14 @@ def tree_key(st):
             st.st_ctime_ns, st.st_uid)
 
 
-def tree_entries(path, rel, into):
+def tree_entries(path, rel, into, with_content):
     for name in sorted(os.listdir(path)):
         full, key = path + "/" + name, rel + name
         st = os.lstat(full)
         content = None
-        if stat.S_ISREG(st.st_mode) and st.st_size <= TREE_FILE_BYTES:
+        if not with_content:
+            pass
+        elif stat.S_ISREG(st.st_mode) and st.st_size <= TREE_FILE_BYTES:
             try:
                 with open(full, "rb") as f:
                     content = f.read()
@@ -760,12 +762,14 @@ def tree_entries(path, rel, into):
             content = os.readlink(full)
         into[key] = (st, content)
         if stat.S_ISDIR(st.st_mode) and os.access(full, os.R_OK | os.X_OK):
-            tree_entries(full, key + "/", into)
+            tree_entries(full, key + "/", into, with_content)
 
 
-def tmp_tree():
+def tmp_tree(with_content):
+    """Every entry of /tmp by path: its stat, and (with_content, at the
+    start) a small regular file's bytes or a link's target."""
     entries = {}
-    tree_entries("/tmp", "", entries)
+    tree_entries("/tmp", "", entries, with_content)
     return entries
 
 
@@ -790,7 +794,7 @@ def tmp_restored():
     What was added goes, what was changed or removed is put back. False
     where that cannot be done (the container then ends)."""
     try:
-        now = tmp_tree()
+        now = tmp_tree(False)
         for key in sorted(now, reverse=True):
             st, _ = now[key]
             was = tmp_at_start.get(key)
@@ -857,7 +861,7 @@ def read_call_frames():
 
 
 limits = {}
-tmp_at_start = tmp_tree()
+tmp_at_start = tmp_tree(True)
 fork_prepared_child()
 while True:
     args, code = read_call_frames()
