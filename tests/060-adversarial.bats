@@ -445,3 +445,13 @@ finished"
 10000000000037"
 	expect_equal "$(cat "$BATS_TEST_TMPDIR"/err{1..8})" "" "stderr"
 }
+
+@test "attack - SIGINT, SIGTERM and SIGHUP to the launcher (pid 1) end nothing: the run goes on" {
+	sage 'import os, signal, time
+for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+    os.kill(1, s)
+time.sleep(1r)
+print("alive")' 0 run
+	expect_equal "$output" "alive"
+	expect_equal "$errors" ""
+}
