@@ -266,12 +266,15 @@ if [ "$action" = check ]; then
 	as_account "cd $dir && make -s"
 	(cd "$dir" && bats tests/000-root.bats)
 fi
-run_action "$dir" as_account
+suite_status=0
+run_action "$dir" as_account || suite_status=$?
 if [ "$action" = check ]; then
 	# A real single-node Slurm runs batch's example script as the account:
-	# its daemons need root, so this part of the suite runs as root.
-	(cd "$dir" && bats tests/140-slurm.bats)
+	# its daemons need root, so this part of the suite runs as root, after
+	# the rest whatever its outcome.
+	(cd "$dir" && bats tests/140-slurm.bats) || suite_status=$?
 fi
+[ "$suite_status" -eq 0 ] || exit "$suite_status"
 if [ "$action" = example ]; then
 	make -s -C "$dir" install PREFIX=/usr/local >/dev/null
 	say_next_steps "$dir"

@@ -132,6 +132,15 @@ check)
 	# created and never started: its runc init waits forever, as a process
 	# of a sandbox uid that the next run of the host's suite would find.
 	as_account "podman rm --all --force --time 0 >/dev/null 2>&1" || true
+	# podman 5 forgets such a container while its conmon and runc init
+	# live on (until conmon's --timeout, 11 minutes): the runc init of a
+	# sandbox uid goes, and its conmon ends with it.
+	first=$(awk -F: -v user="$account" '$1 == user { print $2; exit }' /etc/subuid)
+	if [ -n "$first" ]; then
+		ps -eo uid=,pid=,args= | awk -v first="$first" \
+			'$1 >= first && $3 == "/usr/bin/runc" && $4 == "init" { print $2 }' |
+			xargs -r kill -KILL 2>/dev/null || true
+	fi
 	exit "$status"
 	;;
 run)
