@@ -753,7 +753,7 @@ static void summary(struct batch *b)
 	getrusage(RUSAGE_SELF, &self);
 	double cpu = (double)(self.ru_utime.tv_sec + self.ru_stime.tv_sec) +
 		(double)(self.ru_utime.tv_usec + self.ru_stime.tv_usec) / 1e6;
-	if (b->stop_signal)
+	if (b->stop_signal && !b->refused)
 		fprintf(stderr, "sage-sandbox batch: stopped by %s; jobs still running have no line "
 			"(--resume RESULTS runs them)\n", signal_name(b->stop_signal, sig, sizeof sig));
 	fprintf(stderr, "sage-sandbox batch: %lld jobs in %.1f s (%.2f jobs/s): %lld ok, %lld failed, "
@@ -820,8 +820,10 @@ int batch_run(const struct batch_options *o)
 		status = err.status;
 	} else {
 		summary(&b);
-		status = b.stop_signal ? 128 + b.stop_signal :
-			b.refused ? EXIT_REFUSED :
+		if (b.refused) /* podman could no longer be started, mid-batch */
+			fprintf(stderr, "sage-sandbox: %s%s%s\n", b.refusal.message,
+				b.refusal.hint[0] ? "; " : "", b.refusal.hint);
+		status = b.refused ? EXIT_REFUSED : b.stop_signal ? 128 + b.stop_signal :
 			b.bad || b.not_run ? BATCH_EXIT_SOME_NOT_RUN : BATCH_EXIT_ALL_RAN;
 	}
 	/* What is left after the shutdown's limit goes to podman's backstop. */
