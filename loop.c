@@ -10,10 +10,12 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -431,4 +433,25 @@ int reopen_nonblocking(int fd, int flags)
 			fcntl(copy, F_SETFL, fl | O_NONBLOCK);
 	}
 	return copy;
+}
+
+struct loop_watch *loop_watch_stop_signals(struct loop *loop, bool keep_ignored, int *fd,
+		loop_fd_callback *cb, void *data)
+{
+	static const int stop_signals[] = {SIGINT, SIGTERM, SIGHUP};
+	sigset_t set;
+	sigemptyset(&set);
+	for (size_t i = 0; i < sizeof stop_signals / sizeof stop_signals[0]; i++) {
+		struct sigaction old;
+		if (keep_ignored && sigaction(stop_signals[i], NULL, &old) == 0 &&
+		    old.sa_handler == SIG_IGN)
+			continue;
+		sigaddset(&set, stop_signals[i]);
+	}
+	if (sigprocmask(SIG_BLOCK, &set, NULL) < 0)
+		return NULL;
+	*fd = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
+	if (*fd < 0)
+		return NULL;
+	return loop_watch(loop, *fd, LOOP_READ, cb, data);
 }

@@ -36,6 +36,13 @@ void loop_watch_events(struct loop_watch *w, unsigned events);
 /* Stops watching: safe from inside any callback, even w's own. */
 void loop_unwatch(struct loop_watch *w);
 
+/* SIGINT, SIGTERM and SIGHUP as events: blocked, and delivered through a
+ * signalfd (*fd, the caller's to close) for which cb is called; it reads a
+ * struct signalfd_siginfo. keep_ignored: a signal the caller ignores
+ * (nohup, a background job) stays ignored. NULL with errno on failure. */
+struct loop_watch *loop_watch_stop_signals(struct loop *loop, bool keep_ignored, int *fd,
+		loop_fd_callback *cb, void *data);
+
 /* Calls back once at `when` (loop_now_ms() clock). */
 struct loop_timer *loop_timer(struct loop *loop, int64_t when, loop_timer_callback *cb,
 		void *data);

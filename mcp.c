@@ -1343,17 +1343,7 @@ static json_t *tool_list(const struct config *cfg)
 
 static int watch_signals(struct server *s)
 {
-	sigset_t set;
-	sigemptyset(&set);
-	sigaddset(&set, SIGINT);
-	sigaddset(&set, SIGTERM);
-	sigaddset(&set, SIGHUP);
-	if (sigprocmask(SIG_BLOCK, &set, NULL) < 0)
-		return -1;
-	s->signal_fd = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
-	if (s->signal_fd < 0)
-		return -1;
-	s->signal_watch = loop_watch(s->loop, s->signal_fd, LOOP_READ, on_signal, s);
+	s->signal_watch = loop_watch_stop_signals(s->loop, false, &s->signal_fd, on_signal, s);
 	return s->signal_watch ? 0 : -1;
 }
 

@@ -123,23 +123,9 @@ static void on_signal(struct loop_watch *w, int fd, unsigned events, void *data)
 
 static int watch_signals(struct oneshot *o)
 {
-	static const int watched[] = {SIGINT, SIGTERM, SIGHUP};
-	sigset_t set;
-	sigemptyset(&set);
-	for (size_t i = 0; i < sizeof watched / sizeof watched[0]; i++) {
-		/* A signal the caller ignores (nohup, a background job) stays
-		 * ignored: that was the caller's choice. */
-		struct sigaction old;
-		if (sigaction(watched[i], NULL, &old) == 0 && old.sa_handler == SIG_IGN)
-			continue;
-		sigaddset(&set, watched[i]);
-	}
-	if (sigprocmask(SIG_BLOCK, &set, NULL) < 0)
-		return -1;
-	o->signal_fd = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
-	if (o->signal_fd < 0)
-		return -1;
-	o->signal_watch = loop_watch(o->loop, o->signal_fd, LOOP_READ, on_signal, o);
+	/* A signal the caller ignores (nohup, a background job) stays
+	 * ignored: that was the caller's choice. */
+	o->signal_watch = loop_watch_stop_signals(o->loop, true, &o->signal_fd, on_signal, o);
 	return o->signal_watch ? 0 : -1;
 }
 
