@@ -45,7 +45,6 @@ struct slot {
 	struct sandbox *sb;
 	struct job *job;
 	bool serial;   /* sb serves job after job */
-	bool ready;    /* serial: waits for a job */
 	bool was_ready; /* serial: it started Sage once */
 	bool input_ended;
 	int calls;
@@ -246,14 +245,12 @@ static void finish_job(struct batch *b, struct job *j, const struct run_result *
 		jw_raw(&w, j->id);
 	else
 		jw_null(&w);
-	if (j->bad) {
-		write_json_header(&w, false, j->err.status, j->err.message);
+	/* Nothing ran: a bad line, or no sandbox could run the job. */
+	const struct error *refusal = j->bad ? &j->err : r->failed ? &r->failure : NULL;
+	if (refusal) {
+		write_json_header(&w, false, refusal->status, refusal->message);
 		jw_key(&w, "hint");
-		jw_cstring(&w, j->err.hint);
-	} else if (r->failed) {
-		write_json_header(&w, false, r->failure.status, r->failure.message);
-		jw_key(&w, "hint");
-		jw_cstring(&w, r->failure.hint);
+		jw_cstring(&w, refusal->hint);
 	} else {
 		write_run_fields(&w, r, &j->cfg);
 	}
@@ -311,7 +308,7 @@ static void retire(struct slot *s, bool stop)
 	s->b->leaving = l;
 	struct sandbox_callbacks cb = {.on_released = on_leaving_released, .data = l};
 	s->sb = NULL;
-	s->ready = s->serial = false;
+	s->serial = false;
 	sandbox_set_callbacks(sb, &cb);
 	if (stop)
 		sandbox_stop(sb, STOP_SIGNAL, s->b->stop_signal ? s->b->stop_signal : SIGTERM);
@@ -343,7 +340,7 @@ static void on_ready(struct sandbox *sb, void *data)
 {
 	struct slot *s = data;
 	if (s->serial && !s->job) {
-		s->ready = s->was_ready = true;
+		s->was_ready = true;
 		s->b->serial_failures = 0;
 	}
 	pump(s->b);
@@ -384,9 +381,7 @@ static void on_done(struct sandbox *sb, void *data)
 	bool again = s->serial && r->serves_next && !b->stop_signal &&
 		s->calls < BATCH_CALLS_PER_SANDBOX &&
 		loop_now_ms() - s->born < BATCH_SANDBOX_AGE_SECONDS * 1000ll;
-	if (again)
-		s->ready = true;
-	else
+	if (!again)
 		retire(s, s->serial && r->serves_next);
 	pump(b);
 }
@@ -398,7 +393,7 @@ static void on_released(struct sandbox *sb, void *data)
 	if (s->sb != sb)
 		return;
 	s->sb = NULL;
-	s->ready = s->serial = false;
+	s->serial = false;
 	sandbox_free(sb);
 	pump(s->b);
 }
@@ -415,7 +410,7 @@ static int start_sandbox(struct slot *s, bool serial, int64_t deadline)
 		.idle_seconds = serial ? SESSION_MAX_SECONDS : 0, .cb = slot_callbacks};
 	so.cb.data = s;
 	s->serial = serial;
-	s->ready = s->was_ready = false;
+	s->was_ready = false;
 	s->calls = 0;
 	s->born = loop_now_ms();
 	s->sb = sandbox_start(b->loop, &so, &err);
@@ -434,7 +429,6 @@ static void submit(struct slot *s, struct job *j)
 	sandbox_rlimits(&j->cfg, rl);
 	j->attempts++;
 	s->job = j;
-	s->ready = false;
 	s->input_ended = false;
 	j->input_sent = 0;
 	struct program p = {.code = j->code, .code_len = j->code_len,
@@ -630,7 +624,9 @@ static void pump(struct batch *b)
 	bool room = !b->stop_signal && queue_pending(b->out) < OUT_QUEUE_BYTES;
 	for (int i = 0; i < b->jobs && room && b->waiting; i++) {
 		struct slot *s = &b->slots[i];
-		if (s->sb && s->serial && s->ready && !s->job) {
+		/* A serial sandbox waits for a job: Sage imported, or its last
+		 * job done and the container put back. */
+		if (s->sb && s->serial && !s->job && sandbox_state(s->sb) == SANDBOX_READY) {
 			submit(s, take_waiting(b));
 			continue;
 		}
@@ -731,17 +727,7 @@ long batch_default_jobs(const struct config *cfg, char *why, size_t why_size)
 
 static int watch_signals(struct batch *b)
 {
-	sigset_t set;
-	sigemptyset(&set);
-	sigaddset(&set, SIGINT);
-	sigaddset(&set, SIGTERM);
-	sigaddset(&set, SIGHUP);
-	if (sigprocmask(SIG_BLOCK, &set, NULL) < 0)
-		return -1;
-	b->signal_fd = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
-	if (b->signal_fd < 0)
-		return -1;
-	b->signal_watch = loop_watch(b->loop, b->signal_fd, LOOP_READ, on_signal, b);
+	b->signal_watch = loop_watch_stop_signals(b->loop, false, &b->signal_fd, on_signal, b);
 	return b->signal_watch ? 0 : -1;
 }
 
@@ -774,7 +760,8 @@ int batch_run(const struct batch_options *o)
 		b.slots[i].b = &b;
 	if (o->resume && read_done_ids(&b, &err) < 0)
 		goto refused;
-	b.src = job_source_open(o->files, o->file_count, o->cfg, o->shard_index, o->shard_count, &err);
+	b.src = job_source_open(o->files, o->file_count, o->cfg, o->shard_index, o->shard_count,
+		o->progress, &err);
 	if (!b.src)
 		goto refused;
 	b.podman = find_executable(o->cfg->value[SET_PODMAN]);
@@ -815,14 +802,12 @@ int batch_run(const struct batch_options *o)
 		progress_line(&b, true);
 	int status;
 	if (b.refused && !b.finished) {
-		err = b.refusal;
-		fprintf(stderr, "sage-sandbox: %s%s%s\n", err.message, err.hint[0] ? "; " : "", err.hint);
-		status = err.status;
+		print_error_line(stderr, &(struct printed){.err = &b.refusal});
+		status = b.refusal.status;
 	} else {
 		summary(&b);
 		if (b.refused) /* podman could no longer be started, mid-batch */
-			fprintf(stderr, "sage-sandbox: %s%s%s\n", b.refusal.message,
-				b.refusal.hint[0] ? "; " : "", b.refusal.hint);
+			print_error_line(stderr, &(struct printed){.err = &b.refusal});
 		status = b.refused ? EXIT_REFUSED : b.stop_signal ? 128 + b.stop_signal :
 			b.bad || b.not_run ? BATCH_EXIT_SOME_NOT_RUN : BATCH_EXIT_ALL_RAN;
 	}
@@ -847,6 +832,8 @@ int batch_run(const struct batch_options *o)
 	loop_timer_cancel(b.progress_timer);
 	loop_timer_cancel(b.shutdown_timer);
 	loop_unwatch(b.signal_watch);
+	if (b.signal_fd >= 0)
+		close(b.signal_fd);
 	loop_unwatch(b.input_watch);
 	queue_free(b.out);
 	job_source_close(b.src);
@@ -855,7 +842,7 @@ int batch_run(const struct batch_options *o)
 	return status;
 
 refused:
-	fprintf(stderr, "sage-sandbox: %s%s%s\n", err.message, err.hint[0] ? "; " : "", err.hint);
+	print_error_line(stderr, &(struct printed){.err = &err});
 	job_source_close(b.src);
 	idset_free(&b.done_ids);
 	free(b.podman);

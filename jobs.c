@@ -133,29 +133,36 @@ int parse_shard(const char *text, long long *index, long long *count, struct err
 	return 0;
 }
 
+/* A JSON Lines input, non-blocking: a file, or "-" for stdin. */
+static int open_jobs_file(const char *name, struct error *err)
+{
+	int fd = strcmp(name, "-") == 0 ? reopen_nonblocking(0, O_RDONLY) :
+		open(name, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+	if (fd < 0)
+		error_set(err, EXIT_REFUSED, "name a readable JSON Lines file, or - for stdin",
+			"cannot read jobs from %s: %s", strcmp(name, "-") ? name : "standard input",
+			strerror(errno));
+	return fd;
+}
+
 static int open_input(struct job_source *s, struct error *err)
 {
-	const char *name = s->files[s->at];
 	s->line = 0;
 	s->at_eof = s->skipping = false;
 	s->scanned = 0;
 	s->buf.len = 0;
-	if (strcmp(name, "-") == 0) {
-		s->fd = reopen_nonblocking(0, O_RDONLY);
-	} else {
-		s->fd = open(name, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-	}
-	if (s->fd < 0) {
-		error_set(err, EXIT_REFUSED, "name a readable JSON Lines file, or - for stdin",
-			"cannot read jobs from %s: %s", strcmp(name, "-") ? name : "standard input",
-			strerror(errno));
-		return -1;
-	}
-	return 0;
+	s->fd = open_jobs_file(s->files[s->at], err);
+	return s->fd < 0 ? -1 : 0;
+}
+
+/* Is the job of this ordinal this shard's? */
+static bool in_shard(const struct job_source *s, long long ordinal)
+{
+	return s->shard_count == 0 || ordinal % s->shard_count == s->shard_index;
 }
 
 struct job_source *job_source_open(char *const *files, int count, const struct config *cfg,
-		long long shard_index, long long shard_count, struct error *err)
+		long long shard_index, long long shard_count, bool count_ahead, struct error *err)
 {
 	static char *const standard_input[] = {"-"};
 	struct job_source *s = calloc(1, sizeof *s);
@@ -169,24 +176,24 @@ struct job_source *job_source_open(char *const *files, int count, const struct c
 	s->fd = -1;
 	/* Every input is opened once here, so that a missing one is refused
 	 * before anything runs; the count of jobs comes from the same look. */
-	long long total = 0;
-	for (int i = 0; i < s->count && total >= 0; i++) {
+	long long total = count_ahead ? 0 : -1;
+	for (int i = 0; i < s->count; i++) {
 		const char *name = s->files[i];
 		struct stat st;
 		if (is_sage_file(name)) {
-			total++;
+			total += total >= 0;
 			continue;
 		}
-		int fd = strcmp(name, "-") == 0 ? dup(0) : open(name, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+		int fd = open_jobs_file(name, err);
 		if (fd < 0) {
-			error_set(err, EXIT_REFUSED, "name a readable JSON Lines file, or - for stdin",
-				"cannot read jobs from %s: %s", strcmp(name, "-") ? name :
-				"standard input", strerror(errno));
 			free(s);
 			return NULL;
 		}
-		long long lines = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) ? count_lines(fd) : -1;
-		total = lines < 0 ? -1 : total + lines;
+		if (total >= 0) {
+			long long lines = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) ?
+				count_lines(fd) : -1;
+			total = lines < 0 ? -1 : total + lines;
+		}
 		close(fd);
 	}
 	if (total >= 0 && shard_count > 0)
@@ -196,7 +203,9 @@ struct job_source *job_source_open(char *const *files, int count, const struct c
 	return s;
 }
 
-static struct job *new_job(struct job_source *s)
+/* A job of the input being read, at its line and ordinal; argv0: the
+ * name its code goes by. */
+static struct job *new_job(struct job_source *s, const char *argv0)
 {
 	struct job *j = calloc(1, sizeof *j);
 	if (!j)
@@ -205,8 +214,18 @@ static struct job *new_job(struct job_source *s)
 	j->line = s->line;
 	j->ordinal = s->ordinal;
 	j->cfg = *s->cfg;
-	j->attempts = 0;
+	j->argv = calloc(2, sizeof *j->argv);
+	if (!j->argv || !(j->argv[0] = strdup(argv0)))
+		abort();
+	j->argc = 1;
 	return j;
+}
+
+/* "line N of FILE", for a line's messages. */
+static void line_where(const struct job *j, char *buf, size_t size)
+{
+	snprintf(buf, size, "line %ld of %s", j->line,
+		strcmp(j->source, "-") ? j->source : "standard input");
 }
 
 /* Limits a line may lower, never raise. */
@@ -229,14 +248,6 @@ static int take_limit(struct job *j, json_t *value, enum setting_id id, const ch
 	return 0;
 }
 
-static void set_argv(struct job *j, const char *name)
-{
-	j->argv = calloc(2, sizeof *j->argv);
-	if (!j->argv || !(j->argv[0] = strdup(name)))
-		abort();
-	j->argc = 1;
-}
-
 static void refuse(struct job *j, const char *where, const char *hint, const char *what)
 {
 	j->bad = true;
@@ -248,9 +259,7 @@ static void parse_line(struct job *j, const char *line, size_t len)
 {
 	char where[600], what[700];
 	json_error_t jerr;
-	snprintf(where, sizeof where, "line %ld of %s", j->line,
-		strcmp(j->source, "-") ? j->source : "standard input");
-	set_argv(j, "-");
+	line_where(j, where, sizeof where);
 	json_t *o = json_loadb(line, len, JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &jerr);
 	if (!o) {
 		snprintf(what, sizeof what, "not JSON (%s, at column %d)", jerr.text, jerr.column);
@@ -352,14 +361,13 @@ static void parse_line(struct job *j, const char *line, size_t len)
 static struct job *sage_file_job(struct job_source *s)
 {
 	const char *name = s->files[s->at];
-	struct job *j = new_job(s);
+	struct job *j = new_job(s, name);
 	struct buffer code = {0};
 	json_t *id = json_string(name);
 	char *text = id ? json_dumps(id, JSON_ENCODE_ANY | JSON_COMPACT) : NULL;
 	snprintf(j->id, sizeof j->id, "%s", text && strlen(text) <= JOB_ID_MAX ? text : "");
 	free(text);
 	json_decref(id);
-	set_argv(j, name);
 	if (!j->id[0]) {
 		j->bad = true;
 		error_set(&j->err, EXIT_REFUSED, "use a shorter path", "%s: the name is longer than "
@@ -394,14 +402,11 @@ static int next_line_of(struct job_source *s, struct job **out)
 			s->line++;
 			struct job *j = NULL;
 			if (!skipped && !blank(s->buf.data, len)) {
-				j = new_job(s);
-				s->ordinal++;
-				if (s->shard_count > 0 && j->ordinal % s->shard_count != s->shard_index) {
-					free(j);
-					j = NULL;
-				} else {
+				if (in_shard(s, s->ordinal)) {
+					j = new_job(s, "-");
 					parse_line(j, s->buf.data, len);
 				}
+				s->ordinal++;
 			}
 			size_t used = len < s->buf.len ? len + 1 : len;
 			memmove(s->buf.data, s->buf.data + used, s->buf.len - used);
@@ -419,22 +424,22 @@ static int next_line_of(struct job_source *s, struct job **out)
 		if (s->buf.len > JOB_LINE_MAX && !s->skipping) {
 			/* Too long to be a job: refused, and the rest of it dropped
 			 * as it comes, never held. */
-			s->line++;
-			struct job *j = new_job(s);
-			char where[600];
-			s->ordinal++;
+			bool take = in_shard(s, s->ordinal);
+			struct job *j = NULL;
 			s->skipping = true;
 			s->buf.len = s->scanned = 0;
-			set_argv(j, "-");
-			snprintf(where, sizeof where, "line %ld of %s", j->line,
-				strcmp(j->source, "-") ? j->source : "standard input");
-			refuse(j, where, "give large inputs as files of a smaller job, or split it",
-				"longer than 16 MiB");
-			s->line--; /* counted again at its newline */
-			if (s->shard_count > 0 && j->ordinal % s->shard_count != s->shard_index) {
-				job_free(j);
-				continue;
+			if (take) {
+				char where[600];
+				s->line++; /* counted again at its newline */
+				j = new_job(s, "-");
+				s->line--;
+				line_where(j, where, sizeof where);
+				refuse(j, where, "give large inputs as files of a smaller job, or "
+					"split it", "longer than 16 MiB");
 			}
+			s->ordinal++;
+			if (!take)
+				continue;
 			*out = j;
 			return 1;
 		}
@@ -447,8 +452,7 @@ static int next_line_of(struct job_source *s, struct job **out)
 		if (n < 0 && errno == EAGAIN)
 			return 0;
 		if (n < 0) {
-			struct job *j = new_job(s);
-			set_argv(j, "-");
+			struct job *j = new_job(s, "-");
 			j->bad = true;
 			error_set(&j->err, EXIT_REFUSED, "check the input file",
 				"reading %s failed after line %ld: %s", j->source, s->line, strerror(errno));
@@ -480,19 +484,18 @@ int job_source_next(struct job_source *s, struct job **out)
 		if (++s->at >= s->count)
 			return -1;
 		if (is_sage_file(s->files[s->at])) {
-			long long ordinal = s->ordinal++;
-			if (s->shard_count > 0 && ordinal % s->shard_count != s->shard_index)
+			bool take = in_shard(s, s->ordinal);
+			if (take)
+				*out = sage_file_job(s);
+			s->ordinal++;
+			if (!take)
 				continue;
-			s->ordinal = ordinal;
-			*out = sage_file_job(s);
-			s->ordinal = ordinal + 1;
 			(*out)->seq = s->seq++;
 			return 1;
 		}
 		struct error err;
 		if (open_input(s, &err) < 0) {
-			struct job *j = new_job(s);
-			set_argv(j, "-");
+			struct job *j = new_job(s, "-");
 			j->bad = true;
 			j->err = err;
 			*out = j;

@@ -42,10 +42,12 @@ struct job_source;
 
 /* Opens the inputs: FILE arguments (a name ending in .sage is one job,
  * anything else JSON Lines; "-" is stdin), or stdin when there are none.
- * shard_count > 0: only jobs whose ordinal is shard_index modulo it. NULL
- * with err set when a JSON Lines file cannot be opened. */
+ * shard_count > 0: only jobs whose ordinal is shard_index modulo it.
+ * count_ahead: count the jobs first (a second read of every regular file,
+ * for the progress line's total). NULL with err set when a JSON Lines file
+ * cannot be opened. */
 struct job_source *job_source_open(char *const *files, int count, const struct config *cfg,
-		long long shard_index, long long shard_count, struct error *err);
+		long long shard_index, long long shard_count, bool count_ahead, struct error *err);
 /* The next job: 1 with *out (bad or not), 0 when the input has no whole
  * line yet (wait until job_source_fd() is readable), -1 at its end. A
  * read error is a bad job that ends its source. */
@@ -53,7 +55,8 @@ int job_source_next(struct job_source *s, struct job **out);
 /* The descriptor to wait on after a 0, or -1. */
 int job_source_fd(const struct job_source *s);
 /* How many jobs the input holds for this shard, counted ahead where the
- * inputs are regular files; -1 when a pipe makes it unknown. */
+ * inputs are regular files; -1 when a pipe makes it unknown, or when not
+ * counted. */
 long long job_source_total(const struct job_source *s);
 void job_source_close(struct job_source *s);
 void job_free(struct job *j);
