@@ -648,7 +648,6 @@ def send_output_files():
     """The output directory, walked without following links, after every
     process of the code is gone: the tree cannot change while it is sent.
     The host checks everything again; this side only saves it the work."""
-    import stat
     max_files, max_file, max_total = limit(b"out_files"), limit(b"out_file_bytes"), limit(b"out_bytes")
     sent = [0, 0]  # files, bytes
 
@@ -727,8 +726,10 @@ def send_output_files():
 def empty_output_dir():
     """A session's files went back with their cell: the next cell's
     directory starts empty, as a run's does."""
-    import shutil
-    shutil.rmtree(OUTPUT_DIR, ignore_errors=True)
+    try:
+        remove_tree(OUTPUT_DIR)
+    except (OSError, RecursionError):
+        pass
     os.makedirs(OUTPUT_DIR, exist_ok=True)
 
 

@@ -87,8 +87,9 @@ struct sandbox {
 	bool submitted;
 	int starts;
 	int discarding;
-	/* A session's Sage waits for its next cell: the container lives on
-	 * past the last cell's result. */
+	/* The launcher waits for the next call (a session's next cell, or a
+	 * serial sandbox's next call): the container lives on past the last
+	 * call's result. */
 	bool between_cells;
 	struct run_result result;
 };
@@ -269,7 +270,8 @@ static void take_frame(struct sandbox *sb, char type, const char *payload, size_
 			protocol_broken(sb, "a malformed exit frame");
 		}
 		sb->code_ended_at = at;
-		/* A session's cell says what became of its Sage: "kept", kept
+		/* What became of the container: a serial call's says " next"
+		 * when it serves another; a session's cell says "kept", kept
 		 * though "interrupted" at its timeout or its CPU seconds, or
 		 * "lost" (at them, or by its own end). A timeout is told by the
 		 * deadline, as for any run (finish_result). */
@@ -277,7 +279,7 @@ static void take_frame(struct sandbox *sb, char type, const char *payload, size_
 			strstr(text, " interrupted");
 		if (sb->opt.session) {
 			sb->result.in_session = true;
-			sb->result.session_kept = strstr(text, " kept") || strstr(text, " interrupted");
+			sb->result.session_kept = sb->result.serves_next;
 			sb->result.session_interrupted = strstr(text, " interrupted") != NULL;
 			if (strstr(text, " interrupted cpu") || strstr(text, " lost cpu"))
 				sb->result.cpu_limit_exceeded = true;
@@ -858,7 +860,8 @@ static void queue_program(struct sandbox *sb)
 	send_inputs(sb);
 }
 
-/* A session's next cell: the last one's result goes, the container stays. */
+/* The next call of a session or a serial sandbox: the last one's result
+ * goes, the container stays. */
 static void next_cell(struct sandbox *sb)
 {
 	struct run_result *r = &sb->result;

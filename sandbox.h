@@ -161,8 +161,9 @@ size_t sandbox_input_room(const struct sandbox *sb);
 void sandbox_input_end(struct sandbox *sb);
 void sandbox_pause_output(struct sandbox *sb, bool paused);
 /* Ends the run early, asynchronously: on_done follows once the container is
- * removed. Ignored once the result is known, but for a session between
- * its cells (then only on_released follows). signal: for STOP_SIGNAL. */
+ * removed. Ignored once the result is known, but for a session or a
+ * serial sandbox between its calls (then only on_released follows).
+ * signal: for STOP_SIGNAL. */
 void sandbox_stop(struct sandbox *sb, enum stop_reason reason, int signal);
 enum sandbox_state sandbox_state(const struct sandbox *sb);
 const char *sandbox_name(const struct sandbox *sb);

@@ -16,6 +16,19 @@ for n, line in enumerate(open(sys.argv[1], encoding="utf-8"), 1):
     print(eval(sys.argv[2]))' "$@"
 }
 
+# batch_in_background COUNT SECONDS: `batch --jobs 2` in the background on
+# COUNT jobs that each sleep SECONDS and print their id squared, into
+# $dir/out.jsonl and $dir/err; its pid in $pid.
+batch_in_background() {
+	python3 -c '
+import json, sys
+for i in range(int(sys.argv[1])):
+    print(json.dumps({"id": i, "code": "import time\ntime.sleep(%sr)\nprint(%d^2)" % (sys.argv[2], i)}))' \
+		"$1" "$2" >"$dir/jobs.jsonl"
+	"$SAGE_SANDBOX" batch --jobs 2 "$dir/jobs.jsonl" >"$dir/out.jsonl" 2>"$dir/err" &
+	pid=$!
+}
+
 @test "batch - options it cannot take are refused with one line, status 125, nothing run" {
 	run_ss 125 batch --jobs 0
 	expect_equal "$errors" "sage-sandbox: --jobs '0' is not a count from 1 to 64; see sage-sandbox --help"
@@ -174,12 +187,7 @@ after 0 None 1"
 
 @test "batch - kill -9 in the middle, then --resume: every id exactly once, no torn line" {
 	dir=$BATS_TEST_TMPDIR
-	python3 -c '
-import json
-for i in range(60):
-    print(json.dumps({"id": i, "code": "import time\ntime.sleep(0.2r)\nprint(%d^2)" % i}))' >"$dir/jobs.jsonl"
-	"$SAGE_SANDBOX" batch --jobs 2 "$dir/jobs.jsonl" >"$dir/out.jsonl" 2>"$dir/err" &
-	pid=$!
+	batch_in_background 60 0.2
 	for ((i = 0; i < 600; i++)); do
 		[ "$(wc -l <"$dir/out.jsonl")" -ge 15 ] && break
 		sleep 0.1
@@ -275,12 +283,7 @@ b.sage 0 b.sage"
 
 @test "batch - SIGTERM stops running jobs, removes every container, writes the summary, exits 143" {
 	dir=$BATS_TEST_TMPDIR
-	python3 -c '
-import json
-for i in range(20):
-    print(json.dumps({"id": i, "code": "import time\ntime.sleep(5)\nprint(%d)" % i}))' >"$dir/jobs.jsonl"
-	"$SAGE_SANDBOX" batch --jobs 2 "$dir/jobs.jsonl" >"$dir/out.jsonl" 2>"$dir/err" &
-	pid=$!
+	batch_in_background 20 5
 	for ((i = 0; i < 300; i++)); do
 		[ -n "$(our_containers)" ] && break
 		sleep 0.1
