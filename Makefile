@@ -20,7 +20,8 @@ OBJECTS = sage-sandbox.o $(CORE_OBJECTS)
 HEADERS = loop.h process.h buffer.h error.h settings.h podman.h cache.h rootless.h image.h sandbox.h \
 	oneshot.h result.h terminal.h memwatch.h json.h selftest.h pool.h mcp.h embedded.h \
 	infiles.h outfiles.h names.h sniff.h base64.h jobs.h batch.h
-EMBEDDED = seccomp.json launcher.py checks.py mcp-tools.json
+EMBEDDED = seccomp.json launcher-bundle.py checks.py mcp-tools.json
+LAUNCHER = $(wildcard launcher/*.py)
 DATADIR ?= $(PREFIX)/share
 MANPAGES = man/sage-sandbox.1 man/sage-sandbox.5 man/sage-sandbox-mcp.7
 
@@ -35,6 +36,10 @@ $(OBJECTS): $(HEADERS)
 # compiled in: what runs is what was tested, and no file can go missing.
 # Written to a temporary file and renamed: a failing step never leaves a
 # partial embedded.c that make would take for up to date.
+# The launcher's modules, joined into the one program podman is given.
+launcher-bundle.py: $(LAUNCHER)
+	python3 launcher/bundle.py $(LAUNCHER) > $@.tmp && mv -f $@.tmp $@
+
 embedded.c: $(EMBEDDED)
 	for f in $(EMBEDDED); do \
 		printf 'const char embedded_%s[] =\n' "$$(printf %s "$$f" | tr .- __)"; \
@@ -92,7 +97,7 @@ uninstall:
 	if [ -d $(DESTDIR)$(DATADIR)/sage-sandbox ]; then rmdir $(DESTDIR)$(DATADIR)/sage-sandbox; fi
 
 clean:
-	rm -f sage-sandbox $(OBJECTS) embedded.c embedded.c.tmp tests/unit tests/unit-loop $(MANPAGES)
+	rm -f sage-sandbox $(OBJECTS) embedded.c embedded.c.tmp launcher-bundle.py launcher-bundle.py.tmp tests/unit tests/unit-loop $(MANPAGES)
 	rm -rf lmstudio/dist
 
 .PHONY: all check install uninstall clean

@@ -88,6 +88,9 @@ struct batch {
 	long long window, next_seq;
 	struct idset done_ids;
 	long long total, finished, ok, failed, bad, not_run, skipped, retried;
+	/* Serial containers that could not be made as good as fresh after a
+	 * job (launcher/calls.py) and were replaced. */
+	long long replaced;
 	int64_t began;
 	int serial_failures;
 	int stop_signal; /* the signal that stops the batch, or 0 */
@@ -361,6 +364,11 @@ static void on_done(struct sandbox *sb, void *data)
 	struct run_result *r = sandbox_result(sb);
 	struct job *j = s->job;
 	s->job = NULL;
+	if (s->serial && r->ends_why[0]) {
+		b->replaced++;
+		fprintf(stderr, "sage-sandbox batch: the container of job %s is replaced: %s\n",
+			j && j->id[0] ? j->id : "(none)", r->ends_why);
+	}
 	if (j && b->stop_signal) {
 		job_free(j); /* stopped, not done: --resume runs it again */
 	} else if (j && try_again(r) && j->attempts < 2) {
@@ -378,11 +386,11 @@ static void on_done(struct sandbox *sb, void *data)
 	if (s->serial && !s->was_ready)
 		b->serial_failures++;
 	s->calls++;
-	bool again = s->serial && r->serves_next && !b->stop_signal &&
+	bool again = s->serial && SERVES_NEXT(r) && !b->stop_signal &&
 		s->calls < BATCH_CALLS_PER_SANDBOX &&
 		loop_now_ms() - s->born < BATCH_SANDBOX_AGE_SECONDS * 1000ll;
 	if (!again)
-		retire(s, s->serial && r->serves_next);
+		retire(s, s->serial && SERVES_NEXT(r));
 	pump(b);
 }
 
@@ -744,9 +752,11 @@ static void summary(struct batch *b)
 			"(--resume RESULTS runs them)\n", signal_name(b->stop_signal, sig, sizeof sig));
 	fprintf(stderr, "sage-sandbox batch: %lld jobs in %.1f s (%.2f jobs/s): %lld ok, %lld failed, "
 		"%lld bad lines, %lld not run; %lld retried, %lld skipped (--resume); "
+		"%lld container%s replaced after a job; "
 		"sage-sandbox's own CPU %.2f s, max RSS %ld KiB\n",
 		b->finished, seconds, seconds > 0 ? (double)b->finished / seconds : 0, b->ok, b->failed,
-		b->bad, b->not_run, b->retried, b->skipped, cpu, self.ru_maxrss);
+		b->bad, b->not_run, b->retried, b->skipped, b->replaced, b->replaced == 1 ? "" : "s",
+		cpu, self.ru_maxrss);
 }
 
 int batch_run(const struct batch_options *o)

@@ -25,6 +25,21 @@ least-trodden code, so they are refused with EPERM:
   that serves several calls would hand one call's to the next, and their
   kernel memory is in no limit (32,000 queues of 16 KiB each here). POSIX
   message queues are already out of reach (RLIMIT_MSGQUEUE is 0).
+Whatever a call's process can do to another process of the same uid (the
+launcher, pid 1, which forks the next call's process, inherits nothing of
+one call into the next only if no call can change it):
+- prlimit64, setpriority, sched_setscheduler, sched_setparam,
+  sched_setattr, sched_setaffinity and ioprio_set act on the caller only
+  (pid or who 0, which is how glibc's setrlimit, nice and Python's
+  os.sched_setaffinity(0, ...) call them) and answer EPERM for any other
+  process: a call's prlimit on pid 1 lowered the next call's nofile and
+  fsize limits, its setpriority made every later call nice 19, its
+  sched_setscheduler made them SCHED_IDLE. setpriority takes PRIO_PROCESS
+  only (a process group or a user reaches other processes).
+- io_setup answers ENOSYS (libaio and Python fall back): its events count
+  against the host-wide fs.aio-nr (65536 for the whole machine), so one run
+  could take it from every other user. io_uring is already refused.
+
 clone3 answers ENOSYS instead, so that glibc falls back to clone, whose flags
 (unlike clone3's, which sit in memory) seccomp can inspect: clone is allowed
 only when (flags & 0x7E020000) == 0, that is without CLONE_NEWNS,
@@ -113,6 +128,7 @@ REFUSED = frozenset({
 })
 # Refused with the errno a program that can do without them expects.
 REFUSED_WITH = {
+    "io_setup": ENOSYS,
     "splice": ENOSYS, "tee": ENOSYS, "inotify_init": ENOSYS, "inotify_init1": ENOSYS,
     "setxattr": EOPNOTSUPP, "lsetxattr": EOPNOTSUPP, "fsetxattr": EOPNOTSUPP,
 }
@@ -126,6 +142,35 @@ def socket_rules():
     rules += [{"names": ["socket"], "action": "SCMP_ACT_ERRNO", "errnoRet": EAFNOSUPPORT,
                "args": [{"index": 0, "value": family, "valueTwo": 0, "op": "SCMP_CMP_EQ"}]}
               for family in range(AF_MAX) if family not in SOCKET_FAMILIES_ALLOWED]
+    return rules
+
+
+PRIO_PROCESS = 0
+IOPRIO_WHO_PROCESS = 1
+# System calls that may act on another process, and which of their
+# arguments must be what makes them act on the caller alone.
+SELF_ONLY = {
+    "prlimit64": ((0, 0),),
+    "setpriority": ((0, PRIO_PROCESS), (1, 0)),
+    "sched_setscheduler": ((0, 0),),
+    "sched_setparam": ((0, 0),),
+    "sched_setattr": ((0, 0),),
+    "sched_setaffinity": ((0, 0),),
+    "ioprio_set": ((0, IOPRIO_WHO_PROCESS), (1, 0)),
+}
+
+
+def self_only_rules():
+    rules = []
+    for name, wanted in sorted(SELF_ONLY.items()):
+        rules.append({"names": [name], "action": "SCMP_ACT_ALLOW",
+                      "args": [{"index": i, "value": v, "valueTwo": 0, "op": "SCMP_CMP_EQ"}
+                               for i, v in wanted]})
+        # Any one argument off makes it EPERM (a rule each: the format
+        # has no "or").
+        rules += [{"names": [name], "action": "SCMP_ACT_ERRNO", "errnoRet": EPERM,
+                   "args": [{"index": i, "value": v, "valueTwo": 0, "op": "SCMP_CMP_NE"}]}
+                  for i, v in wanted]
     return rules
 
 
@@ -163,12 +208,13 @@ def derive(profile):
     rules = []
     for rule in profile["syscalls"]:
         # podman's own socket rules (for AF_NETLINK audit) give way to ours.
-        ours = REFUSED | set(REFUSED_WITH) | {"socket", "setsockopt", "fcntl"}
+        ours = REFUSED | set(REFUSED_WITH) | set(SELF_ONLY) | {"socket", "setsockopt", "fcntl"}
         names = [n for n in rule["names"] if n not in ours]
         if rule["action"] != "SCMP_ACT_ALLOW" and not ours & set(rule["names"]):
             rules.append(rule)
         elif names:
             rules.append(dict(rule, names=names))
+    rules += self_only_rules()
     rules += socket_rules()
     rules += setsockopt_rules()
     rules += fcntl_rules()

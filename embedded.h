@@ -4,7 +4,7 @@
 #define SAGE_SANDBOX_EMBEDDED_H
 
 extern const char embedded_seccomp_json[];
-extern const char embedded_launcher_py[];
+extern const char embedded_launcher_bundle_py[];
 extern const char embedded_checks_py[];
 extern const char embedded_mcp_tools_json[];
 

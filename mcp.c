@@ -414,9 +414,9 @@ static void add_session(struct call *c, const struct run_result *r, json_t *obje
 {
 	const struct session *x = c->session;
 	json_object_set_new(object, "session", json_pack("{s:s, s:I, s:b, s:b}", "name", x->name,
-		"calls", (json_int_t)x->calls, "state_kept", r->session_kept, "interrupted",
-		r->session_interrupted));
-	if (r->session_kept)
+		"calls", (json_int_t)x->calls, "state_kept", r->after == AFTER_KEPT, "interrupted",
+		r->after == AFTER_KEPT && r->cell_interrupted));
+	if (r->after == AFTER_KEPT)
 		return;
 	char note[256];
 	snprintf(note, sizeof note, "%s(session %s ended with this call, its %ld%s: its state is "
@@ -544,7 +544,7 @@ static void on_session_call_done(struct sandbox *sb, void *data)
 	struct server *s = x->srv;
 	struct call *c = x->busy;
 	x->busy = NULL;
-	if (!sandbox_result(sb)->session_kept)
+	if (sandbox_result(sb)->after != AFTER_KEPT)
 		x->ending = true;
 	else if (!x->ending)
 		x->idle_timer = loop_timer(s->loop, loop_now_ms() +

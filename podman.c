@@ -194,8 +194,9 @@ static void read_only_root_args(struct argv_builder *a)
 void podman_run_args(struct argv_builder *a, const struct config *cfg,
 		const struct podman_host *host, const struct sage_image *image, const char *podman,
 		const char *name, const char *owner, unsigned long uid, long idle_seconds,
-		bool serves_many)
+		const char *mode)
 {
+	bool serves_many = strcmp(mode, "once") != 0;
 	long cpus = cfg->number[SET_CPUS];
 	struct rlimit_value rlimits[RLIMIT_COUNT];
 
@@ -329,7 +330,10 @@ void podman_run_args(struct argv_builder *a, const struct config *cfg,
 	arg_add(a, "-X");
 	arg_add(a, "no_debug_ranges");
 	arg_add(a, "-c");
-	arg_add(a, "%s", embedded_launcher_py);
+	arg_add(a, "%s", embedded_launcher_bundle_py);
+	/* What the container serves (launcher/calls.py): one call, calls one
+	 * after another each as good as fresh, or a session's cells. */
+	arg_add(a, "%s", mode);
 }
 
 void podman_probe_args(struct argv_builder *a, const struct config *cfg, const char *podman,

@@ -88,13 +88,13 @@ struct sage_image;
  * The seccomp profile is read by podman from fd 3; the launcher is the
  * container's first process, under the image's own Sage Python (image).
  * idle_seconds: how long it may wait, ready, for its program (a warm
- * sandbox), which the backstop adds. serves_many: the container serves
- * a session's cells, or a serial sandbox's calls (SESSION_CPU_SECONDS,
- * SESSION_MAX_SECONDS). */
+ * sandbox), which the backstop adds. mode: the launcher's, "once",
+ * "serial" or "session"; the last two serve many calls
+ * (SESSION_CPU_SECONDS, SESSION_MAX_SECONDS). */
 void podman_run_args(struct argv_builder *a, const struct config *cfg,
 		const struct podman_host *host, const struct sage_image *image, const char *podman,
 		const char *name, const char *owner, unsigned long uid, long idle_seconds,
-		bool serves_many);
+		const char *mode);
 /* `podman run` of the image probe (image.c): script under the image's
  * /bin/sh as the image's own user, with no network and nothing writable
  * but /tmp. */

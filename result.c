@@ -111,15 +111,15 @@ bool describe_stop(const struct run_result *r, const struct config *cfg, char *b
 		snprintf(limit, sizeof limit, "its CPU time of %llu s",
 			(unsigned long long)rl[RL_CPU].value);
 	/* A session's cell: interrupted, its Sage kept, or killed with it. */
-	if (r->in_session && r->session_interrupted && (r->timed_out || r->cpu_limit_exceeded))
+	if (r->after == AFTER_KEPT && r->cell_interrupted && (r->timed_out || r->cpu_limit_exceeded))
 		snprintf(buf, size, "interrupted (KeyboardInterrupt) at %s; the session's state "
 			"is kept; raise timeout_seconds (at most %ld) or split the work", limit,
 			cfg->call_timeout_max);
-	else if (r->in_session && !r->session_kept && (r->timed_out || r->cpu_limit_exceeded))
+	else if (r->after == AFTER_LOST && (r->timed_out || r->cpu_limit_exceeded))
 		snprintf(buf, size, "did not stop within %d s of its interrupt at %s; the session "
 			"ended and its state is lost; raise timeout_seconds (at most %ld) or split "
 			"the work", SESSION_INTERRUPT_GRACE_MS / 1000, limit, cfg->call_timeout_max);
-	else if (r->timed_out && r->serves_next)
+	else if (r->timed_out && r->after == AFTER_NEXT)
 		snprintf(buf, size, "timed out after %ld s; its processes were killed and the "
 			"container serves the next job; raise the job's timeout (at most the batch's "
 			"--timeout) or the batch's --timeout (at most %ld)", cfg->number[SET_TIMEOUT],

@@ -7,6 +7,8 @@
 #include "memwatch.h"
 #include "process.h"
 
+#include <jansson.h>
+
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
@@ -54,12 +56,13 @@ struct sandbox {
 	int profile_fd;
 	struct queue *input;
 	bool input_open; /* more stdin may come */
-	/* The program's input files, sent after the code and before stdin. */
+	/* The program's input files, sent after the code and before stdin;
+	 * the call's, borrowed until its on_done (see program below). */
 	const struct infiles *in;
 	size_t in_next;     /* the file being sent */
 	uint64_t in_offset; /* of it, sent; 0 before its F frame */
 	bool in_begun, inputs_done;
-	struct outfiles *out;
+	struct outfiles *out; /* the call's, borrowed until its on_done */
 	struct loop_watch *out_watch, *err_watch;
 	struct loop_timer *deadline_timer, *grace_timer, *retry_timer, *memwatch_timer;
 	long host_uid; /* the run's own, for the memory watchdog; -1: not watched */
@@ -80,9 +83,10 @@ struct sandbox {
 	int rm_tries;
 	bool rm_running, rm_done;
 	bool done_reported, released_reported;
-	/* The program as submitted (its strings are the caller's), to be
-	 * sent again after a start race; starts so far; removals of the
-	 * containers those races left, still running. */
+	/* The program as submitted, to be sent again after a start race:
+	 * borrowed from its caller from sandbox_submit until the call's
+	 * on_done, and dropped then (with in and out above); starts so far;
+	 * removals of the containers those races left, still running. */
 	struct program program;
 	bool submitted;
 	int starts;
@@ -215,6 +219,52 @@ static void sage_did_not_start(struct sandbox *sb, const char *why)
 	image_forget(sb->opt.cfg);
 }
 
+/* The launcher's end of a call (docs/protocol.md): a JSON object with
+ * "exit" or "signal", "ended_at", "container", and "cpu_limit",
+ * "interrupted", "why" where they apply. */
+static void take_trailer(struct sandbox *sb, const char *payload, size_t len)
+{
+	static const char *const afters[] = {[AFTER_ENDS] = "ends", [AFTER_NEXT] = "next",
+		[AFTER_KEPT] = "kept", [AFTER_LOST] = "lost"};
+	struct run_result *r = &sb->result;
+	json_t *t = json_loadb(payload, len, 0, NULL);
+	json_t *exit_code = json_object_get(t, "exit"), *signal = json_object_get(t, "signal");
+	json_t *ended_at = json_object_get(t, "ended_at");
+	const char *after = json_string_value(json_object_get(t, "container"));
+	const char *interrupted = json_string_value(json_object_get(t, "interrupted"));
+	const char *why = json_string_value(json_object_get(t, "why"));
+	int a = AFTER_ENDS;
+	while (after && a <= AFTER_LOST && strcmp(after, afters[a]) != 0)
+		a++;
+	bool exited = json_is_integer(exit_code) && json_integer_value(exit_code) >= 0 &&
+		json_integer_value(exit_code) <= 255;
+	bool killed = json_is_integer(signal) && json_integer_value(signal) > 0 &&
+		json_integer_value(signal) < 65;
+	if (!json_is_object(t) || exited == killed || !json_is_integer(ended_at) || !after ||
+	    a > AFTER_LOST || ((a == AFTER_KEPT || a == AFTER_LOST) != sb->opt.session) ||
+	    (a == AFTER_NEXT && !sb->opt.serial)) {
+		json_decref(t);
+		protocol_broken(sb, "a malformed end frame");
+		return;
+	}
+	if (exited) {
+		r->exit_code = (int)json_integer_value(exit_code);
+	} else {
+		r->signal = (int)json_integer_value(signal);
+		r->exit_code = 128 + r->signal;
+	}
+	sb->code_ended_at = json_integer_value(ended_at);
+	r->after = (enum container_after)a;
+	r->cell_interrupted = interrupted != NULL;
+	/* The launcher saw the code's CPU time reach its rlimit, or
+	 * interrupted a session's cell at its CPU seconds. A timeout is told
+	 * by the deadline, as for any run (finish_result). */
+	r->cpu_limit_exceeded = json_is_true(json_object_get(t, "cpu_limit")) ||
+		(interrupted && strcmp(interrupted, "cpu") == 0);
+	snprintf(r->ends_why, sizeof r->ends_why, "%s", why ? why : "");
+	json_decref(t);
+}
+
 static void take_frame(struct sandbox *sb, char type, const char *payload, size_t len)
 {
 	switch (type) {
@@ -253,39 +303,10 @@ static void take_frame(struct sandbox *sb, char type, const char *payload, size_
 		else if (sb->stopping == STOP_NONE)
 			outfiles_frame(sb->out, type, payload, len);
 		break;
-	case 'X': {
-		char text[64], cause[16] = "";
-		int n = 0;
-		long long at = 0;
-		snprintf(text, sizeof text, "%.*s", (int)len, payload);
+	case 'X':
 		sb->saw_exit = true;
-		if (sscanf(text, "exit %d %lld", &n, &at) == 2) {
-			sb->result.exit_code = n;
-		} else if (sscanf(text, "signal %d %lld %15s", &n, &at, cause) >= 2) {
-			sb->result.signal = n;
-			sb->result.exit_code = 128 + n;
-			/* The launcher saw the code's CPU time reach its rlimit. */
-			sb->result.cpu_limit_exceeded = strcmp(cause, "cpu") == 0;
-		} else {
-			protocol_broken(sb, "a malformed exit frame");
-		}
-		sb->code_ended_at = at;
-		/* What became of the container: a serial call's says " next"
-		 * when it serves another; a session's cell says "kept", kept
-		 * though "interrupted" at its timeout or its CPU seconds, or
-		 * "lost" (at them, or by its own end). A timeout is told by the
-		 * deadline, as for any run (finish_result). */
-		sb->result.serves_next = strstr(text, " next") || strstr(text, " kept") ||
-			strstr(text, " interrupted");
-		if (sb->opt.session) {
-			sb->result.in_session = true;
-			sb->result.session_kept = sb->result.serves_next;
-			sb->result.session_interrupted = strstr(text, " interrupted") != NULL;
-			if (strstr(text, " interrupted cpu") || strstr(text, " lost cpu"))
-				sb->result.cpu_limit_exceeded = true;
-		}
+		take_trailer(sb, payload, len);
 		break;
-	}
 	default:
 		protocol_broken(sb, "an unknown frame type");
 	}
@@ -339,7 +360,7 @@ static void on_launcher_stream(struct loop_watch *w, int fd, unsigned events, vo
 	}
 	sb->frame_len += (size_t)n;
 	parse_frames(sb);
-	if (sb->saw_exit && !sb->result.serves_next)
+	if (sb->saw_exit && !SERVES_NEXT(&sb->result))
 		close_stream(sb, true);
 	sandbox_advance(sb);
 }
@@ -655,7 +676,15 @@ static void sandbox_advance(struct sandbox *sb)
 		if (sb->out)
 			outfiles_stopped(sb->out); /* a file cut short by the end */
 		finish_result(sb);
-		sb->between_cells = !stopping && sb->result.serves_next;
+		/* The call's program, its files in and out, are its owner's,
+		 * borrowed from sandbox_submit until now: nothing of the
+		 * sandbox points into them from here on, whenever the owner
+		 * frees them (a session's call is freed with its answer, its
+		 * container lives on). */
+		sb->program = (struct program){0};
+		sb->in = NULL;
+		sb->out = NULL;
+		sb->between_cells = !stopping && SERVES_NEXT(&sb->result);
 		sb->state = sb->between_cells ? SANDBOX_READY : SANDBOX_DONE;
 		if (sb->opt.cb.on_done)
 			sb->opt.cb.on_done(sb, sb->opt.cb.data);
@@ -687,7 +716,7 @@ static int spawn_podman(struct sandbox *sb, struct error *err)
 	unsigned long uid = sandbox_uid(opt->host);
 	args_free(&sb->args);
 	podman_run_args(&sb->args, opt->cfg, opt->host, opt->image, opt->podman, sb->name, owner,
-		uid, opt->idle_seconds, opt->session || opt->serial);
+		uid, opt->idle_seconds, opt->session ? "session" : opt->serial ? "serial" : "once");
 	/* Watched where no memory cgroup holds the total, and where the run's
 	 * uid is its own (with the shared fallback uid, the sum would be of
 	 * every run's processes). */
@@ -827,30 +856,23 @@ static void queue_program(struct sandbox *sb)
 	while (args_len > FRAME_MAX)
 		args_len = (size_t)((char *)memrchr(args.data, '\0', args_len - 1) - args.data) + 1;
 	/* The call's own limits, which the launcher can only lower, and what
-	 * comes with the code and goes back. */
+	 * comes with the code and goes back (docs/protocol.md). The deadline
+	 * is the launcher's to keep where the container outlives the call or
+	 * files come back; else the stop is sage-sandbox's. */
 	char limits[512];
 	struct rlimit_value rl[RLIMIT_COUNT];
 	sandbox_rlimits(sb->opt.cfg, rl);
 	long cpu_seconds = p->cpu_seconds ? p->cpu_seconds : (long)rl[RL_CPU].value;
-	int limits_len = snprintf(limits, sizeof limits, "cpu=%ld inputs=%zu", cpu_seconds,
+	bool launcher_deadline = p->out || sb->opt.session || sb->opt.serial;
+	int limits_len = snprintf(limits, sizeof limits, "{\"cpu\": %ld, \"deadline\": %lld, "
+		"\"inputs\": %zu", cpu_seconds, launcher_deadline ? (long long)p->deadline : 0LL,
 		p->in ? p->in->count : 0);
 	if (p->out)
 		limits_len += snprintf(limits + limits_len, sizeof limits - (size_t)limits_len,
-			" out=1 out_files=%ld out_file_bytes=%llu out_bytes=%llu",
+			", \"out\": {\"files\": %ld, \"file_bytes\": %llu, \"bytes\": %llu}",
 			p->out->max_files, (unsigned long long)p->out->max_file_bytes,
 			(unsigned long long)p->out->max_total_bytes);
-	/* A session's cell is interrupted by the launcher at its deadline. */
-	if (sb->opt.session)
-		limits_len += snprintf(limits + limits_len, sizeof limits - (size_t)limits_len,
-			" session=1");
-	/* A serial sandbox's launcher ends the call at its deadline, and
-	 * the container serves the next. */
-	if (sb->opt.serial)
-		limits_len += snprintf(limits + limits_len, sizeof limits - (size_t)limits_len,
-			" serial=1");
-	if (p->out || sb->opt.session || sb->opt.serial)
-		limits_len += snprintf(limits + limits_len, sizeof limits - (size_t)limits_len,
-			" deadline=%lld", (long long)p->deadline);
+	limits_len += snprintf(limits + limits_len, sizeof limits - (size_t)limits_len, "}");
 	put_frame(sb->input, 'L', limits, (size_t)limits_len);
 	put_frame(sb->input, 'A', args.data ? args.data : "", args_len);
 	put_frame(sb->input, 'C', p->code, p->code_len);

@@ -27,6 +27,15 @@ enum sandbox_state { SANDBOX_STARTING, SANDBOX_READY, SANDBOX_RUNNING, SANDBOX_S
 enum stop_reason { STOP_NONE, STOP_TIMEOUT, STOP_OUTPUT_LIMIT, STOP_MEMORY_LIMIT, STOP_SIGNAL,
 	STOP_OUTPUT_CLOSED };
 
+/* What became of the container after a call: it ends (a run's, or a
+ * serial one that cannot be put back as it was); it serves the next call
+ * as good as fresh (serial); a session's Sage lives on for the next cell,
+ * or was lost with this one. */
+enum container_after { AFTER_ENDS, AFTER_NEXT, AFTER_KEPT, AFTER_LOST };
+
+/* The container waits for another call. */
+#define SERVES_NEXT(r) ((r)->after == AFTER_NEXT || (r)->after == AFTER_KEPT)
+
 /* What one run of code in the sandbox produced. */
 struct run_result {
 	bool failed;        /* the code never ran: see failure */
@@ -41,16 +50,13 @@ struct run_result {
 	uint64_t memory_seen;       /* the watchdog's last look, in bytes */
 	uint64_t descriptors_seen;  /* its open descriptors then, each charged */
 	uint64_t locks_seen;        /* and its byte-range locks (LOCKS_MAX) */
-	/* A session's cell: its Sage lives on for the next (false: the
-	 * session ended with this call, its state lost); the cell was
-	 * interrupted (KeyboardInterrupt) at its timeout or CPU seconds. */
-	bool in_session;       /* the launcher ran it as a session's cell */
-	bool session_kept;
-	bool session_interrupted;
-	/* The container waits for another call: a session's cell kept its
-	 * Sage, or a serial sandbox's launcher made it as it was before
-	 * its first call. */
-	bool serves_next;
+	/* What became of the container, as the launcher's end frame said. */
+	enum container_after after;
+	/* A session's cell was interrupted (KeyboardInterrupt) at its timeout
+	 * or CPU seconds; its state is kept unless after is AFTER_LOST. */
+	bool cell_interrupted;
+	/* Why a serial container could not serve another call, or "". */
+	char ends_why[256];
 	int interrupted_by; /* a signal that stopped sage-sandbox, or 0 */
 	/* The container ended under the code, neither by the code's own end
 	 * nor by sage-sandbox: podman died, the container was killed from
@@ -64,7 +70,7 @@ struct run_result {
 	int64_t duration_ms;
 	const char *file; /* the code's file, NULL for stdin: the caller's to set */
 	/* What came back from $SAGE_SANDBOX_OUT: the program's, or NULL. */
-	const struct outfiles *files;
+	const struct outfiles *files; /* the call's own: valid while its owner keeps it */
 };
 
 struct sandbox;

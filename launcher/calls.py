@@ -1,0 +1,579 @@
+# launcher/calls.py: the launcher's calls, one after another: each call's
+# frames, its prepared child, the code's stdin and output relayed, its
+# deadline and CPU seconds, and what becomes of the container after it
+# (the X frame's trailer, docs/protocol.md).
+#
+# Three modes, fixed when the container starts (the launcher's argument):
+#   once     one call, then the container ends;
+#   serial   call after call, each in a child of its own forked from this
+#            process (which no call's code touched), every process of a call
+#            killed, /tmp put back as recorded (tmpreset.py) and this
+#            process's state checked (parent.py) before the next;
+#   session  the cells of one Sage: one child runs every cell, stopped
+#            (SIGSTOP) between cells with every other process killed, so that
+#            nothing of a cell runs after its answer.
+import json
+import os
+import select
+import signal
+import time
+
+from launcher import child, outdir, parent, tmpreset
+from launcher.frames import MAX_FRAME, ProtocolError, write_all
+
+MODES = ("once", "serial", "session")
+MAX_CODE_BYTES = 50000
+MAX_LIMITS_BYTES = 1024
+# A session's cell past its timeout or CPU seconds is interrupted (SIGINT:
+# KeyboardInterrupt, its state kept); still running after this long, it is
+# killed, and the session with it.
+INTERRUPT_GRACE_MS = 2000
+# How often a session's cell's CPU time is looked at, and how often a
+# stopped session is checked between cells.
+CPU_LOOK_MS = 100
+FROZEN_LOOK_MS = 200
+TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def now_ms():
+    return time.clock_gettime_ns(time.CLOCK_MONOTONIC) // 1000000
+
+
+class Call:
+    """One call as the host sent it (L, A, C frames and the input files)."""
+
+    def __init__(self, limits, argv, code):
+        self.argv, self.code = argv, code
+        self.cpu_seconds = limits["cpu"]
+        self.deadline = limits["deadline"]
+        self.inputs = limits["inputs"]
+        out = limits.get("out")
+        self.out = out and outdir.Limits(out["files"], out["file_bytes"], out["bytes"])
+
+
+def parse_limits(data):
+    """The L frame: a JSON object of non-negative integers (and out)."""
+    if len(data) > MAX_LIMITS_BYTES:
+        raise ProtocolError("limits of %d bytes" % len(data))
+    try:
+        limits = json.loads(data)
+    except ValueError:
+        raise ProtocolError("limits that are not JSON")
+
+    def number(v):
+        return isinstance(v, int) and not isinstance(v, bool) and 0 <= v < 1 << 62
+
+    if not isinstance(limits, dict) or not all(
+            number(limits.get(k)) for k in ("cpu", "deadline", "inputs")):
+        raise ProtocolError("limits without cpu, deadline and inputs")
+    out = limits.get("out")
+    if out is not None and not (isinstance(out, dict) and all(
+            number(out.get(k)) for k in ("files", "file_bytes", "bytes"))):
+        raise ProtocolError("out limits without files, file_bytes and bytes")
+    return limits
+
+
+def create_input(parts):
+    """A new file at parts below the working directory, replacing what a
+    session's earlier call left there (a file or a directory)."""
+    directory = os.open("/tmp", os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        for part in parts[:-1]:
+            try:
+                os.mkdir(part, 0o700, dir_fd=directory)
+            except FileExistsError:
+                pass
+            inner = os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=directory)
+            os.close(directory)
+            directory = inner
+        try:
+            os.unlink(parts[-1], dir_fd=directory)
+        except FileNotFoundError:
+            pass
+        except IsADirectoryError:
+            inner = os.open(parts[-1], os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW,
+                            dir_fd=directory)
+            try:
+                tmpreset.empty_directory(inner)
+            finally:
+                os.close(inner)
+            os.rmdir(parts[-1], dir_fd=directory)
+        return os.open(parts[-1], os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600,
+                       dir_fd=directory)
+    finally:
+        os.close(directory)
+
+
+class Launcher:
+    def __init__(self, mode, reader, writer, handlers, namespace, preparse_file):
+        self.mode = mode
+        self.session = mode == "session"
+        self.reader, self.writer = reader, writer
+        self.handlers, self.namespace, self.preparse_file = handlers, namespace, preparse_file
+        self.recorded = None  # /tmp as recorded, for serial
+        self.state = None     # this process's state, checked before each fork
+        self.child = 0
+        self.pidfd = -1
+        self.pipes = None
+        self.child_status = None
+        self.cpu_used = 0.0
+        self.frozen = False   # a session's child, stopped between cells
+        self.no_reset = None  # why /tmp could not be recorded (serial)
+
+    # ---- the prepared child -------------------------------------------------
+
+    def prepare_child(self):
+        self.pipes = child.Pipes(self.session)
+        pid = os.fork()
+        if pid == 0:
+            try:
+                child.child_main(self.pipes, self.handlers, self.namespace,
+                                 self.preparse_file, self.session)
+            finally:
+                os._exit(70)
+        self.child = pid
+        self.pidfd = os.pidfd_open(pid)
+        for fd in self.pipes.child_ends():
+            if fd >= 0:
+                os.close(fd)
+        self.stdin_w = self.pipes.stdin[1]
+        for fd in (self.stdin_w, self.pipes.done[0]):
+            if fd >= 0:
+                os.set_blocking(fd, False)
+        self.streams = {self.pipes.stdout[0]: b"O", self.pipes.stderr[0]: b"E"}
+        self.call_w = self.pipes.call[1]
+        self.child_status = None
+        self.cpu_used = 0.0
+
+    def close_child_pipes(self):
+        for fd in list(self.streams) + [self.call_w, self.pipes.done[0], self.stdin_w,
+                                        self.pidfd]:
+            if fd >= 0:
+                try:
+                    os.close(fd)
+                except OSError:
+                    pass
+        self.streams = {}
+        self.call_w = self.stdin_w = self.pidfd = -1
+
+    # ---- processes ------------------------------------------------------------
+
+    def reap(self):
+        """Reaps every exited process (orphans are ours too, as init)."""
+        while True:
+            try:
+                pid, status, usage = os.wait4(-1, os.WNOHANG)
+            except ChildProcessError:
+                return
+            if pid == 0:
+                return
+            if pid == self.child:
+                self.cpu_used = usage.ru_utime + usage.ru_stime
+                self.child_status = status
+
+    def kill_the_rest(self):
+        """Every process but this one (init of the namespace is spared by
+        kill(-1)), until none is left: the kernel lets no fork outrun a
+        kill(-1), and wait() says when the last one is gone."""
+        try:
+            os.kill(-1, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        while True:
+            try:
+                pid, status, usage = os.wait4(-1, 0)
+            except ChildProcessError:
+                return
+            if pid == self.child:
+                self.cpu_used = usage.ru_utime + usage.ru_stime
+                self.child_status = status
+
+    def kill_all_but(self, spared):
+        """Between a session's cells: every process but this one and the
+        session's Sage, until none is left alive (a process may fork while
+        it is looked for; the nproc limit bounds how long that goes on)."""
+        me = os.getpid()
+        for _ in range(1000):
+            alive = False
+            for name in os.listdir("/proc"):
+                if not name.isdigit() or int(name) in (me, spared):
+                    continue
+                try:
+                    with open("/proc/%s/stat" % name, "rb") as f:
+                        if f.read().rpartition(b")")[2].split()[0] == b"Z":
+                            continue
+                    os.kill(int(name), signal.SIGKILL)
+                    alive = True
+                except (OSError, IndexError):
+                    pass
+            self.reap()
+            if not alive:
+                return True
+        return False
+
+    def child_cpu_seconds(self):
+        """The session's Sage's own CPU time so far, from /proc."""
+        try:
+            with open("/proc/%d/stat" % self.child, "rb") as f:
+                fields = f.read().rpartition(b")")[2].split()
+            return (int(fields[11]) + int(fields[12])) / TICKS
+        except (OSError, IndexError, ValueError):
+            return 0.0
+
+    def freeze(self):
+        """A session's Sage between cells: stopped, threads and all, so that
+        nothing of the cell runs after its answer."""
+        try:
+            os.kill(self.child, signal.SIGSTOP)
+            info = os.waitid(os.P_PID, self.child, os.WSTOPPED | os.WEXITED)
+        except (ProcessLookupError, ChildProcessError):
+            return False
+        self.frozen = info is not None and info.si_code == os.CLD_STOPPED
+        return self.frozen
+
+    def thaw(self):
+        self.frozen = False
+        try:
+            os.kill(self.child, signal.SIGCONT)
+            os.waitid(os.P_PID, self.child, os.WCONTINUED | os.WEXITED)
+        except (ProcessLookupError, ChildProcessError):
+            pass
+
+    def still_frozen(self):
+        """False when the stopped session came back by itself (a timer of
+        its own can send it SIGCONT) or ended."""
+        try:
+            info = os.waitid(os.P_PID, self.child, os.WCONTINUED | os.WEXITED | os.WNOHANG)
+        except ChildProcessError:
+            return False
+        return info is None
+
+    # ---- a call's frames --------------------------------------------------------
+
+    def wait_for_call(self):
+        """Blocks until the host's next frame. A session's stopped Sage is
+        checked meanwhile: one that came back by itself is killed, and the
+        container ends with it."""
+        os.set_blocking(self.reader.fd, True)
+        if not self.frozen:
+            return
+        poller = select.poll()
+        poller.register(self.reader.fd, select.POLLIN)
+        while not self.reader.inbox and not poller.poll(FROZEN_LOOK_MS):
+            if not self.still_frozen():
+                self.kill_the_rest()
+                os._exit(0)
+
+    def read_call(self):
+        """The call's frames: L, A, C, then its input files. The end of a
+        session's previous input may come first: it is skipped. None when
+        the host went away."""
+        self.wait_for_call()
+        while True:
+            got = self.reader.frame()
+            if got is None:
+                return None
+            if got[0] != b"I":
+                break
+        kind, data = got
+        if kind != b"L":
+            raise ProtocolError("a %r frame where a call was due" % kind)
+        limits = parse_limits(data)
+        args = self.reader.expect(b"A")
+        code = self.reader.expect(b"C", MAX_CODE_BYTES)
+        if args is None or code is None:
+            return None
+        call = Call(limits, [os.fsdecode(a) for a in args.split(b"\0")[:-1]] or ["-"], code)
+        self.receive_inputs(call.inputs)
+        return call
+
+    def receive_inputs(self, count):
+        """The input files, into the working directory, before any code runs.
+        The host checked their names; they are checked again here. One that
+        cannot be made (a session's code put something in its way) is said so
+        on the code's stderr, and its bytes are read and dropped."""
+        for _ in range(count):
+            name = self.reader.expect(b"F", 4096)
+            if name is None:
+                os._exit(0)
+            parts = name.split(b"/")
+            if any(p in (b"", b".", b"..") or b"\0" in p for p in parts):
+                raise ProtocolError("an input file's name")
+            try:
+                fd = create_input(parts)
+            except (OSError, tmpreset.CannotReset, RecursionError) as e:
+                fd = -1
+                self.writer.send(b"E", b"sage-sandbox: input file %s could not be written: %s\n" % (
+                    name, str(getattr(e, "strerror", None) or e).encode("utf-8", "replace")))
+            while True:
+                got = self.reader.frame()
+                if got is None:
+                    os._exit(0)
+                if got[0] == b"G":
+                    break
+                if got[0] != b"D":
+                    raise ProtocolError("a %r frame in an input file" % got[0])
+                if fd >= 0:
+                    try:
+                        write_all(fd, got[1])
+                    except OSError:
+                        os.close(fd)
+                        fd = -1
+            if fd >= 0:
+                os.close(fd)
+
+    # ---- the code's stdin ---------------------------------------------------------
+
+    def take_input(self):
+        """I frames the host sent while the code runs, into pending."""
+        while True:
+            got = self.reader.next_ready()
+            if got is None:
+                return
+            kind, data = got
+            if kind != b"I":
+                raise ProtocolError("a %r frame while the code runs" % kind)
+            if not data:
+                self.input_ended = True
+            elif self.stdin_w >= 0:
+                self.pending.extend(data)
+
+    def give_input(self):
+        try:
+            del self.pending[:os.write(self.stdin_w, self.pending[:MAX_FRAME])]
+        except BlockingIOError:
+            pass
+        except OSError:  # the code closed its stdin: what is left is not wanted
+            self.close_input()
+
+    def close_input(self):
+        if self.stdin_w >= 0:
+            os.close(self.stdin_w)
+            self.stdin_w = -1
+        self.pending.clear()
+
+    # ---- output ------------------------------------------------------------------
+
+    def relay(self, fd):
+        try:
+            data = os.read(fd, MAX_FRAME)
+        except BlockingIOError:
+            return False
+        if not data:
+            self.poller.unregister(fd)
+            del self.streams[fd]
+            os.close(fd)
+            return False
+        self.writer.send(self.streams[fd], data)
+        return True
+
+    def drain(self):
+        """What the code wrote is in the pipes: all of it goes out now; a
+        descendant that still holds them open does not make the call wait."""
+        for fd in list(self.streams):
+            os.set_blocking(fd, False)
+            while fd in self.streams and self.relay(fd):
+                pass
+
+    # ---- one call ----------------------------------------------------------------
+
+    def run(self, call):
+        """Runs the call to its end; returns the X frame's trailer."""
+        if self.frozen:
+            self.thaw()
+        try:
+            write_all(self.call_w, child.encode_call(call.cpu_seconds, call.argv, call.code))
+        except OSError:
+            pass  # the child is gone: its status says why, below
+        if not self.session:
+            os.close(self.call_w)
+            self.call_w = -1
+        os.set_blocking(self.reader.fd, False)
+        self.pending = bytearray()
+        self.input_ended = False
+        self.poller = select.poll()
+        for fd in list(self.streams) + [self.pidfd] + (
+                [self.pipes.done[0]] if self.session else []):
+            self.poller.register(fd, select.POLLIN)
+        self.take_input()
+        cell_status = None  # a session's cell ended, the child still alive
+        interrupted = None  # why a session's cell was interrupted: timeout, cpu
+        interrupted_at = 0
+        killed_at_deadline = False
+        cpu_at_start = self.child_cpu_seconds() if self.session else 0.0
+        deadline = call.deadline
+        while self.child_status is None and cell_status is None:
+            self.input_interest()
+            wait_ms = None
+            now = now_ms()
+            if self.session:
+                if not interrupted:
+                    if deadline and now >= deadline:
+                        interrupted = "timeout"
+                    elif call.cpu_seconds and \
+                            self.child_cpu_seconds() - cpu_at_start >= call.cpu_seconds:
+                        interrupted = "cpu"
+                    if interrupted:
+                        interrupted_at = now
+                        os.kill(self.child, signal.SIGINT)
+                if interrupted and now >= interrupted_at + INTERRUPT_GRACE_MS:
+                    os.kill(self.child, signal.SIGKILL)
+                elif interrupted:
+                    wait_ms = interrupted_at + INTERRUPT_GRACE_MS - now
+                else:
+                    wait_ms = CPU_LOOK_MS if call.cpu_seconds else None
+                    if deadline:
+                        wait_ms = min(wait_ms or CPU_LOOK_MS, max(0, deadline - now))
+            elif deadline and not killed_at_deadline:
+                wait_ms = max(0, deadline - now)
+                if wait_ms == 0:
+                    # The call's time is up: the code goes, and what it
+                    # saved still comes back, below.
+                    killed_at_deadline = True
+                    self.kill_the_rest()
+                    wait_ms = None
+            for fd, events in self.poller.poll(wait_ms):
+                if fd in self.streams:
+                    self.relay(fd)
+                elif self.session and fd == self.pipes.done[0]:
+                    # A session's cell ended; the end of the pipe is the
+                    # child's own, which reap() tells.
+                    line = os.read(fd, 64)
+                    if line:
+                        cell_status = int(line.split()[0])
+                    else:
+                        self.poller.unregister(fd)
+                elif fd == self.reader.fd:
+                    if not self.reader.fill() and self.reader.ended:
+                        if self.session:
+                            # sage-sandbox went away: a session has nobody
+                            # to answer.
+                            self.kill_the_rest()
+                            os._exit(0)
+                        self.input_ended = True
+                    self.take_input()
+                elif fd == self.stdin_w:
+                    if events & (select.POLLERR | select.POLLHUP):
+                        self.close_input()
+                    else:
+                        self.give_input()
+                elif fd == self.pidfd:
+                    self.poller.unregister(fd)
+            self.reap()
+        return self.finish(call, cell_status, interrupted, killed_at_deadline, deadline)
+
+    def input_interest(self):
+        want_host = not self.input_ended and len(self.pending) < MAX_FRAME
+        self._interest(self.reader.fd, select.POLLIN, want_host)
+        self._interest(self.stdin_w, select.POLLOUT, self.stdin_w >= 0 and bool(self.pending))
+        if self.input_ended and not self.pending:
+            self.close_input()
+
+    def _interest(self, fd, events, wanted):
+        if fd < 0:
+            return
+        if wanted:
+            self.poller.register(fd, events)
+        else:
+            try:
+                self.poller.unregister(fd)
+            except KeyError:
+                pass
+
+    def finish(self, call, cell_status, interrupted, killed_at_deadline, deadline):
+        self.drain()
+        ended_at = now_ms()
+        if killed_at_deadline:
+            ended_at = max(ended_at, deadline)
+        trailer = {"ended_at": ended_at}
+        session_goes_on = self.session and self.child_status is None
+        if session_goes_on:
+            session_goes_on = self.kill_all_but(self.child) and self.freeze()
+            if not session_goes_on:
+                self.kill_the_rest()
+        elif call.out or self.session or self.mode == "serial":
+            self.kill_the_rest()
+        if call.out:
+            outdir.send(self.writer, call.out)
+            if session_goes_on and not outdir.empty():
+                session_goes_on = False
+                self.kill_the_rest()
+        if session_goes_on:
+            trailer.update({"exit": cell_status, "container": "kept"})
+            if interrupted:
+                trailer["interrupted"] = interrupted
+            return trailer
+        status = self.child_status
+        if status is None:  # the session's Sage could not be stopped
+            trailer.update({"signal": signal.SIGKILL, "container": "lost"})
+            return trailer
+        if os.WIFSIGNALED(status):
+            trailer["signal"] = os.WTERMSIG(status)
+            if self.at_cpu_limit(call, status) and not (self.session and interrupted):
+                trailer["cpu_limit"] = True
+        else:
+            trailer["exit"] = os.WEXITSTATUS(status)
+        if self.session:
+            trailer["container"] = "lost"
+            if interrupted:
+                trailer["interrupted"] = interrupted
+        elif self.mode == "serial":
+            why = self.reset()
+            trailer["container"] = "ends" if why else "next"
+            if why:
+                trailer["why"] = why
+        else:
+            trailer["container"] = "ends"
+        return trailer
+
+    def at_cpu_limit(self, call, status):
+        """At RLIMIT_CPU (soft = hard) the kernel sends SIGKILL: told from
+        any other SIGKILL by the CPU time the process had used (90% of the
+        limit: the kernel's precise clock and rusage's can differ under
+        load)."""
+        import resource
+        cpu_limit = resource.getrlimit(resource.RLIMIT_CPU)[1]
+        if not self.session and 0 < call.cpu_seconds and (
+                cpu_limit == resource.RLIM_INFINITY or call.cpu_seconds < cpu_limit):
+            cpu_limit = call.cpu_seconds
+        return os.WTERMSIG(status) in (signal.SIGKILL, signal.SIGXCPU) and \
+            cpu_limit != resource.RLIM_INFINITY and self.cpu_used >= cpu_limit * 0.9
+
+    def reset(self):
+        """Between the calls of a serial container, with no process of the
+        last call left: /tmp as recorded, and this process as it was. None,
+        or why the container cannot serve another call."""
+        if self.recorded is None:
+            return self.no_reset
+        try:
+            tmpreset.reset(self.recorded)
+        except tmpreset.CannotReset as e:
+            return "/tmp could not be put back: %s" % e
+        differs = parent.changed(self.state)
+        if differs:
+            return "the launcher's state changed: %s" % ", ".join(differs)
+        return None
+
+    # ---- the whole ----------------------------------------------------------------
+
+    def serve(self):
+        if self.mode == "serial":
+            try:
+                self.recorded = tmpreset.record()
+            except (OSError, tmpreset.CannotReset) as e:
+                # It serves one call, then ends, and says why with it.
+                self.no_reset = "/tmp could not be recorded: %s" % e
+        self.state = parent.state()
+        self.prepare_child()
+        while True:
+            call = self.read_call()
+            if call is None:
+                self.kill_the_rest()
+                os._exit(0)  # the host went away before sending the program
+            trailer = self.run(call)
+            self.writer.send(b"X", json.dumps(trailer, sort_keys=True).encode())
+            if trailer["container"] not in ("next", "kept"):
+                os._exit(0)
+            if trailer["container"] == "next":
+                self.close_child_pipes()
+                self.prepare_child()

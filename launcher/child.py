@@ -1,0 +1,173 @@
+# launcher/child.py: the prepared child: the process a call's code runs in,
+# forked from the launcher and made ready before the call comes, and how the
+# code runs there as `sage FILE` would run it.
+#
+# The launcher and its child speak over pipes (docs/protocol.md, "The
+# launcher and its child"): the call pipe brings each call as a header
+# (">III": its CPU seconds, the length of its arguments, the length of its
+# code) and those bytes; in a session the done pipe takes "STATUS\n" after
+# each cell, and the child waits for the next call. The code's stdin,
+# stdout and stderr are three more pipes, relayed by the launcher.
+import os
+import struct
+import sys
+
+from launcher import parent
+
+CALL_HEADER = struct.Struct(">III")
+
+MISSING_FILE_NOTE = (
+    "note: the sandbox holds only this code, the image's packages and the files\n"
+    "given with --input (MCP: files); nothing else of the host is there\n")
+
+
+class Pipes:
+    """The pipes of one prepared child, made by the launcher before the
+    fork: each side closes the other's ends."""
+
+    def __init__(self, session):
+        self.stdin = os.pipe()
+        self.stdout = os.pipe()
+        self.stderr = os.pipe()
+        self.call = os.pipe()
+        self.done = os.pipe() if session else (-1, -1)
+
+    def launcher_ends(self):
+        return (self.stdin[1], self.stdout[0], self.stderr[0], self.call[1], self.done[0])
+
+    def child_ends(self):
+        return (self.stdin[0], self.stdout[1], self.stderr[1], self.call[0], self.done[1])
+
+
+def encode_call(cpu_seconds, argv, code):
+    args = b"".join(os.fsencode(a) + b"\0" for a in argv)
+    return CALL_HEADER.pack(max(0, cpu_seconds), len(args), len(code)) + args + code
+
+
+def _read_exactly(fd, n):
+    data = bytearray()
+    while len(data) < n:
+        chunk = os.read(fd, n - len(data))
+        if not chunk:
+            return None
+        data += chunk
+    return bytes(data)
+
+
+def read_call(fd):
+    """The next call, or None once the launcher closed the pipe: its CPU
+    seconds, its arguments and its code."""
+    header = _read_exactly(fd, CALL_HEADER.size)
+    if header is None:
+        return None
+    cpu, args_len, code_len = CALL_HEADER.unpack(header)
+    body = _read_exactly(fd, args_len + code_len)
+    if body is None:
+        return None
+    argv = [os.fsdecode(a) for a in body[:args_len].split(b"\0")[:-1]] or ["-"]
+    return cpu, argv, body[args_len:]
+
+
+def run_code(source, namespace, filename, preparse_file):
+    """The code as `sage FILE` runs it, in the namespace made before it
+    came; returns the exit status."""
+    import linecache
+    import numbers
+    import traceback
+    try:
+        # A byte order mark starts many files saved on Windows: not code.
+        text = source.decode("utf-8-sig")
+        preparsed = preparse_file(text)
+        # The preparser hoists the code's numeric constants into one line
+        # of its own at the top; run it first, so that the code's lines keep
+        # their numbers, and tracebacks quote the user's own lines.
+        first, _, rest = preparsed.partition("\n")
+        if first.startswith("_sage_const_") and not text.startswith("_sage_const_"):
+            exec(compile(first, filename, "exec"), namespace)
+            preparsed = rest
+        linecache.cache[filename] = (len(text), None, text.splitlines(True), filename)
+        exec(compile(preparsed, filename, "exec"), namespace)
+        return 0
+    except SystemExit as e:
+        # As Python does, but a Sage Integer is an exit code too:
+        # sys.exit(3) is preparsed to sys.exit(Integer(3)).
+        if e.code is None:
+            return 0
+        if isinstance(e.code, numbers.Integral):
+            return int(e.code) & 0xFF
+        print(e.code, file=sys.stderr)
+        return 1
+    except BaseException as e:
+        kind, value, tb = sys.exc_info()
+        # The first frame is this function: not the user's.
+        traceback.print_exception(kind, value, tb.tb_next if tb else tb)
+        if isinstance(e, (FileNotFoundError, ModuleNotFoundError)) or (
+                isinstance(e, OSError) and "did not find file" in str(e)):
+            sys.stderr.write(MISSING_FILE_NOTE)
+        return 1
+
+
+def child_main(pipes, handlers, namespace, preparse_file, session):
+    """The prepared child: made ready before its call comes, then runs it
+    (a session's child runs every cell of the session). Never returns."""
+    import resource
+    # A session and process group of its own: kill(0, ...) and
+    # setpriority(PRIO_PGRP, 0, ...) from the code reach nothing of the
+    # launcher's.
+    os.setsid()
+    handlers.restore()
+    parent.set_dumpable(True)
+    # The one rlimit podman cannot set (it has no name for it): the code's
+    # address space, which counts the shared mappings RLIMIT_DATA does not.
+    address_space = int(os.environ.get("SAGE_SANDBOX_RLIMIT_AS", resource.RLIM_INFINITY))
+    resource.setrlimit(resource.RLIMIT_AS, (address_space, address_space))
+    stdin, stdout, stderr, call, done = pipes.child_ends()
+    # Over the launcher's own 0 and 1 (the frame streams): the code must
+    # reach none of the launcher's descriptors.
+    os.dup2(stdin, 0)
+    os.dup2(stdout, 1)
+    os.dup2(stderr, 2)
+    for fd in pipes.child_ends()[:3] + pipes.launcher_ends():
+        if fd >= 0:
+            os.close(fd)
+    first_call = True
+    while True:
+        try:
+            got = read_call(call)
+        except KeyboardInterrupt:
+            continue  # an interrupt that came as a cell ended: nothing to stop
+        if got is None:
+            os._exit(0)  # no call came: the sandbox was stopped while waiting
+        cpu_seconds, argv, code = got
+        if first_call and not session:
+            # The call's CPU time, where it is less than the container's:
+            # a warm sandbox was started for the longest call it may
+            # serve. The rlimit counts whole seconds from the fork: the
+            # preparation's whole seconds (none, in practice) are added,
+            # its fraction of one counts as the code's. A session's cells
+            # are watched by the launcher instead: an rlimit counts a
+            # process's whole life.
+            cpu_soft, cpu_hard = resource.getrlimit(resource.RLIMIT_CPU)
+            usage = resource.getrusage(resource.RUSAGE_SELF)
+            want = int(usage.ru_utime + usage.ru_stime) + cpu_seconds
+            if 0 < cpu_seconds and (cpu_hard == resource.RLIM_INFINITY or want < cpu_hard):
+                resource.setrlimit(resource.RLIMIT_CPU, (want, want))
+        first_call = False
+        # Tracebacks name the file as the user gave it, with the user's lines.
+        filename = "<stdin>" if argv[0] == "-" else argv[0]
+        namespace["__file__"] = filename
+        sys.argv = argv
+        status = run_code(code, namespace, filename, preparse_file)
+        try:
+            sys.stdout.flush()
+            sys.stderr.flush()
+        except BaseException:
+            pass
+        if not session:
+            os._exit(status)
+        while True:
+            try:
+                os.write(done, b"%d\n" % status)
+                break
+            except KeyboardInterrupt:
+                continue

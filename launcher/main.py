@@ -1,0 +1,115 @@
+# launcher/main.py: the container's first process: says it started, imports
+# Sage, says it is ready, makes the namespace every call's code runs in,
+# and serves its calls (calls.py) in the mode it was started for.
+#
+# Two differences from `sage FILE` that the sandbox needs:
+# 1. PARI's stack fits the memory limit. Sage reserves a 1 GiB PARI stack at
+#    start-up; under RLIMIT_DATA that reservation fails and PARI prints
+#    "Warning: not enough memory, new PARI stack" into every run's stderr.
+#    Sage's one call that creates it is redirected, while sage.all imports,
+#    to ask for SAGE_SANDBOX_PARI_SIZEMAX bytes instead.
+# 2. No interpreter teardown (0.3-0.4 s of Sage's atexit work): the
+#    container, and everything in it, is deleted right after anyway.
+#
+# It runs under the image's own Sage Python (found by image.c), on Sage 9.5
+# and 10.x. The Sage internals it uses (cypari2.Pari for PARI's stack,
+# sage.all_cmdline, the preparser) are looked up here, at start-up: where
+# one moved, the sandbox says so in a K frame, never in a traceback mixed
+# into a run's output.
+import os
+import signal
+import sys
+
+from launcher import calls, parent
+from launcher.frames import ProtocolError, Reader, Writer
+
+# Where sage-sandbox's environment points (podman.c): made here, empty.
+DIRECTORIES = ("/tmp/sage-home", "/tmp/dot-sage", "/tmp/sage-sandbox-out")
+
+
+def cannot_start(writer, why):
+    """Sage cannot start here: the host refuses the run, naming the image."""
+    writer.send(b"K", " ".join(why.split()).encode("utf-8", "replace")[:4000])
+    os._exit(3)
+
+
+def import_sage(writer):
+    """Imports Sage with PARI's stack within the memory limit; returns the
+    name of the module `sage FILE` imports and the preparser."""
+    try:
+        import cypari2
+        pari_class = cypari2.Pari
+        sizemax = int(os.environ["SAGE_SANDBOX_PARI_SIZEMAX"])
+        cypari2.Pari = lambda *args, **kwargs: pari_class(1 << 20, sizemax)
+    except (ImportError, AttributeError, KeyError, ValueError):
+        # Without it Sage still runs; PARI may warn about its stack.
+        pari_class = None
+    try:
+        # sage.all_cmdline is what `sage FILE` imports (9.5 and 10.x); an
+        # older or reorganised Sage may have only sage.all.
+        try:
+            import sage.all_cmdline  # noqa: F401
+            sage_all = "sage.all_cmdline"
+        except ModuleNotFoundError as e:
+            if e.name != "sage.all_cmdline":
+                raise
+            import sage.all  # noqa: F401
+            sage_all = "sage.all"
+    except BaseException as e:
+        cannot_start(writer, "%s cannot import Sage: %s: %s" % (sys.executable, type(e).__name__, e))
+    finally:
+        if pari_class is not None:
+            cypari2.Pari = pari_class
+    try:
+        from sage.repl.preparse import preparse_file
+    except ImportError:
+        try:
+            from sage.misc.preparser import preparse_file  # Sage before 9
+        except ImportError:
+            cannot_start(writer, "this Sage has no preparser where sage-sandbox looks for one "
+                         "(sage.repl.preparse.preparse_file); sage-sandbox supports Sage 9.5 "
+                         "and 10.x")
+    return sage_all, preparse_file
+
+
+def main(argv):
+    mode = argv[0] if argv else "once"
+    writer, reader = Writer(1), Reader(0)
+    writer.send(b"S")
+    if mode not in calls.MODES:
+        cannot_start(writer, "the launcher was started in an unknown mode %r" % mode)
+    os.umask(0o077)
+    try:
+        for directory in DIRECTORIES:
+            os.makedirs(directory, exist_ok=True)
+    except OSError as e:
+        cannot_start(writer, "cannot make %s in the container's /tmp: %s" % (directory, e.strerror))
+    # Not dumpable: the code, the same uid, cannot open this process's
+    # /proc entries (its descriptors, the frame stream) or trace it.
+    parent.set_dumpable(False)
+    # The import is not to be interrupted by anything the host did not send.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    sage_all, preparse_file = import_sage(writer)
+    # The handlers Sage installed, for every call's process to get back;
+    # this process catches no signal from here on (parent.py).
+    handlers = parent.Handlers(python={signal.SIGINT: signal.default_int_handler})
+    handlers.drop_all()
+    try:
+        from sage.version import version
+    except ImportError:
+        version = "unknown"
+    writer.send(b"R", version.encode("ascii", "replace")[:64])
+    # What the code runs in, as `sage FILE` gives it: Sage's names, made
+    # once here (45 ms: as long as the fork itself) for every call's
+    # process to inherit.
+    namespace = {"__name__": "__main__", "__builtins__": __builtins__}
+    exec("from %s import *" % sage_all, namespace)
+    # What reports the code's errors, imported once here: each child has it.
+    import linecache  # noqa: F401
+    import numbers  # noqa: F401
+    import traceback  # noqa: F401
+    launcher = calls.Launcher(mode, reader, writer, handlers, namespace, preparse_file)
+    try:
+        launcher.serve()
+    except ProtocolError:
+        os._exit(2)

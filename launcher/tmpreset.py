@@ -1,0 +1,174 @@
+# launcher/tmpreset.py: /tmp as a fresh container has it, recorded once
+# Sage is imported, and put back whole between the calls of a container
+# that serves several.
+#
+# /tmp is the container's only writable place (HOME, DOT_SAGE, the working
+# directory and SAGE_SANDBOX_OUT are in it) and every call's code runs as
+# this process's uid, so whatever a call left there, in any mode, this
+# process may remove. Nothing is compared to decide what to keep: a
+# comparison by stat cannot see a directory chmod'ed 000 (its content was
+# planted for the next call: a matplotlibrc, a maxima-init.lisp that ran a
+# shell command in a later call, a libgap workspace), nor a file written in
+# place through a shared mapping, which tmpfs does not date. Everything
+# below /tmp goes, and the recording (a few bytes: Sage's caches) is
+# written again, modes and times included; then the result is compared
+# with the recording, and a reset that cannot be made exact ends the
+# container instead.
+import os
+import stat
+
+# What /tmp may hold after Sage's import for a container to serve several
+# calls: its regular files are kept in memory to be written again.
+MAX_RECORDED_BYTES = 4 << 20
+MAX_RECORDED_ENTRIES = 4096
+# Directories deeper than this below /tmp are not walked down: such a tree
+# (a call made it) ends the container instead.
+MAX_DEPTH = 200
+
+
+class CannotReset(Exception):
+    """/tmp cannot be made as recorded: the container must end."""
+
+
+class Entry:
+    __slots__ = ("path", "kind", "mode", "content", "times")
+
+    def __init__(self, path, kind, mode, content, times):
+        self.path, self.kind, self.mode, self.content, self.times = \
+            path, kind, mode, content, times
+
+    def key(self):
+        return (self.path, self.kind, self.mode, self.content)
+
+
+def _walk(root):
+    """Every entry below root as (relative path, lstat), parents first,
+    names sorted, following no link and opening nothing by path."""
+    top = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    stack = [(top, "", 1)]
+    try:
+        while stack:
+            fd, prefix, depth = stack.pop()
+            try:
+                names = sorted(os.listdir(fd))
+                for name in names:
+                    st = os.stat(name, dir_fd=fd, follow_symlinks=False)
+                    path = prefix + name
+                    yield fd, name, path, st
+                    if stat.S_ISDIR(st.st_mode):
+                        if depth >= MAX_DEPTH:
+                            raise CannotReset("directories deeper than %d" % MAX_DEPTH)
+                        inner = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW,
+                                        dir_fd=fd)
+                        stack.append((inner, path + "/", depth + 1))
+            finally:
+                os.close(fd)
+    finally:
+        for fd, _, _ in stack:
+            os.close(fd)
+
+
+def _content(dir_fd, name, st):
+    if stat.S_ISLNK(st.st_mode):
+        return os.readlink(name, dir_fd=dir_fd)
+    if stat.S_ISREG(st.st_mode):
+        fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW, dir_fd=dir_fd)
+        try:
+            chunks = []
+            while True:
+                chunk = os.read(fd, 1 << 16)
+                if not chunk:
+                    return b"".join(chunks)
+                chunks.append(chunk)
+        finally:
+            os.close(fd)
+    return None
+
+
+def record(root="/tmp"):
+    """The tree below root: directories, regular files with their bytes,
+    symbolic links with their targets. CannotReset when it holds anything
+    else, or more than a container that serves several calls keeps."""
+    entries, total = [], 0
+    for fd, name, path, st in _walk(root):
+        kind = stat.S_IFMT(st.st_mode)
+        if kind not in (stat.S_IFDIR, stat.S_IFREG, stat.S_IFLNK):
+            raise CannotReset("%s is neither a file, a directory nor a link" % path)
+        content = _content(fd, name, st)
+        total += len(content or b"")
+        if total > MAX_RECORDED_BYTES or len(entries) >= MAX_RECORDED_ENTRIES:
+            raise CannotReset("more than %d bytes or %d entries" % (
+                MAX_RECORDED_BYTES, MAX_RECORDED_ENTRIES))
+        entries.append(Entry(path, kind, stat.S_IMODE(st.st_mode), content,
+                             (st.st_atime_ns, st.st_mtime_ns)))
+    root_mode = stat.S_IMODE(os.stat(root).st_mode)
+    return root_mode, entries
+
+
+def empty_directory(dir_fd, depth=1):
+    """Removes everything in the directory dir_fd, whatever the modes a call
+    gave it: this uid owns every entry, so it may chmod what it must."""
+    for name in os.listdir(dir_fd):
+        st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+        if not stat.S_ISDIR(st.st_mode):
+            os.unlink(name, dir_fd=dir_fd)
+            continue
+        if depth >= MAX_DEPTH:
+            raise CannotReset("directories deeper than %d" % MAX_DEPTH)
+        # No process of the call is left (they were all killed), so the
+        # directory cannot be swapped for a link between stat and chmod.
+        if stat.S_IMODE(st.st_mode) & 0o700 != 0o700:
+            os.chmod(name, 0o700, dir_fd=dir_fd)
+        inner = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=dir_fd)
+        try:
+            empty_directory(inner, depth + 1)
+        finally:
+            os.close(inner)
+        os.rmdir(name, dir_fd=dir_fd)
+
+
+def _rebuild(root, entries):
+    top = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    try:
+        for e in entries:
+            if e.kind == stat.S_IFDIR:
+                os.mkdir(e.path, 0o700, dir_fd=top)
+            elif e.kind == stat.S_IFLNK:
+                os.symlink(e.content, e.path, dir_fd=top)
+            else:
+                fd = os.open(e.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW,
+                             0o600, dir_fd=top)
+                try:
+                    view = memoryview(e.content)
+                    while view:
+                        view = view[os.write(fd, view):]
+                    os.fchmod(fd, e.mode)
+                finally:
+                    os.close(fd)
+        # Deepest first: a directory's mode and times are set once nothing
+        # more is written in it.
+        for e in reversed(entries):
+            if e.kind == stat.S_IFDIR:
+                os.chmod(e.path, e.mode, dir_fd=top)
+            os.utime(e.path, ns=e.times, dir_fd=top, follow_symlinks=False)
+    finally:
+        os.close(top)
+
+
+def reset(recorded, root="/tmp"):
+    """Makes root exactly as recorded; CannotReset where it cannot."""
+    root_mode, entries = recorded
+    try:
+        top = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+        try:
+            empty_directory(top)
+        finally:
+            os.close(top)
+        _rebuild(root, entries)
+        now = record(root)
+    except OSError as e:
+        raise CannotReset("%s: %s" % (type(e).__name__, e))
+    except RecursionError:
+        raise CannotReset("directories too deep")
+    if now[0] != root_mode or [e.key() for e in now[1]] != [e.key() for e in entries]:
+        raise CannotReset("%s is not as recorded after the reset" % root)
