@@ -1,61 +1,250 @@
-/* memwatch.c: a run's total memory, measured from the host's /proc.
+/* memwatch.c: a run's total memory and CPU, measured from the host's /proc,
+ * where no cgroup bounds them: the memory watchdog and the CPU throttle.
  *
  * Where podman has no memory cgroup (every cgroup v1 host, v2 hosts without
  * delegation), the rlimits bound each process, but k processes of a run
  * could hold k times --memory. Each run has a host uid of its own (see
  * podman.c), so its processes are the ones that uid owns: one fstatat per
- * /proc entry finds them (the entry is owned by the process's uid), and
- * their smaps_rollup gives the PSS, which counts shared pages once.
+ * /proc entry finds them (the entry is owned by the process's uid). The
+ * container's first process, the launcher, is not counted: it holds Sage
+ * as imported, allocates nothing once the code runs, and the code can
+ * neither write to its memory nor make it grow.
  *
- * The container's first process, the launcher, is not counted: it holds
- * Sage as imported (about 140 MB of PSS here), allocates nothing once the
- * code runs, and the code can neither write to its memory nor make it grow.
- * What is counted is every process of the code.
+ * What a run holds of the host, per process, and how each part is known:
+ * - its pages: the proportional set size (PSS, shared pages counted once
+ *   in all) from smaps_rollup, a walk of the process's page tables and
+ *   mappings: exact, but 6-12 ms for one forked Sage on these machines, and
+ *   as slow as the process has mappings. So it is taken only when needed
+ *   (below); the resident size (RSS, from stat, at no cost) bounds it from
+ *   above. A process that has not run since its walk has not changed: its
+ *   walked PSS stands.
+ * - its memory mappings (VMAs): each holds about 300 bytes of the kernel's
+ *   (VMA_CHARGE_BYTES), none of it in any PSS, up to vm.max_map_count
+ *   (65530) a process: 85 processes each splitting one reservation into
+ *   63,000 mappings took 1.3 GiB of slab at the default pids limit, 7 GiB
+ *   at 512. Counting them (reading /proc/PID/maps) costs as much as making
+ *   them, so they are bounded instead by the CPU time that making them
+ *   takes: a process that forked with n mappings and has used t seconds of
+ *   CPU since holds at most n + t / c mappings, c the least time the kernel
+ *   takes to split one (calibrated on this machine at start, halved). A
+ *   process that runs reaches the kernel's cap in milliseconds and is
+ *   charged it: 65530 x 384 bytes, 24 MiB.
+ * - its page tables (VmPTE in status): on cgroup v1 in no limit either.
+ * - its open descriptors: each may name a kernel object (sockets, pipes)
+ *   whose buffers are the kernel's: one process's 1,020 AF_UNIX sockets,
+ *   their buffers filled, took 6.4 GiB of the host. Each is charged the
+ *   most one can hold (DESCRIPTOR_CHARGE_BYTES); what a descriptor's object
+ *   may hold is kept small elsewhere (socket buffers at their default,
+ *   AF_UNIX only: derive-seccomp.py; pipes by the kernel's per-user quota,
+ *   per run since each run has a uid of its own).
+ * - byte-range locks: kernel records that no descriptor shows, counted in
+ *   /proc/locks; a run holding more than LOCKS_MAX is stopped (OFD locks,
+ *   listed with no owner, are refused by the seccomp profile).
+ * What none of these shows, and the rlimits bound instead: sockets in
+ * flight (SCM_RIGHTS; at most RLIMIT_NOFILE per uid), POSIX timers and
+ * queued signals (RLIMIT_SIGPENDING per uid), threads' kernel stacks
+ * (RLIMIT_NPROC), tmpfs inodes (nr_inodes=).
  *
- * PSS misses what the kernel allocates on a process's behalf, which no
- * memory cgroup charges on cgroup v1: one process's 1,020 AF_UNIX sockets,
- * their buffers filled, took 6.4 GiB of the host, eight processes nearly
- * all of its 24 GiB. Every such object is reached through a descriptor, so
- * each open descriptor is charged the most one can hold
- * (DESCRIPTOR_CHARGE_BYTES), and a run is stopped when its PSS and its
- * charges pass --memory. Counting is one stat per process (below), no
- * readlink per descriptor. What a descriptor's object may hold is kept
- * small elsewhere: socket buffers at their default and only AF_UNIX
- * sockets (derive-seccomp.py); pipes by the kernel's per-user quota, which
- * is per run since each run has a host uid of its own. Byte-range locks
- * are kernel records that no descriptor shows, any number per file: they
- * are counted in /proc/locks, and a run holding more than LOCKS_MAX is
- * stopped (OFD locks, listed there with no owner, are refused by the
- * seccomp profile). What neither shows, and the rlimits bound instead: sockets in flight in another
- * socket's queue (SCM_RIGHTS; at most RLIMIT_NOFILE per uid), POSIX timers
- * and queued signals (RLIMIT_SIGPENDING per uid), threads' kernel stacks
- * (RLIMIT_NPROC), tmpfs inodes (nr_inodes=). */
+ * Each look (every MEMWATCH_INTERVAL_MS) reads stat of each process and
+ * sums the upper bound: walked PSS where it stands, else RSS, plus the
+ * mappings, page tables and descriptors. Below --memory, that is all. Past
+ * it, the processes that ran since their walk are walked, largest first,
+ * as far as a budget allows (MEMWATCH_CPU_SHARE_PERCENT of a core, over
+ * time: a process with 65,000 mappings takes 12 ms to walk, and a run
+ * cannot make the watchdog spend more than its share). Still past it with
+ * processes unmeasured, the run is frozen (SIGSTOP, every process but the
+ * launcher) until they are measured: a frozen process cannot grow, so the
+ * measure converges, and no fill passes between two looks. Past --memory
+ * exactly measured, the run is stopped.
+ *
+ * The CPU throttle (--cpus where no cpu cgroup holds it) uses the same
+ * freeze: the run's CPU time (its live processes' own and their reaped
+ * children's, and the launcher's reaped children's) is charged against
+ * --cpus cores of allowance, a second of it banked at most; while the
+ * allowance is spent, the run is frozen. Processes that a parent ignoring
+ * SIGCHLD reaps at once and that live less than a look are not seen: the
+ * tolerance of the throttle. */
 #include "memwatch.h"
 
 #include <dirent.h>
-#include <stdbool.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/pidfd.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
+
+/* A run has at most --pids-limit (512) processes: RLIMIT_NPROC holds its
+ * uid to that. The table has room for twice as many. */
+enum { MAX_PROCESSES = 1024, TABLE_SIZE = 2048 };
+/* The kernel's cap on one process's mappings, where it cannot be read. */
+#define MAX_MAP_COUNT_DEFAULT 65530
+/* The most exact measurements may bank, in CPU time. */
+#define BUDGET_MAX_NS (100 * 1000000LL)
+/* The CPU allowance a run may bank while idle, in CPU milliseconds per
+ * core of --cpus. */
+#define CPU_BURST_MS 1000
+
+struct proc {
+	pid_t pid; /* 0: an empty slot */
+	unsigned long long start; /* starttime: with pid, the process's identity */
+	pid_t ppid;
+	pid_t session;
+	char state;
+	bool init;        /* the first process of its pid namespace */
+	uint64_t own_cpu; /* utime + stime, clock ticks */
+	uint64_t children_cpu; /* cutime + cstime: its reaped children's */
+	uint64_t rss;     /* bytes */
+	uint64_t fds, pte; /* descriptors; page tables in bytes */
+	uint64_t cpu_at_status; /* own_cpu when fds and pte were read */
+	bool walked;      /* pss holds while own_cpu and rss are as then */
+	uint64_t pss, cpu_at_walk, rss_at_walk;
+	bool maps_known;  /* maps at cpu_at_maps; else charged the cap */
+	uint64_t maps, cpu_at_maps;
+	bool asked_parent; /* its mappings were looked for in its parent's */
+	bool stopped;     /* SIGSTOP by the watchdog */
+};
+
+struct memwatch {
+	struct memwatch_options opt;
+	struct proc *table, *previous; /* this look's and the last one's, by pid */
+	int64_t last_ms;
+	int64_t budget_ns; /* for exact measurements */
+	uint64_t cpu_ns;   /* the watchdog's own, all looks */
+	/* The throttle: the run's CPU time at the last look (ticks), and its
+	 * allowance left, in CPU microseconds (negative: overdrawn). */
+	bool cpu_seen;
+	uint64_t cpu_ticks;
+	int64_t allowance_us;
+	bool frozen_memory, frozen_cpu;
+};
+
+static long ticks_per_second;
+static long page_size;
+static uint64_t max_map_count;
+/* The least time the kernel takes to split a mapping, in nanoseconds
+ * (calibrated once, halved: a faster core, a lighter moment). */
+static double split_ns;
+
+static int64_t thread_cpu_ns(void)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+	return (int64_t)t.tv_sec * 1000000000LL + t.tv_nsec;
+}
+
+/* Times 1024 mapping splits, each a mprotect of one page of a reservation
+ * to protections unlike its neighbours'. */
+static void calibrate(void)
+{
+	enum { SPLITS = 1024 };
+	ticks_per_second = sysconf(_SC_CLK_TCK);
+	page_size = sysconf(_SC_PAGESIZE);
+	char text[32] = "";
+	FILE *f = fopen("/proc/sys/vm/max_map_count", "re");
+	max_map_count = f && fgets(text, sizeof text, f) ? strtoull(text, NULL, 10) : 0;
+	if (f)
+		fclose(f);
+	if (max_map_count == 0)
+		max_map_count = MAX_MAP_COUNT_DEFAULT;
+	size_t len = (size_t)page_size * 2 * SPLITS;
+	char *area = mmap(NULL, len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	split_ns = 50; /* where it cannot be measured: a fast machine's */
+	if (area == MAP_FAILED)
+		return;
+	int64_t begin = thread_cpu_ns();
+	for (int i = 0; i < SPLITS; i++)
+		mprotect(area + (size_t)page_size * 2 * i, (size_t)page_size, PROT_READ);
+	double each = (double)(thread_cpu_ns() - begin) / SPLITS / 2;
+	munmap(area, len);
+	if (each > split_ns)
+		split_ns = each;
+}
+
+struct memwatch *memwatch_new(const struct memwatch_options *opt)
+{
+	if (!split_ns)
+		calibrate();
+	struct memwatch *w = calloc(1, sizeof *w);
+	if (!w)
+		abort();
+	w->opt = *opt;
+	w->table = calloc(TABLE_SIZE, sizeof *w->table);
+	w->previous = calloc(TABLE_SIZE, sizeof *w->previous);
+	if (!w->table || !w->previous)
+		abort();
+	w->budget_ns = BUDGET_MAX_NS;
+	w->allowance_us = opt->cpus_milli * CPU_BURST_MS;
+	return w;
+}
+
+uint64_t memwatch_cpu_us(const struct memwatch *w)
+{
+	return w->cpu_ns / 1000;
+}
+
+/* ---- reading /proc ------------------------------------------------------ */
+
+static struct proc *slot(struct proc *table, pid_t pid)
+{
+	size_t i = (size_t)pid % TABLE_SIZE;
+	while (table[i].pid && table[i].pid != pid)
+		i = (i + 1) % TABLE_SIZE;
+	return &table[i];
+}
+
+static ssize_t read_small(int dir_fd, const char *path, char *text, size_t size)
+{
+	int fd = openat(dir_fd, path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	ssize_t n = read(fd, text, size - 1);
+	close(fd);
+	if (n < 0)
+		return -1;
+	text[n] = '\0';
+	return n;
+}
+
+/* /proc/PID/stat, after the command name (which may hold anything). */
+static bool read_stat(int proc_fd, const char *pid, struct proc *p)
+{
+	char path[64], text[1024];
+	snprintf(path, sizeof path, "%s/stat", pid);
+	if (read_small(proc_fd, path, text, sizeof text) <= 0)
+		return false;
+	const char *s = strrchr(text, ')');
+	unsigned long long v[24];
+	char state;
+	/* Fields 3 on: state ppid pgrp session tty tpgid flags minflt cminflt
+	 * majflt cmajflt utime stime cutime cstime priority nice threads
+	 * itrealvalue starttime vsize rss. */
+	if (!s || sscanf(s + 1, " %c %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu "
+			"%llu %llu %llu %llu %llu %llu %llu %llu %llu", &state, &v[0], &v[1], &v[2],
+			&v[3], &v[4], &v[5], &v[6], &v[7], &v[8], &v[9], &v[10], &v[11], &v[12], &v[13],
+			&v[14], &v[15], &v[16], &v[17], &v[18], &v[19], &v[20]) != 22)
+		return false;
+	p->state = state;
+	p->ppid = (pid_t)v[0];
+	p->session = (pid_t)v[2];
+	p->own_cpu = v[10] + v[11];
+	p->children_cpu = v[12] + v[13];
+	p->start = v[18];
+	p->rss = v[20] * (uint64_t)page_size;
+	return true;
+}
 
 /* Is it the first process of its pid namespace (NSpid ending in 1)? */
 static bool namespace_init(int proc_fd, const char *pid)
 {
 	char path[64], text[4096];
 	snprintf(path, sizeof path, "%s/status", pid);
-	int fd = openat(proc_fd, path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
+	if (read_small(proc_fd, path, text, sizeof text) <= 0)
 		return false;
-	ssize_t n = read(fd, text, sizeof text - 1);
-	close(fd);
-	if (n <= 0)
-		return false;
-	text[n] = '\0';
 	const char *line = strstr(text, "\nNSpid:");
 	if (!line)
 		return false;
@@ -66,26 +255,15 @@ static bool namespace_init(int proc_fd, const char *pid)
 	return strtol(last, NULL, 10) == 1 && last > line + 7;
 }
 
-/* "Pss:" of /proc/PID/smaps_rollup, or its VmRSS if that cannot be read. */
-static uint64_t process_bytes(int proc_fd, pid_t pid)
+/* A process's page tables, from status: 0 where it cannot be read. */
+static uint64_t page_tables(int proc_fd, pid_t pid)
 {
-	static const char *const sources[][2] = {{"smaps_rollup", "Pss:"}, {"status", "VmRSS:"}};
-	for (size_t s = 0; s < 2; s++) {
-		char path[64], text[4096];
-		snprintf(path, sizeof path, "%d/%s", (int)pid, sources[s][0]);
-		int fd = openat(proc_fd, path, O_RDONLY | O_CLOEXEC);
-		if (fd < 0)
-			continue;
-		ssize_t n = read(fd, text, sizeof text - 1);
-		close(fd);
-		if (n <= 0)
-			continue;
-		text[n] = '\0';
-		const char *field = strstr(text, sources[s][1]);
-		if (field)
-			return strtoull(field + strlen(sources[s][1]), NULL, 10) * 1024;
-	}
-	return 0;
+	char path[64], text[4096];
+	snprintf(path, sizeof path, "%d/status", (int)pid);
+	if (read_small(proc_fd, path, text, sizeof text) <= 0)
+		return 0;
+	const char *field = strstr(text, "\nVmPTE:");
+	return field ? strtoull(field + 7, NULL, 10) * 1024 : 0;
 }
 
 /* Entries of a directory under /proc/PID, or -1 if it cannot be read. */
@@ -125,6 +303,35 @@ static uint64_t process_descriptors(int proc_fd, pid_t pid)
 		n = count_entries(proc_fd, path);
 	}
 	return n > 0 ? (uint64_t)n : 0;
+}
+
+/* "Pss:" of /proc/PID/smaps_rollup, or its RSS if that cannot be read. */
+static uint64_t process_pss(int proc_fd, const struct proc *p)
+{
+	char path[64], text[4096];
+	snprintf(path, sizeof path, "%d/smaps_rollup", (int)p->pid);
+	if (read_small(proc_fd, path, text, sizeof text) <= 0)
+		return p->rss;
+	const char *field = strstr(text, "\nPss:");
+	return field ? strtoull(field + 5, NULL, 10) * 1024 : p->rss;
+}
+
+/* The lines of /proc/PID/maps: its mappings. */
+static bool count_mappings(int proc_fd, pid_t pid, uint64_t *count)
+{
+	char path[64], text[65536];
+	snprintf(path, sizeof path, "%d/maps", (int)pid);
+	int fd = openat(proc_fd, path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return false;
+	uint64_t lines = 0;
+	ssize_t n;
+	while ((n = read(fd, text, sizeof text)) > 0)
+		for (const char *c = text; (c = memchr(c, '\n', (size_t)(text + n - c))); c++)
+			lines++;
+	close(fd);
+	*count = lines;
+	return n == 0;
 }
 
 static int compare_pids(const void *a, const void *b)
@@ -187,69 +394,336 @@ static uint64_t count_locks(const pid_t *pids, int n)
 	return count;
 }
 
-/* A run has at most --pids-limit (512) processes: RLIMIT_NPROC holds its
- * uid to that. */
-enum { MAX_PROCESSES = 1024 };
+/* ---- bounds ------------------------------------------------------------- */
 
-/* The processes of host uid uid, found by the owner of their /proc entry:
- * their pids into pids (at most MAX_PROCESSES), sorted, and their count;
- * the first process of their pid namespace (the launcher) apart, in *init
- * (0 if none). -1 if /proc cannot be read. */
-static int run_processes(int proc_fd, uid_t uid, pid_t *pids, pid_t *init)
+static bool unchanged_since_walk(const struct proc *p)
 {
+	return p->walked && p->own_cpu == p->cpu_at_walk && p->rss == p->rss_at_walk;
+}
+
+/* Its mappings at most: counted, plus what its CPU time since could
+ * have made; the kernel's cap where they were never counted. */
+static uint64_t mappings_bound(const struct proc *p)
+{
+	if (!p->maps_known)
+		return max_map_count;
+	double since_ns = (double)(p->own_cpu - p->cpu_at_maps) * 1e9 / (double)ticks_per_second;
+	double made = since_ns / split_ns;
+	uint64_t bound = p->maps + (made > (double)max_map_count ? max_map_count : (uint64_t)made);
+	return bound < max_map_count ? bound : max_map_count;
+}
+
+static uint64_t memory_bound(const struct proc *p)
+{
+	return unchanged_since_walk(p) ? p->pss : p->rss;
+}
+
+/* ---- freezing ------------------------------------------------------------ */
+
+/* A signal to pid only if it is still the process identified by start and
+ * of uid: the pidfd pins it while /proc is asked. */
+static bool signal_process(int proc_fd, const struct proc *p, uid_t uid, int sig)
+{
+	char path[32], text[1024];
+	struct stat st;
+	int pidfd = pidfd_open(p->pid, 0);
+	if (pidfd < 0)
+		return false;
+	snprintf(path, sizeof path, "%d", (int)p->pid);
+	struct proc now = {.pid = p->pid};
+	snprintf(text, sizeof text, "%d", (int)p->pid);
+	bool same = fstatat(proc_fd, path, &st, 0) == 0 && st.st_uid == uid &&
+		read_stat(proc_fd, text, &now) && now.start == p->start;
+	bool sent = same && pidfd_send_signal(pidfd, sig, NULL, 0) == 0;
+	close(pidfd);
+	return sent;
+}
+
+/* Stops every process of the run that runs, but the launcher; a process a
+ * timer of its own continued is stopped again at the next look. */
+static void freeze(struct memwatch *w, int proc_fd)
+{
+	for (size_t i = 0; i < TABLE_SIZE; i++) {
+		struct proc *p = &w->table[i];
+		if (!p->pid || p->init || p->state == 'Z' || p->state == 'X')
+			continue;
+		if (p->state == 'T' && p->stopped)
+			continue;
+		if (p->state == 'T' || p->state == 't')
+			continue; /* stopped by its own or the launcher: not ours */
+		if (signal_process(proc_fd, p, w->opt.uid, SIGSTOP))
+			p->stopped = true;
+	}
+}
+
+void memwatch_release(struct memwatch *w)
+{
+	for (size_t i = 0; i < TABLE_SIZE; i++)
+		w->table[i].stopped = false;
+	w->frozen_memory = w->frozen_cpu = false;
+}
+
+/* ---- a look ---------------------------------------------------------------- */
+
+/* This look's table from /proc, each process carried over from the last
+ * look where it is the same process. Fills pids (sorted, the launcher
+ * left out) and returns their count, or -1. */
+static int list_run(struct memwatch *w, int proc_fd, pid_t *pids, struct proc **init)
+{
+	struct proc *swap = w->previous;
+	w->previous = w->table;
+	w->table = swap;
+	memset(w->table, 0, TABLE_SIZE * sizeof *w->table);
+	*init = NULL;
 	int dir_fd = dup(proc_fd);
-	DIR *proc = dir_fd < 0 ? NULL : fdopendir(dir_fd);
-	int n = 0;
-	*init = 0;
-	if (!proc) {
+	DIR *dir = dir_fd < 0 ? NULL : fdopendir(dir_fd);
+	if (!dir) {
 		if (dir_fd >= 0)
 			close(dir_fd);
 		return -1;
 	}
+	int n = 0, listed = 0;
 	struct dirent *entry;
-	while ((entry = readdir(proc)) && n < MAX_PROCESSES) {
+	while ((entry = readdir(dir)) && listed < MAX_PROCESSES) {
 		struct stat st;
 		if (entry->d_name[0] < '1' || entry->d_name[0] > '9' ||
-		    fstatat(proc_fd, entry->d_name, &st, 0) < 0 || st.st_uid != uid)
+		    fstatat(proc_fd, entry->d_name, &st, 0) < 0 || st.st_uid != w->opt.uid)
 			continue;
-		pid_t pid = (pid_t)strtol(entry->d_name, NULL, 10);
-		if (namespace_init(proc_fd, entry->d_name))
-			*init = pid;
-		else
-			pids[n++] = pid;
+		struct proc now = {.pid = (pid_t)strtol(entry->d_name, NULL, 10)};
+		if (!read_stat(proc_fd, entry->d_name, &now) ||
+		    (w->opt.session > 0 && now.session != w->opt.session))
+			continue;
+		struct proc *was = slot(w->previous, now.pid);
+		struct proc *p = slot(w->table, now.pid);
+		if (was->pid == now.pid && was->start == now.start) {
+			*p = *was;
+			p->state = now.state;
+			p->ppid = now.ppid;
+			p->own_cpu = now.own_cpu;
+			p->children_cpu = now.children_cpu;
+			p->rss = now.rss;
+		} else {
+			*p = now;
+			p->init = w->opt.spare_init && namespace_init(proc_fd, entry->d_name);
+			p->cpu_at_status = UINT64_MAX;
+		}
+		listed++;
+		if (p->init) {
+			*init = p;
+			continue;
+		}
+		/* Descriptors and page tables change only by the process's own
+		 * doing (it ran) or with its birth. */
+		if (p->own_cpu != p->cpu_at_status) {
+			p->fds = process_descriptors(proc_fd, p->pid);
+			p->pte = page_tables(proc_fd, p->pid);
+			p->cpu_at_status = p->own_cpu;
+		}
+		pids[n++] = p->pid;
 	}
-	closedir(proc);
+	closedir(dir);
 	qsort(pids, (size_t)n, sizeof *pids, compare_pids);
 	return n;
 }
 
-uint64_t memwatch_look(uid_t uid, uint64_t limit, struct memwatch_reading *r)
+/* A new process's mappings are its parent's when it forked: the parent's
+ * bound as it has grown since the last look (it may have mapped more
+ * before the fork), taken before any count of this look lowers it. Not
+ * the launcher's: a process it forked is a call's, counted when it
+ * matters, and an orphan of the run, whose parent is gone, is the
+ * launcher's child too (the kernel reparents it), with whatever mappings
+ * its parent made. */
+static void inherit_mappings(struct memwatch *w, const pid_t *pids, int n)
+{
+	for (int i = 0; i < n; i++) {
+		struct proc *p = slot(w->table, pids[i]);
+		if (p->maps_known || p->asked_parent)
+			continue;
+		p->asked_parent = true;
+		struct proc *parent = slot(w->table, p->ppid);
+		if (parent->pid == p->ppid && !parent->init && parent->start <= p->start &&
+		    parent->maps_known) {
+			p->maps = mappings_bound(parent);
+			p->cpu_at_maps = 0; /* all its CPU time is since the fork */
+			p->maps_known = true;
+		}
+	}
+}
+
+struct totals {
+	uint64_t own, kernel, descriptors, mappings;
+};
+
+static uint64_t sum(const struct memwatch *w, const pid_t *pids, int n, struct totals *t)
+{
+	*t = (struct totals){0};
+	uint64_t tables = 0;
+	for (int i = 0; i < n; i++) {
+		const struct proc *p = slot((struct proc *)w->table, pids[i]);
+		t->own += memory_bound(p);
+		t->mappings += mappings_bound(p);
+		tables += p->pte;
+		t->descriptors += p->fds;
+	}
+	uint64_t maps = t->mappings * VMA_CHARGE_BYTES;
+	t->kernel = tables + (maps > VMA_ALLOWANCE_BYTES ? maps - VMA_ALLOWANCE_BYTES : 0);
+	return t->own + t->kernel + t->descriptors * DESCRIPTOR_CHARGE_BYTES;
+}
+
+/* The next exact measurement worth its cost: the one that may lower the
+ * bound most, a walk of a process whose PSS is unknown or stale (its RSS
+ * over its last PSS, or half its RSS) or a count of a process's mappings
+ * (its bound over its last count). NULL when everything is measured. */
+static struct proc *next_to_measure(struct memwatch *w, const pid_t *pids, int n, bool *walk)
+{
+	struct proc *best = NULL;
+	uint64_t most = 0;
+	for (int i = 0; i < n; i++) {
+		struct proc *p = slot(w->table, pids[i]);
+		if (p->state == 'Z')
+			continue;
+		if (!unchanged_since_walk(p)) {
+			uint64_t gain = p->walked && p->pss < p->rss ? p->rss - p->pss : p->rss / 2 + 1;
+			if (gain > most) {
+				most = gain;
+				best = p;
+				*walk = true;
+			}
+		}
+		uint64_t bound = mappings_bound(p);
+		bool counted_now = p->maps_known && p->own_cpu == p->cpu_at_maps;
+		if (!counted_now) {
+			uint64_t gain = (bound - (p->maps_known ? p->maps : 0)) * VMA_CHARGE_BYTES + 1;
+			if (gain > most) {
+				most = gain;
+				best = p;
+				*walk = false;
+			}
+		}
+	}
+	return best;
+}
+
+static void measure(struct memwatch *w, int proc_fd, struct proc *p, bool walk)
+{
+	int64_t begin = thread_cpu_ns();
+	if (walk) {
+		p->pss = process_pss(proc_fd, p);
+		p->walked = true;
+		p->cpu_at_walk = p->own_cpu;
+		p->rss_at_walk = p->rss;
+	} else {
+		if (!count_mappings(proc_fd, p->pid, &p->maps))
+			p->maps = 0; /* gone meanwhile: it holds nothing */
+		p->maps_known = true;
+		p->cpu_at_maps = p->own_cpu;
+	}
+	w->budget_ns -= thread_cpu_ns() - begin;
+}
+
+/* The throttle: the run's CPU time since the last look against its
+ * allowance; true while the allowance is overdrawn. */
+static bool over_cpu(struct memwatch *w, const pid_t *pids, int n, const struct proc *init,
+		int64_t elapsed_ms, uint64_t *cpu_ms)
+{
+	uint64_t ticks = init ? init->children_cpu : 0;
+	for (int i = 0; i < n; i++) {
+		const struct proc *p = slot(w->table, pids[i]);
+		ticks += p->own_cpu + p->children_cpu;
+	}
+	*cpu_ms = ticks * 1000 / (uint64_t)ticks_per_second;
+	if (!w->opt.cpus_milli)
+		return false;
+	/* Time a process took that nobody reaped shows as less, never more. */
+	int64_t used_us = w->cpu_seen && ticks > w->cpu_ticks ?
+		(int64_t)((ticks - w->cpu_ticks) * 1000000 / (uint64_t)ticks_per_second) : 0;
+	w->cpu_seen = true;
+	w->cpu_ticks = ticks;
+	w->allowance_us += elapsed_ms * w->opt.cpus_milli - used_us;
+	if (w->allowance_us > w->opt.cpus_milli * CPU_BURST_MS)
+		w->allowance_us = w->opt.cpus_milli * CPU_BURST_MS;
+	return w->allowance_us < 0;
+}
+
+enum memwatch_verdict memwatch_look(struct memwatch *w, int64_t now_ms,
+		struct memwatch_reading *r)
 {
 	static pid_t pids[MAX_PROCESSES];
-	pid_t init;
+	int64_t begin = thread_cpu_ns();
+	int64_t elapsed_ms = w->last_ms ? now_ms - w->last_ms : 0;
+	w->last_ms = now_ms;
+	w->budget_ns += elapsed_ms * 1000000LL * MEMWATCH_CPU_SHARE_PERCENT / 100;
+	if (w->budget_ns > BUDGET_MAX_NS)
+		w->budget_ns = BUDGET_MAX_NS;
 	*r = (struct memwatch_reading){0};
+	enum memwatch_verdict verdict = MEMWATCH_OK;
 	int proc_fd = open("/proc", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (proc_fd < 0)
-		return 0;
-	int n = run_processes(proc_fd, uid, pids, &init);
-	r->processes = n > 0 ? n : 0;
-	/* First the descriptors, one stat each, then the locks, then the PSS,
-	 * a walk of each process's page tables: while the code makes kernel
-	 * objects as fast as it can, with every core busy, the cheaper passes
-	 * alone stop it. */
-	for (int i = 0; i < r->processes; i++)
-		r->descriptors += process_descriptors(proc_fd, pids[i]);
-	uint64_t total = r->descriptors * DESCRIPTOR_CHARGE_BYTES;
+		return MEMWATCH_OK;
+	struct proc *init;
+	int n = list_run(w, proc_fd, pids, &init);
+	if (n < 0) {
+		close(proc_fd);
+		return MEMWATCH_OK;
+	}
+	/* The launcher's mappings, which the first call's process is forked
+	 * with: counted once. */
+	if (init && !init->maps_known && count_mappings(proc_fd, init->pid, &init->maps))
+		init->maps_known = true;
+	inherit_mappings(w, pids, n);
+	struct totals t;
+	uint64_t limit = w->opt.limit;
+	uint64_t total = sum(w, pids, n, &t);
+	/* Past the limit by the bound: measure, as the budget allows (at least
+	 * one measurement a look while anything is left to measure). */
+	bool measured_one = false, walk = false;
+	struct proc *next = NULL;
+	while (total > limit && (next = next_to_measure(w, pids, n, &walk)) &&
+	       (w->budget_ns > 0 || !measured_one)) {
+		measure(w, proc_fd, next, walk);
+		measured_one = true;
+		total = sum(w, pids, n, &t);
+	}
+	if (total > limit && !next_to_measure(w, pids, n, &walk))
+		verdict = MEMWATCH_OVER; /* every process measured: it is past */
+	w->frozen_memory = total > limit && verdict == MEMWATCH_OK;
 	if (total <= limit)
-		r->locks = count_locks(pids, r->processes);
-	for (int i = 0; i < r->processes && total <= limit && r->locks <= LOCKS_MAX; i++) {
-		uint64_t bytes = process_bytes(proc_fd, pids[i]);
-		r->own_bytes += bytes;
-		total += bytes;
+		r->locks = count_locks(pids, n);
+	if (r->locks > LOCKS_MAX)
+		verdict = MEMWATCH_OVER;
+	w->frozen_cpu = over_cpu(w, pids, n, init, elapsed_ms, &r->cpu_ms);
+	if (verdict == MEMWATCH_OK && (w->frozen_memory || w->frozen_cpu)) {
+		freeze(w, proc_fd);
+	} else if (verdict == MEMWATCH_OK) {
+		for (int i = 0; i < n; i++) {
+			struct proc *p = slot(w->table, pids[i]);
+			if (p->stopped && signal_process(proc_fd, p, w->opt.uid, SIGCONT))
+				p->stopped = false;
+		}
 	}
 	close(proc_fd);
-	return total;
+	r->total = total;
+	r->own_bytes = t.own;
+	r->descriptors = t.descriptors;
+	r->mappings = t.mappings;
+	r->kernel_bytes = t.kernel;
+	r->processes = n;
+	r->frozen = w->frozen_memory;
+	r->throttled = w->frozen_cpu;
+	w->cpu_ns += (uint64_t)(thread_cpu_ns() - begin);
+	return verdict;
 }
+
+void memwatch_free(struct memwatch *w)
+{
+	if (!w)
+		return;
+	free(w->table);
+	free(w->previous);
+	free(w);
+}
+
+/* ---- killing --------------------------------------------------------------- */
 
 /* SIGKILL to pid if it is still uid's: the pidfd pins the process, so if
  * /proc says it is the run's after the pidfd was opened, the signal
@@ -275,15 +749,29 @@ int memwatch_kill(uid_t uid)
 	 * code: 1.5 s, in which 90 processes went on making sockets (2 GiB).
 	 * So every process of the run first, then its init. */
 	static pid_t pids[MAX_PROCESSES];
-	pid_t init;
-	int killed = 0;
+	int n = 0, killed = 0;
+	pid_t init = 0;
 	int proc_fd = open("/proc", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	int n = proc_fd < 0 ? -1 : run_processes(proc_fd, uid, pids, &init);
+	DIR *dir = proc_fd < 0 ? NULL : fdopendir(dup(proc_fd));
+	struct dirent *entry;
+	while (dir && (entry = readdir(dir)) && n < MAX_PROCESSES) {
+		struct stat st;
+		if (entry->d_name[0] < '1' || entry->d_name[0] > '9' ||
+		    fstatat(proc_fd, entry->d_name, &st, 0) < 0 || st.st_uid != uid)
+			continue;
+		pid_t pid = (pid_t)strtol(entry->d_name, NULL, 10);
+		if (namespace_init(proc_fd, entry->d_name))
+			init = pid;
+		else
+			pids[n++] = pid;
+	}
+	if (dir)
+		closedir(dir);
 	if (proc_fd >= 0)
 		close(proc_fd);
 	for (int i = 0; i < n; i++)
 		killed += kill_if_owned(pids[i], uid) == 0;
-	if (n >= 0 && init)
+	if (init)
 		killed += kill_if_owned(init, uid) == 0;
 	return killed ? 0 : -1;
 }

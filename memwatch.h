@@ -1,7 +1,9 @@
-/* memwatch.h: a run's total memory, measured from the host's /proc. */
+/* memwatch.h: a run's total memory and CPU, measured from the host's /proc,
+ * where no cgroup bounds them: the memory watchdog and the CPU throttle. */
 #ifndef SAGE_SANDBOX_MEMWATCH_H
 #define SAGE_SANDBOX_MEMWATCH_H
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -12,6 +14,18 @@
 #define DESCRIPTOR_CHARGE_KIB 512
 #define DESCRIPTOR_CHARGE_BYTES ((uint64_t)DESCRIPTOR_CHARGE_KIB << 10)
 
+/* What one memory mapping (VMA) holds of the kernel's memory: its
+ * vm_area_struct, its share of the maple tree and of anon_vma chains.
+ * Measured on Linux 6.18: 260 bytes a mapping, 312 with a page written in
+ * each; charged at this, which covers both. */
+#define VMA_CHARGE_BYTES 384
+/* The mappings' kernel memory a run holds free of charge, in all: half of
+ * the 512 MiB past --memory that a run's kernel memory may reach. Since
+ * every process that runs is charged the most mappings it could have made
+ * (memwatch.c), this keeps runs of a few busy processes from paying for
+ * mappings they do not have. */
+#define VMA_ALLOWANCE_BYTES (256ull << 20)
+
 /* Byte-range locks a run may hold at once: each is a kernel record (about
  * 250 bytes) that no descriptor shows, and SQLite, the one user in Sage,
  * takes one or two a database. A count, not a charge against --memory:
@@ -19,20 +33,59 @@
  * for every page of it read, so the count must stay small to stay cheap. */
 #define LOCKS_MAX 4096
 
-/* One look at a run: every process of host uid uid but the first of its
- * pid namespace (the launcher). */
-struct memwatch_reading {
-	uint64_t own_bytes;   /* their proportional set size (PSS) */
-	uint64_t descriptors; /* their open descriptors */
-	uint64_t locks;       /* their byte-range locks, held or awaited, counted
-				 up to LOCKS_MAX + 1 */
-	int processes;        /* how many were counted */
+/* How often a run is looked at, and how much of a core the looks may take
+ * in all (the exact measurements they make are paid from a budget that
+ * refills at this rate). */
+#define MEMWATCH_INTERVAL_MS 50
+#define MEMWATCH_CPU_SHARE_PERCENT 10
+
+struct memwatch;
+
+struct memwatch_options {
+	uid_t uid;            /* the run's host uid: its processes are that uid's */
+	pid_t session;        /* > 0: only the processes of this session (tests) */
+	bool spare_init;      /* the first process of its pid namespace (the
+				 launcher) is not counted, frozen or killed */
+	uint64_t limit;       /* --memory, in bytes */
+	long cpus_milli;      /* --cpus in thousandths; 0: no throttle */
 };
 
-/* own_bytes plus DESCRIPTOR_CHARGE_BYTES for each descriptor: what the run
- * holds of the host's memory, at most. The look ends early, its total
- * already past limit or its locks past LOCKS_MAX, the counts then partial. */
-uint64_t memwatch_look(uid_t uid, uint64_t limit, struct memwatch_reading *r);
+/* What one look found; kept by the caller for its messages. */
+struct memwatch_reading {
+	uint64_t total;       /* all of the below, the bound held to the limit */
+	uint64_t own_bytes;   /* the processes' memory: exact (PSS) where
+				 measured, else their resident size */
+	uint64_t descriptors; /* their open descriptors */
+	uint64_t mappings;    /* their memory mappings (VMAs), at most */
+	uint64_t kernel_bytes; /* charged for mappings (past the allowance)
+				  and page tables, in bytes */
+	uint64_t locks;       /* their byte-range locks, counted up to
+				 LOCKS_MAX + 1 */
+	int processes;
+	bool frozen;          /* stopped (SIGSTOP) by the watchdog now */
+	bool throttled;       /* ... and for the CPU throttle */
+	uint64_t cpu_ms;      /* the run's CPU time so far, as seen */
+};
+
+enum memwatch_verdict { MEMWATCH_OK, MEMWATCH_OVER };
+
+struct memwatch *memwatch_new(const struct memwatch_options *opt);
+/* One look at now_ms (loop_now_ms() clock). MEMWATCH_OVER when the run's
+ * memory, exactly measured, is past the limit, or its locks past
+ * LOCKS_MAX: the caller kills it. While the cheap upper bound is past the
+ * limit and the exact measure is not done, the run is frozen (SIGSTOP);
+ * and while it has used more than --cpus cores, too. */
+enum memwatch_verdict memwatch_look(struct memwatch *w, int64_t now_ms,
+		struct memwatch_reading *r);
+/* The call is over: what the watchdog stopped is let go of, without a
+ * SIGCONT (it was killed with the call, or a session's launcher stopped
+ * it for the wait until the next cell). */
+void memwatch_release(struct memwatch *w);
+/* Forgets what it stopped without continuing it (the run is over). */
+void memwatch_free(struct memwatch *w);
+/* The watchdog's own CPU time so far, in microseconds (measurements). */
+uint64_t memwatch_cpu_us(const struct memwatch *w);
+
 /* SIGKILL to every process of host uid uid, the run's init last (its
  * death ends whatever is left of its pid namespace). The account owns the
  * container's user namespace, so it may. 0, or -1 if none was signalled. */

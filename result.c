@@ -145,12 +145,15 @@ bool describe_stop(const struct run_result *r, const struct config *cfg, char *b
 		uint64_t descriptors = r->descriptors_seen * DESCRIPTOR_CHARGE_BYTES;
 		snprintf(buf, size, "the run's processes together passed the memory limit of %s "
 			"(%llu MiB seen: %llu MiB of their own, %llu MiB for %llu open descriptors "
-			"at %d KiB each); the container was stopped; raise --memory (at most 8g)",
+			"at %d KiB each, %llu MiB for up to %llu memory mappings and page tables); the "
+			"container was stopped; raise --memory (at most 8g)",
 			setting_text(cfg, SET_MEMORY, memory, sizeof memory),
 			(unsigned long long)(r->memory_seen >> 20),
-			(unsigned long long)((r->memory_seen - descriptors) >> 20),
+			(unsigned long long)((r->memory_seen - descriptors - r->kernel_seen) >> 20),
 			(unsigned long long)(descriptors >> 20),
-			(unsigned long long)r->descriptors_seen, DESCRIPTOR_CHARGE_KIB);
+			(unsigned long long)r->descriptors_seen, DESCRIPTOR_CHARGE_KIB,
+			(unsigned long long)(r->kernel_seen >> 20),
+			(unsigned long long)r->mappings_seen);
 	}
 	else if (r->cpu_limit_exceeded) {
 		snprintf(buf, size, "the code used its CPU time limit of %llu s (--timeout x "

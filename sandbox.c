@@ -36,9 +36,6 @@
 #define MAX_PROFILE_BYTES (1u << 20)
 /* The code's stdin waiting for the launcher: a few frames. */
 #define INPUT_QUEUE_BYTES (256 * 1024)
-/* How often the memory watchdog looks: the overshoot it allows is what the
- * run can allocate in this time (see the man page for the measurement). */
-#define MEMWATCH_INTERVAL_MS 50
 /* Starts of one sandbox when podman loses a start race of its own
  * (podman_said_start_race): the first and two more. */
 #define START_TRIES 3
@@ -66,6 +63,9 @@ struct sandbox {
 	struct loop_watch *out_watch, *err_watch;
 	struct loop_timer *deadline_timer, *grace_timer, *retry_timer, *memwatch_timer;
 	long host_uid; /* the run's own, for the memory watchdog; -1: not watched */
+	/* The watchdog of the run's memory and CPU (memwatch.c), where no
+	 * cgroup bounds them; NULL where none is kept. Owned. */
+	struct memwatch *memwatch;
 	bool output_paused;
 
 	/* The frame being read from the launcher's stream. */
@@ -468,24 +468,44 @@ static void on_deadline(struct loop_timer *t, void *data)
 
 static void start_remove(struct sandbox *sb);
 
-/* The memory watchdog: where no cgroup bounds the run's total, sum its
- * processes' memory and what their descriptors can hold in the kernel
- * (memwatch.c) every MEMWATCH_INTERVAL_MS and stop it past --memory. */
+/* The memory watchdog and the CPU throttle (memwatch.c): a look every
+ * MEMWATCH_INTERVAL_MS while a call runs, and while a session waits for
+ * its next cell (its processes are stopped then, and cost nothing to
+ * look at); the run is stopped past --memory. */
 static void on_memwatch(struct loop_timer *t, void *data)
 {
 	struct sandbox *sb = data;
 	struct memwatch_reading look;
 	sb->memwatch_timer = NULL;
-	uint64_t total = memwatch_look((uid_t)sb->host_uid, config_memory_bytes(sb->opt.cfg), &look);
-	sb->result.memory_seen = total;
-	sb->result.descriptors_seen = look.descriptors;
-	sb->result.locks_seen = look.locks;
-	if (total > config_memory_bytes(sb->opt.cfg) || look.locks > LOCKS_MAX) {
+	enum memwatch_verdict verdict = memwatch_look(sb->memwatch, loop_now_ms(), &look);
+	struct run_result *r = &sb->result;
+	if (!sb->between_cells) {
+		r->memory_seen = look.total;
+		r->descriptors_seen = look.descriptors;
+		r->mappings_seen = look.mappings;
+		r->kernel_seen = look.kernel_bytes;
+		r->locks_seen = look.locks;
+		r->throttled |= look.throttled;
+	}
+	if (verdict == MEMWATCH_OVER) {
 		memwatch_kill((uid_t)sb->host_uid);
 		sandbox_stop(sb, STOP_MEMORY_LIMIT, 0);
 		return;
 	}
 	sb->memwatch_timer = loop_timer(sb->loop, loop_now_ms() + MEMWATCH_INTERVAL_MS, on_memwatch, sb);
+}
+
+static void watch_memory(struct sandbox *sb)
+{
+	if (sb->memwatch && !sb->memwatch_timer)
+		sb->memwatch_timer = loop_timer(sb->loop, loop_now_ms() + MEMWATCH_INTERVAL_MS,
+			on_memwatch, sb);
+}
+
+static void stop_watching_memory(struct sandbox *sb)
+{
+	loop_timer_cancel(sb->memwatch_timer);
+	sb->memwatch_timer = NULL;
 }
 
 static void on_retry_remove(struct loop_timer *t, void *data)
@@ -537,8 +557,7 @@ void sandbox_stop(struct sandbox *sb, enum stop_reason reason, int signal)
 	sb->state = SANDBOX_STOPPING;
 	loop_timer_cancel(sb->deadline_timer);
 	sb->deadline_timer = NULL;
-	loop_timer_cancel(sb->memwatch_timer);
-	sb->memwatch_timer = NULL;
+	stop_watching_memory(sb);
 	/* Nothing printed after a stop is kept, nor a file half sent. */
 	close_stream(sb, true);
 	if (sb->out)
@@ -671,8 +690,6 @@ static void sandbox_advance(struct sandbox *sb)
 		sb->done_reported = true;
 		loop_timer_cancel(sb->deadline_timer);
 		sb->deadline_timer = NULL;
-		loop_timer_cancel(sb->memwatch_timer);
-		sb->memwatch_timer = NULL;
 		if (sb->out)
 			outfiles_stopped(sb->out); /* a file cut short by the end */
 		finish_result(sb);
@@ -685,6 +702,14 @@ static void sandbox_advance(struct sandbox *sb)
 		sb->in = NULL;
 		sb->out = NULL;
 		sb->between_cells = !stopping && SERVES_NEXT(&sb->result);
+		/* What the watchdog stopped is over (killed) or, in a session,
+		 * stopped by the launcher until the next cell, which the
+		 * watchdog keeps looking at; a serial container's next call
+		 * has not begun. */
+		if (sb->memwatch)
+			memwatch_release(sb->memwatch);
+		if (!(sb->between_cells && sb->opt.session))
+			stop_watching_memory(sb);
 		sb->state = sb->between_cells ? SANDBOX_READY : SANDBOX_DONE;
 		if (sb->opt.cb.on_done)
 			sb->opt.cb.on_done(sb, sb->opt.cb.data);
@@ -722,6 +747,15 @@ static int spawn_podman(struct sandbox *sb, struct error *err)
 	 * every run's processes). */
 	sb->host_uid = !opt->host->controller[CONTROLLER_MEMORY] && uid >= SANDBOX_UID_MIN ?
 		host_uid_of(opt->host, uid) : -1;
+	/* --cpus, where no cpu cgroup holds it and it is less than the host
+	 * has: the watchdog's throttle. */
+	long cpus = opt->cfg->number[SET_CPUS];
+	bool throttle = !opt->host->controller[CONTROLLER_CPU] &&
+		cpus < sysconf(_SC_NPROCESSORS_ONLN) * 1000L;
+	struct memwatch_options mo = {.uid = (uid_t)sb->host_uid, .spare_init = true,
+		.limit = config_memory_bytes(opt->cfg), .cpus_milli = throttle ? cpus : 0};
+	memwatch_free(sb->memwatch);
+	sb->memwatch = sb->host_uid >= 0 ? memwatch_new(&mo) : NULL;
 	struct process_spec spec = {.argv = sb->args.arg, .envp = podman_environment(),
 		.pipe_stdin = true, .pipe_stdout = true, .pipe_stderr = true,
 		.pass_fd = sb->profile_fd, .on_exit = on_podman_exit, .data = sb};
@@ -765,8 +799,8 @@ struct sandbox *sandbox_start(struct loop *loop, const struct sandbox_options *o
 	sb->deadline_timer = loop_timer(loop, opt->deadline, on_deadline, sb);
 	/* A warm sandbox starts its watchdog with its program: until then no
 	 * code exists, and eight idle pools' looks at /proc would cost CPU. */
-	if (sb->host_uid >= 0 && opt->idle_seconds == 0)
-		sb->memwatch_timer = loop_timer(loop, loop_now_ms() + MEMWATCH_INTERVAL_MS, on_memwatch, sb);
+	if (opt->idle_seconds == 0)
+		watch_memory(sb);
 	sb->state = SANDBOX_STARTING;
 	if (spawned > 0)
 		sandbox_stop(sb, STOP_SIGNAL, 0);
@@ -914,10 +948,8 @@ void sandbox_submit(struct sandbox *sb, const struct program *p)
 		sb->state = SANDBOX_RUNNING;
 		sb->run_from = loop_now_ms();
 	}
-	if (sb->host_uid >= 0 && !sb->memwatch_timer && sb->stopping == STOP_NONE &&
-	    !sb->done_reported)
-		sb->memwatch_timer = loop_timer(sb->loop, loop_now_ms() + MEMWATCH_INTERVAL_MS,
-			on_memwatch, sb);
+	if (sb->stopping == STOP_NONE && !sb->done_reported)
+		watch_memory(sb);
 	if (p->deadline && sb->stopping == STOP_NONE && !sb->done_reported) {
 		/* With files to bring back, the launcher ends the code at the
 		 * deadline and sends them: the stop waits for that, a while. */
@@ -1002,7 +1034,8 @@ void sandbox_free(struct sandbox *sb)
 	loop_timer_cancel(sb->deadline_timer);
 	loop_timer_cancel(sb->grace_timer);
 	loop_timer_cancel(sb->retry_timer);
-	loop_timer_cancel(sb->memwatch_timer);
+	stop_watching_memory(sb);
+	memwatch_free(sb->memwatch);
 	close_stream(sb, true);
 	close_stream(sb, false);
 	queue_free(sb->input);

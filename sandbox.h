@@ -49,7 +49,10 @@ struct run_result {
 	bool cpu_limit_exceeded;    /* the kernel killed the code at its CPU rlimit */
 	uint64_t memory_seen;       /* the watchdog's last look, in bytes */
 	uint64_t descriptors_seen;  /* its open descriptors then, each charged */
+	uint64_t mappings_seen;     /* its memory mappings then, at most */
+	uint64_t kernel_seen;       /* their and its page tables' bytes */
 	uint64_t locks_seen;        /* and its byte-range locks (LOCKS_MAX) */
+	bool throttled;             /* the CPU throttle stopped it a while */
 	/* What became of the container, as the launcher's end frame said. */
 	enum container_after after;
 	/* A session's cell was interrupted (KeyboardInterrupt) at its timeout

@@ -32,6 +32,7 @@ INTERRUPT_GRACE_MS = 2000
 # stopped session is checked between cells.
 CPU_LOOK_MS = 100
 FROZEN_LOOK_MS = 200
+MAX_ESCAPES = 3
 TICKS = os.sysconf("SC_CLK_TCK")
 
 
@@ -252,15 +253,21 @@ class Launcher:
 
     def wait_for_call(self):
         """Blocks until the host's next frame. A session's stopped Sage is
-        checked meanwhile: one that came back by itself is killed, and the
-        container ends with it."""
+        checked meanwhile: one that came back by itself (a timer of its
+        own can send it SIGCONT) is stopped again, and killed, with the
+        container, the third time: it is trying to run between calls.
+        (Once can be the host's watchdog letting go as the cell ended.)"""
         os.set_blocking(self.reader.fd, True)
         if not self.frozen:
             return
         poller = select.poll()
         poller.register(self.reader.fd, select.POLLIN)
+        escapes = 0
         while not self.reader.inbox and not poller.poll(FROZEN_LOOK_MS):
-            if not self.still_frozen():
+            if self.still_frozen():
+                continue
+            escapes += 1
+            if escapes >= MAX_ESCAPES or not self.freeze():
                 self.kill_the_rest()
                 os._exit(0)
 
