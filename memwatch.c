@@ -97,12 +97,14 @@ struct proc {
 	char state;
 	bool init;        /* the first process of its pid namespace */
 	uint64_t own_cpu; /* utime + stime, clock ticks */
+	uint64_t faults;  /* minor faults: every page it made or copied is one */
 	uint64_t children_cpu; /* cutime + cstime: its reaped children's */
 	uint64_t rss;     /* bytes */
 	uint64_t fds, pte; /* descriptors; page tables in bytes */
-	uint64_t cpu_at_status; /* own_cpu when fds and pte were read */
-	bool walked;      /* pss holds while own_cpu and rss are as then */
-	uint64_t pss, cpu_at_walk, rss_at_walk;
+	uint64_t cpu_at_fds, rss_at_pte; /* when fds and pte were read */
+	bool walked;      /* pss exact then; bounded since (memory_bound) */
+	uint64_t pss, rss_at_walk, faults_at_walk;
+	uint64_t walk_generation; /* w->departures when it was walked */
 	bool maps_known;  /* maps at cpu_at_maps; else charged the cap */
 	uint64_t maps, cpu_at_maps;
 	bool asked_parent; /* its mappings were looked for in its parent's */
@@ -113,6 +115,10 @@ struct memwatch {
 	struct memwatch_options opt;
 	struct proc *table, *previous; /* this look's and the last one's, by pid */
 	int64_t last_ms;
+	/* What processes that left held, which their sharers now hold
+	 * instead: kept in the bound until every process was walked since
+	 * the last departure (departures counts them). */
+	uint64_t departed, departures;
 	int64_t budget_ns; /* for exact measurements */
 	uint64_t cpu_ns;   /* the watchdog's own, all looks */
 	/* The throttle: the run's CPU time at the last look (ticks), and its
@@ -231,6 +237,7 @@ static bool read_stat(int proc_fd, const char *pid, struct proc *p)
 	p->state = state;
 	p->ppid = (pid_t)v[0];
 	p->session = (pid_t)v[2];
+	p->faults = v[6];
 	p->own_cpu = v[10] + v[11];
 	p->children_cpu = v[12] + v[13];
 	p->start = v[18];
@@ -396,9 +403,27 @@ static uint64_t count_locks(const pid_t *pids, int n)
 
 /* ---- bounds ------------------------------------------------------------- */
 
-static bool unchanged_since_walk(const struct proc *p)
+/* Its PSS at most. Since its walk a process's PSS grows only by pages it
+ * comes to hold, each of which raised its RSS (a new page; 2 MiB at a
+ * time for a huge page) or its minor faults (a page it made or copied: a
+ * write to a page shared with its parent makes a private copy, the RSS
+ * unchanged; a page another process of the run wrote into it through
+ * /proc/PID/mem is that process's fault, and is in its count). Pages
+ * shared with a process that left are in departed. Never walked: its
+ * RSS, which no PSS exceeds. */
+static uint64_t memory_bound(const struct proc *p)
 {
-	return p->walked && p->own_cpu == p->cpu_at_walk && p->rss == p->rss_at_walk;
+	if (!p->walked)
+		return p->rss;
+	uint64_t grown = p->rss > p->rss_at_walk ? p->rss - p->rss_at_walk : 0;
+	return p->pss + grown + (p->faults - p->faults_at_walk) * (uint64_t)page_size;
+}
+
+/* Its walk still stands: nothing made since, nobody left since. */
+static bool walk_stands(const struct memwatch *w, const struct proc *p)
+{
+	return p->walked && (w->departed == 0 || p->walk_generation == w->departures) &&
+		p->faults == p->faults_at_walk && p->rss <= p->rss_at_walk;
 }
 
 /* Its mappings at most: counted, plus what its CPU time since could
@@ -411,11 +436,6 @@ static uint64_t mappings_bound(const struct proc *p)
 	double made = since_ns / split_ns;
 	uint64_t bound = p->maps + (made > (double)max_map_count ? max_map_count : (uint64_t)made);
 	return bound < max_map_count ? bound : max_map_count;
-}
-
-static uint64_t memory_bound(const struct proc *p)
-{
-	return unchanged_since_walk(p) ? p->pss : p->rss;
 }
 
 /* ---- freezing ------------------------------------------------------------ */
@@ -505,24 +525,39 @@ static int list_run(struct memwatch *w, int proc_fd, pid_t *pids, struct proc **
 		} else {
 			*p = now;
 			p->init = w->opt.spare_init && namespace_init(proc_fd, entry->d_name);
-			p->cpu_at_status = UINT64_MAX;
+			p->cpu_at_fds = p->rss_at_pte = UINT64_MAX;
 		}
 		listed++;
 		if (p->init) {
 			*init = p;
 			continue;
 		}
-		/* Descriptors and page tables change only by the process's own
-		 * doing (it ran) or with its birth. */
-		if (p->own_cpu != p->cpu_at_status) {
+		/* Descriptors change only by the process's own doing (it ran),
+		 * page tables only with its pages (they map them). */
+		if (p->own_cpu != p->cpu_at_fds) {
 			p->fds = process_descriptors(proc_fd, p->pid);
+			p->cpu_at_fds = p->own_cpu;
+		}
+		if (p->rss != p->rss_at_pte) {
 			p->pte = page_tables(proc_fd, p->pid);
-			p->cpu_at_status = p->own_cpu;
+			p->rss_at_pte = p->rss;
 		}
 		pids[n++] = p->pid;
 	}
 	closedir(dir);
 	qsort(pids, (size_t)n, sizeof *pids, compare_pids);
+	/* Who left since the last look: what it held of pages shared with
+	 * the rest is theirs now. */
+	for (size_t i = 0; i < TABLE_SIZE; i++) {
+		const struct proc *was = &w->previous[i];
+		if (!was->pid || was->init)
+			continue;
+		const struct proc *now = slot(w->table, was->pid);
+		if (now->pid == was->pid && now->start == was->start)
+			continue;
+		w->departed += memory_bound(was);
+		w->departures++;
+	}
 	return n;
 }
 
@@ -567,6 +602,7 @@ static uint64_t sum(const struct memwatch *w, const pid_t *pids, int n, struct t
 	}
 	uint64_t maps = t->mappings * VMA_CHARGE_BYTES;
 	t->kernel = tables + (maps > VMA_ALLOWANCE_BYTES ? maps - VMA_ALLOWANCE_BYTES : 0);
+	t->own += w->departed;
 	return t->own + t->kernel + t->descriptors * DESCRIPTOR_CHARGE_BYTES;
 }
 
@@ -582,8 +618,9 @@ static struct proc *next_to_measure(struct memwatch *w, const pid_t *pids, int n
 		struct proc *p = slot(w->table, pids[i]);
 		if (p->state == 'Z')
 			continue;
-		if (!unchanged_since_walk(p)) {
-			uint64_t gain = p->walked && p->pss < p->rss ? p->rss - p->pss : p->rss / 2 + 1;
+		if (!walk_stands(w, p)) {
+			uint64_t bound = memory_bound(p);
+			uint64_t gain = p->walked && p->pss < bound ? bound - p->pss : bound / 2 + 1;
 			if (gain > most) {
 				most = gain;
 				best = p;
@@ -610,8 +647,9 @@ static void measure(struct memwatch *w, int proc_fd, struct proc *p, bool walk)
 	if (walk) {
 		p->pss = process_pss(proc_fd, p);
 		p->walked = true;
-		p->cpu_at_walk = p->own_cpu;
 		p->rss_at_walk = p->rss;
+		p->faults_at_walk = p->faults;
+		p->walk_generation = w->departures;
 	} else {
 		if (!count_mappings(proc_fd, p->pid, &p->maps))
 			p->maps = 0; /* gone meanwhile: it holds nothing */
@@ -652,6 +690,8 @@ enum memwatch_verdict memwatch_look(struct memwatch *w, int64_t now_ms,
 	int64_t begin = thread_cpu_ns();
 	int64_t elapsed_ms = w->last_ms ? now_ms - w->last_ms : 0;
 	w->last_ms = now_ms;
+	/* The budget pays for every look, the cheap pass too; measurements
+	 * are made only from what is left. */
 	w->budget_ns += elapsed_ms * 1000000LL * MEMWATCH_CPU_SHARE_PERCENT / 100;
 	if (w->budget_ns > BUDGET_MAX_NS)
 		w->budget_ns = BUDGET_MAX_NS;
@@ -673,20 +713,39 @@ enum memwatch_verdict memwatch_look(struct memwatch *w, int64_t now_ms,
 	inherit_mappings(w, pids, n);
 	struct totals t;
 	uint64_t limit = w->opt.limit;
+	int64_t measured_ns = 0; /* paid from the budget already */
 	uint64_t total = sum(w, pids, n, &t);
 	/* Past the limit by the bound: measure, as the budget allows (at least
 	 * one measurement a look while anything is left to measure). */
-	bool measured_one = false, walk = false;
-	struct proc *next = NULL;
-	while (total > limit && (next = next_to_measure(w, pids, n, &walk)) &&
-	       (w->budget_ns > 0 || !measured_one)) {
-		measure(w, proc_fd, next, walk);
-		measured_one = true;
-		total = sum(w, pids, n, &t);
+	/* Past the limit by the bound: measure, as the budget allows. The run
+	 * stays frozen until every process is measured (then its bound is its
+	 * exact size), so that what it does meanwhile cannot outrun the
+	 * measures, nor thawing on a partial answer make it stop and go. */
+	if (total > limit || w->frozen_memory) {
+		bool walk = false;
+		struct proc *next;
+		int64_t before = w->budget_ns;
+		while ((next = next_to_measure(w, pids, n, &walk)) && w->budget_ns > 0) {
+			measure(w, proc_fd, next, walk);
+			total = sum(w, pids, n, &t);
+		}
+		measured_ns = before - w->budget_ns;
+		bool exact = !next_to_measure(w, pids, n, &walk);
+		if (exact && total > limit)
+			verdict = MEMWATCH_OVER;
+		w->frozen_memory = !exact;
 	}
-	if (total > limit && !next_to_measure(w, pids, n, &walk))
-		verdict = MEMWATCH_OVER; /* every process measured: it is past */
-	w->frozen_memory = total > limit && verdict == MEMWATCH_OK;
+	/* Every process walked since the last departure: the shares of those
+	 * who left are in the walks. */
+	if (w->departed) {
+		bool all = true;
+		for (int i = 0; i < n && all; i++) {
+			const struct proc *p = slot(w->table, pids[i]);
+			all = p->walked && p->walk_generation == w->departures;
+		}
+		if (all)
+			w->departed = 0;
+	}
 	if (total <= limit)
 		r->locks = count_locks(pids, n);
 	if (r->locks > LOCKS_MAX)
@@ -710,7 +769,9 @@ enum memwatch_verdict memwatch_look(struct memwatch *w, int64_t now_ms,
 	r->processes = n;
 	r->frozen = w->frozen_memory;
 	r->throttled = w->frozen_cpu;
-	w->cpu_ns += (uint64_t)(thread_cpu_ns() - begin);
+	int64_t spent = thread_cpu_ns() - begin;
+	w->cpu_ns += (uint64_t)spent;
+	w->budget_ns -= spent - measured_ns;
 	return verdict;
 }
 
