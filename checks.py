@@ -328,6 +328,96 @@ def _():
     return "ALLOWED" not in " ".join(seen), "; ".join(seen)
 
 
+@check("parent_unreachable")
+def _():
+    # Pid 1, the launcher, forks every call's process in a container that
+    # serves several: nothing of a call may reach it. It catches no signal
+    # (the kernel drops a signal to its namespace's init that init does not
+    # catch; glibc's two internal ones ignore any sender but itself), and
+    # the profile lets prlimit, setpriority, sched_set* and ioprio_set act
+    # on the caller only. The code's process leads a session of its own.
+    with open("/proc/1/status") as f:
+        caught = int(dict(l.split(":", 1) for l in f.read().splitlines())["SigCgt"], 16)
+    glibc = (1 << 31) | (1 << 32)  # signals 32 and 33, glibc's own
+    PRIO_PROCESS, PRIO_PGRP, IOPRIO_WHO_PROCESS = 0, 1, 1
+    seen = ["%s %s" % (name, outcome(attempt)) for name, attempt in (
+        ("prlimit(1)", lambda: resource.prlimit(1, resource.RLIMIT_NOFILE)),
+        ("setpriority(pid 1)", lambda: os.setpriority(PRIO_PROCESS, 1, 19)),
+        ("setpriority(group)", lambda: os.setpriority(PRIO_PGRP, 0, 19)),
+        ("sched_setaffinity(1)", lambda: os.sched_setaffinity(1, os.sched_getaffinity(0))),
+        ("sched_setscheduler(1)", lambda: os.sched_setscheduler(1, os.SCHED_IDLE,
+                                                                os.sched_param(0))),
+    ) + ((("ioprio_set(1)", lambda: libc_call("syscall", 251, IOPRIO_WHO_PROCESS, 1, 0)),)
+          if os.uname().machine == "x86_64" else ())]
+    own = os.getsid(0) == os.getpid()
+    return caught & ~glibc == 0 and own and " ALLOWED" not in " ".join(seen), \
+        "pid 1 catches %s; %s; own session %s" % (
+            "no signal" if caught & ~glibc == 0 else "signals %#x" % caught, "; ".join(seen),
+            "yes" if own else "NO")
+
+
+@check("host_tables")
+def _():
+    # Kernel tables shared by the whole host: asynchronous I/O contexts
+    # (fs.aio-nr, 65536 for the machine), io_uring, the kernel keyrings.
+    if os.uname().machine != "x86_64":
+        return True, "not x86_64: the numbers probed are x86_64's"
+    seen = ["%s %s" % (name, outcome(lambda: libc_call("syscall", number, *args)))
+            for name, number, args in (("io_setup", 206, (128, ctypes.byref(ctypes.c_ulong(0)))),
+                                       ("io_uring_setup", 425, (8, ctypes.create_string_buffer(120))),
+                                       ("add_key", 248, (b"user", b"probe", b"x", 1, -3)))]
+    return "ALLOWED" not in " ".join(seen), "; ".join(seen)
+
+
+@check("host_masked")
+def _():
+    # What would tell the host, its boot or its other tenants apart: the
+    # kernel's command line, the boot id, uptime, load, every device's
+    # counters. Each reads empty.
+    shown = []
+    for path in EXPECTED["masked"]:
+        try:
+            if os.path.isdir(path):
+                if os.listdir(path):
+                    shown.append(path)
+            else:
+                with open(path, "rb") as f:
+                    if f.read(1):
+                        shown.append(path)
+        except OSError:
+            pass
+    return not shown, "shown: " + ", ".join(shown) if shown else \
+        "%d paths read empty" % len(EXPECTED["masked"])
+
+
+@check("cpu_share")
+def _():
+    # --cpus bounds the run as a whole: its processes together, by the
+    # cpu cgroup or the watchdog's throttle. Two busy processes for 2 s
+    # may use --cpus x (2 s + the 0.5 s a run may bank) at most, and 10% more
+    # for the clock ticks the kernel counts CPU time in.
+    cpus, cores = EXPECTED["cpus"], len(os.sched_getaffinity(0))
+    if cpus >= min(cores, 2):
+        return True, "--cpus %g is not less than the %d cores two processes can use" % (
+            cpus, min(cores, 2))
+    import time
+    start, children = time.monotonic(), []
+    for _ in range(2):
+        pid = os.fork()
+        if pid == 0:
+            while time.monotonic() - start < 2:
+                pass
+            os._exit(0)
+        children.append(pid)
+    for pid in children:
+        os.waitpid(pid, 0)
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    used, wall = usage.ru_utime + usage.ru_stime, time.monotonic() - start
+    most = cpus * (wall + 0.5) * 1.1
+    return used <= most, "two busy processes used %.2f CPU-s in %.2f s, at most %.2f (%s)" % (
+        used, wall, most, EXPECTED["cpus_by"])
+
+
 @check("tmp_inodes")
 def _():
     st = os.statvfs("/tmp")

@@ -3,6 +3,7 @@
 #include "json.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 static void separate(struct json *j)
 {
@@ -66,6 +67,55 @@ size_t utf8_sequence_length(const unsigned char *s, size_t len)
 	return need;
 }
 
+/* 0x2028 or 0x2029 when s starts with U+2028 or U+2029 (E2 80 A8, E2 80
+ * A9), else 0: the two characters JavaScript ends a line at that JSON
+ * does not (see json_escape_separators in json.h). */
+static unsigned js_separator(const unsigned char *s, size_t len)
+{
+	if (len >= 3 && s[0] == 0xe2 && s[1] == 0x80 && (s[2] == 0xa8 || s[2] == 0xa9))
+		return 0x2000 | (s[2] - 0x80);
+	return 0;
+}
+
+/* Writes len bytes of JSON text, each separator escaped. */
+static void put_text(FILE *out, const char *text, size_t len)
+{
+	const unsigned char *p = (const unsigned char *)text;
+	size_t from = 0;
+	for (size_t i = 0; i + 3 <= len; i++) {
+		unsigned sep = js_separator(p + i, len - i);
+		if (!sep)
+			continue;
+		fwrite(p + from, 1, i - from, out);
+		fprintf(out, "\\u%04x", sep);
+		from = i + 3;
+		i += 2;
+	}
+	fwrite(p + from, 1, len - from, out);
+}
+
+char *json_escape_separators(char *text)
+{
+	if (!text)
+		return NULL;
+	size_t len = strlen(text), count = 0;
+	for (size_t i = 0; i + 3 <= len; i++)
+		if (js_separator((const unsigned char *)text + i, len - i))
+			count++, i += 2;
+	if (!count)
+		return text;
+	char *escaped = NULL;
+	size_t size = 0;
+	FILE *f = open_memstream(&escaped, &size);
+	if (!f)
+		abort();
+	put_text(f, text, len);
+	if (fclose(f) != 0 || !escaped)
+		abort();
+	free(text);
+	return escaped;
+}
+
 void jw_string(struct json *j, const char *s, size_t len)
 {
 	const unsigned char *p = (const unsigned char *)s;
@@ -80,7 +130,11 @@ void jw_string(struct json *j, const char *s, size_t len)
 			continue;
 		}
 		if (n > 1) {
-			fwrite(p + i, 1, n, j->out);
+			unsigned sep = n == 3 ? js_separator(p + i, n) : 0;
+			if (sep)
+				fprintf(j->out, "\\u%04x", sep);
+			else
+				fwrite(p + i, 1, n, j->out);
 			i += n;
 			continue;
 		}
@@ -156,5 +210,5 @@ void jw_null(struct json *j)
 void jw_raw(struct json *j, const char *json_text)
 {
 	separate(j);
-	fputs(json_text, j->out);
+	put_text(j->out, json_text, strlen(json_text));
 }

@@ -178,9 +178,11 @@ static json_t *text_value(const char *bytes, size_t len)
 	return v ? v : json_string("");
 }
 
+/* Every message the server writes goes out here: one line, U+2028 and
+ * U+2029 escaped for JavaScript clients (json.h). */
 static void send_message(struct server *s, json_t *msg)
 {
-	char *text = json_dumps(msg, JSON_COMPACT);
+	char *text = json_escape_separators(json_dumps(msg, JSON_COMPACT));
 	json_decref(msg);
 	if (!text)
 		abort(); /* only valid JSON values are ever built */

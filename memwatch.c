@@ -60,7 +60,7 @@
  * The CPU throttle (--cpus where no cpu cgroup holds it) uses the same
  * freeze: the run's CPU time (its live processes' own and their reaped
  * children's, and the launcher's reaped children's) is charged against
- * --cpus cores of allowance, a second of it banked at most; while the
+ * --cpus cores of allowance, half a second of it banked at most; while the
  * allowance is spent, the run is frozen. Processes that a parent ignoring
  * SIGCHLD reaps at once and that live less than a look are not seen: the
  * tolerance of the throttle. */
@@ -86,8 +86,9 @@ enum { MAX_PROCESSES = 1024, TABLE_SIZE = 2048 };
 /* The most exact measurements may bank, in CPU time. */
 #define BUDGET_MAX_NS (100 * 1000000LL)
 /* The CPU allowance a run may bank while idle, in CPU milliseconds per
- * core of --cpus. */
-#define CPU_BURST_MS 1000
+ * core of --cpus: over any T seconds a run uses at most --cpus x (T +
+ * 0.5) CPU seconds. */
+#define CPU_BURST_MS 500
 
 struct proc {
 	pid_t pid; /* 0: an empty slot */

@@ -173,6 +173,37 @@ static void container_args(struct argv_builder *a, const char *podman, const cha
 	arg_add(a, "--network=%s", SANDBOX_NETWORK);
 }
 
+/* What a run could otherwise read of the host through the container's own
+ * /proc and /sys, which podman shows unmasked: each tells this host, its
+ * boot or its other tenants apart, and Sage needs none of it. Covered by
+ * /dev/null (a file) or an empty read-only directory; self-test's
+ * host_masked row checks them. Left readable, because programs need them:
+ * cpuinfo (CPU features), meminfo (sizes), version (uname(2) says the same),
+ * mountinfo (podman has no way to hide its overlay's options: the
+ * account's storage path shows in them). */
+const char *const masked_host_paths[] = {
+	"/proc/cmdline",      /* the host kernel's boot options */
+	"/proc/sys/kernel/random/boot_id", /* this boot of this host, by name */
+	"/proc/uptime",       /* when the host booted */
+	"/proc/stat",         /* its boot time (btime) and every CPU's counters */
+	"/proc/loadavg",      /* other tenants' load, and the host's last pid */
+	"/proc/pressure",     /* other tenants' CPU, memory and I/O stalls */
+	"/proc/interrupts",   /* every device's interrupts, as they happen */
+	"/proc/softirqs",
+	"/proc/vmstat",       /* the host's memory activity */
+	"/proc/zoneinfo",
+	"/proc/buddyinfo",
+	"/proc/diskstats",    /* the host's disks and their traffic */
+	"/proc/partitions",
+	"/proc/swaps",
+	"/sys/block",
+	"/proc/key-users",    /* keys held by every uid of the host */
+	"/proc/kallsyms",     /* the kernel's symbols */
+	"/proc/iomem",        /* the machine's hardware layout */
+	"/proc/ioports",
+	NULL,
+};
+
 /* Nothing of the image writable; a capped /tmp the only writable place. */
 static void read_only_root_args(struct argv_builder *a)
 {
@@ -211,8 +242,17 @@ void podman_run_args(struct argv_builder *a, const struct config *cfg,
 	 * one more kernel interface, and a writable tmpfs, gone. */
 	arg_add(a, "--ipc=none");
 	/* --ipc=none still mounts a writable /dev/mqueue; cover it with a
-	 * read-only empty directory. */
+	 * read-only empty directory. And what of the host the container's
+	 * /proc and /sys would show (masked_host_paths). */
 	arg_add(a, "--security-opt=mask=/dev/mqueue");
+	struct buffer masks = {0};
+	for (size_t i = 0; masked_host_paths[i]; i++) {
+		if (i)
+			buffer_append(&masks, ":", 1);
+		buffer_append(&masks, masked_host_paths[i], strlen(masked_host_paths[i]));
+	}
+	arg_add(a, "--security-opt=mask=%s", masks.data);
+	buffer_free(&masks);
 	read_only_root_args(a);
 	/* A devpts instance of the run's own, capped: with podman's default
 	 * one, four processes opening /dev/ptmx in a loop took 3,071 of the

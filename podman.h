@@ -68,6 +68,10 @@ struct argv_builder {
 void arg_add(struct argv_builder *a, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void args_free(struct argv_builder *a);
 
+/* What of the host a container's /proc and /sys would show and the
+ * sandbox masks: NULL-terminated (podman.c says why, one by one). */
+extern const char *const masked_host_paths[];
+
 /* The environment podman gets: only what it needs to find its own state
  * and configuration, so that it finds the same storage and image as the
  * user's own `podman`. Built once. */

@@ -1189,6 +1189,8 @@ int setting_enforcement(enum setting_id id, const struct podman_host *host,
 	case SET_CPUS:
 		if (host->controller[CONTROLLER_CPU])
 			by[n++] = "cgroup cpu";
+		else if (sandbox_uid_max(host) >= SANDBOX_UID_MIN)
+			by[n++] = "sage-sandbox (the run's processes together, stopped while past it)";
 		by[n++] = "rlimit cpu (timeout x cpus seconds per process)";
 		break;
 	case SET_PIDS_LIMIT:

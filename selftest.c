@@ -21,7 +21,8 @@ const char *const self_test_required[] = {
 	"pty_cap", "syscall_abi", "socket_buffers", "kernel_objects", "root_read_only", "writable",
 	"tmp_size", "tmp_inodes", "rlimit_core", "rlimit_cpu", "rlimit_data", "rlimit_fsize",
 	"rlimit_msgqueue", "rlimit_nofile", "rlimit_nproc", "rlimit_sigpending", "rlimit_stack",
-	"rlimit_as", "cgroup_memory", "cgroup_pids",
+	"rlimit_as", "cgroup_memory", "cgroup_pids", "parent_unreachable", "host_tables",
+	"host_masked", "cpu_share",
 };
 const size_t self_test_required_count =
 	sizeof self_test_required / sizeof self_test_required[0];
@@ -43,7 +44,16 @@ void self_test_code(const struct config *cfg, const struct podman_host *host,
 	for (int i = 0; i < RLIMIT_COUNT; i++)
 		fprintf(f, "%s\"%s\": %llu", i ? ", " : "", rlimits[i].name,
 			(unsigned long long)rlimits[i].value);
-	fputs("}, \"cgroup\": {", f);
+	fputs("}, \"masked\": [", f);
+	for (size_t i = 0; masked_host_paths[i]; i++)
+		fprintf(f, "%s\"%s\"", i ? ", " : "", masked_host_paths[i]);
+	const char *by[MAX_ENFORCERS];
+	int enforcers = setting_enforcement(SET_CPUS, host, by);
+	fprintf(f, "], \"cpus\": %ld.%03ld, \"cpus_by\": \"", cfg->number[SET_CPUS] / 1000,
+		cfg->number[SET_CPUS] % 1000);
+	for (int i = 0; i < enforcers; i++)
+		fprintf(f, "%s%s", i ? ", " : "", by[i]);
+	fputs("\", \"cgroup\": {", f);
 	if (host->controller[CONTROLLER_MEMORY])
 		fprintf(f, "\"memory\": %llu, ", (unsigned long long)config_memory_bytes(cfg));
 	if (host->controller[CONTROLLER_PIDS])

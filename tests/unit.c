@@ -14,6 +14,7 @@
 #include "terminal.h"
 
 #include <fcntl.h>
+#include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -59,6 +60,38 @@ static bool accepts(enum setting_id id, const char *text, long *number)
 	if (number)
 		*number = cfg.number[id];
 	return true;
+}
+
+/* U+2028 and U+2029 in what jansson writes: escaped, the value the same. */
+static void test_separators(void)
+{
+	static const char value[] = "x\xe2\x80\xa8y\xe2\x80\xa9\xe2\x80\xa8";
+	json_t *v = json_pack("{s:s, s:[s]}", "k\xe2\x80\xa9", value, "n", "\xc3\xa9");
+	char *text = json_escape_separators(json_dumps(v, JSON_COMPACT));
+	const char *want = "{\"k\\u2029\":\"x\\u2028y\\u2029\\u2028\",\"n\":[\"\xc3\xa9\"]}";
+	check(text && strcmp(text, want) == 0, "json_escape_separators: jansson's raw U+2028 and "
+		"U+2029 escaped, keys and values, other UTF-8 kept");
+	if (text && strcmp(text, want) != 0)
+		printf("#   want %s\n#   got  %s\n", want, text);
+	json_t *back = text ? json_loads(text, 0, NULL) : NULL;
+	check(back && json_equal(back, v), "json_escape_separators: the text still parses to the same value");
+	json_decref(back);
+	json_decref(v);
+	free(text);
+	char *plain = strdup("{\"a\":\"\xe2\x80\xa7\"}");
+	check(json_escape_separators(plain) == plain, "json_escape_separators: text without them is "
+		"given back as it is");
+	free(plain);
+	check(json_escape_separators(NULL) == NULL, "json_escape_separators: NULL (json_dumps failed) stays NULL");
+
+	char *out = NULL;
+	size_t size = 0;
+	FILE *f = open_memstream(&out, &size);
+	struct json j = {.out = f};
+	jw_raw(&j, "\"id\xe2\x80\xa8\"");
+	fclose(f);
+	check(strcmp(out, "\"id\\u2028\"") == 0, "jw_raw: a job's id as jansson wrote it, U+2028 escaped");
+	free(out);
 }
 
 /* Media types and pixel sizes from hand-made headers, bounds checked. */
@@ -291,6 +324,11 @@ int main(void)
 	check_string("\xf4\x90\x80\x80", 4,
 		"\"\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd\"", "past U+10FFFF is replaced");
 	check_string("\xe2\x82", 2, "\"\xef\xbf\xbd\xef\xbf\xbd\"", "a truncated sequence is replaced");
+	check_string("a\xe2\x80\xa8" "b\xe2\x80\xa9", 8, "\"a\\u2028b\\u2029\"",
+		"U+2028 and U+2029 are escaped: JavaScript ends lines at them");
+	check_string("\xe2\x80\xa7\xe2\x80\xaa", 6, "\"\xe2\x80\xa7\xe2\x80\xaa\"",
+		"U+2027 and U+202A, their neighbours, are kept");
+	test_separators();
 
 	char *text = NULL;
 	size_t size = 0;
