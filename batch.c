@@ -3,6 +3,7 @@
  * launcher, nothing of one left for the next), one JSON line of result
  * each; retries, --resume, --shard, the progress line and the summary. */
 #include "batch.h"
+#include "buffer.h"
 #include "image.h"
 #include "jobs.h"
 #include "json.h"
@@ -58,10 +59,19 @@ struct leaving {
 	struct leaving *next;
 };
 
-/* Ids already done (--resume): a set of their JSON texts. */
+/* A set of ids (their JSON texts), each with where it was first seen.
+ * Every record (its where, then the id and a NUL) is in one block, found
+ * through a table of offsets: a batch of a million short ids holds some
+ * 40 MB, not a million allocations. */
+struct id_where {
+	const char *source; /* a job's (the FILE argument), or NULL */
+	long line;
+};
+
 struct idset {
-	char **slot;
+	size_t *slot; /* 1 + the offset of a record in records; 0: free */
 	size_t size, used;
+	struct buffer records;
 };
 
 struct batch {
@@ -86,7 +96,8 @@ struct batch {
 	char **held;
 	size_t *held_len;
 	long long window, next_seq;
-	struct idset done_ids;
+	struct idset done_ids; /* done by an earlier run (--resume) */
+	struct idset seen_ids; /* of the jobs read: a later job may not take one */
 	long long total, finished, ok, failed, bad, not_run, skipped, retried;
 	/* Serial containers that could not be made as good as fresh after a
 	 * job (launcher/calls.py) and were replaced. */
@@ -104,7 +115,7 @@ struct batch {
 
 static void pump(struct batch *b);
 
-/* ---- done ids ------------------------------------------------------------- */
+/* ---- ids ------------------------------------------------------------------ */
 
 static size_t id_hash(const char *s)
 {
@@ -114,50 +125,62 @@ static size_t id_hash(const char *s)
 	return h;
 }
 
-static bool idset_has(const struct idset *set, const char *id)
+/* The id of the record a slot points to. */
+static const char *slot_id(const struct idset *set, size_t slot)
+{
+	return set->records.data + slot - 1 + sizeof(struct id_where);
+}
+
+/* Whether id is in the set; where, if not NULL, gets where it was first. */
+static bool idset_find(const struct idset *set, const char *id, struct id_where *where)
 {
 	if (!set->size)
 		return false;
-	for (size_t i = id_hash(id) & (set->size - 1); set->slot[i]; i = (i + 1) & (set->size - 1))
-		if (strcmp(set->slot[i], id) == 0)
+	for (size_t i = id_hash(id) & (set->size - 1); set->slot[i]; i = (i + 1) & (set->size - 1)) {
+		if (strcmp(slot_id(set, set->slot[i]), id) == 0) {
+			if (where) /* records are packed: copied out, never cast */
+				memcpy(where, set->records.data + set->slot[i] - 1, sizeof *where);
 			return true;
+		}
+	}
 	return false;
 }
 
-static void idset_add(struct idset *set, const char *id)
+/* Adds id, first seen at where; an id already in the set keeps its own. */
+static void idset_add(struct idset *set, const char *id, const struct id_where *where)
 {
-	if (idset_has(set, id))
+	if (idset_find(set, id, NULL))
 		return;
 	if ((set->used + 1) * 2 > set->size) {
-		struct idset bigger = {.size = set->size ? set->size * 2 : 1024};
-		bigger.slot = calloc(bigger.size, sizeof *bigger.slot);
-		if (!bigger.slot)
+		size_t size = set->size ? set->size * 2 : 1024;
+		size_t *bigger = calloc(size, sizeof *bigger);
+		if (!bigger)
 			abort();
 		for (size_t i = 0; i < set->size; i++) {
 			if (!set->slot[i])
 				continue;
-			size_t k = id_hash(set->slot[i]) & (bigger.size - 1);
-			while (bigger.slot[k])
-				k = (k + 1) & (bigger.size - 1);
-			bigger.slot[k] = set->slot[i];
+			size_t k = id_hash(slot_id(set, set->slot[i])) & (size - 1);
+			while (bigger[k])
+				k = (k + 1) & (size - 1);
+			bigger[k] = set->slot[i];
 		}
-		bigger.used = set->used;
 		free(set->slot);
-		*set = bigger;
+		set->slot = bigger;
+		set->size = size;
 	}
 	size_t i = id_hash(id) & (set->size - 1);
 	while (set->slot[i])
 		i = (i + 1) & (set->size - 1);
-	if (!(set->slot[i] = strdup(id)))
-		abort();
+	set->slot[i] = set->records.len + 1;
+	buffer_append(&set->records, (const char *)where, sizeof *where);
+	buffer_append(&set->records, id, strlen(id) + 1);
 	set->used++;
 }
 
 static void idset_free(struct idset *set)
 {
-	for (size_t i = 0; i < set->size; i++)
-		free(set->slot[i]);
 	free(set->slot);
+	buffer_free(&set->records);
 }
 
 /* The ids an earlier run finished: lines that parse whole, with an id,
@@ -189,7 +212,7 @@ static int read_done_ids(struct batch *b, struct error *err)
 		if ((json_is_string(id) || json_is_integer(id)) && ran && last == '\n') {
 			char *text = json_dumps(id, JSON_ENCODE_ANY | JSON_COMPACT);
 			if (text)
-				idset_add(&b->done_ids, text);
+				idset_add(&b->done_ids, text, &(struct id_where){0});
 			free(text);
 		}
 		json_decref(o);
@@ -470,7 +493,29 @@ static void on_input(struct loop_watch *w, int fd, unsigned events, void *data)
 	pump(b);
 }
 
-/* Reads jobs while few wait: the input is never held whole. */
+/* A job's id is its own: --resume finds a job by its id, and a result
+ * line is told from another by it. The first job with an id takes it,
+ * whether it runs or was refused for another reason; a later one, in
+ * any input, is refused as a bad line that names both. */
+static void check_id_unique(struct batch *b, struct job *j)
+{
+	struct id_where first;
+	if (!idset_find(&b->seen_ids, j->id, &first)) {
+		idset_add(&b->seen_ids, j->id, &(struct id_where){j->source, j->line});
+		return;
+	}
+	if (j->bad)
+		return; /* refused already, for its own reason */
+	char where[300], before[300];
+	job_where(j->source, j->line, where, sizeof where);
+	job_where(first.source, first.line, before, sizeof before);
+	j->bad = true;
+	error_set(&j->err, EXIT_REFUSED, "give each job an id of its own: --resume finds jobs by it",
+		"%s: id %s is already the id of %s", where, j->id, before);
+}
+
+/* Reads jobs while few wait: the input is never held whole, only the
+ * set of ids read. */
 static void read_jobs(struct batch *b)
 {
 	while (!b->input_done && b->waiting_count < 2L * b->jobs &&
@@ -491,12 +536,17 @@ static void read_jobs(struct batch *b)
 			return;
 		}
 		b->read_seq++;
-		if (j->bad) {
-			finish_job(b, j, NULL);
-		} else if (j->id[0] && idset_has(&b->done_ids, j->id)) {
+		if (!j->bad && j->id[0] && idset_find(&b->done_ids, j->id, NULL)) {
+			/* Done before: skipped, however often its id comes. */
 			b->skipped++;
 			emit(b, j->seq, NULL, 0);
 			job_free(j);
+			continue;
+		}
+		if (j->id[0])
+			check_id_unique(b, j);
+		if (j->bad) {
+			finish_job(b, j, NULL);
 		} else {
 			*b->waiting_end = j;
 			b->waiting_end = &j->next;
@@ -848,6 +898,7 @@ int batch_run(const struct batch_options *o)
 	queue_free(b.out);
 	job_source_close(b.src);
 	idset_free(&b.done_ids);
+	idset_free(&b.seen_ids);
 	free(b.podman);
 	return status;
 
@@ -855,6 +906,7 @@ refused:
 	print_error_line(stderr, &(struct printed){.err = &err});
 	job_source_close(b.src);
 	idset_free(&b.done_ids);
+	idset_free(&b.seen_ids);
 	free(b.podman);
 	return err.status;
 }

@@ -221,13 +221,13 @@ static struct job *new_job(struct job_source *s, const char *argv0)
 	return j;
 }
 
-void job_where(const struct job *j, char *buf, size_t size)
+void job_where(const char *source, long line, char *buf, size_t size)
 {
-	const char *source = strcmp(j->source, "-") ? j->source : "standard input";
-	if (j->line)
-		snprintf(buf, size, "line %ld of %s", j->line, source);
+	const char *name = strcmp(source, "-") ? source : "standard input";
+	if (line)
+		snprintf(buf, size, "line %ld of %s", line, name);
 	else
-		snprintf(buf, size, "%s", source);
+		snprintf(buf, size, "%s", name);
 }
 
 /* Limits a line may lower, never raise. */
@@ -261,7 +261,7 @@ static void parse_line(struct job *j, const char *line, size_t len)
 {
 	char where[600], what[700];
 	json_error_t jerr;
-	job_where(j, where, sizeof where);
+	job_where(j->source, j->line, where, sizeof where);
 	json_t *o = json_loadb(line, len, JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &jerr);
 	if (!o) {
 		snprintf(what, sizeof what, "not JSON (%s, at column %d)", jerr.text, jerr.column);
@@ -435,7 +435,7 @@ static int next_line_of(struct job_source *s, struct job **out)
 				s->line++; /* counted again at its newline */
 				j = new_job(s, "-");
 				s->line--;
-				job_where(j, where, sizeof where);
+				job_where(j->source, j->line, where, sizeof where);
 				refuse(j, where, "give large inputs as files of a smaller job, or "
 					"split it", "longer than 16 MiB");
 			}

@@ -60,9 +60,9 @@ int job_source_fd(const struct job_source *s);
 long long job_source_total(const struct job_source *s);
 void job_source_close(struct job_source *s);
 void job_free(struct job *j);
-/* Where the job came from, for its messages: "line N of FILE" ("standard
- * input" for -), or a .sage file's name. */
-void job_where(const struct job *j, char *buf, size_t size);
+/* Where a job came from, for its messages: "line N of FILE" ("standard
+ * input" for -), or for line 0 a .sage file's name. */
+void job_where(const char *source, long line, char *buf, size_t size);
 
 /* --shard's value: "K/N", "auto" (Slurm's array task) or "auto/N" (an
  * index from Slurm or a Kubernetes indexed Job, N tasks). -1 with err. */

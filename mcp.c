@@ -320,13 +320,36 @@ static json_t *run_text(const struct printed *p, json_t *object)
 	return v;
 }
 
+bool mcp_image_fits(const struct sniffed *k, struct not_shown *r)
+{
+	if (!k->is_image || strcmp(k->media_type, "image/svg+xml") == 0)
+		return true;
+	if (!k->width || !k->height) {
+		snprintf(r->why, sizeof r->why, "its header gives no pixel size, so it could be "
+			"any size once decoded");
+		r->fix = "save it as PNG to see it";
+		return false;
+	}
+	/* Each is 32 bits at most (PNG's): the product fits 64. */
+	if ((unsigned long long)k->width * k->height > MCP_IMAGE_MAX_PIXELS) {
+		snprintf(r->why, sizeof r->why, "%ux%u pixels, more than the %llu megapixels an "
+			"answer shows", k->width, k->height, MCP_IMAGE_MAX_PIXELS / 1000000);
+		r->fix = "save it smaller to see it";
+		return false;
+	}
+	return true;
+}
+
 /* An image the code saved, as MCP image content; NULL when it is not one
- * MCP shows, is too large, or cannot be read back. */
-static json_t *image_content(struct call *c, const struct outfile *f, size_t *size)
+ * MCP shows, is too large, or cannot be read back. When its pixel size
+ * is what keeps it out, *r says so (else r->why is ""). */
+static json_t *image_content(struct call *c, const struct outfile *f, size_t *size,
+		struct not_shown *r)
 {
 	static const char *const shown[] = {"image/png", "image/jpeg", "image/gif", "image/webp",
 		"image/svg+xml", NULL};
 	const char *const *type = shown;
+	r->why[0] = '\0';
 	while (*type && strcmp(*type, f->kind.media_type) != 0)
 		type++;
 	if (!*type || f->size > IMAGE_MAX_BYTES)
@@ -344,6 +367,15 @@ static json_t *image_content(struct call *c, const struct outfile *f, size_t *si
 		return NULL;
 	}
 	close(fd);
+	/* The pixel size is read from the bytes that would be sent, the
+	 * whole file: a JPEG's frame header may lie past the head that the
+	 * listing sniffed. Another type now is not the file that was listed. */
+	struct sniffed whole;
+	sniff((const unsigned char *)bytes.data, bytes.len, true, &whole);
+	if (strcmp(whole.media_type, *type) != 0 || !mcp_image_fits(&whole, r)) {
+		buffer_free(&bytes);
+		return NULL;
+	}
 	base64_encode((const unsigned char *)bytes.data, bytes.len, &encoded);
 	buffer_free(&bytes);
 	*size = encoded.len;
@@ -363,7 +395,7 @@ static json_t *file_content(struct call *c, json_t *object)
 		return NULL;
 	json_t *items = json_array();
 	struct buffer text = {0};
-	char line[2048], about[128];
+	char line[2048], about[128], reason[320];
 	char *dumped = json_dumps(object, JSON_COMPACT);
 	size_t used = (dumped ? strlen(dumped) : 0) * 2 + 4096;
 	free(dumped);
@@ -372,13 +404,17 @@ static json_t *file_content(struct call *c, json_t *object)
 	for (size_t i = 0; i < o->count; i++) {
 		const struct outfile *f = &o->files[i];
 		size_t size = 0;
-		json_t *image = used < ANSWER_BUDGET_BYTES ? image_content(c, f, &size) : NULL;
+		struct not_shown ns = {.why = ""};
+		json_t *image = used < ANSWER_BUDGET_BYTES ? image_content(c, f, &size, &ns) : NULL;
 		if (image && used + size > ANSWER_BUDGET_BYTES) {
 			json_decref(image);
 			image = NULL;
 		}
 		describe_file(f, about, sizeof about);
-		const char *where = image ? "; the image follows" :
+		if (ns.why[0])
+			snprintf(reason, sizeof reason, "; not shown: %s; %s", ns.why, c->out_dir ?
+				"open it from the output directory" : ns.fix);
+		const char *where = image ? "; the image follows" : ns.why[0] ? reason :
 			c->out_dir ? "" :
 			f->kind.is_image ? "; not shown: larger than the image cap or the answer's budget" :
 			"; not kept: this server returns images only";

@@ -588,21 +588,28 @@ static void inherit_mappings(struct memwatch *w, const pid_t *pids, int n)
 
 struct totals {
 	uint64_t own, kernel, descriptors, mappings;
+	uint64_t exact; /* of what is measured exactly: the run holds at least this */
 };
 
 static uint64_t sum(const struct memwatch *w, const pid_t *pids, int n, struct totals *t)
 {
 	*t = (struct totals){0};
-	uint64_t tables = 0;
+	uint64_t tables = 0, exact_maps = 0;
 	for (int i = 0; i < n; i++) {
 		const struct proc *p = slot((struct proc *)w->table, pids[i]);
 		t->own += memory_bound(p);
 		t->mappings += mappings_bound(p);
 		tables += p->pte;
 		t->descriptors += p->fds;
+		if (walk_stands(w, p) && p->maps_known && p->own_cpu == p->cpu_at_maps) {
+			t->exact += p->pss;
+			exact_maps += p->maps * VMA_CHARGE_BYTES;
+		}
 	}
 	uint64_t maps = t->mappings * VMA_CHARGE_BYTES;
 	t->kernel = tables + (maps > VMA_ALLOWANCE_BYTES ? maps - VMA_ALLOWANCE_BYTES : 0);
+	t->exact += tables + t->descriptors * DESCRIPTOR_CHARGE_BYTES +
+		(exact_maps > VMA_ALLOWANCE_BYTES ? exact_maps - VMA_ALLOWANCE_BYTES : 0);
 	t->own += w->departed;
 	return t->own + t->kernel + t->descriptors * DESCRIPTOR_CHARGE_BYTES;
 }
@@ -726,13 +733,15 @@ enum memwatch_verdict memwatch_look(struct memwatch *w, int64_t now_ms,
 		bool walk = false;
 		struct proc *next;
 		int64_t before = w->budget_ns;
-		while ((next = next_to_measure(w, pids, n, &walk)) && w->budget_ns > 0) {
+		while ((next = next_to_measure(w, pids, n, &walk)) && w->budget_ns > 0 &&
+		       t.exact <= limit) {
 			measure(w, proc_fd, next, walk);
 			total = sum(w, pids, n, &t);
 		}
 		measured_ns = before - w->budget_ns;
 		bool exact = !next_to_measure(w, pids, n, &walk);
-		if (exact && total > limit)
+		/* Past it exactly, or past it already by what is measured. */
+		if ((exact && total > limit) || t.exact > limit)
 			verdict = MEMWATCH_OVER;
 		w->frozen_memory = !exact;
 	}

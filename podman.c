@@ -213,11 +213,14 @@ static void read_only_root_args(struct argv_builder *a)
 	arg_add(a, "--read-only");
 	arg_add(a, "--read-only-tmpfs=false");
 	/* The only writable place, in memory, capped in bytes and in inodes
-	 * (settings.h), no setuid or devices. Podman 4.3 knows no nr_inodes
+	 * (settings.h), no setuid or devices; empty (notmpcopyup: podman
+	 * would copy the image's own /tmp into it, and a directory of the
+	 * image's root there is one a container that serves several calls
+	 * could not put back). Podman 4.3 knows no nr_inodes
 	 * option, but passes tmpfs-size's value to the kernel unparsed: the
 	 * two travel as one quoted field, as devpts's do below. self-test's
 	 * tmp_size and tmp_inodes rows check what the kernel got. */
-	arg_add(a, "--mount=type=tmpfs,destination=/tmp,nosuid,nodev,tmpfs-mode=1777,"
+	arg_add(a, "--mount=type=tmpfs,destination=/tmp,nosuid,nodev,tmpfs-mode=1777,notmpcopyup,"
 		"\"tmpfs-size=%llu,nr_inodes=%d\"", TMPFS_BYTES, TMPFS_INODES);
 	arg_add(a, "--workdir=/tmp");
 }

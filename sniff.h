@@ -12,7 +12,7 @@
 struct sniffed {
 	const char *media_type; /* "image/png", "text/plain", ... */
 	bool is_image;          /* one that MCP can show: PNG, JPEG, GIF, WebP, SVG */
-	unsigned width, height; /* pixels, for PNG, JPEG and GIF; else 0 */
+	unsigned width, height; /* pixels, for PNG, JPEG, GIF and WebP; 0 if unknown */
 };
 
 /* head: the first bytes of the file (all of it when whole), len of them. */

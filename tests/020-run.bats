@@ -88,6 +88,19 @@ sys.stderr.buffer.write(b"\xff\xfe\xc3\x28 \xed\xa0\x80 ok \xe2\x82\xac")' 0 run
 	expect_equal "$(json_get 'j["stderr"]')" "$(printf '\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd( \xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd ok \xe2\x82\xac')"
 }
 
+@test "run --json - U+2028 and U+2029 in the output are written as \\u2028 and \\u2029, never raw" {
+	# Valid raw in JSON, but line ends to JavaScript before ES2019.
+	sage 'import sys
+print("a\u2028b\u2029c")
+print("\u2029", file=sys.stderr)' 0 run --json
+	printf '%s' "$output" | python3 -c '
+import sys
+raw = sys.stdin.buffer.read()
+assert b"\xe2\x80\xa8" not in raw and b"\xe2\x80\xa9" not in raw, "raw U+2028 or U+2029: %r" % raw
+assert b"a\\u2028b\\u2029c" in raw, "no escapes: %r" % raw'
+	expect_equal "$(json_get 'j["stdout"] == "a\u2028b\u2029c\n" and j["stderr"] == "\u2029\n"')" true
+}
+
 @test "run - a text-mode run passes bytes through unchanged" {
 	sage 'import sys; sys.stdout.buffer.write(bytes(range(256)))' 0 run
 	# $output drops NUL and the trailing newline; compare through a file instead.

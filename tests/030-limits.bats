@@ -90,6 +90,27 @@ print("never")'
 	expect_equal "$output" "(1, 1)"
 }
 
+@test "run --cpus - bounds the run's processes together: 12 busy processes at --cpus 0.5 use at most 0.5 x (wall + 0.5 s) CPU seconds" {
+	# RLIMIT_CPU holds each process to timeout x cpus seconds; where no cpu
+	# cgroup holds the total, sage-sandbox's throttle stops the run while
+	# it is past its share. The kernel counts CPU time in ticks: 10% more.
+	sage 'import os, time, resource
+start, children = time.monotonic(), []
+for k in range(12):
+    pid = os.fork()
+    if pid == 0:
+        while time.monotonic() - start < 6:
+            pass
+        os._exit(0)
+    children.append(pid)
+for pid in children:
+    os.waitpid(pid, 0)
+u = resource.getrusage(resource.RUSAGE_CHILDREN)
+used, wall = u.ru_utime + u.ru_stime, time.monotonic() - start
+print(used <= 0.5 * (wall + 0.5) * 1.1, used > 0.5 * wall * 0.7, "%.1f CPU-s in %.1f s" % (used, wall))' 0 run --cpus 0.5 --timeout 30
+	expect_match "$output" "^True True "
+}
+
 @test "run --image and SAGE_SANDBOX_IMAGE - choose the image; a missing one is refused" {
 	local alias=localhost/sage-sandbox-test-alias:$$
 	podman tag localhost/sagemath-debian:bookworm "$alias"

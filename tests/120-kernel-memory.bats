@@ -47,24 +47,24 @@ kernel_attack() {
 	fi
 }
 
-# The stop of a run whose descriptors' charges passed --memory.
-expect_descriptor_stop() {
-	expect_match "$errors" "^sage-sandbox: the run's processes together passed the memory limit of $MEMORY \([0-9]+ MiB seen: [0-9]+ MiB of their own, [0-9]+ MiB for [0-9]+ open descriptors at 512 KiB each\); the container was stopped; raise --memory \(at most 8g\)$"
+# The stop of a run whose processes' charges passed --memory.
+expect_memory_stop() {
+	expect_match "$errors" "^sage-sandbox: the run's processes together passed the memory limit of $MEMORY \([0-9]+ MiB seen: [0-9]+ MiB of their own, [0-9]+ MiB for [0-9]+ open descriptors at 512 KiB each, [0-9]+ MiB for up to [0-9]+ memory mappings and page tables\); the container was stopped; raise --memory \(at most 8g\)$"
 }
 
 @test "kernel memory - AF_UNIX stream sockets filled by 8 processes: stopped at --memory, status 122" {
 	kernel_attack unix-stream 8 122
-	expect_descriptor_stop
+	expect_memory_stop
 }
 
 @test "kernel memory - AF_UNIX stream sockets filled by 90 processes: stopped at --memory, status 122" {
 	kernel_attack unix-stream 90 122
-	expect_descriptor_stop
+	expect_memory_stop
 }
 
 @test "kernel memory - AF_UNIX datagram sockets filled by 8 processes: stopped at --memory, status 122" {
 	kernel_attack unix-dgram 8 122
-	expect_descriptor_stop
+	expect_memory_stop
 }
 
 @test "kernel memory - --json names the descriptors' stop as a memory stop" {
@@ -89,17 +89,17 @@ expect_descriptor_stop() {
 
 @test "kernel memory - pipes widened to 1 MiB and filled: stopped at --memory, status 122" {
 	kernel_attack pipes 8 122
-	expect_descriptor_stop
+	expect_memory_stop
 }
 
 @test "kernel memory - epoll watches, descriptors squared: stopped at --memory, status 122" {
 	kernel_attack epoll 8 122
-	expect_descriptor_stop
+	expect_memory_stop
 }
 
 @test "kernel memory - eventfd, timerfd, epoll and signalfd objects: stopped at --memory, status 122" {
 	kernel_attack descriptors 8 122
-	expect_descriptor_stop
+	expect_memory_stop
 }
 
 @test "kernel memory - inotify is refused" {
@@ -143,6 +143,32 @@ db.execute("insert into t values (42)")
 db.commit()
 print(db.execute("select x from t").fetchone()[0], EllipticCurve("37a1").rank())' 0 run
 	expect_equal "$output" "42 1"
+}
+
+@test "kernel memory - memory mappings split by 90 processes: stopped at --memory, status 122" {
+	kernel_attack mappings 90 122
+	expect_memory_stop
+}
+
+@test "kernel memory - memory mappings split by 500 processes at --pids-limit 512: stopped at --memory, status 122" {
+	kernel_attack mappings 500 122 --pids-limit 512
+	expect_memory_stop
+}
+
+@test "kernel memory - 85 processes slow to measure, then 8 fill 450 MiB each: stopped at --memory, status 122" {
+	kernel_attack mappings-then-fill 85 122 --pids-limit 512
+	expect_memory_stop
+}
+
+@test "kernel memory - asynchronous I/O contexts (the host-wide fs.aio-nr) are refused" {
+	sage 'import ctypes, os
+libc = ctypes.CDLL(None, use_errno=True)
+context = ctypes.c_ulong(0)
+if os.uname().machine == "x86_64":
+    print(libc.syscall(int(206), int(128), ctypes.byref(context)), os.strerror(ctypes.get_errno()))
+else:
+    print(-1, "Function not implemented")  # io_setup has another number there' 0 run
+	expect_equal "$output" "-1 Function not implemented"
 }
 
 @test "kernel memory - open file description locks, which /proc/locks shows without an owner, are refused" {

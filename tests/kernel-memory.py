@@ -281,6 +281,43 @@ def locks(command=fcntl.F_SETLK):
         return held, e, made
 
 
+def mappings():
+    # One reservation split into as many mappings as the kernel allows (its
+    # vm.max_map_count, 65530 a process): every other page made readable.
+    # Each mapping is kernel memory (about 300 bytes), in no PSS, and the
+    # process holds no descriptor for it.
+    page, count = 4096, 65536
+    libc.mmap.restype = ctypes.c_void_p
+    libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int,
+                          ctypes.c_int, ctypes.c_long]
+    libc.mprotect.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+    MAP_PRIVATE_ANONYMOUS_NORESERVE, PROT_READ = 0x22 | 0x4000, 1
+    base = libc.mmap(None, page * 2 * count, 0, MAP_PRIVATE_ANONYMOUS_NORESERVE, -1, 0)
+    if base in (None, ctypes.c_void_p(-1).value):
+        return [], OSError(ctypes.get_errno(), os.strerror(ctypes.get_errno()))
+    for made in range(count):
+        if libc.mprotect(base + page * 2 * made, page, PROT_READ) != 0:
+            return [None] * made, OSError(ctypes.get_errno(), os.strerror(ctypes.get_errno()))
+    return [None] * count, "all of them"
+
+
+def mappings_then_fill():
+    # The watchdog outrun: every process makes mappings (so that each
+    # measure of it is slow), then the first eight fill 450 MiB each as
+    # fast as they can, between two looks.
+    held, why = mappings()
+    if INDEX < 8:
+        try:
+            block = bytearray(450 << 20)
+            for i in range(0, len(block), 4096):
+                block[i] = 1
+            held.append(block)
+            why = "and filled 450 MiB"
+        except MemoryError:
+            why = "and could not fill 450 MiB"
+    return held, why
+
+
 def idle():
     return [], "nothing to make", 0
 
@@ -293,6 +330,7 @@ ROUTES = {
     "epoll": epoll_watches, "inotify": inotify_watches, "descriptors": small_descriptors,
     "timers": posix_timers, "signals": queued_signals, "inodes": inodes, "xattrs": xattrs,
     "threads": threads, "locks": locks, "ofd-locks": lambda: locks(37),
+    "mappings": mappings, "mappings-then-fill": mappings_then_fill,
 }
 
 
@@ -308,7 +346,9 @@ def attack():
 # run's objects appear together, as fast as the kernel makes them.
 start_r, start_w = os.pipe()
 children = []
+INDEX = 0
 for k in range(PROCS):
+    INDEX = k
     try:
         pid = os.fork()
     except OSError as e:

@@ -5,6 +5,7 @@
 #include "base64.h"
 #include "jobs.h"
 #include "json.h"
+#include "mcp.h"
 #include "names.h"
 #include "outfiles.h"
 #include "sandbox.h"
@@ -94,6 +95,79 @@ static void test_separators(void)
 	free(out);
 }
 
+/* WebP's three first chunks, each with its size; cut short, none. */
+static void test_webp(void)
+{
+	/* RIFF, its size, WEBP, then a chunk: its name, its length, its data. */
+	static const unsigned char lossy[] = "RIFF\x40\0\0\0WEBPVP8 \x20\0\0\0"
+		"\x10\x02\0" "\x9d\x01\x2a" "\x80\x02" "\xe0\x01";
+	static const unsigned char lossless[] = "RIFF\x40\0\0\0WEBPVP8L\x20\0\0\0"
+		"\x2f" "\x8f\xc1\x4a\x00";
+	static const unsigned char extended[] = "RIFF\x40\0\0\0WEBPVP8X\x0a\0\0\0"
+		"\x10\0\0\0" "\x3f\x9c\x00" "\x3f\x9c\x00";
+	static const unsigned char inter[] = "RIFF\x40\0\0\0WEBPVP8 \x20\0\0\0"
+		"\x11\x02\0" "\x9d\x01\x2a" "\x80\x02" "\xe0\x01";
+	static const unsigned char unsigned_[] = "RIFF\x40\0\0\0WEBPVP8L\x20\0\0\0"
+		"\x2e" "\x8f\xc1\x4a\x00";
+	struct sniffed k;
+	sniff(lossy, sizeof lossy - 1, true, &k);
+	check(strcmp(k.media_type, "image/webp") == 0 && k.is_image && k.width == 640 &&
+		k.height == 480, "sniff: WebP VP8 (lossy), its key frame's size");
+	sniff(lossless, sizeof lossless - 1, true, &k);
+	check(strcmp(k.media_type, "image/webp") == 0 && k.width == 400 && k.height == 300,
+		"sniff: WebP VP8L (lossless), width - 1 and height - 1 in 14 bits");
+	sniff(extended, sizeof extended - 1, true, &k);
+	check(strcmp(k.media_type, "image/webp") == 0 && k.width == 40000 && k.height == 40000,
+		"sniff: WebP VP8X (extended), the canvas in 24 bits");
+	sniff(inter, sizeof inter - 1, true, &k);
+	check(k.width == 0 && k.height == 0, "sniff: WebP VP8 that is not a key frame: no size");
+	sniff(unsigned_, sizeof unsigned_ - 1, true, &k);
+	check(k.width == 0 && k.height == 0, "sniff: WebP VP8L without its signature byte: no size");
+	const unsigned char *whole[] = {lossy, lossless, extended};
+	size_t lens[] = {sizeof lossy - 1, sizeof lossless - 1, sizeof extended - 1};
+	bool none = true;
+	for (int i = 0; i < 3; i++)
+		for (size_t cut = 12; cut < lens[i]; cut++) {
+			sniff(whole[i], cut, false, &k);
+			none = none && strcmp(k.media_type, "image/webp") == 0 && k.width == 0 &&
+				k.height == 0;
+		}
+	check(none, "sniff: WebP of each kind cut at every byte is WebP of size 0");
+	static const unsigned char short_chunk[] = "RIFF\x40\0\0\0WEBPVP8X\x04\0\0\0"
+		"\x10\0\0\0" "\x3f\x9c\x00" "\x3f\x9c\x00";
+	sniff(short_chunk, sizeof short_chunk - 1, true, &k);
+	check(k.width == 0, "sniff: a WebP chunk whose length is too short for its fields: no size");
+}
+
+/* What an MCP answer shows: up to 16 megapixels, SVG always, a raster
+ * image without a size never. */
+static void test_image_bound(void)
+{
+	struct not_shown r;
+	struct sniffed png = {.media_type = "image/png", .is_image = true, .width = 4000,
+		.height = 4000};
+	check(mcp_image_fits(&png, &r), "mcp image: 4000x4000, exactly 16 megapixels, is shown");
+	png.height = 4001;
+	check(!mcp_image_fits(&png, &r) && strcmp(r.why, "4000x4001 pixels, more than the 16 "
+		"megapixels an answer shows") == 0 && strstr(r.fix, "smaller"),
+		"mcp image: one row more is not, and the line says why");
+	png.width = png.height = 40000;
+	check(!mcp_image_fits(&png, &r) && strstr(r.why, "40000x40000 pixels"),
+		"mcp image: 40000x40000 is not");
+	png.width = png.height = 0xffffffffu;
+	check(!mcp_image_fits(&png, &r), "mcp image: the largest PNG header does not overflow the product");
+	png.width = 0;
+	check(!mcp_image_fits(&png, &r) && strstr(r.why, "no pixel size"),
+		"mcp image: a raster image whose size is unknown is not shown");
+	struct sniffed webp = {.media_type = "image/webp", .is_image = true, .width = 1 << 24,
+		.height = 1};
+	check(!mcp_image_fits(&webp, &r), "mcp image: a 16777216x1 WebP canvas is not shown");
+	struct sniffed svg = {.media_type = "image/svg+xml", .is_image = true};
+	struct sniffed text = {.media_type = "text/plain"};
+	check(mcp_image_fits(&svg, &r) && mcp_image_fits(&text, &r),
+		"mcp image: SVG has no pixel size and is shown; what is not an image is not judged");
+}
+
 /* Media types and pixel sizes from hand-made headers, bounds checked. */
 static void test_sniff(void)
 {
@@ -113,8 +187,28 @@ static void test_sniff(void)
 	sniff(bad_jpeg, sizeof bad_jpeg - 1, true, &k);
 	check(strcmp(k.media_type, "image/jpeg") == 0 && k.width == 0,
 		"sniff: a JPEG segment length past the end is not followed");
+	static const unsigned char jpeg_fill[] = "\xff\xd8\xff\xff\xff\xc2\0\x11\x08\x00\x10\x00\x20";
+	sniff(jpeg_fill, sizeof jpeg_fill - 1, true, &k);
+	check(k.width == 32 && k.height == 16, "sniff: JPEG, fill bytes before a progressive SOF");
+	static const unsigned char jpeg_sos[] = "\xff\xd8\xff\xda\0\x04" "ab\xff\xc0\0\x11\x08\x01\xe0\x02\x80";
+	sniff(jpeg_sos, sizeof jpeg_sos - 1, true, &k);
+	check(strcmp(k.media_type, "image/jpeg") == 0 && k.width == 0,
+		"sniff: a JPEG's scan before any frame header: no size");
+	static const unsigned char jpeg_zero[] = "\xff\xd8\xff\xe0\0\0\xff\xc0\0\x11\x08\x01\xe0\x02\x80";
+	sniff(jpeg_zero, sizeof jpeg_zero - 1, true, &k);
+	check(k.width == 0, "sniff: a JPEG segment length below 2 is not followed");
+	sniff(jpeg, sizeof jpeg - 2, false, &k);
+	check(strcmp(k.media_type, "image/jpeg") == 0 && k.width == 0 && k.height == 0,
+		"sniff: a JPEG frame header cut by the end of the head: no size");
+	bool sizeless = true;
+	for (size_t cut = 0; cut < sizeof jpeg - 1; cut++) {
+		sniff(jpeg, cut, false, &k); /* with ASan or valgrind: nothing read past cut */
+		sizeless = sizeless && k.width == 0;
+	}
+	check(sizeless, "sniff: a JPEG cut at every byte has no size until it is whole");
 	sniff(gif, sizeof gif - 1, true, &k);
 	check(strcmp(k.media_type, "image/gif") == 0 && k.width == 320 && k.height == 240, "sniff: GIF");
+	test_webp();
 	const char *svg = "<?xml version=\"1.0\"?>\n<!DOCTYPE svg>\n<svg xmlns=\"x\"></svg>";
 	sniff((const unsigned char *)svg, strlen(svg), true, &k);
 	check(strcmp(k.media_type, "image/svg+xml") == 0 && k.is_image, "sniff: SVG after a declaration");
@@ -537,6 +631,7 @@ int main(void)
 	}
 
 	test_sniff();
+	test_image_bound();
 	test_base64();
 	test_names();
 	test_outfiles();

@@ -1,0 +1,209 @@
+#!/usr/bin/env bats
+# Containers that serve several calls (batch's, an MCP session's) are as
+# good as fresh ones: a hostile call first, its victims after it in the same
+# container, and each victim's result compared with a fresh `run` of the
+# same code. batch --jobs 1 makes one container serve every job.
+
+load helpers
+
+teardown() {
+	wait_no_containers 30
+}
+
+# jobs_file NAME CODE [NAME CODE]...: JSON Lines of those jobs in $jobs.
+jobs_file() {
+	jobs=$BATS_TEST_TMPDIR/jobs.jsonl
+	python3 -c '
+import json, sys
+args = sys.argv[1:]
+for name, code in zip(args[::2], args[1::2]):
+    print(json.dumps({"id": name, "code": code, "timeout": 60}))' "$@" >"$jobs"
+}
+
+# field ID EXPR: Python EXPR over the result line of job ID in $output.
+field() {
+	printf '%s\n' "$output" | python3 -c '
+import json, sys
+for line in sys.stdin:
+    j = json.loads(line)
+    if j["id"] == sys.argv[1]:
+        print(eval(sys.argv[2]))' "$1" "$2"
+}
+
+# expect_as_fresh ID CODE [RUN OPTIONS...]: job ID's stdout, stderr and
+# exit code are what a fresh `run` of CODE gives.
+expect_as_fresh() {
+	local batch=$output id=$1 code=$2
+	shift 2
+	sage "$code" "$(field "$id" 'j["exit_code"]' <<<"$batch")" run --json "$@"
+	local fresh=$output
+	output=$batch
+	expect_equal "$(field "$id" '[j["stdout"], j["stderr"], j["exit_code"]]')" \
+		"$(printf '%s' "$fresh" | python3 -c 'import json, sys; j = json.load(sys.stdin); print([j["stdout"], j["stderr"], j["exit_code"]])')" \
+		"job $id against a fresh run"
+	output=$batch
+}
+
+VICTIM='import signal, time
+print(factor(2^64 + 1))
+print(factor(next_prime(10^30) * next_prime(10^31)))
+print(sum(gp("prime(%d)" % k) for k in range(1, 30)))
+alarm(3)
+try:
+    time.sleep(1)
+    print("no alarm yet")
+finally:
+    cancel_alarm()
+print(len(str(factorial(2000))))'
+
+@test "reuse - signals sent to pid 1 by a job reach nothing: the next jobs' results are a fresh run's" {
+	jobs_file attacker 'import os, signal
+sent = []
+for s in sorted(signal.valid_signals()):
+    if s in (signal.SIGKILL, signal.SIGSTOP):
+        continue
+    try:
+        os.kill(1, s)
+        sent.append(int(s))
+    except OSError as e:
+        print("signal", int(s), e)
+print("sent", len(sent))' victim "$VICTIM" victim2 "$VICTIM"
+	run_ss 0 batch --order input --jobs 1 "$jobs"
+	expect_match "$errors" "3 ok, 0 failed, 0 bad lines, 0 not run; 0 retried, 0 skipped \(--resume\); 0 containers replaced after a job"
+	expect_match "$(field attacker 'j["stdout"]')" "^sent [0-9]+$"
+	expect_equal "$(field victim 'j["attempts"]')" 1
+	expect_as_fresh victim "$VICTIM"
+	expect_as_fresh victim2 "$VICTIM"
+}
+
+@test "reuse - files planted under directories chmod'ed 000 or 0300 are gone: no matplotlibrc, maxima init, GAP workspace; a later job's input stays unseen" {
+	local victim='import matplotlib, os
+print(open("secret.txt").read())
+print(maxima("1 + 1"), libgap.Factorial(5), matplotlib.rcParams["lines.linewidth"])
+print(sorted(os.listdir(os.environ["HOME"])))'
+	jobs=$BATS_TEST_TMPDIR/jobs.jsonl
+	VICTIM=$victim python3 - >"$jobs" <<-'EOF'
+	import json, os
+	plant = r'''import os
+	home, dot = os.environ["HOME"], os.environ["DOT_SAGE"]
+	os.makedirs(os.environ["MPLCONFIGDIR"], exist_ok=True)
+	open(os.environ["MPLCONFIGDIR"] + "/matplotlibrc", "w").write("lines.linewidth: 42\n")
+	maxima_dir = os.environ["MAXIMA_USERDIR"]
+	os.makedirs(maxima_dir, exist_ok=True)
+	steal = 'system("cp /tmp/secret.txt %s/.stolen; cp /tmp/secret.txt %s/.stolen")$' % (dot, home)
+	open(maxima_dir + "/maxima-init.mac", "w").write(steal + "\n")
+	from sage.libs.gap.saved_workspace import workspace
+	libgap.eval('MakeReadWriteGlobal("Factorial")')
+	libgap.eval("Factorial := function(n) return 42; end")
+	libgap.SaveWorkspace(workspace()[0])
+	os.chmod(home, 0o300)
+	os.chmod(dot, 0)
+	print("planted")'''
+	look = r'''import os
+	found = [os.path.join(r, f) for r, ds, fs in os.walk("/tmp") for f in fs
+	         if "s3cr3t" in open(os.path.join(r, f), errors="replace").read()]
+	print("stolen" if found else "nothing", found)'''
+	print(json.dumps({"id": "plant", "code": plant, "timeout": 120}))
+	print(json.dumps({"id": "victim", "code": os.environ["VICTIM"], "files": {"secret.txt": "s3cr3t"},
+	                  "timeout": 120}))
+	print(json.dumps({"id": "look", "code": look, "timeout": 60}))
+	EOF
+	run_ss 0 batch --order input --jobs 1 --timeout 120 "$jobs"
+	expect_equal "$(field plant 'j["stdout"]')" "planted"
+	expect_match "$(field victim 'j["stdout"]')" "^s3cr3t
+ +2 120 1.5
+"
+	expect_equal "$(field look 'j["stdout"]')" "nothing []"
+	expect_equal "$(field victim 'j["attempts"]')" 1
+	printf 's3cr3t' >"$BATS_TEST_TMPDIR/secret.txt"
+	expect_as_fresh victim "$victim" --timeout 120 --input "$BATS_TEST_TMPDIR/secret.txt"
+}
+
+@test "reuse - prlimit, setpriority and sched_* on pid 1 are refused; the next job's limits, nice and scheduling are a fresh run's" {
+	local probe='import os, resource
+print(os.getpriority(os.PRIO_PROCESS, 0), os.sched_getscheduler(0), sorted(os.sched_getaffinity(0)) == list(range(os.cpu_count())))
+print([resource.getrlimit(getattr(resource, n)) for n in sorted(dir(resource)) if n.startswith("RLIMIT_") and n != "RLIMIT_CPU"])
+print(oct(os.umask(0o022)), os.getcwd(), sorted(k for k in os.environ if not k.startswith("_")))'
+	jobs_file attacker 'import os, resource
+for name, call in (("prlimit", lambda: resource.prlimit(1, resource.RLIMIT_NOFILE, (64, 64))),
+                   ("prlimit fsize", lambda: resource.prlimit(1, resource.RLIMIT_FSIZE, (4096, 4096))),
+                   ("prlimit stack", lambda: resource.prlimit(1, resource.RLIMIT_STACK, (1 << 20, 1 << 20))),
+                   ("setpriority", lambda: os.setpriority(os.PRIO_PROCESS, 1, 19)),
+                   ("setpriority user", lambda: os.setpriority(os.PRIO_USER, os.getuid(), 19)),
+                   ("setpriority group", lambda: os.setpriority(os.PRIO_PGRP, 0, 19)),
+                   ("sched_setscheduler", lambda: os.sched_setscheduler(1, os.SCHED_IDLE, os.sched_param(0))),
+                   ("sched_setaffinity", lambda: os.sched_setaffinity(1, {int(0)}))):
+    try:
+        call()
+        print(name, "ALLOWED")
+    except OSError as e:
+        print(name, e.strerror)
+os.nice(10)
+os.umask(0)' victim "$probe"
+	run_ss 0 batch --order input --jobs 1 "$jobs"
+	expect_equal "$(field attacker 'j["stdout"]')" "prlimit Operation not permitted
+prlimit fsize Operation not permitted
+prlimit stack Operation not permitted
+setpriority Operation not permitted
+setpriority user Operation not permitted
+setpriority group Operation not permitted
+sched_setscheduler Operation not permitted
+sched_setaffinity Operation not permitted"
+	expect_as_fresh victim "$probe"
+}
+
+@test "reuse - a session's cell leaves a thread spinning and a helper allocating: nothing of it runs between cells" {
+	calls=$BATS_TEST_TMPDIR/calls.json
+	python3 - >"$calls" <<-'EOF'
+	import json
+	start = r'''import os, threading, time, resource
+	def spin():
+	    while True:
+	        pass
+	threading.Thread(target=spin, daemon=True).start()
+	if os.fork() == 0:
+	    os.setsid()
+	    held = []
+	    while True:
+	        held.append(bytearray(64 << 20))
+	        time.sleep(0.05)
+	kept = 7
+	u = resource.getrusage(resource.RUSAGE_SELF)
+	print("started", int(u.ru_utime + u.ru_stime))'''
+	look = r'''import os, resource
+	u = resource.getrusage(resource.RUSAGE_SELF)
+	def state(p):
+	    return open("/proc/%s/stat" % p).read().rpartition(")")[2].split()[0]
+	others = [p for p in os.listdir("/proc") if p.isdigit() and int(p) not in (1, os.getpid())
+	          and state(p) != "Z"]
+	print("kept", kept, "cpu", int(u.ru_utime + u.ru_stime), "others", others)'''
+	run = lambda code: {"name": "run_sagemath", "arguments": {"code": code, "session": "s", "timeout_seconds": 20}}
+	print(json.dumps([run(start), 4, run(look)]))
+	EOF
+	local out
+	out=$(timeout 200 python3 "$BATS_TEST_DIRNAME/mcp-calls.py" "$SAGE_SANDBOX" "$calls" --memory 512m 2>"$BATS_TEST_TMPDIR/stderr")
+	printf '# %s\n' "$out" >&3
+	# The first cell ran for a moment; 4 s between cells added no CPU
+	# time (a spinning thread would have added 4 s), and its helper is gone
+	# (a zombie at most, its parent the session's stopped Sage).
+	expect_match "$(sed -n 1p <<<"$out")" '"started [0-1]\\n"'
+	expect_match "$(sed -n 2p <<<"$out")" '"kept 7 cpu [0-2] others \[\]\\n"'
+	expect_equal "$(sed -n 3p <<<"$out")" '{"exit": 0}'
+}
+
+@test "reuse - the MCP server outlives sessions that end by idling out and with the input, after calls that brought files back" {
+	calls=$BATS_TEST_TMPDIR/calls.json
+	python3 - >"$calls" <<-'EOF'
+	import json
+	save = "import os\nopen(os.environ['SAGE_SANDBOX_OUT'] + '/a.txt', 'w').write('a')\nprint('saved')"
+	run = lambda code, s: {"name": "run_sagemath", "arguments": {"code": code, "session": s}}
+	print(json.dumps([run(save, "idle"), run(save, "idle"), run(save, "open"), 13,
+	                  run("print(1)", "other"), run(save, "open")]))
+	EOF
+	local out
+	out=$(timeout 200 python3 "$BATS_TEST_DIRNAME/mcp-calls.py" "$SAGE_SANDBOX" "$calls" --session-idle 10 2>"$BATS_TEST_TMPDIR/stderr")
+	expect_equal "$(grep -c '"saved' <<<"$out")" 4
+	expect_equal "$(tail -n 1 <<<"$out")" '{"exit": 0}'
+	expect_match "$(cat "$BATS_TEST_TMPDIR/stderr")" "session idle ended after 10 s without a call"
+	expect_no_match "$(cat "$BATS_TEST_TMPDIR/stderr")" "AddressSanitizer|runtime error|Segmentation"
+}
