@@ -13,11 +13,11 @@ SCDOC ?= scdoc
 BATS ?= bats
 
 # One concern a file; see the layout table in README.md.
-CORE_OBJECTS = loop.o process.o buffer.o error.o settings.o podman.o cache.o rootless.o image.o sandbox.o \
+CORE_OBJECTS = frames.o loop.o process.o buffer.o error.o settings.o podman.o cache.o rootless.o image.o sandbox.o \
 	oneshot.o result.o terminal.o memwatch.o json.o selftest.o pool.o mcp.o embedded.o \
 	infiles.o outfiles.o names.o sniff.o base64.o jobs.o batch.o
 OBJECTS = sage-sandbox.o $(CORE_OBJECTS)
-HEADERS = loop.h process.h buffer.h error.h settings.h podman.h cache.h rootless.h image.h sandbox.h \
+HEADERS = frames.h loop.h process.h buffer.h error.h settings.h podman.h cache.h rootless.h image.h sandbox.h \
 	oneshot.h result.h terminal.h memwatch.h json.h selftest.h pool.h mcp.h embedded.h \
 	infiles.h outfiles.h names.h sniff.h base64.h jobs.h batch.h
 EMBEDDED = seccomp.json launcher-bundle.py checks.py mcp-tools.json

@@ -3,11 +3,11 @@
  * (`podman rm` as one more child on the loop, never a nested loop). */
 #include "sandbox.h"
 #include "embedded.h"
+#include "frames.h"
 #include "json.h"
 #include "memwatch.h"
 #include "process.h"
 
-#include <jansson.h>
 
 #include <errno.h>
 #include <signal.h>
@@ -19,10 +19,6 @@
 #include <time.h>
 #include <unistd.h>
 
-/* Frames are 1 type byte, a 4-byte big-endian length, then the payload
- * (see launcher.py). */
-#define FRAME_HEADER 5
-#define FRAME_MAX 65536
 /* podman's own stderr, kept to explain a failure. */
 #define PODMAN_ERRORS_MAX (64 * 1024)
 /* How long cleanup lets a container whose owner has ended go by itself
@@ -68,9 +64,8 @@ struct sandbox {
 	struct memwatch *memwatch;
 	bool output_paused;
 
-	/* The frame being read from the launcher's stream. */
-	char frame[FRAME_HEADER + FRAME_MAX];
-	size_t frame_len;
+	/* The launcher's stream, read into whole frames. */
+	struct frame_reader frames;
 	bool saw_started, saw_ready, saw_exit;
 	int64_t code_ended_at; /* from the exit frame, loop_now_ms() clock */
 	struct buffer podman_errors;
@@ -219,50 +214,30 @@ static void sage_did_not_start(struct sandbox *sb, const char *why)
 	image_forget(sb->opt.cfg);
 }
 
-/* The launcher's end of a call (docs/protocol.md): a JSON object with
- * "exit" or "signal", "ended_at", "container", and "cpu_limit",
- * "interrupted", "why" where they apply. */
+/* The launcher's end of a call (docs/protocol.md), checked against what
+ * this sandbox serves. */
 static void take_trailer(struct sandbox *sb, const char *payload, size_t len)
 {
-	static const char *const afters[] = {[AFTER_ENDS] = "ends", [AFTER_NEXT] = "next",
-		[AFTER_KEPT] = "kept", [AFTER_LOST] = "lost"};
 	struct run_result *r = &sb->result;
-	json_t *t = json_loadb(payload, len, 0, NULL);
-	json_t *exit_code = json_object_get(t, "exit"), *signal = json_object_get(t, "signal");
-	json_t *ended_at = json_object_get(t, "ended_at");
-	const char *after = json_string_value(json_object_get(t, "container"));
-	const char *interrupted = json_string_value(json_object_get(t, "interrupted"));
-	const char *why = json_string_value(json_object_get(t, "why"));
-	int a = AFTER_ENDS;
-	while (after && a <= AFTER_LOST && strcmp(after, afters[a]) != 0)
-		a++;
-	bool exited = json_is_integer(exit_code) && json_integer_value(exit_code) >= 0 &&
-		json_integer_value(exit_code) <= 255;
-	bool killed = json_is_integer(signal) && json_integer_value(signal) > 0 &&
-		json_integer_value(signal) < 65;
-	if (!json_is_object(t) || exited == killed || !json_is_integer(ended_at) || !after ||
-	    a > AFTER_LOST || ((a == AFTER_KEPT || a == AFTER_LOST) != sb->opt.session) ||
-	    (a == AFTER_NEXT && !sb->opt.serial)) {
-		json_decref(t);
+	struct trailer t;
+	if (frame_parse_trailer(payload, len, &t) < 0 ||
+	    ((t.after == AFTER_KEPT || t.after == AFTER_LOST) != sb->opt.session) ||
+	    (t.after == AFTER_NEXT && !sb->opt.serial)) {
 		protocol_broken(sb, "a malformed end frame");
 		return;
 	}
-	if (exited) {
-		r->exit_code = (int)json_integer_value(exit_code);
+	if (t.exited) {
+		r->exit_code = t.status;
 	} else {
-		r->signal = (int)json_integer_value(signal);
-		r->exit_code = 128 + r->signal;
+		r->signal = t.status;
+		r->exit_code = 128 + t.status;
 	}
-	sb->code_ended_at = json_integer_value(ended_at);
-	r->after = (enum container_after)a;
-	r->cell_interrupted = interrupted != NULL;
-	/* The launcher saw the code's CPU time reach its rlimit, or
-	 * interrupted a session's cell at its CPU seconds. A timeout is told
-	 * by the deadline, as for any run (finish_result). */
-	r->cpu_limit_exceeded = json_is_true(json_object_get(t, "cpu_limit")) ||
-		(interrupted && strcmp(interrupted, "cpu") == 0);
-	snprintf(r->ends_why, sizeof r->ends_why, "%s", why ? why : "");
-	json_decref(t);
+	sb->code_ended_at = t.ended_at;
+	r->after = t.after;
+	r->cell_interrupted = t.interrupted;
+	/* A timeout is told by the deadline, as for any run (finish_result). */
+	r->cpu_limit_exceeded = t.cpu_limit;
+	snprintf(r->ends_why, sizeof r->ends_why, "%s", t.why);
 }
 
 static void take_frame(struct sandbox *sb, char type, const char *payload, size_t len)
@@ -316,24 +291,19 @@ static void take_frame(struct sandbox *sb, char type, const char *payload, size_
 
 static void parse_frames(struct sandbox *sb)
 {
-	size_t at = 0;
-	while (sb->frame_len - at >= FRAME_HEADER) {
-		const unsigned char *h = (const unsigned char *)sb->frame + at;
-		size_t len = (size_t)h[1] << 24 | (size_t)h[2] << 16 | (size_t)h[3] << 8 | h[4];
-		if (len > FRAME_MAX) {
+	char type;
+	const char *payload;
+	size_t len;
+	int got;
+	while (!sb->saw_exit && sb->state != SANDBOX_STOPPING &&
+	       (got = frame_reader_next(&sb->frames, &type, &payload, &len)) != 0) {
+		if (got < 0) {
 			protocol_broken(sb, "a frame longer than 64 KiB");
-			sb->frame_len = 0;
+			sb->frames = (struct frame_reader){0};
 			return;
 		}
-		if (sb->frame_len - at < FRAME_HEADER + len)
-			break;
-		take_frame(sb, (char)h[0], sb->frame + at + FRAME_HEADER, len);
-		at += FRAME_HEADER + len;
-		if (sb->saw_exit || sb->state == SANDBOX_STOPPING)
-			break;
+		take_frame(sb, type, payload, len);
 	}
-	memmove(sb->frame, sb->frame + at, sb->frame_len - at);
-	sb->frame_len -= at;
 }
 
 static void close_stream(struct sandbox *sb, bool out)
@@ -348,8 +318,9 @@ static void on_launcher_stream(struct loop_watch *w, int fd, unsigned events, vo
 	struct sandbox *sb = data;
 	/* At most one frame's worth a turn: what on_output gets stays bounded. */
 	ssize_t n;
-	while ((n = read(fd, sb->frame + sb->frame_len, sizeof sb->frame - sb->frame_len)) < 0 &&
-	       errno == EINTR)
+	size_t room;
+	char *space = frame_reader_space(&sb->frames, &room);
+	while ((n = read(fd, space, room)) < 0 && errno == EINTR)
 		;
 	if (n < 0 && errno == EAGAIN)
 		return;
@@ -358,7 +329,7 @@ static void on_launcher_stream(struct loop_watch *w, int fd, unsigned events, vo
 		sandbox_advance(sb);
 		return;
 	}
-	sb->frame_len += (size_t)n;
+	frame_reader_filled(&sb->frames, (size_t)n);
 	parse_frames(sb);
 	if (sb->saw_exit && !SERVES_NEXT(&sb->result))
 		close_stream(sb, true);
@@ -419,7 +390,7 @@ static bool start_again(struct sandbox *sb)
 	process_release(&sb->podman);
 	sb->podman.exited = false;
 	buffer_free(&sb->podman_errors);
-	sb->frame_len = 0;
+	sb->frames = (struct frame_reader){0};
 	struct error err;
 	int spawned = spawn_podman(sb, &err);
 	if (spawned < 0) {
@@ -809,8 +780,8 @@ struct sandbox *sandbox_start(struct loop *loop, const struct sandbox_options *o
 
 static void put_frame(struct queue *q, char type, const char *payload, size_t len)
 {
-	unsigned char header[FRAME_HEADER] = {(unsigned char)type, (unsigned char)(len >> 24),
-		(unsigned char)(len >> 16), (unsigned char)(len >> 8), (unsigned char)len};
+	unsigned char header[FRAME_HEADER];
+	frame_header(header, type, len);
 	queue_put_all(q, header, sizeof header);
 	queue_put_all(q, payload, len);
 }

@@ -6,6 +6,7 @@
 #include "buffer.h"
 #include "image.h"
 #include "error.h"
+#include "frames.h"
 #include "infiles.h"
 #include "loop.h"
 #include "outfiles.h"
@@ -26,12 +27,6 @@ enum sandbox_state { SANDBOX_STARTING, SANDBOX_READY, SANDBOX_RUNNING, SANDBOX_S
 /* Why sage-sandbox, not the code, ended a run. */
 enum stop_reason { STOP_NONE, STOP_TIMEOUT, STOP_OUTPUT_LIMIT, STOP_MEMORY_LIMIT, STOP_SIGNAL,
 	STOP_OUTPUT_CLOSED };
-
-/* What became of the container after a call: it ends (a run's, or a
- * serial one that cannot be put back as it was); it serves the next call
- * as good as fresh (serial); a session's Sage lives on for the next cell,
- * or was lost with this one. */
-enum container_after { AFTER_ENDS, AFTER_NEXT, AFTER_KEPT, AFTER_LOST };
 
 /* The container waits for another call. */
 #define SERVES_NEXT(r) ((r)->after == AFTER_NEXT || (r)->after == AFTER_KEPT)

@@ -88,7 +88,7 @@ sys.stderr.buffer.write(b"\xff\xfe\xc3\x28 \xed\xa0\x80 ok \xe2\x82\xac")' 0 run
 	expect_equal "$(json_get 'j["stderr"]')" "$(printf '\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd( \xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd ok \xe2\x82\xac')"
 }
 
-@test "run --json - U+2028 and U+2029 in the output are written as \\u2028 and \\u2029, never raw" {
+@test "run --json - U+2028 and U+2029 in the output are written escaped, never raw" {
 	# Valid raw in JSON, but line ends to JavaScript before ES2019.
 	sage 'import sys
 print("a\u2028b\u2029c")

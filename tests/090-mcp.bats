@@ -12,6 +12,30 @@ call_line() {
 		"arguments": {"code": sys.argv[2]}}}))' "$1" "$2"
 }
 
+# mcp_answer CODE [OPTIONS...]: one run_sagemath call of CODE to a server
+# started with OPTIONS, waited for; its answer line, the bytes as sent, in
+# $BATS_TEST_TMPDIR/answer and $output.
+mcp_answer() {
+	local code=$1 i server writer
+	shift
+	rm -f "$BATS_TEST_TMPDIR/in"
+	mkfifo "$BATS_TEST_TMPDIR/in"
+	"$SAGE_SANDBOX" mcp "$@" <"$BATS_TEST_TMPDIR/in" >"$BATS_TEST_TMPDIR/out" \
+		2>"$BATS_TEST_TMPDIR/log" &
+	server=$!
+	exec {writer}>"$BATS_TEST_TMPDIR/in"
+	echo '{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18"}}' >&"$writer"
+	call_line 2 "$code" >&"$writer"
+	for ((i = 0; i < 240; i++)); do
+		grep -q '"id":2' "$BATS_TEST_TMPDIR/out" && break
+		sleep 0.5
+	done
+	exec {writer}>&-
+	wait "$server"
+	grep '"id":2' "$BATS_TEST_TMPDIR/out" >"$BATS_TEST_TMPDIR/answer"
+	output=$(cat "$BATS_TEST_TMPDIR/answer")
+}
+
 @test "mcp: every bad message is answered as JSON-RPC says, and the server goes on" {
 	run python3 "$BATS_TEST_DIRNAME/mcp-raw.py" "$SAGE_SANDBOX"
 	echo "$output"
@@ -182,4 +206,41 @@ PY
 	output=$(printf '%s\n' "$output" | grep '"id":66')
 	expect_equal "$(json_get 'j["error"]["code"]')" -32603
 	expect_match "$(json_get 'j["error"]["message"]')" "64 calls are already waiting"
+}
+
+@test "mcp: U+2028 and U+2029 the code prints are written escaped, never raw, in text and structuredContent" {
+	mcp_answer 'print("a\u2028b\u2029c")' --warm 0
+	python3 -c '
+import sys
+raw = open(sys.argv[1], "rb").read()
+assert b"\xe2\x80\xa8" not in raw and b"\xe2\x80\xa9" not in raw, "raw U+2028 or U+2029: %r" % raw
+assert raw.count(b"a\\u2028b\\u2029c") == 2, "not escaped in both: %r" % raw' "$BATS_TEST_TMPDIR/answer"
+	expect_equal "$(json_get 'j["result"]["structuredContent"]["stdout"] == "a\u2028b\u2029c\n" and j["result"]["content"][0]["text"] == "a\u2028b\u2029c\n"')" true
+}
+
+@test "mcp: an image declaring more than 16 megapixels is named as not shown, never sent; a plot still is" {
+	# A valid PNG of 40000x40000 one-bit pixels, some 200 KB: far below the
+	# 2 MiB cap, 1.6 billion pixels once decoded.
+	mcp_answer 'import os, struct, zlib
+out = os.environ["SAGE_SANDBOX_OUT"]
+def chunk(kind, data):
+    return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+z = zlib.compressobj(9)
+row = bytes(int(1 + 40000 / 8))
+idat = b"".join(z.compress(row) for _ in range(40000)) + z.flush()
+header = struct.pack(">IIBBBBB", int(40000), int(40000), int(1), int(0), int(0), int(0), int(0))
+png = b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", idat) + chunk(b"IEND", b"")
+open(out + "/huge.png", "wb").write(png)
+plot(sin(x), (x, 0, 2*pi)).save(out + "/sin.png")
+print(len(png))' --warm 0
+	expect_equal "$(json_get 'j["result"]["isError"]')" false
+	size=$(json_get 'j["result"]["structuredContent"]["stdout"].strip()')
+	[ "$size" -gt 100000 ] && [ "$size" -lt $((2 << 20)) ]
+	listing=$(json_get 'j["result"]["content"][1]["text"]')
+	expect_match "$listing" "- huge\.png \([0-9.]+ KiB, image/png, 40000x40000 pixels\); not shown: 40000x40000 pixels, more than the 16 megapixels an answer shows; save it smaller to see it"
+	expect_match "$listing" "- sin\.png \([0-9.]+ KiB, image/png, [0-9]+x[0-9]+ pixels\); the image follows"
+	# One image item: the plot's bytes, not the huge one's.
+	expect_equal "$(json_get '[c["mimeType"] for c in j["result"]["content"] if c["type"] == "image"]')" '["image/png"]'
+	expect_equal "$(json_get 'len(__import__("base64").b64decode([c for c in j["result"]["content"] if c["type"] == "image"][0]["data"])) == [f["size"] for f in j["result"]["structuredContent"]["files"] if f["name"] == "sin.png"][0]')" true
+	expect_equal "$(json_get '[f["width"] for f in j["result"]["structuredContent"]["files"] if f["name"] == "huge.png"]')" '[40000]'
 }

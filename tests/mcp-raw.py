@@ -19,9 +19,8 @@ def send(raw):
     server.stdin.flush()
 
 
-def answer(timeout=30):
-    """The next line the server writes, parsed; it must be one JSON-RPC
-    message of strict UTF-8."""
+def answer_line(timeout=30):
+    """The next line the server writes, as its bytes."""
     global pending
     deadline = time.monotonic() + timeout
     while b"\n" not in pending:
@@ -33,7 +32,13 @@ def answer(timeout=30):
             sys.exit("the server closed stdout; stderr: %s" % server.stderr.read().decode())
         pending += chunk
     line, pending = pending.split(b"\n", 1)
-    message = json.loads(line.decode("utf-8", errors="strict"))
+    return line
+
+
+def answer(timeout=30):
+    """The next line the server writes, parsed; it must be one JSON-RPC
+    message of strict UTF-8."""
+    message = json.loads(answer_line(timeout).decode("utf-8", errors="strict"))
     assert message.get("jsonrpc") == "2.0", message
     return message
 
@@ -129,6 +134,15 @@ assert answer()["id"] == 24
 # String ids are echoed as strings, and a long id whole.
 send(b'{"jsonrpc":"2.0","id":"a-\xc3\xa9","method":"ping"}\n')
 assert answer()["id"] == "a-\u00e9"
+
+# U+2028 and U+2029 are line ends to JavaScript: never written raw, in an
+# echoed id or in an error message that quotes the request.
+send('{"jsonrpc":"2.0","id":"a\u2028b","method":"x\u2029"}\n'.encode())
+raw = answer_line()
+message = json.loads(raw.decode("utf-8", errors="strict"))
+if (b"\xe2\x80\xa8" in raw or b"\xe2\x80\xa9" in raw or b'"a\\u2028b"' not in raw or
+        message["id"] != "a\u2028b" or "x\u2029" not in message["error"]["message"]):
+    sys.exit("U+2028 or U+2029 written raw, or lost: %r" % raw)
 
 # End of input: the server stops and exits 0 within seconds.
 server.stdin.close()
