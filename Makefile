@@ -2,44 +2,53 @@
 PREFIX ?= /usr/local
 BINDIR ?= $(PREFIX)/bin
 MANDIR ?= $(PREFIX)/share/man
+DATADIR ?= $(PREFIX)/share
 CC ?= cc
 CFLAGS ?= -O2 -g
-CFLAGS += -std=c11 -Wall -Wextra -Wshadow -Wno-unused-parameter
-CPPFLAGS += -D_GNU_SOURCE
-# jansson parses what MCP clients send: untrusted JSON is not parsed by hand.
-# nettle hashes the files a run brings back (sha256).
-LDLIBS += -ljansson -lnettle
 SCDOC ?= scdoc
 BATS ?= bats
+PYTHON ?= python3
+CLANG ?= clang
 
-# One concern a file; see the layout table in README.md.
-CORE_OBJECTS = frames.o loop.o process.o buffer.o error.o settings.o podman.o cache.o rootless.o image.o sandbox.o \
-	oneshot.o result.o terminal.o memwatch.o json.o selftest.o pool.o mcp.o embedded.o \
-	infiles.o outfiles.o names.o sniff.o base64.o jobs.o batch.o
+# The project's own flags come first and always: a user's CFLAGS, CPPFLAGS
+# or LDFLAGS (make CFLAGS=-O3) add to them and never drop the standard or
+# the warnings. jansson parses every JSON that comes from outside (MCP
+# clients, job lines, the launcher's end frames); nettle hashes the files a
+# run brings back (sha256).
+WARNINGS = -Wall -Wextra -Wshadow -Wno-unused-parameter
+ALL_CFLAGS = -std=c11 $(WARNINGS) $(CFLAGS)
+ALL_CPPFLAGS = -D_GNU_SOURCE -I. $(CPPFLAGS)
+LIBS = -ljansson -lnettle $(LDLIBS)
+
+# One concern a file (each opens with the line that says which).
+SOURCES = frames.c loop.c process.c buffer.c error.c settings.c podman.c cache.c rootless.c \
+	image.c sandbox.c oneshot.c result.c terminal.c memwatch.c json.c selftest.c pool.c \
+	mcp.c embedded.c infiles.c outfiles.c names.c sniff.c base64.c jobs.c batch.c
+CORE_OBJECTS = $(SOURCES:.c=.o)
 OBJECTS = sage-sandbox.o $(CORE_OBJECTS)
-HEADERS = frames.h loop.h process.h buffer.h error.h settings.h podman.h cache.h rootless.h image.h sandbox.h \
-	oneshot.h result.h terminal.h memwatch.h json.h selftest.h pool.h mcp.h embedded.h \
-	infiles.h outfiles.h names.h sniff.h base64.h jobs.h batch.h
+HEADERS = $(SOURCES:.c=.h)
+# Compiled in: what runs is what was tested, and no file can go missing.
 EMBEDDED = seccomp.json launcher-bundle.py checks.py mcp-tools.json
 LAUNCHER = $(wildcard launcher/*.py)
-DATADIR ?= $(PREFIX)/share
 MANPAGES = man/sage-sandbox.1 man/sage-sandbox.5 man/sage-sandbox-mcp.7
+UNIT_TESTS = tests/unit tests/unit-loop
+FUZZ_TARGETS = fuzz-frames fuzz-jobs
+FUZZ_SECONDS ?= 600
 
 all: sage-sandbox $(MANPAGES)
 
 sage-sandbox: $(OBJECTS)
-	$(CC) $(LDFLAGS) -o $@ $(OBJECTS) $(LDLIBS)
+	$(CC) $(ALL_CFLAGS) $(LDFLAGS) -o $@ $(OBJECTS) $(LIBS)
 
-$(OBJECTS): $(HEADERS)
+%.o: %.c $(HEADERS)
+	$(CC) $(ALL_CPPFLAGS) $(ALL_CFLAGS) -c -o $@ $<
 
-# The seccomp profile and the programs run inside the container are
-# compiled in: what runs is what was tested, and no file can go missing.
-# Written to a temporary file and renamed: a failing step never leaves a
-# partial embedded.c that make would take for up to date.
 # The launcher's modules, joined into the one program podman is given.
 launcher-bundle.py: $(LAUNCHER)
-	python3 launcher/bundle.py $(LAUNCHER) > $@.tmp && mv -f $@.tmp $@
+	$(PYTHON) launcher/bundle.py $(LAUNCHER) > $@.tmp && mv -f $@.tmp $@
 
+# Each file a C string. Written to a temporary file and renamed: a failing
+# step never leaves a partial embedded.c that make would take for up to date.
 embedded.c: $(EMBEDDED)
 	for f in $(EMBEDDED); do \
 		printf 'const char embedded_%s[] =\n' "$$(printf %s "$$f" | tr .- __)"; \
@@ -47,27 +56,27 @@ embedded.c: $(EMBEDDED)
 		printf '\t"";\n'; \
 	done > $@.tmp && mv -f $@.tmp $@
 
-tests/unit: tests/unit.c $(CORE_OBJECTS) $(HEADERS)
-	$(CC) $(CPPFLAGS) $(CFLAGS) -I. $(LDFLAGS) -o $@ tests/unit.c $(CORE_OBJECTS) $(LDLIBS)
+man/%: man/%.scd
+	$(SCDOC) < $< > $@
 
-# The loop and the process module on plain /bin/sh children: no podman.
-tests/unit-loop: tests/unit-loop.c $(CORE_OBJECTS) $(HEADERS)
-	$(CC) $(CPPFLAGS) $(CFLAGS) -I. $(LDFLAGS) -o $@ tests/unit-loop.c $(CORE_OBJECTS) $(LDLIBS)
+# ---- tests -----------------------------------------------------------------
 
-.SUFFIXES: .scd
-man/sage-sandbox.1: man/sage-sandbox.1.scd
-	$(SCDOC) < man/sage-sandbox.1.scd > $@
-man/sage-sandbox.5: man/sage-sandbox.5.scd
-	$(SCDOC) < man/sage-sandbox.5.scd > $@
-man/sage-sandbox-mcp.7: man/sage-sandbox-mcp.7.scd
-	$(SCDOC) < man/sage-sandbox-mcp.7.scd > $@
+# The C units (pure helpers; the loop and processes on /bin/sh children),
+# the launcher's modules without Sage, the seccomp profile regenerated:
+# no podman, no image, under a minute.
+tests/%: tests/%.c $(CORE_OBJECTS) $(HEADERS)
+	$(CC) $(ALL_CPPFLAGS) $(ALL_CFLAGS) $(LDFLAGS) -o $@ $< $(CORE_OBJECTS) $(LIBS)
 
-# The whole suite runs the real sage-sandbox against the real image under
-# rootless podman; run it as the unprivileged account (./setup.sh check).
-check: sage-sandbox tests/unit tests/unit-loop lmstudio/node_modules
+check-unit: sage-sandbox $(UNIT_TESTS)
 	./tests/unit
 	./tests/unit-loop
-	python3 tests/unit-checks.py
+	$(PYTHON) -m unittest discover -s tests/launcher -t . -q
+	$(PYTHON) tests/unit-checks.py
+	./tests/seccomp-regenerates.sh
+
+# Everything: the units, then the real sage-sandbox against the real image
+# under rootless podman, as the unprivileged account (./setup.sh check).
+check: check-unit lmstudio/node_modules
 	$(BATS) tests/
 	node --test tests/mcp-sdk.test.mjs
 	cd lmstudio && npm test
@@ -77,10 +86,44 @@ lmstudio/node_modules: lmstudio/package.json lmstudio/package-lock.json
 	cd lmstudio && npm ci --no-audit --no-fund
 	touch $@
 
+# ---- sanitizers and fuzzing -------------------------------------------------
+
+# sage-sandbox built with AddressSanitizer and UndefinedBehaviorSanitizer,
+# in build-sanitize/: ./setup.sh check runs the MCP, session, batch and core
+# tests against it (tests/sanitize.sh). Any finding aborts the process.
+SANITIZE = -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
+sanitize: build-sanitize/sage-sandbox
+
+build-sanitize/%.o: %.c $(HEADERS)
+	@mkdir -p build-sanitize
+	$(CC) $(ALL_CPPFLAGS) $(ALL_CFLAGS) -O1 -g $(SANITIZE) -c -o $@ $<
+
+build-sanitize/sage-sandbox: $(addprefix build-sanitize/,$(OBJECTS))
+	$(CC) $(ALL_CFLAGS) $(SANITIZE) $(LDFLAGS) -o $@ $^ $(LIBS)
+
+# libFuzzer targets (clang) on the parsers that take untrusted bytes, each
+# started from its seed corpus in tests/fuzz/corpus/. make fuzz runs each
+# for FUZZ_SECONDS; ./setup.sh check runs them for a fixed short while.
+FUZZ_FLAGS = -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all -g -O1
+build-fuzz/%.o: %.c $(HEADERS)
+	@mkdir -p build-fuzz
+	$(CLANG) $(ALL_CPPFLAGS) -std=c11 -Wall -g -O1 -fsanitize=fuzzer-no-link,address,undefined \
+		-c -o $@ $<
+
+build-fuzz/fuzz-%: tests/fuzz/fuzz-%.c $(addprefix build-fuzz/,$(CORE_OBJECTS)) $(HEADERS)
+	$(CLANG) $(ALL_CPPFLAGS) -std=c11 $(FUZZ_FLAGS) -o $@ $< \
+		$(addprefix build-fuzz/,$(CORE_OBJECTS)) $(LIBS)
+
+fuzz-build: $(addprefix build-fuzz/,$(FUZZ_TARGETS))
+
+fuzz: fuzz-build
+	tests/fuzz/run.sh $(FUZZ_SECONDS) $(FUZZ_TARGETS)
+
+# ---- install -------------------------------------------------------------------
+
 install: all
 	mkdir -p $(DESTDIR)$(BINDIR) $(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(MANDIR)/man5 \
-		$(DESTDIR)$(MANDIR)/man7 \
-		$(DESTDIR)$(DATADIR)/sage-sandbox
+		$(DESTDIR)$(MANDIR)/man7 $(DESTDIR)$(DATADIR)/sage-sandbox
 	cp -f sage-sandbox $(DESTDIR)$(BINDIR)/sage-sandbox
 	chmod 755 $(DESTDIR)$(BINDIR)/sage-sandbox
 	cp -f man/sage-sandbox.1 $(DESTDIR)$(MANDIR)/man1/sage-sandbox.1
@@ -97,7 +140,8 @@ uninstall:
 	if [ -d $(DESTDIR)$(DATADIR)/sage-sandbox ]; then rmdir $(DESTDIR)$(DATADIR)/sage-sandbox; fi
 
 clean:
-	rm -f sage-sandbox $(OBJECTS) embedded.c embedded.c.tmp launcher-bundle.py launcher-bundle.py.tmp tests/unit tests/unit-loop $(MANPAGES)
-	rm -rf lmstudio/dist
+	rm -f sage-sandbox $(OBJECTS) embedded.c embedded.c.tmp launcher-bundle.py \
+		launcher-bundle.py.tmp $(UNIT_TESTS) $(MANPAGES)
+	rm -rf build-sanitize build-fuzz lmstudio/dist
 
-.PHONY: all check install uninstall clean
+.PHONY: all check check-unit sanitize fuzz fuzz-build install uninstall clean

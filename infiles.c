@@ -249,6 +249,7 @@ int infiles_add_json(struct infiles *in, json_t *files, struct error *err)
 			bytes = decoded.data;
 			len = decoded.len;
 		} else {
+			buffer_free(&decoded); /* what was decoded before the bad byte */
 			error_set(err, EXIT_REFUSED, "give the file's text, or {\"base64\": \"...\"} "
 				"with valid base64", "files['%s'] is neither text nor base64", name);
 			return -1;

@@ -394,7 +394,8 @@ static struct job *sage_file_job(struct job_source *s)
 static int next_line_of(struct job_source *s, struct job **out)
 {
 	for (;;) {
-		char *nl = memchr(s->buf.data + s->scanned, '\n', s->buf.len - s->scanned);
+		char *nl = s->buf.len > s->scanned ?
+			memchr(s->buf.data + s->scanned, '\n', s->buf.len - s->scanned) : NULL;
 		if (!nl && s->at_eof && s->buf.len > 0 && !s->skipping)
 			nl = s->buf.data + s->buf.len; /* a last line without its newline */
 		if (nl) {
