@@ -1,5 +1,6 @@
-/* oneshot.c: one sandbox run from start to end on one loop: reading the
- * code, the rootless check, the sandbox, signals, and the output.
+/* oneshot.c: `run` and `self-test` as a front end: one call from start to
+ * end on one loop: reading the code, the host check (host.c), the call on
+ * the runner (runner.c), the code's stdin and output, signals.
  *
  * Every stage is a source on the same loop, under the same deadline, which
  * counts from when sage-sandbox started: a FIFO or a stdin that never
@@ -7,7 +8,6 @@
  * of them outlasts --timeout or blocks the signals. */
 #include "oneshot.h"
 #include "process.h"
-#include "rootless.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -74,20 +74,20 @@ static void on_sink_drained(struct queue *q, void *data)
 	struct oneshot *o = data;
 	if (o->flushing && !pending_output(o))
 		loop_quit(o->loop);
-	if (o->sandbox && queue_pending(o->sink[0]) < SINK_PAUSE_AT &&
+	if (o->call && queue_pending(o->sink[0]) < SINK_PAUSE_AT &&
 	    queue_pending(o->sink[1]) < SINK_PAUSE_AT)
-		sandbox_pause_output(o->sandbox, false);
+		call_pause_output(o->call, false);
 }
 
 static void on_sink_error(struct queue *q, void *data)
 {
 	struct oneshot *o = data;
 	/* Our reader went away (EPIPE): like any filter, stop. */
-	if (o->sandbox)
-		sandbox_stop(o->sandbox, STOP_OUTPUT_CLOSED, 0);
+	if (o->call)
+		call_cancel(o->call, SIGPIPE);
 }
 
-static void on_sandbox_output(struct sandbox *sb, int stream, const char *bytes, size_t len,
+static void on_call_output(struct call *c, int stream, const char *bytes, size_t len,
 		void *data)
 {
 	struct oneshot *o = data;
@@ -95,38 +95,21 @@ static void on_sandbox_output(struct sandbox *sb, int stream, const char *bytes,
 		return;
 	oneshot_emit_code_output(o, stream, bytes, len, false);
 	if (queue_pending(o->sink[stream]) >= SINK_PAUSE_AT)
-		sandbox_pause_output(sb, true);
+		call_pause_output(c, true);
 }
 
 /* ---- signals ------------------------------------------------------------ */
 
-static void on_signal(struct loop_watch *w, int fd, unsigned events, void *data)
+/* The first signal (signals.c: a second one exits at once). */
+static void on_signal(int sig, void *data)
 {
 	struct oneshot *o = data;
-	struct signalfd_siginfo info;
-	if (read(fd, &info, sizeof info) != sizeof info)
-		return;
-	int sig = (int)info.ssi_signo;
-	if (++o->signals_seen > 1) {
-		/* A second signal while stopping: leave now. The `podman rm`
-		 * already started finishes on its own; podman's --timeout is
-		 * the backstop. */
-		_exit(128 + sig);
-	}
-	if (o->sandbox) {
-		sandbox_stop(o->sandbox, STOP_SIGNAL, sig);
+	if (o->call) {
+		call_cancel(o->call, sig);
 		return;
 	}
 	error_set(&o->err, 128 + sig, NULL, "interrupted by signal %d before the code ran", sig);
 	refuse(o);
-}
-
-static int watch_signals(struct oneshot *o)
-{
-	/* A signal the caller ignores (nohup, a background job) stays
-	 * ignored: that was the caller's choice. */
-	o->signal_watch = loop_watch_stop_signals(o->loop, true, &o->signal_fd, on_signal, o);
-	return o->signal_watch ? 0 : -1;
 }
 
 /* ---- the stages --------------------------------------------------------- */
@@ -135,18 +118,18 @@ static void on_deadline(struct loop_timer *t, void *data)
 {
 	struct oneshot *o = data;
 	o->deadline_timer = NULL;
-	if (o->sandbox)
-		return; /* the sandbox has its own deadline */
+	if (o->call)
+		return; /* the call has its own deadline */
 	error_set(&o->err, EXIT_TIMEOUT, "close standard input, name a FILE, or raise --timeout",
 		"timed out after %ld s %s; nothing was run", o->cfg->number[SET_TIMEOUT],
 		o->code_watch ? "reading the code" : "checking podman");
 	refuse(o);
 }
 
-static void on_sandbox_done(struct sandbox *sb, void *data)
+static void on_call_done(struct call *c, void *data)
 {
 	struct oneshot *o = data;
-	o->result = sandbox_result(sb);
+	o->result = call_result_mutable(c);
 	/* The code is gone: nothing more of our stdin is wanted. */
 	loop_unwatch(o->input_watch);
 	o->input_watch = NULL;
@@ -164,7 +147,7 @@ static void on_sandbox_done(struct sandbox *sb, void *data)
 
 static void end_input(struct oneshot *o)
 {
-	sandbox_input_end(o->sandbox);
+	call_input_end(o->call);
 	loop_unwatch(o->input_watch);
 	o->input_watch = NULL;
 	if (o->input_fd >= 0)
@@ -176,7 +159,7 @@ static void on_input_readable(struct loop_watch *w, int fd, unsigned events, voi
 {
 	struct oneshot *o = data;
 	char chunk[65536];
-	size_t room = sandbox_input_room(o->sandbox);
+	size_t room = call_input_room(o->call);
 	ssize_t n;
 	if (room == 0) {
 		/* The code is not reading: leave the rest in our stdin. */
@@ -193,12 +176,12 @@ static void on_input_readable(struct loop_watch *w, int fd, unsigned events, voi
 		end_input(o);
 		return;
 	}
-	sandbox_input(o->sandbox, chunk, (size_t)n);
-	if (sandbox_result(o->sandbox)->input_truncated)
+	call_input(o->call, chunk, (size_t)n);
+	if (call_result(o->call)->input_truncated)
 		end_input(o);
 }
 
-static void on_input_room(struct sandbox *sb, void *data)
+static void on_input_room(struct call *c, void *data)
 {
 	struct oneshot *o = data;
 	if (o->input_watch)
@@ -220,61 +203,43 @@ static void relay_input(struct oneshot *o)
 		end_input(o);
 }
 
-static void start_sandbox(struct oneshot *o)
+static void start_call(struct oneshot *o)
 {
-	struct sandbox_options opt = {.cfg = o->cfg, .host = &o->host, .image = &o->image,
-		.podman = o->podman,
-		.deadline = o->deadline, .cb = {.keep_output = !o->stream,
-		.on_output = on_sandbox_output, .on_input_room = on_input_room,
-		.on_done = on_sandbox_done, .data = o}};
 	bool from_file = o->file && strcmp(o->file, "-") != 0;
-	const char *argv[o->argc + 1];
-	argv[0] = o->file ? o->file : "-";
+	o->argv = calloc((size_t)o->argc + 1, sizeof *o->argv);
+	if (!o->argv)
+		abort();
+	o->argv[0] = o->file ? o->file : "-";
 	for (int i = 0; i < o->argc; i++)
-		argv[1 + i] = o->args[i];
-	struct program program = {.code = o->code, .code_len = o->code_len, .argv = argv,
-		.argc = o->argc + 1, .input_follows = from_file, .deadline = o->deadline,
-		.in = o->in, .out = o->out};
-	o->sandbox = sandbox_start(o->loop, &opt, &o->err);
-	if (!o->sandbox) {
-		refuse(o);
-		return;
-	}
-	sandbox_submit(o->sandbox, &program);
-	if (from_file)
+		o->argv[1 + i] = o->args[i];
+	struct runner_options ro = {.loop = o->loop, .host = &o->host, .cfg = o->cfg, .who = "run",
+		.running_max = 1};
+	o->runner = runner_new(&ro);
+	struct call_spec spec = {.program = {.code = o->code, .code_len = o->code_len,
+		.argv = o->argv, .argc = o->argc + 1, .input_follows = from_file,
+		.deadline = o->deadline, .in = o->in, .out = o->out},
+		.keep_output = !o->stream, .on_output = on_call_output,
+		.on_input_room = on_input_room, .on_done = on_call_done, .data = o};
+	o->call = runner_submit(o->runner, &spec);
+	if (from_file && !o->finished)
 		relay_input(o);
 }
 
-static void on_image_answer(const struct sage_image *image, const struct error *refusal,
-		void *data)
+static void on_host(struct host *h, void *data)
 {
 	struct oneshot *o = data;
+	o->host_checking = false;
+	if (o->finished)
+		return;
 	if (loop_now_ms() >= o->deadline) {
 		on_deadline(NULL, o);
-	} else if (refusal) {
-		o->err = *refusal;
+	} else if (h->refusal.status) {
+		o->err = h->refusal;
 		refuse(o);
 	} else {
-		o->image = *image;
 		if (o->code_for_host)
-			o->code_for_host(o, &o->host);
-		start_sandbox(o);
-	}
-}
-
-static void on_rootless_answer(const struct podman_host *host, void *data)
-{
-	struct oneshot *o = data;
-	o->host = *host;
-	if (loop_now_ms() >= o->deadline) {
-		on_deadline(NULL, o);
-	} else if (rootless_verdict(host, &o->err) < 0) {
-		refuse(o);
-	} else if (image_check(o->loop, o->podman, o->cfg, &o->host, o->deadline, on_image_answer,
-			   o) < 0) {
-		error_set(&o->err, EXIT_REFUSED, podman_install_hint, "cannot execute podman %s: %s",
-			o->podman, strerror(errno));
-		refuse(o);
+			o->code_for_host(o, &h->podman_host);
+		start_call(o);
 	}
 }
 
@@ -283,24 +248,14 @@ static const char *code_origin(const struct oneshot *o)
 	return o->file && strcmp(o->file, "-") != 0 ? o->file : "standard input";
 }
 
-static void check_podman(struct oneshot *o)
+static void check_host(struct oneshot *o)
 {
 	if (o->code && sandbox_check_code(o->code, o->code_len, code_origin(o), &o->err) < 0) {
 		refuse(o);
 		return;
 	}
-	o->podman = find_executable(o->cfg->value[SET_PODMAN]);
-	if (!o->podman) {
-		error_set(&o->err, EXIT_REFUSED, podman_install_hint,
-			"podman executable '%s' not found", o->cfg->value[SET_PODMAN]);
-		refuse(o);
-		return;
-	}
-	if (rootless_check(o->loop, o->podman, o->deadline, on_rootless_answer, o) < 0) {
-		error_set(&o->err, EXIT_REFUSED, podman_install_hint, "cannot execute podman %s: %s",
-			o->podman, strerror(errno));
-		refuse(o);
-	}
+	o->host_checking = true;
+	host_check(o->loop, o->cfg, o->deadline, true, &o->host, on_host, o);
 }
 
 /* Reads what is there; at the end (or past the size limit) goes on. */
@@ -335,7 +290,7 @@ static void on_code_readable(struct loop_watch *w, int fd, unsigned events, void
 		buffer_append(&o->code_read, "", 0);
 	o->code = o->code_read.data;
 	o->code_len = o->code_read.len;
-	check_podman(o);
+	check_host(o);
 }
 
 static void read_code(struct oneshot *o)
@@ -373,7 +328,6 @@ static void read_code(struct oneshot *o)
 
 int oneshot_begin(struct oneshot *o)
 {
-	o->signal_fd = -1;
 	o->code_fd = -1;
 	o->input_fd = -1;
 	o->loop = loop_new();
@@ -395,11 +349,10 @@ int oneshot_begin(struct oneshot *o)
 			return -1;
 		}
 	}
-	if (watch_signals(o) < 0) {
-		error_set(&o->err, EXIT_REFUSED, NULL, "cannot watch signals: %s", strerror(errno));
-		return -1;
-	}
-	return 0;
+	/* A signal the caller ignores (nohup, a background job) stays
+	 * ignored: that was the caller's choice. */
+	o->signals = stop_signals_watch(o->loop, true, on_signal, o, &o->err);
+	return o->signals ? 0 : -1;
 }
 
 int oneshot_run(struct oneshot *o)
@@ -407,7 +360,7 @@ int oneshot_run(struct oneshot *o)
 	o->deadline = o->started_at + o->cfg->number[SET_TIMEOUT] * 1000;
 	o->deadline_timer = loop_timer(o->loop, o->deadline, on_deadline, o);
 	if (o->code)
-		check_podman(o);
+		check_host(o);
 	else
 		read_code(o);
 	while (!o->finished) {
@@ -438,11 +391,11 @@ void oneshot_end(struct oneshot *o)
 {
 	/* An interrupted run gets the grace only: the caller wants out. */
 	int64_t until = loop_now_ms() + FLUSH_GRACE_MS;
-	bool interrupted = o->signals_seen || (o->result && o->result->interrupted_by);
+	bool interrupted = stop_signals_first(o->signals) || (o->result && o->result->interrupted_by);
 	if (o->deadline > until && !interrupted)
 		until = o->deadline;
-	loop_unwatch(o->signal_watch);
-	o->signal_watch = NULL;
+	stop_signals_free(o->signals);
+	o->signals = NULL;
 	loop_unwatch(o->code_watch);
 	o->code_watch = NULL;
 	loop_unwatch(o->input_watch);
@@ -466,16 +419,16 @@ void oneshot_end(struct oneshot *o)
 		queue_free(o->sink[s]);
 		o->sink[s] = NULL;
 	}
-	sandbox_free(o->sandbox);
-	o->sandbox = NULL;
 	o->result = NULL;
+	call_free(o->call);
+	o->call = NULL;
+	runner_free(o->runner);
+	o->runner = NULL;
+	free(o->argv);
 	if (o->code_fd >= 0)
 		close(o->code_fd);
 	if (o->input_fd >= 0)
 		close(o->input_fd);
-	if (o->signal_fd >= 0)
-		close(o->signal_fd);
 	buffer_free(&o->code_read);
-	free(o->podman);
 	loop_free(o->loop);
 }

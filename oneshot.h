@@ -1,11 +1,13 @@
-/* oneshot.h: one sandbox run from start to end on one loop: reading the
- * code, the rootless check, the image check, the sandbox, signals, and the
- * output. */
+/* oneshot.h: `run` and `self-test` as a front end: one call from start to
+ * end on one loop: reading the code, the host check, the call on the
+ * runner, the code's stdin and output, signals. */
 #ifndef SAGE_SANDBOX_ONESHOT_H
 #define SAGE_SANDBOX_ONESHOT_H
 
+#include "host.h"
 #include "loop.h"
-#include "sandbox.h"
+#include "runner.h"
+#include "signals.h"
 #include "terminal.h"
 
 #include <stdbool.h>
@@ -32,23 +34,23 @@ struct oneshot {
 	/* out, after oneshot_run */
 	bool failed;            /* nothing ran: see err */
 	struct error err;
-	struct run_result *result; /* when it ran */
+	struct run_result *result; /* when it ran: the call's */
 
 	/* private */
 	struct loop *loop;
 	struct queue *sink[2];
 	bool escape[2]; /* that stream is a terminal: the code's controls are shown */
 	struct terminal_filter filter[2];
-	int signal_fd;
-	struct loop_watch *signal_watch, *code_watch, *input_watch;
+	struct stop_signals *signals;
+	struct loop_watch *code_watch, *input_watch;
 	struct loop_timer *deadline_timer;
 	int code_fd, input_fd;
 	struct buffer code_read;
-	char *podman;
-	struct podman_host host;
-	struct sage_image image;
-	struct sandbox *sandbox;
-	int signals_seen;
+	struct host host;        /* owned: what the host check found */
+	bool host_checking;
+	struct runner *runner;   /* owned */
+	struct call *call;       /* the runner's, until oneshot_end frees it */
+	const char **argv;       /* the call's arguments: owned, kept until its end */
 	bool finished, flushing;
 	int64_t deadline;
 };

@@ -89,6 +89,8 @@ const char *stopped_by(const struct run_result *r)
 		return "memory_limit";
 	if (r->cpu_limit_exceeded)
 		return "cpu_limit";
+	if (r->session_ended)
+		return "session_ended";
 	if (r->interrupted_by == SIGPIPE)
 		return "output_closed";
 	if (r->interrupted_by)
@@ -159,7 +161,10 @@ bool describe_stop(const struct run_result *r, const struct config *cfg, char *b
 		snprintf(buf, size, "the code used its CPU time limit of %llu s (--timeout x "
 			"--cpus) and the kernel killed it; raise --timeout or --cpus",
 			(unsigned long long)rl[RL_CPU].value);
-	} else if (r->interrupted_by == SIGPIPE)
+	} else if (r->session_ended)
+		snprintf(buf, size, "its session was ended while it ran (sage_sandbox_end_session, "
+			"or the server stopping); the session's state is lost");
+	else if (r->interrupted_by == SIGPIPE)
 		snprintf(buf, size, "standard output was closed; the container was stopped");
 	else
 		snprintf(buf, size, "interrupted by %s; the container was stopped",

@@ -560,6 +560,12 @@ static void finish_result(struct sandbox *sb)
 		r->signal = SIGKILL;
 		r->exit_code = EXIT_MEMORY_LIMIT;
 		return;
+	case STOP_ENDED:
+		r->session_ended = true;
+		r->interrupted_by = SIGTERM;
+		r->signal = SIGKILL;
+		r->exit_code = 128 + SIGTERM;
+		return;
 	case STOP_SIGNAL:
 	case STOP_OUTPUT_CLOSED:
 		r->interrupted_by = sb->stopping == STOP_OUTPUT_CLOSED ? SIGPIPE : sb->stop_signal;

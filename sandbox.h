@@ -26,7 +26,7 @@ enum sandbox_state { SANDBOX_STARTING, SANDBOX_READY, SANDBOX_RUNNING, SANDBOX_S
 
 /* Why sage-sandbox, not the code, ended a run. */
 enum stop_reason { STOP_NONE, STOP_TIMEOUT, STOP_OUTPUT_LIMIT, STOP_MEMORY_LIMIT, STOP_SIGNAL,
-	STOP_OUTPUT_CLOSED };
+	STOP_OUTPUT_CLOSED, STOP_ENDED };
 
 /* The container waits for another call. */
 #define SERVES_NEXT(r) ((r)->after == AFTER_NEXT || (r)->after == AFTER_KEPT)
@@ -56,6 +56,7 @@ struct run_result {
 	/* Why a serial container could not serve another call, or "". */
 	char ends_why[256];
 	int interrupted_by; /* a signal that stopped sage-sandbox, or 0 */
+	bool session_ended; /* its session was ended while it ran (SIGTERM) */
 	/* The container ended under the code, neither by the code's own end
 	 * nor by sage-sandbox: podman died, the container was killed from
 	 * outside, the launcher died. Not the code's doing, as far as can

@@ -1,0 +1,739 @@
+/* runner.c: the fleet: sandboxes started ahead or for a call, calls handed
+ * to them in order, reuse, replacement, retries, sessions and the drain.
+ *
+ * Every sandbox is a slot, owned by the runner from its start until
+ * podman's last child of it has ended (on_released), and every call is
+ * owned by the runner from runner_submit until the front end's call_free.
+ * A slot points at the call it runs only between handing it over and the
+ * sandbox's on_done, where the result moves into the call and the slot
+ * lets go of it: a call freed after its answer is pointed at by nothing.
+ *
+ * Kinds of slot, by the policy of runner_options:
+ *   once     one call, then the container ends: started for a call, or
+ *            ahead (warm) and handed to the next call that needs one
+ *            (the pool: mcp);
+ *   serial   call after call, each in a fresh child of the launcher with
+ *            /tmp and the launcher put back as before the first
+ *            (launcher/calls.py), replaced after SERIAL_CALLS_MAX calls or
+ *            SERIAL_AGE_SECONDS (batch);
+ *   session  one Sage, cell after cell, one call at a time (mcp).
+ * A call whose sandbox broke under it (podman died, the container was
+ * killed from outside, the memory watchdog ended it, podman refused to
+ * start it) runs once more, in a container of its own, if it asked to. */
+#include "runner.h"
+
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* A sandbox started ahead that has not said ready by then failed to start. */
+#define START_LIMIT_MS 60000
+/* After a failed start of a warm sandbox: 1 s, doubling, at most a minute. */
+#define BACKOFF_FIRST_MS 1000
+#define BACKOFF_MAX_MS 60000
+/* Serial sandboxes that fail to start in a row before calls get one-call
+ * sandboxes (whose failure is then the call's result, said in it). */
+#define SERIAL_START_FAILURES 3
+
+enum slot_kind { SLOT_ONCE, SLOT_SERIAL, SLOT_SESSION };
+
+struct slot {
+	struct runner *r;
+	struct sandbox *sb; /* owned: freed at on_released */
+	enum slot_kind kind;
+	struct call *call;  /* the call it runs, from hand-over to on_done */
+	bool warm;          /* started ahead, waiting for its first call */
+	bool was_ready;
+	bool leaving;       /* takes no more calls: stopped, or ends by itself */
+	long calls;
+	int64_t born;
+	char session[SESSION_NAME_MAX + 1];
+	struct loop_timer *start_timer, *idle_timer;
+	struct slot *next;
+};
+
+enum call_state { CALL_WAITING, CALL_RUNNING, CALL_DONE };
+
+struct call {
+	struct runner *r;
+	struct call_spec spec;
+	enum call_state state;
+	struct slot *slot;        /* while running */
+	struct run_result result; /* once done: the call's own, buffers included */
+	bool warm;
+	int attempts;
+	long session_calls;
+	int64_t started_at;
+	struct call *next;        /* in the runner's list, in order of submission */
+};
+
+struct runner {
+	struct runner_options opt;
+	struct slot *slots;
+	struct call *calls;
+	int warm_failures;   /* warm starts in a row that never got ready */
+	int serial_failures; /* serial starts in a row that never got ready */
+	struct loop_timer *refill_timer;
+	int64_t created_at;
+	bool first_ready_logged;
+	bool draining;
+	int drain_signal;
+	char drain_why[160];
+	void (*drained)(void *data);
+	void *drained_data;
+	bool pumping, pump_again;
+};
+
+static void pump(struct runner *r);
+static void refill(struct runner *r);
+
+static void say(const struct runner *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static void say(const struct runner *r, const char *fmt, ...)
+{
+	va_list ap;
+	if (!r->opt.log)
+		return;
+	fprintf(stderr, "sage-sandbox %s: ", r->opt.who);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+}
+
+/* ---- counting -------------------------------------------------------------- */
+
+static int count_slots(const struct runner *r, enum slot_kind kind, bool only_waiting)
+{
+	int n = 0;
+	for (const struct slot *s = r->slots; s; s = s->next)
+		n += s->kind == kind && !s->leaving && (!only_waiting || !s->call);
+	return n;
+}
+
+int runner_running(const struct runner *r)
+{
+	int n = 0;
+	for (const struct call *c = r->calls; c; c = c->next)
+		n += c->state == CALL_RUNNING;
+	return n;
+}
+
+int runner_waiting(const struct runner *r)
+{
+	int n = 0;
+	for (const struct call *c = r->calls; c; c = c->next)
+		n += c->state == CALL_WAITING;
+	return n;
+}
+
+/* Warm one-call sandboxes: started ahead, no call yet. */
+static int count_warm(const struct runner *r)
+{
+	int n = 0;
+	for (const struct slot *s = r->slots; s; s = s->next)
+		n += s->kind == SLOT_ONCE && s->warm && !s->leaving;
+	return n;
+}
+
+static bool slot_ready(const struct slot *s)
+{
+	return !s->leaving && !s->call && sandbox_state(s->sb) == SANDBOX_READY;
+}
+
+int runner_ready(const struct runner *r)
+{
+	int n = 0;
+	for (const struct slot *s = r->slots; s; s = s->next)
+		n += s->kind != SLOT_SESSION && slot_ready(s);
+	return n;
+}
+
+int runner_sessions(const struct runner *r)
+{
+	return count_slots(r, SLOT_SESSION, false);
+}
+
+static struct slot *find_session(struct runner *r, const char *name)
+{
+	for (struct slot *s = r->slots; s; s = s->next)
+		if (s->kind == SLOT_SESSION && !s->leaving && strcmp(s->session, name) == 0)
+			return s;
+	return NULL;
+}
+
+/* ---- calls -------------------------------------------------------------------- */
+
+static void unlink_call(struct call *c)
+{
+	for (struct call **at = &c->r->calls; *at; at = &(*at)->next)
+		if (*at == c) {
+			*at = c->next;
+			return;
+		}
+}
+
+const struct run_result *call_result(const struct call *c)
+{
+	return c->state == CALL_RUNNING ? sandbox_result(c->slot->sb) : &c->result;
+}
+
+struct run_result *call_result_mutable(struct call *c)
+{
+	return c->state == CALL_RUNNING ? sandbox_result(c->slot->sb) : &c->result;
+}
+
+bool call_warm(const struct call *c)
+{
+	return c->warm;
+}
+
+int call_attempts(const struct call *c)
+{
+	return c->attempts;
+}
+
+long call_session_calls(const struct call *c)
+{
+	return c->session_calls;
+}
+
+int64_t call_started_at(const struct call *c)
+{
+	return c->started_at;
+}
+
+size_t call_input(struct call *c, const char *bytes, size_t len)
+{
+	return c->state == CALL_RUNNING ? sandbox_input(c->slot->sb, bytes, len) : 0;
+}
+
+size_t call_input_room(const struct call *c)
+{
+	return c->state == CALL_RUNNING ? sandbox_input_room(c->slot->sb) : 0;
+}
+
+void call_input_end(struct call *c)
+{
+	if (c->state == CALL_RUNNING)
+		sandbox_input_end(c->slot->sb);
+}
+
+void call_pause_output(struct call *c, bool paused)
+{
+	if (c->state == CALL_RUNNING)
+		sandbox_pause_output(c->slot->sb, paused);
+}
+
+/* The call is over without a sandbox's word: refused, cancelled or drained
+ * before it ran. */
+static void end_unstarted(struct call *c, const struct run_result *why)
+{
+	c->result = *why;
+	c->state = CALL_DONE;
+	c->spec.on_done(c, c->spec.data);
+}
+
+static void refuse(struct call *c, const struct error *err)
+{
+	end_unstarted(c, &(struct run_result){.failed = true, .failure = *err,
+		.exit_code = err->status});
+}
+
+void call_cancel(struct call *c, int sig)
+{
+	if (c->state == CALL_RUNNING) {
+		sandbox_stop(c->slot->sb, STOP_SIGNAL, sig);
+	} else if (c->state == CALL_WAITING) {
+		end_unstarted(c, &(struct run_result){.interrupted_by = sig, .exit_code = 128 + sig});
+		pump(c->r);
+	}
+}
+
+void call_free(struct call *c)
+{
+	if (!c)
+		return;
+	struct runner *r = c->r;
+	if (c->state == CALL_RUNNING) {
+		/* Freed before its end (the front end was stopped): the slot
+		 * lets go of it, and the container goes. */
+		c->slot->call = NULL;
+		c->slot->leaving = true;
+		sandbox_stop(c->slot->sb, STOP_SIGNAL, SIGTERM);
+	}
+	unlink_call(c);
+	buffer_free(&c->result.out);
+	buffer_free(&c->result.err);
+	free(c);
+	pump(r);
+}
+
+struct call *runner_submit(struct runner *r, const struct call_spec *spec)
+{
+	struct call *c = calloc(1, sizeof *c);
+	if (!c)
+		abort();
+	c->r = r;
+	c->spec = *spec;
+	struct call **end = &r->calls;
+	while (*end)
+		end = &(*end)->next;
+	*end = c;
+	if (r->draining) {
+		struct error err;
+		error_set(&err, 128 + r->drain_signal, NULL, "%s", r->drain_why);
+		refuse(c, &err);
+		return c;
+	}
+	pump(r);
+	return c;
+}
+
+/* ---- slots ------------------------------------------------------------------------ */
+
+static void unlink_slot(struct slot *gone)
+{
+	for (struct slot **at = &gone->r->slots; *at; at = &(*at)->next)
+		if (*at == gone) {
+			*at = gone->next;
+			return;
+		}
+}
+
+static void check_drained(struct runner *r)
+{
+	if (!r->draining || r->slots || !r->drained)
+		return;
+	void (*done)(void *) = r->drained;
+	r->drained = NULL;
+	done(r->drained_data);
+}
+
+/* The slot takes no more calls; a container still waiting is stopped. */
+static void retire(struct slot *s, bool stop)
+{
+	s->leaving = true;
+	loop_timer_cancel(s->idle_timer);
+	s->idle_timer = NULL;
+	loop_timer_cancel(s->start_timer);
+	s->start_timer = NULL;
+	if (stop)
+		sandbox_stop(s->sb, STOP_SIGNAL, s->r->drain_signal ? s->r->drain_signal : SIGTERM);
+}
+
+static int64_t backoff_ms(int failures)
+{
+	if (failures == 0)
+		return 0;
+	int64_t ms = (int64_t)BACKOFF_FIRST_MS << (failures > 7 ? 6 : failures - 1);
+	return ms < BACKOFF_MAX_MS ? ms : BACKOFF_MAX_MS;
+}
+
+static void on_ready(struct sandbox *sb, void *data)
+{
+	struct slot *s = data;
+	struct runner *r = s->r;
+	loop_timer_cancel(s->start_timer);
+	s->start_timer = NULL;
+	s->was_ready = true;
+	if (s->kind == SLOT_SERIAL)
+		r->serial_failures = 0;
+	if (s->warm) {
+		r->warm_failures = 0;
+		if (!r->first_ready_logged) {
+			r->first_ready_logged = true;
+			say(r, "first warm sandbox ready %lld ms after start",
+				(long long)(loop_now_ms() - r->created_at));
+		}
+	}
+	pump(r);
+}
+
+static void on_output(struct sandbox *sb, int stream, const char *bytes, size_t len, void *data)
+{
+	struct slot *s = data;
+	if (s->call && s->call->spec.on_output)
+		s->call->spec.on_output(s->call, stream, bytes, len, s->call->spec.data);
+}
+
+static void on_input_room(struct sandbox *sb, void *data)
+{
+	struct slot *s = data;
+	if (s->call && s->call->spec.on_input_room)
+		s->call->spec.on_input_room(s->call, s->call->spec.data);
+}
+
+static void on_session_idle(struct loop_timer *t, void *data)
+{
+	struct slot *s = data;
+	s->idle_timer = NULL;
+	say(s->r, "session %s ended after %ld s without a call", s->session,
+		s->r->opt.session_idle_seconds);
+	retire(s, true);
+}
+
+/* A broken sandbox, not the call: podman or the container died under it,
+ * the memory watchdog ended the container, or podman refused to start it. */
+static bool sandbox_broke(const struct run_result *res)
+{
+	return res->failed || res->sandbox_broke || res->memory_limit_exceeded;
+}
+
+/* The sandbox says the call is over: the result moves into the call, and
+ * the slot goes on to its next call, waits for one, or goes. */
+static void on_done(struct sandbox *sb, void *data)
+{
+	struct slot *s = data;
+	struct runner *r = s->r;
+	struct run_result *res = sandbox_result(sb);
+	struct call *c = s->call;
+	s->call = NULL;
+	s->calls++;
+	if (!s->was_ready) {
+		if (s->kind == SLOT_SERIAL)
+			r->serial_failures++;
+		if (s->warm) {
+			r->warm_failures++;
+			say(r, "a warm sandbox did not start (%s); next try in %lld s",
+				res->failed ? res->failure.message : "it ended before it was ready",
+				(long long)(backoff_ms(r->warm_failures) / 1000));
+		}
+	}
+	if (s->kind == SLOT_SERIAL && res->ends_why[0])
+		say(r, "a container is replaced after a call: %s", res->ends_why);
+	bool next = SERVES_NEXT(res) && !r->draining && !s->leaving;
+	if (s->kind == SLOT_SERIAL)
+		next = next && s->calls < SERIAL_CALLS_MAX &&
+			loop_now_ms() - s->born < SERIAL_AGE_SECONDS * 1000LL;
+	if (!next) {
+		/* A container that waits for another call is stopped; any other
+		 * ends, or was stopped, by itself. */
+		retire(s, SERVES_NEXT(res));
+	} else if (s->kind == SLOT_SESSION) {
+		s->idle_timer = loop_timer(r->opt.loop, loop_now_ms() +
+			r->opt.session_idle_seconds * 1000LL, on_session_idle, s);
+	}
+	if (c) {
+		if (c->spec.retry && c->attempts < 2 && sandbox_broke(res) && !r->draining) {
+			/* Once more, first in line, in a container of its own. */
+			c->state = CALL_WAITING;
+			c->slot = NULL;
+			unlink_call(c);
+			c->next = r->calls;
+			r->calls = c;
+		} else {
+			c->result = *res;
+			/* The buffers are the call's now. */
+			res->out = res->err = (struct buffer){0};
+			c->state = CALL_DONE;
+			c->slot = NULL;
+			c->spec.on_done(c, c->spec.data);
+		}
+	}
+	if (s->warm)
+		refill(r); /* the pool is brought back once the call has its answer */
+	pump(r);
+}
+
+static void on_released(struct sandbox *sb, void *data)
+{
+	struct slot *s = data;
+	struct runner *r = s->r;
+	if (s->call) {
+		/* Ended with no result reported (abandoned start). */
+		s->call->state = CALL_WAITING;
+		s->call->slot = NULL;
+		s->call = NULL;
+	}
+	unlink_slot(s);
+	loop_timer_cancel(s->start_timer);
+	loop_timer_cancel(s->idle_timer);
+	sandbox_free(sb);
+	free(s);
+	if (r->draining)
+		check_drained(r);
+	else
+		refill(r);
+	pump(r);
+}
+
+static void on_start_limit(struct loop_timer *t, void *data)
+{
+	struct slot *s = data;
+	s->start_timer = NULL;
+	sandbox_stop(s->sb, STOP_TIMEOUT, 0);
+}
+
+/* Starts a slot's sandbox: for call c (its deadline the call's), or ahead
+ * (warm, its deadline its maximum age). NULL with err when podman cannot
+ * be started at all. */
+static struct slot *start_slot(struct runner *r, enum slot_kind kind, struct call *c,
+		struct error *err)
+{
+	struct slot *s = calloc(1, sizeof *s);
+	if (!s)
+		abort();
+	s->r = r;
+	s->kind = kind;
+	s->born = loop_now_ms();
+	s->warm = !c && kind == SLOT_ONCE;
+	struct sandbox_options so = {.cfg = r->opt.cfg, .host = &r->opt.host->podman_host,
+		.image = &r->opt.host->image, .podman = r->opt.host->podman,
+		.session = kind == SLOT_SESSION, .serial = kind == SLOT_SERIAL,
+		.cb = {.keep_output = true, .on_ready = on_ready, .on_output = on_output,
+			.on_input_room = on_input_room, .on_done = on_done,
+			.on_released = on_released, .data = s}};
+	if (kind == SLOT_SERIAL) {
+		so.deadline = loop_now_ms() + SESSION_MAX_SECONDS * 1000LL;
+		so.idle_seconds = SESSION_MAX_SECONDS;
+	} else if (s->warm) {
+		so.deadline = loop_now_ms() + POOL_MAX_IDLE_SECONDS * 1000LL;
+		so.idle_seconds = POOL_MAX_IDLE_SECONDS;
+	} else {
+		so.deadline = c->spec.program.deadline;
+	}
+	if (c)
+		so.cb.keep_output = c->spec.keep_output;
+	s->sb = sandbox_start(r->opt.loop, &so, err);
+	if (!s->sb) {
+		free(s);
+		return NULL;
+	}
+	if (!c)
+		s->start_timer = loop_timer(r->opt.loop, loop_now_ms() + START_LIMIT_MS,
+			on_start_limit, s);
+	s->next = r->slots;
+	r->slots = s;
+	return s;
+}
+
+/* Hands call c to slot s, which waits for a call or was started for it. */
+static void hand_over(struct slot *s, struct call *c)
+{
+	struct runner *r = s->r;
+	loop_timer_cancel(s->idle_timer);
+	s->idle_timer = NULL;
+	loop_timer_cancel(s->start_timer);
+	s->start_timer = NULL;
+	c->warm = s->warm || s->calls > 0;
+	s->warm = false;
+	s->call = c;
+	c->slot = s;
+	c->state = CALL_RUNNING;
+	c->attempts++;
+	c->started_at = loop_now_ms();
+	c->session_calls = s->kind == SLOT_SESSION ? s->calls + 1 : 0;
+	if (!c->spec.program.deadline || c->attempts > 1)
+		c->spec.program.deadline = c->started_at + c->spec.timeout_ms;
+	struct sandbox_callbacks cb = {.keep_output = c->spec.keep_output, .on_ready = on_ready,
+		.on_output = on_output, .on_input_room = on_input_room, .on_done = on_done,
+		.on_released = on_released, .data = s};
+	sandbox_set_callbacks(s->sb, &cb);
+	sandbox_submit(s->sb, &c->spec.program);
+	if (r->opt.log && s->kind == SLOT_SESSION && s->calls == 0)
+		say(r, "session %s started", s->session);
+}
+
+/* ---- the pool ------------------------------------------------------------------------ */
+
+static void on_refill_timer(struct loop_timer *t, void *data)
+{
+	struct runner *r = data;
+	r->refill_timer = NULL;
+	refill(r);
+}
+
+/* Brings the warm one-call sandboxes back to their number: now, or after
+ * the backoff of failed starts. */
+static void refill(struct runner *r)
+{
+	if (r->draining || r->refill_timer)
+		return;
+	while (count_warm(r) < r->opt.warm) {
+		int64_t delay = backoff_ms(r->warm_failures);
+		if (delay) {
+			r->refill_timer = loop_timer(r->opt.loop, loop_now_ms() + delay,
+				on_refill_timer, r);
+			return;
+		}
+		struct error err;
+		if (!start_slot(r, SLOT_ONCE, NULL, &err)) {
+			r->warm_failures++;
+			say(r, "cannot start a warm sandbox: %s", err.message);
+		}
+	}
+}
+
+/* ---- the order of calls ------------------------------------------------------------ */
+
+/* A sandbox for call c, by the policy: its session's; a ready serial one
+ * or a new one while there are fewer than opt.serial; a warm one-call
+ * sandbox, or one started for it. A retried call gets one of its own.
+ * NULL when c must wait; with err set when it cannot run at all. */
+static struct slot *slot_for(struct runner *r, struct call *c, struct error *err)
+{
+	err->status = 0;
+	if (c->spec.session) {
+		struct slot *s = find_session(r, c->spec.session);
+		if (s)
+			return s->call ? NULL : s;
+		if (runner_sessions(r) >= r->opt.sessions_max) {
+			long most = r->opt.sessions_max;
+			error_set(err, EXIT_REFUSED, most ? "end one with sage_sandbox_end_session, or "
+					"run without session" : "run without session, or start the server "
+					"with --sessions N",
+				"%ld session%s open, this server's most (--sessions %ld); session %s was "
+				"not started", most, most == 1 ? " is" : "s are", most, c->spec.session);
+			return NULL;
+		}
+		s = start_slot(r, SLOT_SESSION, c, err);
+		if (s)
+			snprintf(s->session, sizeof s->session, "%s", c->spec.session);
+		return s;
+	}
+	bool serial = r->opt.serial > 0 && c->attempts == 0 &&
+		r->serial_failures < SERIAL_START_FAILURES;
+	if (serial) {
+		for (struct slot *s = r->slots; s; s = s->next)
+			if (s->kind == SLOT_SERIAL && slot_ready(s))
+				return s;
+		if (count_slots(r, SLOT_SERIAL, false) >= r->opt.serial)
+			return NULL;
+		return start_slot(r, SLOT_SERIAL, c, err);
+	}
+	if (c->attempts == 0)
+		for (struct slot *s = r->slots; s; s = s->next)
+			if (s->kind == SLOT_ONCE && s->warm && slot_ready(s))
+				return s;
+	/* None ready: a call does not wait for the pool. */
+	return start_slot(r, SLOT_ONCE, c, err);
+}
+
+/* Starts waiting calls, in order, while there is room. A call can end as it
+ * starts (a refusal), which pumps again: that is noted and done here, so
+ * that no walk of the list outlives a call it holds. */
+static void pump(struct runner *r)
+{
+	if (r->pumping) {
+		r->pump_again = true;
+		return;
+	}
+	r->pumping = true;
+	do {
+		r->pump_again = false;
+		if (r->draining)
+			break;
+		for (struct call *c = r->calls; c; c = c->next) {
+			if (runner_running(r) >= r->opt.running_max)
+				break;
+			if (c->state != CALL_WAITING)
+				continue;
+			struct error err;
+			struct slot *s = slot_for(r, c, &err);
+			if (err.status) {
+				refuse(c, &err);
+				r->pump_again = true;
+				break;
+			}
+			if (!s) {
+				/* A session busy with its call: the calls behind it
+				 * in other sessions go on; any other wait keeps the
+				 * order. */
+				if (c->spec.session)
+					continue;
+				break;
+			}
+			hand_over(s, c);
+			r->pump_again = true;
+			break;
+		}
+	} while (r->pump_again);
+	r->pumping = false;
+}
+
+long runner_end_session(struct runner *r, const char *name)
+{
+	struct slot *s = find_session(r, name);
+	if (!s)
+		return -1;
+	long calls = s->calls + (s->call != NULL);
+	say(r, "session %s ended", name);
+	s->leaving = true;
+	loop_timer_cancel(s->idle_timer);
+	s->idle_timer = NULL;
+	sandbox_stop(s->sb, s->call ? STOP_ENDED : STOP_SIGNAL, SIGTERM);
+	return calls;
+}
+
+struct runner *runner_new(const struct runner_options *opt)
+{
+	struct runner *r = calloc(1, sizeof *r);
+	if (!r)
+		abort();
+	r->opt = *opt;
+	if (r->opt.warm > POOL_MAX_SIZE)
+		r->opt.warm = POOL_MAX_SIZE;
+	if (r->opt.running_max < 1)
+		r->opt.running_max = 1;
+	r->created_at = loop_now_ms();
+	refill(r);
+	return r;
+}
+
+void runner_drain(struct runner *r, int sig, const char *why, void (*done)(void *data),
+		void *data)
+{
+	if (r->draining)
+		return;
+	r->draining = true;
+	r->drain_signal = sig;
+	snprintf(r->drain_why, sizeof r->drain_why, "%s", why);
+	r->drained = done;
+	r->drained_data = data;
+	loop_timer_cancel(r->refill_timer);
+	r->refill_timer = NULL;
+	/* Calls that never started end now, in order; a front end's on_done
+	 * may free them, so the list is walked again each time. */
+	for (bool again = true; again;) {
+		again = false;
+		for (struct call *c = r->calls; c; c = c->next) {
+			if (c->state != CALL_WAITING)
+				continue;
+			struct error err;
+			error_set(&err, 128 + sig, NULL, "%s", why);
+			refuse(c, &err);
+			again = true;
+			break;
+		}
+	}
+	for (struct slot *s = r->slots; s; s = s->next)
+		if (!s->leaving || s->call)
+			retire(s, true);
+	check_drained(r);
+}
+
+void runner_free(struct runner *r)
+{
+	if (!r)
+		return;
+	loop_timer_cancel(r->refill_timer);
+	while (r->slots) {
+		struct slot *s = r->slots;
+		r->slots = s->next;
+		loop_timer_cancel(s->start_timer);
+		loop_timer_cancel(s->idle_timer);
+		sandbox_free(s->sb);
+		free(s);
+	}
+	while (r->calls) {
+		struct call *c = r->calls;
+		r->calls = c->next;
+		buffer_free(&c->result.out);
+		buffer_free(&c->result.err);
+		free(c);
+	}
+	free(r);
+}

@@ -1,0 +1,113 @@
+/* runner.h: the fleet of sandboxes and the calls they run, under every front
+ * end (run, batch, mcp, serve). A front end submits calls and words their
+ * results; the runner starts sandboxes (ahead, warm, or for a call), hands
+ * calls to them in order, reuses, replaces, retries and stops them, and
+ * drains them all at the end. The pool of one-call sandboxes (mcp), serial
+ * sandboxes that serve call after call (batch, serve) and sessions (mcp)
+ * are its policies, chosen in runner_options. */
+#ifndef SAGE_SANDBOX_RUNNER_H
+#define SAGE_SANDBOX_RUNNER_H
+
+#include "host.h"
+#include "sandbox.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+
+/* A warm one-call sandbox older than this is retired and replaced, so
+ * that no container lives for long on one start; podman's --timeout
+ * backstop of a warm sandbox adds it (see podman_run_args). */
+#define POOL_MAX_IDLE_SECONDS 600
+#define POOL_MAX_SIZE 8
+/* A serial sandbox serves at most this many calls, or this long, then
+ * another replaces it: what any one container accumulates stays bounded. */
+#define SERIAL_CALLS_MAX 1000
+#define SERIAL_AGE_SECONDS 3600
+#define SESSION_NAME_MAX 64
+
+struct runner_options {
+	struct loop *loop;
+	const struct host *host;  /* podman, the rootless answer, the image: borrowed */
+	const struct config *cfg; /* the sandboxes' settings; a call may lower its own */
+	const char *who;          /* "mcp", "batch": the front end, in log lines */
+	bool log;                 /* a line on stderr for each event worth one */
+	int running_max;          /* calls at once; more wait, in order */
+	int warm;                 /* one-call sandboxes kept ready (pool), 0 to POOL_MAX_SIZE */
+	int serial;               /* sandboxes that serve call after call; 0: none */
+	int sessions_max;         /* sessions open at once */
+	long session_idle_seconds;
+};
+
+/* One call: owned by the runner from runner_submit until call_free, which
+ * the front end calls once it has used the result (after on_done). The
+ * runner never points into a freed call: the sandbox that ran it lets go
+ * of it at its on_done. */
+struct call;
+
+struct call_spec {
+	/* Borrowed from the front end until on_done: code, arguments, files.
+	 * program.deadline, if set, is the call's; else it is timeout_ms from
+	 * when the call starts (a call that waits does not lose its time). */
+	struct program program;
+	long timeout_ms;
+	const char *session; /* the session it runs in, or NULL */
+	bool retry;          /* once more, in a fresh container, when the sandbox broke */
+	bool keep_output;    /* stdout and stderr in the result */
+	/* Output as it arrives (within the output limit); the receiver may
+	 * pause it (call_pause_output). */
+	void (*on_output)(struct call *c, int stream, const char *bytes, size_t len, void *data);
+	/* The code's stdin has room again (call_input). */
+	void (*on_input_room)(struct call *c, void *data);
+	/* The result is known: call_result(). Always called once, for every
+	 * call: also for one refused, cancelled or drained before it ran. */
+	void (*on_done)(struct call *c, void *data);
+	void *data;
+};
+
+struct runner;
+
+struct runner *runner_new(const struct runner_options *opt);
+/* Queues a call (it starts as soon as the policy allows: at once, when a
+ * sandbox is free, after the calls before it). */
+struct call *runner_submit(struct runner *r, const struct call_spec *spec);
+/* Calls waiting for their turn, and running. */
+int runner_waiting(const struct runner *r);
+int runner_running(const struct runner *r);
+/* Warm sandboxes ready for a call now (pool and serial). */
+int runner_ready(const struct runner *r);
+
+/* The result, once on_done was called; the call's own, kept until
+ * call_free. Before that, what came so far (output kept). */
+const struct run_result *call_result(const struct call *c);
+/* Its output was kept in the result; the front end's to move or copy. */
+struct run_result *call_result_mutable(struct call *c);
+bool call_warm(const struct call *c);      /* it ran in a sandbox started ahead */
+int call_attempts(const struct call *c);   /* sandboxes it took (2: retried) */
+long call_session_calls(const struct call *c); /* its session's calls, this one included */
+int64_t call_started_at(const struct call *c); /* loop_now_ms(), 0 if it never started */
+/* The code's stdin, as sandbox_input: takes at most the room there is. */
+size_t call_input(struct call *c, const char *bytes, size_t len);
+size_t call_input_room(const struct call *c);
+void call_input_end(struct call *c);
+void call_pause_output(struct call *c, bool paused);
+/* Ends the call early (as by signal sig: the result says so); on_done
+ * follows, at once for a call that had not started. */
+void call_cancel(struct call *c, int sig);
+void call_free(struct call *c);
+
+/* Ends a session: its running call is stopped (the result says the
+ * session was ended), its container removed. Its calls so far, or -1 when
+ * no session of that name is open. */
+long runner_end_session(struct runner *r, const char *name);
+int runner_sessions(const struct runner *r);
+
+/* Stops everything: calls waiting end as not run (on_done with
+ * failure.status 128 + sig and why), running ones are stopped, every
+ * container is removed; done once all are gone (at once when none is). */
+void runner_drain(struct runner *r, int sig, const char *why, void (*done)(void *data),
+		void *data);
+/* Frees the runner: only after the drain's done, or to abandon what is
+ * left to podman's --timeout backstop. Calls not freed are freed. */
+void runner_free(struct runner *r);
+
+#endif

@@ -1,0 +1,63 @@
+/* signals.c: the one signal policy of every front end (signals.h): a
+ * signalfd on the loop, the first signal handed to the front end, a
+ * second one an exit on the spot. */
+#include "signals.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/signalfd.h>
+#include <unistd.h>
+
+struct stop_signals {
+	int fd;
+	struct loop_watch *watch;
+	int first;
+	void (*on_first)(int sig, void *data);
+	void *data;
+};
+
+static void on_signal(struct loop_watch *w, int fd, unsigned events, void *data)
+{
+	struct stop_signals *s = data;
+	struct signalfd_siginfo info;
+	if (read(fd, &info, sizeof info) != sizeof info)
+		return;
+	int sig = (int)info.ssi_signo;
+	if (s->first)
+		_exit(128 + sig); /* asked twice: now */
+	s->first = sig;
+	s->on_first(sig, s->data);
+}
+
+struct stop_signals *stop_signals_watch(struct loop *loop, bool keep_ignored,
+		void (*on_first)(int sig, void *data), void *data, struct error *err)
+{
+	struct stop_signals *s = calloc(1, sizeof *s);
+	if (!s)
+		abort();
+	*s = (struct stop_signals){.fd = -1, .on_first = on_first, .data = data};
+	s->watch = loop_watch_stop_signals(loop, keep_ignored, &s->fd, on_signal, s);
+	if (!s->watch) {
+		error_set(err, EXIT_REFUSED, NULL, "cannot watch signals: %s", strerror(errno));
+		if (s->fd >= 0)
+			close(s->fd);
+		free(s);
+		return NULL;
+	}
+	return s;
+}
+
+int stop_signals_first(const struct stop_signals *s)
+{
+	return s ? s->first : 0;
+}
+
+void stop_signals_free(struct stop_signals *s)
+{
+	if (!s)
+		return;
+	loop_unwatch(s->watch);
+	close(s->fd);
+	free(s);
+}
