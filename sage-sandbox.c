@@ -11,6 +11,7 @@
 #include "rootless.h"
 #include "sandbox.h"
 #include "selftest.h"
+#include "status.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -138,7 +139,8 @@ static void print_usage(FILE *out, const struct command_help *command)
 		fprintf(out,
 			"\nJobs: one JSON object a line, {\"id\", \"code\", \"stdin\", \"args\",\n"
 			"\"files\", \"timeout\", \"output_limit\"}, or .sage files (the id is the\n"
-			"name). Results: one line per job, `run --json`'s object with id, source,\n"
+			"name); a line whose id an earlier one has is refused as a bad line.\n"
+			"Results: one line per job, `run --json`'s object with id, source,\n"
 			"line and attempts. Exit status: 0 every job ran (its own failure is in its\n"
 			"line); %d some lines were bad or some jobs could not run; %d the batch\n"
 			"was refused (nothing ran); 128+N stopped by signal N. See sage-sandbox(1).\n",
@@ -495,89 +497,11 @@ static int cmd_cleanup(int argc, char **argv)
 	return 0;
 }
 
-static const char not_enforced_fix[] =
-	"on cgroup v2, delegate the controller to the user (systemd: Delegate=yes for "
-	"user@.service); rootless podman on cgroup v1 cannot apply it";
-
-/* A line without the padding its last column may have left. */
-static void print_line(const char *text)
-{
-	size_t len = strlen(text);
-	while (len && text[len - 1] == ' ')
-		len--;
-	printf("%.*s\n", (int)len, text);
-}
-
-/* What status finds of the image's Sage: the probe (fresh, not cached),
- * then a run of nothing in a real sandbox, which is what tells whether the
- * run's own uid, not only the image's user, can start Sage. */
-struct sage_check {
-	bool probed;
-	struct sage_image image;
-	bool starts;
-	struct error refusal; /* when it does not */
-};
-
-static void check_sage(const char *podman, const struct config *cfg,
-		const struct podman_host *host, struct sage_check *c)
-{
-	static const char nothing[] = "pass\n";
-	*c = (struct sage_check){0};
-	/* Its answer is cached: the run below does not probe again. */
-	if (image_probe_now(podman, cfg, host, &c->image, &c->refusal) < 0)
-		return;
-	c->probed = true;
-	struct oneshot run = {.cfg = cfg, .started_at = loop_now_ms(), .code = nothing,
-		.code_len = sizeof nothing - 1};
-	if (oneshot_begin(&run) < 0 || oneshot_run(&run) < 0)
-		c->refusal = run.err;
-	else if (run.result->exit_code != 0)
-		error_set(&c->refusal, EXIT_REFUSED, "see 'sage-sandbox self-test'",
-			"an empty program exited with status %d in the sandbox", run.result->exit_code);
-	else
-		c->starts = true;
-	oneshot_end(&run);
-}
-
-static void write_sage_check(struct json *j, const struct sage_check *c)
-{
-	const struct sage_image *im = &c->image;
-	jw_key(j, "sage");
-	if (!c->probed) {
-		jw_null(j);
-		return;
-	}
-	jw_begin_object(j);
-	jw_key(j, "version");
-	jw_cstring(j, im->sage_version);
-	jw_key(j, "python");
-	jw_cstring(j, im->python);
-	jw_key(j, "python_version");
-	jw_cstring(j, im->python_version);
-	jw_key(j, "image_user");
-	jw_cstring(j, im->user);
-	jw_key(j, "image_uid");
-	jw_integer(j, im->uid);
-	jw_key(j, "image_gid");
-	jw_integer(j, im->gid);
-	jw_key(j, "starts");
-	jw_bool(j, c->starts);
-	jw_end_object(j);
-}
-
 static int cmd_status(int argc, char **argv)
 {
 	struct options o = {0};
 	struct error err;
-	struct podman_host host = {.rootless = ROOTLESS_UNKNOWN};
-	char version[128] = "", digest[128] = "";
-	/* Images are per user: root's podman looks in root's storage, not in
-	 * the storage of the account that runs sage-sandbox. */
-	enum { IMAGE_UNKNOWN, IMAGE_PRESENT, IMAGE_MISSING, IMAGE_NOT_CHECKED_AS_ROOT } image =
-		IMAGE_UNKNOWN;
-	const char *hint = NULL, *problem = NULL;
-	struct sage_check sage = {0};
-	char sage_problem[600];
+	struct status_report report;
 
 	if (parse_options(argc, argv, false, false, false, &o, &err) < 0)
 		return report_error(&err, o.json, NULL);
@@ -585,181 +509,12 @@ static int cmd_status(int argc, char **argv)
 		print_usage(stdout, find_help("status"));
 		return 0;
 	}
-
-	char *podman = find_executable(o.cfg.value[SET_PODMAN]);
-	if (podman) {
-		struct argv_builder args = {0};
-		struct capture cap;
-		podman_version_args(&args, podman);
-		if (capture_command(args.arg, podman_environment(), 20000, &cap) == 0 &&
-		    cap.status == 0)
-			podman_version_parse(cap.out.data, version, sizeof version);
-		capture_free(&cap);
-		args_free(&args);
-		rootless_query_now(podman, &host);
-		if (geteuid() == 0) {
-			image = IMAGE_NOT_CHECKED_AS_ROOT;
-		} else {
-			podman_image_digest_args(&args, podman, o.cfg.value[SET_IMAGE]);
-			image = capture_command(args.arg, podman_environment(), 30000, &cap) == 0 &&
-				cap.status == 0 ? IMAGE_PRESENT : IMAGE_MISSING;
-			if (image == IMAGE_PRESENT && cap.out.data)
-				snprintf(digest, sizeof digest, "%.*s",
-					(int)strcspn(cap.out.data, "\n"), cap.out.data);
-			capture_free(&cap);
-			args_free(&args);
-		}
-	}
-	if (!podman) {
-		problem = "podman was not found";
-		hint = podman_install_hint;
-	} else if (geteuid() == 0) {
-		problem = "sage-sandbox does not run as root";
-		hint = as_root_hint;
-	} else if (host.rootless == ROOTLESS_FALSE) {
-		problem = "podman is not rootless for this user";
-		hint = "run sage-sandbox as an unprivileged user (not root, not sudo)";
-	} else if (host.rootless == ROOTLESS_UNKNOWN) {
-		problem = "podman did not answer";
-		hint = "check that podman works for this user: podman info";
-	} else if (image == IMAGE_MISSING) {
-		problem = "the image is not in this user's podman storage";
-		hint = image_hint;
-	} else if (image == IMAGE_PRESENT) {
-		check_sage(podman, &o.cfg, &host, &sage);
-		if (!sage.starts) {
-			snprintf(sage_problem, sizeof sage_problem, "%s", sage.refusal.message);
-			problem = sage_problem;
-			hint = sage.refusal.hint;
-		}
-	}
-	bool ready = !problem;
-	const char *warning = strcmp(host.storage_driver, "vfs") == 0 ?
-		"storage driver vfs copies the whole image for every run; set driver = \"overlay\" "
-		"in ~/.config/containers/storage.conf" : NULL;
-	static const char *const image_text[] = {"unknown (no podman)", "present", "NOT PRESENT",
-		"not checked: images are per user, and root's are not the ones sage-sandbox uses"};
-
-	if (o.json) {
-		struct json j = {.out = stdout};
-		char sentence[640];
-		snprintf(sentence, sizeof sentence, "not ready: %s", problem ? problem : "");
-		jw_begin_object(&j);
-		write_json_header(&j, ready, ready ? 0 : 1, ready ? NULL : sentence);
-		jw_key(&j, "podman");
-		jw_cstring(&j, podman);
-		jw_key(&j, "podman_version");
-		jw_cstring(&j, version[0] ? version : NULL);
-		jw_key(&j, "rootless");
-		if (host.rootless == ROOTLESS_UNKNOWN)
-			jw_null(&j);
-		else
-			jw_bool(&j, host.rootless == ROOTLESS_TRUE);
-		jw_key(&j, "rootless_detail");
-		jw_cstring(&j, host.detail[0] ? host.detail : NULL);
-		jw_key(&j, "cgroups");
-		jw_cstring(&j, host.cgroups[0] ? host.cgroups : NULL);
-		jw_key(&j, "oci_runtime");
-		jw_cstring(&j, host.runtime[0] ? host.runtime : NULL);
-		jw_key(&j, "storage_driver");
-		jw_cstring(&j, host.storage_driver[0] ? host.storage_driver : NULL);
-		jw_key(&j, "image");
-		jw_cstring(&j, o.cfg.value[SET_IMAGE]);
-		jw_key(&j, "image_available");
-		if (image == IMAGE_PRESENT || image == IMAGE_MISSING)
-			jw_bool(&j, image == IMAGE_PRESENT);
-		else
-			jw_null(&j);
-		jw_key(&j, "image_digest");
-		jw_cstring(&j, digest[0] ? digest : NULL);
-		write_sage_check(&j, &sage);
-		jw_key(&j, "warning");
-		jw_cstring(&j, warning);
-		jw_key(&j, "settings");
-		jw_begin_object(&j);
-		for (int id = 0; id < SETTING_COUNT; id++) {
-			const char *by[MAX_ENFORCERS];
-			int n = setting_enforcement(id, &host, by);
-			if (settings[id].server)
-				continue;
-			jw_key(&j, settings[id].key);
-			jw_begin_object(&j);
-			jw_key(&j, "value");
-			write_setting_value(&j, &o.cfg, id);
-			jw_key(&j, "source");
-			jw_cstring(&j, setting_source_name(o.cfg.source[id]));
-			if (n >= 0) {
-				jw_key(&j, "enforced_by");
-				jw_begin_array(&j);
-				for (int i = 0; i < n; i++)
-					jw_cstring(&j, by[i]);
-				jw_end_array(&j);
-			}
-			jw_end_object(&j);
-		}
-		jw_end_object(&j);
-		char jobs_why[160];
-		jw_key(&j, "batch_jobs");
-		jw_integer(&j, batch_default_jobs(&o.cfg, jobs_why, sizeof jobs_why));
-		jw_key(&j, "batch_jobs_detail");
-		jw_cstring(&j, jobs_why);
-		jw_key(&j, "hint");
-		jw_cstring(&j, hint);
-		jw_end_object(&j);
-	} else {
-		static const char *const rootless_text[] = {"yes", "no", "unknown"};
-		char line[1024];
-		printf("podman:    %s%s%s%s\n", podman ? podman : "NOT FOUND",
-			version[0] ? " (version " : "", version, version[0] ? ")" : "");
-		printf("rootless:  %s%s%s\n", rootless_text[host.rootless],
-			host.detail[0] ? ": " : "", host.detail);
-		printf("cgroups:   %s\n", host.cgroups[0] ? host.cgroups : "unknown");
-		printf("runtime:   %s\n", host.runtime[0] ? host.runtime : "unknown");
-		printf("storage:   %s\n", host.storage_driver[0] ? host.storage_driver : "unknown");
-		printf("image:     %s (%s%s%s)\n", o.cfg.value[SET_IMAGE], image_text[image],
-			digest[0] ? ", " : "", digest);
-		if (sage.probed) {
-			const struct sage_image *im = &sage.image;
-			printf("sage:      %s%s\n", im->sage_version,
-				sage.starts ? "" : " (DOES NOT START in the sandbox)");
-			printf("python:    %s (Python %s)\n", im->python, im->python_version);
-			if (im->gid > 0)
-				printf("user:      %s, uid %ld, gid %ld in the image; runs get gid %ld as a "
-					"supplementary group\n", im->user, im->uid, im->gid, im->gid);
-			else
-				printf("user:      %s, uid %ld, gid %ld in the image; runs get no "
-					"supplementary group (never root's)\n", im->user, im->uid, im->gid);
-		}
-		if (warning)
-			printf("warning:   %s\n", warning);
-		char jobs_why[160];
-		batch_default_jobs(&o.cfg, jobs_why, sizeof jobs_why);
-		printf("batch:     --jobs %s\n", jobs_why);
-		printf("settings:\n");
-		for (int id = 0; id < SETTING_COUNT; id++) {
-			const char *by[MAX_ENFORCERS];
-			char value[32];
-			int n = setting_enforcement(id, &host, by);
-			if (settings[id].server)
-				continue;
-			int at = snprintf(line, sizeof line, "  %-17s %-35s %-12s", settings[id].flag,
-				setting_text(&o.cfg, id, value, sizeof value),
-				setting_source_name(o.cfg.source[id]));
-			if (n == 0)
-				at += snprintf(line + at, sizeof line - at, " NOT ENFORCED on this host: %s",
-					not_enforced_fix);
-			for (int i = 0; i < n && at < (int)sizeof line; i++)
-				at += snprintf(line + at, sizeof line - at, "%s%s",
-					i ? ", " : " enforced by ", by[i]);
-			print_line(line);
-		}
-		printf("ready:     %s%s%s\n", ready ? "yes" : "no", problem ? ": " : "",
-			problem ? problem : "");
-		if (hint)
-			printf("fix:       %s\n", hint);
-	}
-	free(podman);
-	return ready ? 0 : 1;
+	status_gather(&o.cfg, &report);
+	if (o.json)
+		status_print_json(stdout, &report);
+	else
+		status_print_text(stdout, &report);
+	return status_ready(&report) ? 0 : 1;
 }
 
 static int cmd_mcp(int argc, char **argv)

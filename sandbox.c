@@ -1158,8 +1158,8 @@ int setting_enforcement(enum setting_id id, const struct podman_host *host,
 		if (host->controller[CONTROLLER_MEMORY])
 			by[n++] = "cgroup memory";
 		else if (sandbox_uid_max(host) >= SANDBOX_UID_MIN)
-			by[n++] = "sage-sandbox (the run's total, " TEXT_OF(DESCRIPTOR_CHARGE_KIB)
-				" KiB per open descriptor)";
+			by[n++] = "sage-sandbox (the run's total: its pages, " TEXT_OF(DESCRIPTOR_CHARGE_KIB)
+				" KiB per open descriptor, its mappings and page tables)";
 		by[n++] = "rlimit data (per process)";
 		by[n++] = "rlimit as (per process, + 1 GiB)";
 		break;

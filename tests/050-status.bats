@@ -37,7 +37,7 @@ load helpers
 	if [[ $controllers == *memory* ]]; then
 		expect_equal "$(json_get 'j["settings"]["memory"]["enforced_by"]')" '["cgroup memory", "rlimit data (per process)", "rlimit as (per process, + 1 GiB)"]'
 	else
-		expect_equal "$(json_get 'j["settings"]["memory"]["enforced_by"]')" '["sage-sandbox (the run'"'"'s total, 512 KiB per open descriptor)", "rlimit data (per process)", "rlimit as (per process, + 1 GiB)"]'
+		expect_equal "$(json_get 'j["settings"]["memory"]["enforced_by"]')" '["sage-sandbox (the run'"'"'s total: its pages, 512 KiB per open descriptor, its mappings and page tables)", "rlimit data (per process)", "rlimit as (per process, + 1 GiB)"]'
 	fi
 	expect_equal "$(json_get 'j["image_digest"]')" "$(podman image inspect --format '{{.Digest}}' localhost/sagemath-debian:bookworm)"
 	expect_equal "$(json_get 'j["oci_runtime"], j["storage_driver"]')" "$(podman info --format '["{{.Host.OCIRuntime.Name}}", "{{.Store.GraphDriverName}}"]')"
