@@ -18,15 +18,26 @@
 //   - the memory one warm sandbox costs: the PSS of every process, the
 //     container's included, with 4 warm sandboxes ready minus with none.
 //
+// With --baseline PATH it measures instead this build against another one
+// (today's main, built elsewhere), a server of each with --warm 1, their
+// calls interleaved round by round, the order swapped every round:
+//   - a warm call: tools/call made once the warm sandbox had time to get
+//     ready (4 s after anything that made one import Sage), as above;
+//   - a session call: calls 2..N of session "bench" (the first starts its
+//     container and is not counted),
+// and prints each build's medians and the ratio this / baseline.
+//
 // Run it as the account with rootless podman and the image, after
 // `make check` has installed lmstudio/node_modules:
-//   sudo -iu sage-sandbox; cd sage-sandbox; node bench/mcp.mjs [--rounds N]
-// Machines are noisy: read medians, not single figures.
+//   sudo -iu sage-sandbox; cd sage-sandbox
+//   node bench/mcp.mjs [--rounds N] [--baseline PATH]
+// Machines are noisy: read medians, not single figures, and compare builds
+// within one run, never against another run's figures.
 import { createRequire } from "node:module";
 import { execFileSync, spawn } from "node:child_process";
-import { readdirSync, readFileSync, mkdtempSync } from "node:fs";
+import { accessSync, constants, readdirSync, readFileSync, mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 
 const ROOT = fileURLToPath(new URL("..", import.meta.url));
@@ -36,20 +47,40 @@ const { StdioClientTransport } = require("@modelcontextprotocol/sdk/client/stdio
 const SAGE_SANDBOX = process.env.SAGE_SANDBOX ?? join(ROOT, "sage-sandbox");
 const CODE = "print(factor(2^64+1))";
 const EXPECTED = "274177 * 67280421310721\n";
-const roundsArg = process.argv.indexOf("--rounds");
-const ROUNDS = roundsArg > 0 ? Number(process.argv[roundsArg + 1]) : 15;
+const options = { "--rounds": "15", "--baseline": null };
+for (let i = 2; i < process.argv.length; i += 2) {
+  const name = process.argv[i];
+  if (!(name in options)) die(`unknown option ${name} (options: --rounds N, --baseline PATH)`);
+  if (i + 1 >= process.argv.length) die(`${name} needs a value`);
+  options[name] = process.argv[i + 1];
+}
+const ROUNDS = Number(options["--rounds"]);
+if (!Number.isInteger(ROUNDS) || ROUNDS < 1) die(`--rounds ${options["--rounds"]}: not a positive integer`);
+const BASELINE = options["--baseline"] === null ? null : resolve(options["--baseline"]);
+if (BASELINE !== null) {
+  try {
+    accessSync(BASELINE, constants.X_OK);
+  } catch {
+    die(`--baseline ${options["--baseline"]}: not an executable file`);
+  }
+}
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+function die(message) {
+  console.error(`bench/mcp.mjs: ${message}`);
+  process.exit(2);
+}
 
 function median(xs) {
   const s = [...xs].sort((a, b) => a - b);
   return s.length % 2 ? s[(s.length - 1) / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2;
 }
 
-async function startServer(args) {
+async function startServer(args, build = SAGE_SANDBOX) {
   const env = { ...process.env };
   for (const k of Object.keys(env)) if (k.startsWith("SAGE_SANDBOX_")) delete env[k];
   const started = performance.now();
-  const transport = new StdioClientTransport({ command: SAGE_SANDBOX, args: ["mcp", ...args], env, stderr: "pipe" });
+  const transport = new StdioClientTransport({ command: build, args: ["mcp", ...args], env, stderr: "pipe" });
   let log = "";
   let readyAt = null;
   transport.stderr.on("data", (d) => {
@@ -154,84 +185,144 @@ async function waitNoContainers() {
   for (let i = 0; i < 80 && containers().length; i++) await sleep(250);
 }
 
-// 1 and 2: warm and cold servers and the fork floor side by side, calls
-// interleaved.
-const floor = await startFloor();
-const warm = await startServer(["--warm", "1"]);
-const cold = await startServer(["--warm", "0"]);
-while (warm.ready() === null) await sleep(50);
-const firstReadyMs = warm.ready() - warm.started;
-const warmTimes = [];
-const coldTimes = [];
-const floorTimes = [];
-const sessionTimes = [];
-let notWarm = 0;
-await timedCall(warm.client, "bench"); // the session's first call starts its sandbox
-for (let i = 0; i < ROUNDS; i++) {
-  await sleep(4000); // the replacement imports Sage meanwhile
-  floorTimes.push(await floor.call());
-  const w = await timedCall(warm.client);
-  if (w.warm) warmTimes.push(w.ms);
-  else notWarm++;
-  sessionTimes.push((await timedCall(warm.client, "bench")).ms);
-  coldTimes.push((await timedCall(cold.client)).ms);
+// With --baseline: this build and the baseline, a warm server of each, their
+// warm and session calls interleaved. Every call is made 4 s after anything
+// that made a warm sandbox import Sage (a warm call's replacement), so that
+// no call of one build competes with the other's import.
+async function compareBuilds() {
+  const builds = { "this build": SAGE_SANDBOX, baseline: BASELINE };
+  const names = Object.keys(builds);
+  const servers = {};
+  const times = {};
+  for (const b of names) {
+    servers[b] = await startServer(["--warm", "1"], builds[b]);
+    times[b] = { warm: [], session: [], notWarm: 0 };
+  }
+  const deadline = performance.now() + 180000;
+  for (const b of names) {
+    while (servers[b].ready() === null) {
+      if (performance.now() > deadline) die(`${b}: no warm sandbox ready after 180 s: ${servers[b].log()}`);
+      await sleep(50);
+    }
+  }
+  for (const b of names) await timedCall(servers[b].client, "bench"); // starts the session's sandbox
+  for (let i = 0; i < ROUNDS; i++) {
+    const order = i % 2 ? [...names].reverse() : names;
+    await sleep(4000);
+    for (const b of order) times[b].session.push((await timedCall(servers[b].client, "bench")).ms);
+    for (const b of order) {
+      await sleep(4000);
+      const w = await timedCall(servers[b].client);
+      if (w.warm) times[b].warm.push(w.ms);
+      else times[b].notWarm++;
+    }
+    console.error(`round ${i + 1}: ` + names.map((b) => `${b} warm ${times[b].warm.at(-1)?.toFixed(1) ?? "-"} ms, `
+      + `session ${times[b].session.at(-1).toFixed(1)} ms`).join("; "));
+  }
+  for (const b of names) await servers[b].client.close();
+
+  const ms = (xs) => (xs.length ? `${median(xs).toFixed(1)} ms` : "-");
+  const range = (xs) => (xs.length ? ` (${Math.min(...xs).toFixed(1)}-${Math.max(...xs).toFixed(1)})` : "");
+  const ratio = (a, b) => (a.length && b.length ? (median(a) / median(b)).toFixed(3) : "-");
+  const [me, base] = names.map((b) => times[b]);
+  console.log(`rounds: ${ROUNDS}, code: ${CODE}`);
+  console.log(`this build: ${SAGE_SANDBOX}`);
+  console.log(`baseline:   ${BASELINE}`);
+  console.log("medians, min-max in brackets; warm calls that found no ready sandbox are left out:\n");
+  console.log("| measured | this build | baseline | this / baseline |");
+  console.log("|---|---:|---:|---:|");
+  console.log(`| tools/call, warm sandbox ready (${me.warm.length} / ${base.warm.length} calls) | `
+    + `${ms(me.warm)}${range(me.warm)} | ${ms(base.warm)}${range(base.warm)} | ${ratio(me.warm, base.warm)} |`);
+  console.log(`| session call, 2nd on (${me.session.length} / ${base.session.length} calls) | `
+    + `${ms(me.session)}${range(me.session)} | ${ms(base.session)}${range(base.session)} | ${ratio(me.session, base.session)} |`);
+  console.log(`\nwarm calls that found no ready sandbox: this build ${me.notWarm}, baseline ${base.notWarm}`);
 }
-await warm.client.close();
-await cold.client.close();
-await floor.close();
-await waitNoContainers();
 
-// 3: the plugin, bundled as LM Studio bundles it.
-const out = join(mkdtempSync(join(tmpdir(), "sage-sandbox-bench-")), "plugin.js");
-execFileSync(join(ROOT, "lmstudio/node_modules/.bin/esbuild"), [
-  join(ROOT, "lmstudio/test/entry.ts"), "--bundle", "--platform=node", "--format=cjs", `--outfile=${out}`, "--log-level=warning",
-]);
-const plugin = require(out);
-const settings = { timeoutSeconds: 60, maxTimeoutSeconds: 120, memory: "1g", cpus: 1, pidsLimit: 96, outputLimitKiB: 32 };
-const controller = {
-  getPluginConfig: () => ({ get: (k) => settings[k] }),
-  getGlobalPluginConfig: () => ({ get: (k) => ({ sageSandboxPath: SAGE_SANDBOX, podmanPath: "", image: "" })[k] }),
-};
-const runTool = (await plugin.toolsProvider(controller)).find((t) => t.name === "run_sagemath");
-const ctx = { status: () => {}, warn: () => {}, signal: new AbortController().signal, callId: 1 };
-const pluginTimes = [];
-let pluginFirst = null;
-for (let i = 0; i < ROUNDS; i++) {
-  const t0 = performance.now();
-  const r = await runTool.implementation({ code: CODE }, ctx);
-  const ms = performance.now() - t0;
-  if (r.stdout !== EXPECTED) throw new Error(`plugin: ${JSON.stringify(r)}`);
-  if (i === 0) pluginFirst = ms;
-  else pluginTimes.push(ms);
-  await sleep(4000);
+// Without --baseline: this build against --warm 0, the fork floor and the
+// plugin, and the memory of a warm sandbox.
+async function measureAll() {
+  // 1 and 2: warm and cold servers and the fork floor side by side, calls
+  // interleaved.
+  const floor = await startFloor();
+  const warm = await startServer(["--warm", "1"]);
+  const cold = await startServer(["--warm", "0"]);
+  while (warm.ready() === null) await sleep(50);
+  const firstReadyMs = warm.ready() - warm.started;
+  const warmTimes = [];
+  const coldTimes = [];
+  const floorTimes = [];
+  const sessionTimes = [];
+  let notWarm = 0;
+  await timedCall(warm.client, "bench"); // the session's first call starts its sandbox
+  for (let i = 0; i < ROUNDS; i++) {
+    await sleep(4000); // the replacement imports Sage meanwhile
+    floorTimes.push(await floor.call());
+    const w = await timedCall(warm.client);
+    if (w.warm) warmTimes.push(w.ms);
+    else notWarm++;
+    sessionTimes.push((await timedCall(warm.client, "bench")).ms);
+    coldTimes.push((await timedCall(cold.client)).ms);
+  }
+  await warm.client.close();
+  await cold.client.close();
+  await floor.close();
+  await waitNoContainers();
+
+  // 3: the plugin, bundled as LM Studio bundles it.
+  const out = join(mkdtempSync(join(tmpdir(), "sage-sandbox-bench-")), "plugin.js");
+  execFileSync(join(ROOT, "lmstudio/node_modules/.bin/esbuild"), [
+    join(ROOT, "lmstudio/test/entry.ts"), "--bundle", "--platform=node", "--format=cjs", `--outfile=${out}`, "--log-level=warning",
+  ]);
+  const plugin = require(out);
+  const settings = { timeoutSeconds: 60, maxTimeoutSeconds: 120, memory: "1g", cpus: 1, pidsLimit: 96, outputLimitKiB: 32 };
+  const controller = {
+    getPluginConfig: () => ({ get: (k) => settings[k] }),
+    getGlobalPluginConfig: () => ({ get: (k) => ({ sageSandboxPath: SAGE_SANDBOX, podmanPath: "", image: "" })[k] }),
+  };
+  const runTool = (await plugin.toolsProvider(controller)).find((t) => t.name === "run_sagemath");
+  const ctx = { status: () => {}, warn: () => {}, signal: new AbortController().signal, callId: 1 };
+  const pluginTimes = [];
+  let pluginFirst = null;
+  for (let i = 0; i < ROUNDS; i++) {
+    const t0 = performance.now();
+    const r = await runTool.implementation({ code: CODE }, ctx);
+    const ms = performance.now() - t0;
+    if (r.stdout !== EXPECTED) throw new Error(`plugin: ${JSON.stringify(r)}`);
+    if (i === 0) pluginFirst = ms;
+    else pluginTimes.push(ms);
+    await sleep(4000);
+  }
+  await plugin.closeSandboxServers();
+  await waitNoContainers();
+
+  // 4: memory of 4 warm sandboxes against none.
+  const idle = await startServer(["--warm", "0"]);
+  await sleep(3000);
+  const pssNone = pssKiB();
+  await idle.client.close();
+  await waitNoContainers();
+  const four = await startServer(["--warm", "4"]);
+  for (let i = 0; i < 240 && containers().length < 4; i++) await sleep(250);
+  await sleep(15000); // all four have imported Sage
+  const pssFour = pssKiB();
+  await four.client.close();
+  await waitNoContainers();
+
+  const fmt = (x) => x.toFixed(1).padStart(8);
+  console.log(`rounds: ${ROUNDS}, code: ${CODE}`);
+  console.log(`first warm sandbox ready after start:        ${fmt(firstReadyMs)} ms`);
+  console.log(`tools/call, warm pool (median of ${warmTimes.length}):        ${fmt(median(warmTimes))} ms  (min ${warmTimes.length ? Math.min(...warmTimes).toFixed(1) : "-"}, max ${warmTimes.length ? Math.max(...warmTimes).toFixed(1) : "-"}; ${notWarm} found no ready sandbox)`);
+  console.log(`tools/call, --warm 0 (median of ${coldTimes.length}):        ${fmt(median(coldTimes))} ms`);
+  console.log(`warm / cold:                                 ${(median(warmTimes) / median(coldTimes)).toFixed(3).padStart(8)}`);
+  console.log(`fork floor (median of ${floorTimes.length}):                  ${fmt(median(floorTimes))} ms  (min ${Math.min(...floorTimes).toFixed(1)}, max ${Math.max(...floorTimes).toFixed(1)})`);
+  console.log(`warm / fork floor:                           ${(median(warmTimes) / median(floorTimes)).toFixed(3).padStart(8)}`);
+  console.log(`session call, 2nd on (median of ${sessionTimes.length}):       ${fmt(median(sessionTimes))} ms`);
+  console.log(`session / warm:                              ${(median(sessionTimes) / median(warmTimes)).toFixed(3).padStart(8)}`);
+  console.log(`plugin call, first (starts its server):      ${fmt(pluginFirst)} ms`);
+  console.log(`plugin call, warm child (median of ${pluginTimes.length}):     ${fmt(median(pluginTimes))} ms`);
+  console.log(`plugin / warm:                               ${(median(pluginTimes) / median(warmTimes)).toFixed(3).padStart(8)}`);
+  console.log(`memory per warm sandbox (PSS, 4 vs 0):       ${fmt((pssFour - pssNone) / 4 / 1024)} MiB`);
 }
-await plugin.closeSandboxServers();
-await waitNoContainers();
 
-// 4: memory of 4 warm sandboxes against none.
-const idle = await startServer(["--warm", "0"]);
-await sleep(3000);
-const pssNone = pssKiB();
-await idle.client.close();
-await waitNoContainers();
-const four = await startServer(["--warm", "4"]);
-for (let i = 0; i < 240 && containers().length < 4; i++) await sleep(250);
-await sleep(15000); // all four have imported Sage
-const pssFour = pssKiB();
-await four.client.close();
-await waitNoContainers();
-
-const fmt = (x) => x.toFixed(1).padStart(8);
-console.log(`rounds: ${ROUNDS}, code: ${CODE}`);
-console.log(`first warm sandbox ready after start:        ${fmt(firstReadyMs)} ms`);
-console.log(`tools/call, warm pool (median of ${warmTimes.length}):        ${fmt(median(warmTimes))} ms  (min ${warmTimes.length ? Math.min(...warmTimes).toFixed(1) : "-"}, max ${warmTimes.length ? Math.max(...warmTimes).toFixed(1) : "-"}; ${notWarm} found no ready sandbox)`);
-console.log(`tools/call, --warm 0 (median of ${coldTimes.length}):        ${fmt(median(coldTimes))} ms`);
-console.log(`warm / cold:                                 ${(median(warmTimes) / median(coldTimes)).toFixed(3).padStart(8)}`);
-console.log(`fork floor (median of ${floorTimes.length}):                  ${fmt(median(floorTimes))} ms  (min ${Math.min(...floorTimes).toFixed(1)}, max ${Math.max(...floorTimes).toFixed(1)})`);
-console.log(`warm / fork floor:                           ${(median(warmTimes) / median(floorTimes)).toFixed(3).padStart(8)}`);
-console.log(`session call, 2nd on (median of ${sessionTimes.length}):       ${fmt(median(sessionTimes))} ms`);
-console.log(`session / warm:                              ${(median(sessionTimes) / median(warmTimes)).toFixed(3).padStart(8)}`);
-console.log(`plugin call, first (starts its server):      ${fmt(pluginFirst)} ms`);
-console.log(`plugin call, warm child (median of ${pluginTimes.length}):     ${fmt(median(pluginTimes))} ms`);
-console.log(`plugin / warm:                               ${(median(pluginTimes) / median(warmTimes)).toFixed(3).padStart(8)}`);
-console.log(`memory per warm sandbox (PSS, 4 vs 0):       ${fmt((pssFour - pssNone) / 4 / 1024)} MiB`);
+if (BASELINE) await compareBuilds();
+else await measureAll();
