@@ -34,8 +34,10 @@ void frame_reader_filled(struct frame_reader *r, size_t n)
 
 int frame_reader_next(struct frame_reader *r, char *type, const char **payload, size_t *len)
 {
+	/* Not whole yet; the buffer holds the longest frame, so more bytes
+	 * always fit once what was taken is dropped (frame_reader_space). */
 	if (r->len - r->at < FRAME_HEADER)
-		return r->len == sizeof r->bytes ? -1 : 0;
+		return 0;
 	const unsigned char *h = (const unsigned char *)r->bytes + r->at;
 	size_t length = (size_t)h[1] << 24 | (size_t)h[2] << 16 | (size_t)h[3] << 8 | h[4];
 	if (length > FRAME_MAX)
