@@ -31,7 +31,7 @@ HEADERS = $(SOURCES:.c=.h)
 EMBEDDED = seccomp.json launcher-bundle.py checks.py mcp-tools.json
 LAUNCHER = $(wildcard launcher/*.py)
 MANPAGES = man/sage-sandbox.1 man/sage-sandbox.5 man/sage-sandbox-mcp.7
-UNIT_TESTS = tests/unit tests/unit-loop
+UNIT_TESTS = tests/unit tests/unit-loop tests/unit-sandbox
 FUZZ_TARGETS = fuzz-frames fuzz-jobs
 FUZZ_SECONDS ?= 600
 
@@ -70,6 +70,7 @@ tests/%: tests/%.c $(CORE_OBJECTS) $(HEADERS)
 check-unit: sage-sandbox $(UNIT_TESTS)
 	./tests/unit
 	./tests/unit-loop
+	./tests/unit-sandbox
 	$(PYTHON) -m unittest discover -s tests/launcher -t . -q
 	$(PYTHON) tests/unit-checks.py
 	./tests/seccomp-regenerates.sh
@@ -104,11 +105,14 @@ build-sanitize/sage-sandbox: $(addprefix build-sanitize/,$(OBJECTS))
 # libFuzzer targets (clang) on the parsers that take untrusted bytes, each
 # started from its seed corpus in tests/fuzz/corpus/. make fuzz runs each
 # for FUZZ_SECONDS; ./setup.sh check runs them for a fixed short while.
-FUZZ_FLAGS = -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all -g -O1
+# Frames are at most 64 bytes there: its inputs (4 KiB) then fill the
+# frame reader, edge cases and all.
+FUZZ_FLAGS = -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all -g -O1 \
+	-DFRAME_MAX=64
 build-fuzz/%.o: %.c $(HEADERS)
 	@mkdir -p build-fuzz
 	$(CLANG) $(ALL_CPPFLAGS) -std=c11 -Wall -g -O1 -fsanitize=fuzzer-no-link,address,undefined \
-		-c -o $@ $<
+		-DFRAME_MAX=64 -c -o $@ $<
 
 build-fuzz/fuzz-%: tests/fuzz/fuzz-%.c $(addprefix build-fuzz/,$(CORE_OBJECTS)) $(HEADERS)
 	$(CLANG) $(ALL_CPPFLAGS) -std=c11 $(FUZZ_FLAGS) -o $@ $< \
