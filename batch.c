@@ -1,16 +1,16 @@
-/* batch.c: `sage-sandbox batch`: jobs read as they are needed, run in
- * warm sandboxes that serve job after job (each in a fresh child of the
- * launcher, nothing of one left for the next), one JSON line of result
- * each; retries, --resume, --shard, the progress line and the summary. */
+/* batch.c: `sage-sandbox batch` as a front end: jobs read as they are
+ * needed and submitted to the runner (serial sandboxes that serve job after
+ * job, each as good as fresh; --fresh: one each), one JSON line of result
+ * each; --resume, --shard, --order, the progress line and the summary. */
 #include "batch.h"
 #include "buffer.h"
-#include "image.h"
+#include "host.h"
 #include "jobs.h"
 #include "json.h"
 #include "loop.h"
 #include "result.h"
-#include "rootless.h"
-#include "sandbox.h"
+#include "runner.h"
+#include "signals.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -34,30 +34,11 @@
 /* After SIGINT or SIGTERM, what is not removed by then is left to
  * podman's backstop. */
 #define SHUTDOWN_LIMIT_MS 15000
-/* Serial sandboxes that fail to start in a row before jobs get fresh
- * ones (whose failure is then the job's result, said in its line). */
-#define SERIAL_START_FAILURES 3
+/* Jobs read ahead of the runner, per --jobs: enough to keep every
+ * sandbox busy, never the whole input. */
+#define READ_AHEAD_PER_SANDBOX 2
 
 struct batch;
-
-/* One of --jobs places: a sandbox, and the job it runs. */
-struct slot {
-	struct batch *b;
-	struct sandbox *sb;
-	struct job *job;
-	bool serial;   /* sb serves job after job */
-	bool was_ready; /* serial: it started Sage once */
-	bool input_ended;
-	int calls;
-	int64_t born;
-};
-
-/* A sandbox that served its last job, until all it started has ended. */
-struct leaving {
-	struct sandbox *sb;
-	struct batch *b;
-	struct leaving *next;
-};
 
 /* A set of ids (their JSON texts), each with where it was first seen.
  * Every record (its where, then the id and a NUL) is in one block, found
@@ -77,19 +58,14 @@ struct idset {
 struct batch {
 	const struct batch_options *o;
 	struct loop *loop;
-	char *podman;
-	struct podman_host host;
-	struct sage_image image;
+	struct host host;      /* owned: what the host check found */
 	bool host_ok;
+	struct runner *runner; /* owned, once the host is known */
 	struct job_source *src;
 	bool input_done;
 	struct loop_watch *input_watch;
-	struct job *waiting, **waiting_end; /* read, not running; retries first */
-	long waiting_count;
 	long long read_seq; /* jobs read so far */
-	struct slot slots[BATCH_MAX_JOBS];
 	int jobs;
-	struct leaving *leaving;
 	struct queue *out;
 	bool out_failed;
 	/* --order input: lines held until those before them are out. */
@@ -103,17 +79,16 @@ struct batch {
 	 * job (launcher/calls.py) and were replaced. */
 	long long replaced;
 	int64_t began;
-	int serial_failures;
 	int stop_signal; /* the signal that stops the batch, or 0 */
 	bool refused;
 	struct error refusal;
-	int signal_fd;
-	struct loop_watch *signal_watch;
+	struct stop_signals *signals;
 	struct loop_timer *progress_timer, *shutdown_timer;
-	bool quitting;
+	bool quitting, drained;
 };
 
 static void pump(struct batch *b);
+static void stop_all(struct batch *b, int sig);
 
 /* ---- ids ------------------------------------------------------------------ */
 
@@ -307,181 +282,86 @@ static void finish_job(struct batch *b, struct job *j, const struct run_result *
 	job_free(j);
 }
 
-/* ---- sandboxes -------------------------------------------------------------- */
+/* ---- jobs as calls ---------------------------------------------------------------- */
 
-static void on_leaving_released(struct sandbox *sb, void *data)
+/* The job's stdin, as the sandbox has room for it; from its start again
+ * when it runs again in a fresh container. */
+static void feed_input(struct call *c, struct job *j)
 {
-	struct leaving *l = data, **p;
-	struct batch *b = l->b;
-	for (p = &b->leaving; *p != l; p = &(*p)->next)
-		;
-	*p = l->next;
-	sandbox_free(sb);
-	free(l);
-	pump(b);
-}
-
-/* The slot lets go of its sandbox, which ends (or has ended) by itself. */
-static void retire(struct slot *s, bool stop)
-{
-	struct sandbox *sb = s->sb;
-	struct leaving *l = calloc(1, sizeof *l);
-	if (!l)
-		abort();
-	l->sb = sb;
-	l->b = s->b;
-	l->next = s->b->leaving;
-	s->b->leaving = l;
-	struct sandbox_callbacks cb = {.on_released = on_leaving_released, .data = l};
-	s->sb = NULL;
-	s->serial = false;
-	sandbox_set_callbacks(sb, &cb);
-	if (stop)
-		sandbox_stop(sb, STOP_SIGNAL, s->b->stop_signal ? s->b->stop_signal : SIGTERM);
-}
-
-static void feed_input(struct slot *s)
-{
-	struct job *j = s->job;
 	while (j->input_sent < j->input_len) {
-		size_t n = sandbox_input(s->sb, j->input + j->input_sent, j->input_len - j->input_sent);
+		size_t n = call_input(c, j->input + j->input_sent, j->input_len - j->input_sent);
 		if (!n)
 			return;
 		j->input_sent += n;
 	}
-	if (!s->input_ended) {
-		s->input_ended = true;
-		sandbox_input_end(s->sb);
+	if (!j->input_ended) {
+		j->input_ended = true;
+		call_input_end(c);
 	}
 }
 
-static void on_input_room(struct sandbox *sb, void *data)
+static void on_job_start(struct call *c, void *data)
 {
-	struct slot *s = data;
-	if (s->job && s->job->input)
-		feed_input(s);
+	struct job *j = data;
+	j->input_sent = 0;
+	j->input_ended = false;
+	if (j->input)
+		feed_input(c, j);
 }
 
-static void on_ready(struct sandbox *sb, void *data)
+static void on_input_room(struct call *c, void *data)
 {
-	struct slot *s = data;
-	if (s->serial && !s->job) {
-		s->was_ready = true;
-		s->b->serial_failures = 0;
-	}
-	pump(s->b);
+	struct job *j = data;
+	if (j->input)
+		feed_input(c, j);
 }
 
-/* A broken sandbox, not the job: podman or the container died under it,
- * the memory watchdog ended the container, or podman refused to start
- * it. The job goes once more, to a container of its own. */
-static bool try_again(const struct run_result *r)
+static void on_job_done(struct call *c, void *data)
 {
-	return r->failed || r->sandbox_broke || r->memory_limit_exceeded;
-}
-
-static void on_done(struct sandbox *sb, void *data)
-{
-	struct slot *s = data;
-	struct batch *b = s->b;
-	struct run_result *r = sandbox_result(sb);
-	struct job *j = s->job;
-	s->job = NULL;
-	if (s->serial && r->ends_why[0]) {
+	struct job *j = data;
+	struct batch *b = j->batch;
+	struct run_result *r = call_result_mutable(c);
+	j->attempts = call_attempts(c);
+	if (j->attempts > 1)
+		b->retried++;
+	if (r->ends_why[0]) {
 		b->replaced++;
 		fprintf(stderr, "sage-sandbox batch: the container of job %s is replaced: %s\n",
-			j && j->id[0] ? j->id : "(none)", r->ends_why);
+			j->id[0] ? j->id : "(none)", r->ends_why);
 	}
-	if (j && b->stop_signal) {
+	if (r->podman_failed && !b->refused) {
+		/* podman itself can no longer be started: nothing more runs. */
+		b->refused = true;
+		b->refusal = r->failure;
+		stop_all(b, SIGTERM);
+	}
+	if (b->stop_signal) {
 		job_free(j); /* stopped, not done: --resume runs it again */
-	} else if (j && try_again(r) && j->attempts < 2) {
-		b->retried++;
-		j->next = b->waiting;
-		b->waiting = j;
-		if (!j->next)
-			b->waiting_end = &j->next;
-		b->waiting_count++;
-	} else if (j) {
+	} else {
 		if (!j->line)
 			r->file = j->argv[0]; /* a .sage file's job, as run FILE says */
 		finish_job(b, j, r);
 	}
-	if (s->serial && !s->was_ready)
-		b->serial_failures++;
-	s->calls++;
-	bool again = s->serial && SERVES_NEXT(r) && !b->stop_signal &&
-		s->calls < BATCH_CALLS_PER_SANDBOX &&
-		loop_now_ms() - s->born < BATCH_SANDBOX_AGE_SECONDS * 1000ll;
-	if (!again)
-		retire(s, s->serial && SERVES_NEXT(r));
+	call_free(c);
 	pump(b);
 }
 
-/* A serial sandbox's container ended while it waited for a job. */
-static void on_released(struct sandbox *sb, void *data)
-{
-	struct slot *s = data;
-	if (s->sb != sb)
-		return;
-	s->sb = NULL;
-	s->serial = false;
-	sandbox_free(sb);
-	pump(s->b);
-}
-
-static const struct sandbox_callbacks slot_callbacks = {.keep_output = true, .on_ready = on_ready,
-	.on_input_room = on_input_room, .on_done = on_done, .on_released = on_released};
-
-static int start_sandbox(struct slot *s, bool serial, int64_t deadline)
-{
-	struct batch *b = s->b;
-	struct error err;
-	struct sandbox_options so = {.cfg = b->o->cfg, .host = &b->host, .image = &b->image,
-		.podman = b->podman, .deadline = deadline, .serial = serial,
-		.idle_seconds = serial ? SESSION_MAX_SECONDS : 0, .cb = slot_callbacks};
-	so.cb.data = s;
-	s->serial = serial;
-	s->was_ready = false;
-	s->calls = 0;
-	s->born = loop_now_ms();
-	s->sb = sandbox_start(b->loop, &so, &err);
-	if (!s->sb) {
-		/* podman itself cannot be started: nothing will run. */
-		b->refused = true;
-		b->refusal = err;
-		return -1;
-	}
-	return 0;
-}
-
-static void submit(struct slot *s, struct job *j)
+/* A job to the runner: its own limits within the batch's (the container's
+ * are the batch's), its stdin fed as it starts. */
+static void submit(struct batch *b, struct job *j)
 {
 	struct rlimit_value rl[RLIMIT_COUNT];
 	sandbox_rlimits(&j->cfg, rl);
-	j->attempts++;
-	s->job = j;
-	s->input_ended = false;
-	j->input_sent = 0;
-	struct program p = {.code = j->code, .code_len = j->code_len,
-		.argv = (const char *const *)j->argv, .argc = j->argc, .input_follows = j->input != NULL,
-		.deadline = loop_now_ms() + j->cfg.number[SET_TIMEOUT] * 1000ll,
-		.cpu_seconds = (long)rl[RL_CPU].value,
+	j->batch = b;
+	struct call_spec spec = {.program = {.code = j->code, .code_len = j->code_len,
+		.argv = (const char *const *)j->argv, .argc = j->argc,
+		.input_follows = j->input != NULL, .cpu_seconds = (long)rl[RL_CPU].value,
 		.output_limit = (size_t)j->cfg.number[SET_OUTPUT_LIMIT] * 1024,
-		.in = j->in.count ? &j->in : NULL};
-	sandbox_submit(s->sb, &p);
-	if (j->input)
-		feed_input(s);
-}
-
-static struct job *take_waiting(struct batch *b)
-{
-	struct job *j = b->waiting;
-	b->waiting = j->next;
-	if (!b->waiting)
-		b->waiting_end = &b->waiting;
-	j->next = NULL;
-	b->waiting_count--;
-	return j;
+		.in = j->in.count ? &j->in : NULL},
+		.timeout_ms = j->cfg.number[SET_TIMEOUT] * 1000L, .retry = true, .keep_output = true,
+		.on_start = on_job_start, .on_input_room = on_input_room, .on_done = on_job_done,
+		.data = j};
+	runner_submit(b->runner, &spec);
 }
 
 /* ---- the input ---------------------------------------------------------------- */
@@ -518,7 +398,7 @@ static void check_id_unique(struct batch *b, struct job *j)
  * set of ids read. */
 static void read_jobs(struct batch *b)
 {
-	while (!b->input_done && b->waiting_count < 2L * b->jobs &&
+	while (!b->input_done && runner_waiting(b->runner) < READ_AHEAD_PER_SANDBOX * b->jobs &&
 	       queue_pending(b->out) < READ_OUT_BYTES &&
 	       (!b->o->input_order || b->read_seq - b->next_seq < b->window)) {
 		struct job *j;
@@ -545,13 +425,10 @@ static void read_jobs(struct batch *b)
 		}
 		if (j->id[0])
 			check_id_unique(b, j);
-		if (j->bad) {
+		if (j->bad)
 			finish_job(b, j, NULL);
-		} else {
-			*b->waiting_end = j;
-			b->waiting_end = &j->next;
-			b->waiting_count++;
-		}
+		else
+			submit(b, j);
 	}
 }
 
@@ -582,23 +459,22 @@ static void on_progress(struct loop_timer *t, void *data)
 	b->progress_timer = loop_timer(b->loop, loop_now_ms() + PROGRESS_INTERVAL_MS, on_progress, b);
 }
 
-static bool slots_empty(const struct batch *b)
-{
-	for (int i = 0; i < b->jobs; i++)
-		if (b->slots[i].sb)
-			return false;
-	return true;
-}
-
 static void maybe_quit(struct batch *b)
 {
-	if (b->quitting || !slots_empty(b) || b->leaving)
+	if (b->quitting || (b->runner && !b->drained))
 		return;
 	b->quitting = true;
 	if (b->out_failed || queue_pending(b->out) == 0)
 		loop_quit(b->loop);
 	else
 		queue_close_when_empty(b->out);
+}
+
+static void on_drained(void *data)
+{
+	struct batch *b = data;
+	b->drained = true;
+	maybe_quit(b);
 }
 
 /* Everything stops: running jobs are not done (no line), every
@@ -611,17 +487,10 @@ static void stop_all(struct batch *b, int sig)
 	loop_unwatch(b->input_watch);
 	b->input_watch = NULL;
 	b->input_done = true;
-	while (b->waiting)
-		job_free(take_waiting(b));
-	for (int i = 0; i < b->jobs; i++) {
-		struct slot *s = &b->slots[i];
-		if (!s->sb)
-			continue;
-		if (s->job)
-			sandbox_stop(s->sb, STOP_SIGNAL, sig);
-		else
-			retire(s, true);
-	}
+	if (b->runner)
+		runner_drain(b->runner, sig, "the batch is stopping", on_drained, b);
+	else
+		maybe_quit(b);
 }
 
 static void on_shutdown_limit(struct loop_timer *t, void *data)
@@ -631,20 +500,13 @@ static void on_shutdown_limit(struct loop_timer *t, void *data)
 	loop_quit(b->loop);
 }
 
-static void on_signal(struct loop_watch *w, int fd, unsigned events, void *data)
+/* The first signal (signals.c: a second one exits at once). */
+static void on_signal(int sig, void *data)
 {
 	struct batch *b = data;
-	struct signalfd_siginfo si;
-	if (read(fd, &si, sizeof si) != sizeof si)
-		return;
-	if (b->stop_signal) {
-		loop_quit(b->loop); /* a second signal: leave now */
-		return;
-	}
-	stop_all(b, (int)si.ssi_signo);
 	b->shutdown_timer = loop_timer(b->loop, loop_now_ms() + SHUTDOWN_LIMIT_MS,
 		on_shutdown_limit, b);
-	pump(b);
+	stop_all(b, sig);
 }
 
 static void on_out_drained(struct queue *q, void *data)
@@ -663,55 +525,25 @@ static void on_out_error(struct queue *q, void *data)
 	 * SIGPIPE, and exits so. */
 	b->out_failed = true;
 	stop_all(b, SIGPIPE);
-	pump(b);
 }
 
 /* ---- the scheduler ------------------------------------------------------------- */
 
+/* Reads jobs while the runner has few waiting and the results drain; once
+ * the input is over and every job has its line, the runner drains. */
 static void pump(struct batch *b)
 {
-	if (!b->host_ok || b->refused) {
+	if (!b->host_ok || b->refused || b->stop_signal) {
 		/* Refused, or stopped while podman and the image were asked:
 		 * nothing was started, nothing is waited for. */
-		if (b->refused || b->stop_signal)
+		if (!b->runner)
 			maybe_quit(b);
 		return;
 	}
-	if (!b->stop_signal)
+	if (queue_pending(b->out) < OUT_QUEUE_BYTES)
 		read_jobs(b);
-	bool room = !b->stop_signal && queue_pending(b->out) < OUT_QUEUE_BYTES;
-	for (int i = 0; i < b->jobs && room && b->waiting; i++) {
-		struct slot *s = &b->slots[i];
-		/* A serial sandbox waits for a job: Sage imported, or its last
-		 * job done and the container put back. */
-		if (s->sb && s->serial && !s->job && sandbox_state(s->sb) == SANDBOX_READY) {
-			submit(s, take_waiting(b));
-			continue;
-		}
-		if (s->sb)
-			continue;
-		/* A retried job, and every job with --fresh, gets a container
-		 * of its own, started for it with its deadline. */
-		if (b->o->fresh || b->waiting->attempts > 0 || b->serial_failures >= SERIAL_START_FAILURES) {
-			struct job *j = take_waiting(b);
-			if (start_sandbox(s, false, loop_now_ms() + j->cfg.number[SET_TIMEOUT] * 1000ll) < 0) {
-				job_free(j);
-				break;
-			}
-			submit(s, j);
-		} else if (start_sandbox(s, true, loop_now_ms() + SESSION_MAX_SECONDS * 1000ll) < 0) {
-			break;
-		}
-	}
-	if (b->refused && !b->stop_signal)
-		stop_all(b, SIGTERM);
-	/* The input is over and nothing waits: idle sandboxes go. */
-	if (b->input_done && !b->waiting) {
-		for (int i = 0; i < b->jobs; i++)
-			if (b->slots[i].sb && !b->slots[i].job)
-				retire(&b->slots[i], true);
-		maybe_quit(b);
-	}
+	if (b->input_done && !runner_waiting(b->runner) && !runner_running(b->runner))
+		runner_drain(b->runner, SIGTERM, "the batch is over", on_drained, b);
 }
 
 /* ---- the host -------------------------------------------------------------------- */
@@ -723,38 +555,23 @@ static void refuse(struct batch *b, const struct error *err)
 	pump(b);
 }
 
-static void on_image(const struct sage_image *image, const struct error *refusal, void *data)
+static void on_host(struct host *h, void *data)
 {
 	struct batch *b = data;
 	if (b->stop_signal)
 		return;
-	if (refusal) {
-		refuse(b, refusal);
+	if (h->refusal.status) {
+		refuse(b, &h->refusal);
 		return;
 	}
-	b->image = *image;
 	b->host_ok = true;
 	b->began = loop_now_ms();
+	/* Serial sandboxes, one per --jobs; with --fresh, one container a job. */
+	struct runner_options ro = {.loop = b->loop, .host = &b->host, .cfg = b->o->cfg,
+		.who = "batch", .log = false, .running_max = b->jobs,
+		.serial = b->o->fresh ? 0 : b->jobs};
+	b->runner = runner_new(&ro);
 	pump(b);
-}
-
-static void on_host(const struct podman_host *host, void *data)
-{
-	struct batch *b = data;
-	struct error err;
-	if (b->stop_signal)
-		return;
-	b->host = *host;
-	if (rootless_verdict(host, &err) < 0) {
-		refuse(b, &err);
-		return;
-	}
-	if (image_check(b->loop, b->podman, b->o->cfg, &b->host, loop_now_ms() + HOST_CHECK_TIMEOUT_MS,
-		    on_image, b) < 0) {
-		error_set(&err, EXIT_REFUSED, podman_install_hint, "cannot execute podman %s: %s",
-			b->podman, strerror(errno));
-		refuse(b, &err);
-	}
 }
 
 long batch_default_jobs(const struct config *cfg, char *why, size_t why_size)
@@ -783,12 +600,6 @@ long batch_default_jobs(const struct config *cfg, char *why, size_t why_size)
 	return jobs;
 }
 
-static int watch_signals(struct batch *b)
-{
-	b->signal_watch = loop_watch_stop_signals(b->loop, false, &b->signal_fd, on_signal, b);
-	return b->signal_watch ? 0 : -1;
-}
-
 static void summary(struct batch *b)
 {
 	struct rusage self;
@@ -811,25 +622,16 @@ static void summary(struct batch *b)
 
 int batch_run(const struct batch_options *o)
 {
-	struct batch b = {.o = o, .signal_fd = -1};
+	struct batch b = {.o = o};
 	struct error err;
 	b.jobs = (int)(o->jobs ? o->jobs : batch_default_jobs(o->cfg, NULL, 0));
-	b.waiting_end = &b.waiting;
 	b.window = 32LL * b.jobs;
-	for (int i = 0; i < b.jobs; i++)
-		b.slots[i].b = &b;
 	if (o->resume && read_done_ids(&b, &err) < 0)
 		goto refused;
 	b.src = job_source_open(o->files, o->file_count, o->cfg, o->shard_index, o->shard_count,
 		o->progress, &err);
 	if (!b.src)
 		goto refused;
-	b.podman = find_executable(o->cfg->value[SET_PODMAN]);
-	if (!b.podman) {
-		error_set(&err, EXIT_REFUSED, podman_install_hint, "podman executable '%s' not found",
-			o->cfg->value[SET_PODMAN]);
-		goto refused;
-	}
 	if (o->input_order) {
 		b.held = calloc((size_t)b.window, sizeof *b.held);
 		b.held_len = calloc((size_t)b.window, sizeof *b.held_len);
@@ -838,9 +640,13 @@ int batch_run(const struct batch_options *o)
 	}
 	b.loop = loop_new();
 	int out_fd = reopen_nonblocking(1, O_WRONLY);
-	if (out_fd < 0 || watch_signals(&b) < 0) {
-		error_set(&err, EXIT_REFUSED, NULL, "batch cannot use stdout or signals: %s",
-			strerror(errno));
+	if (out_fd < 0) {
+		error_set(&err, EXIT_REFUSED, NULL, "batch cannot use stdout: %s", strerror(errno));
+		goto refused;
+	}
+	b.signals = stop_signals_watch(b.loop, false, on_signal, &b, &err);
+	if (!b.signals) {
+		close(out_fd);
 		goto refused;
 	}
 	signal(SIGPIPE, SIG_IGN);
@@ -848,11 +654,7 @@ int batch_run(const struct batch_options *o)
 	b.began = loop_now_ms();
 	if (o->progress)
 		b.progress_timer = loop_timer(b.loop, loop_now_ms() + PROGRESS_INTERVAL_MS, on_progress, &b);
-	if (rootless_check(b.loop, b.podman, loop_now_ms() + HOST_CHECK_TIMEOUT_MS, on_host, &b) < 0) {
-		error_set(&err, EXIT_REFUSED, podman_install_hint, "cannot execute podman %s: %s",
-			b.podman, strerror(errno));
-		refuse(&b, &err);
-	}
+	host_check(b.loop, o->cfg, loop_now_ms() + HOST_CHECK_TIMEOUT_MS, true, &b.host, on_host, &b);
 	/* The answer may have come at once (as root, or from the cache) and
 	 * ended the batch already. */
 	if (!b.quitting && loop_run(b.loop) < 0)
@@ -872,34 +674,20 @@ int batch_run(const struct batch_options *o)
 			b.bad || b.not_run ? BATCH_EXIT_SOME_NOT_RUN : BATCH_EXIT_ALL_RAN;
 	}
 	/* What is left after the shutdown's limit goes to podman's backstop. */
-	for (int i = 0; i < b.jobs; i++) {
-		if (b.slots[i].sb)
-			sandbox_free(b.slots[i].sb);
-		job_free(b.slots[i].job);
-	}
-	while (b.leaving) {
-		struct leaving *l = b.leaving;
-		b.leaving = l->next;
-		sandbox_free(l->sb);
-		free(l);
-	}
-	while (b.waiting)
-		job_free(take_waiting(&b));
+	runner_free(b.runner);
 	for (long long i = 0; b.held && i < b.window; i++)
 		free(b.held[i]);
 	free(b.held);
 	free(b.held_len);
 	loop_timer_cancel(b.progress_timer);
 	loop_timer_cancel(b.shutdown_timer);
-	loop_unwatch(b.signal_watch);
-	if (b.signal_fd >= 0)
-		close(b.signal_fd);
+	stop_signals_free(b.signals);
 	loop_unwatch(b.input_watch);
 	queue_free(b.out);
 	job_source_close(b.src);
 	idset_free(&b.done_ids);
 	idset_free(&b.seen_ids);
-	free(b.podman);
+	loop_free(b.loop);
 	return status;
 
 refused:
@@ -907,6 +695,6 @@ refused:
 	job_source_close(b.src);
 	idset_free(&b.done_ids);
 	idset_free(&b.seen_ids);
-	free(b.podman);
+	loop_free(b.loop);
 	return err.status;
 }

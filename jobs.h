@@ -28,6 +28,8 @@ struct job {
 	size_t code_len;
 	char *input; /* its stdin, or NULL for none */
 	size_t input_len, input_sent;
+	bool input_ended;     /* its end was sent, this attempt */
+	struct batch *batch;  /* the batch that runs it */
 	char **argv; /* argv[0]: the name the code goes by */
 	int argc;
 	struct infiles in;

@@ -247,8 +247,10 @@ void call_cancel(struct call *c, int sig)
 	if (c->state == CALL_RUNNING) {
 		sandbox_stop(c->slot->sb, STOP_SIGNAL, sig);
 	} else if (c->state == CALL_WAITING) {
+		/* on_done may free the call (as runner_drain allows). */
+		struct runner *r = c->r;
 		end_unstarted(c, &(struct run_result){.interrupted_by = sig, .exit_code = 128 + sig});
-		pump(c->r);
+		pump(r);
 	}
 }
 
@@ -533,6 +535,8 @@ static void hand_over(struct slot *s, struct call *c)
 		.on_released = on_released, .data = s};
 	sandbox_set_callbacks(s->sb, &cb);
 	sandbox_submit(s->sb, &c->spec.program);
+	if (c->spec.on_start)
+		c->spec.on_start(c, c->spec.data);
 	if (r->opt.log && s->kind == SLOT_SESSION && s->calls == 0)
 		say(r, "session %s started", s->session);
 }
@@ -634,7 +638,11 @@ static void pump(struct runner *r)
 			struct error err;
 			struct slot *s = slot_for(r, c, &err);
 			if (err.status) {
-				refuse(c, &err);
+				/* No sandbox for it: podman itself cannot be started,
+				 * or no room for a session. */
+				struct run_result why = {.failed = true, .failure = err,
+					.exit_code = err.status, .podman_failed = !c->spec.session};
+				end_unstarted(c, &why);
 				r->pump_again = true;
 				break;
 			}

@@ -56,6 +56,9 @@ struct call_spec {
 	/* Output as it arrives (within the output limit); the receiver may
 	 * pause it (call_pause_output). */
 	void (*on_output)(struct call *c, int stream, const char *bytes, size_t len, void *data);
+	/* The call was handed to a sandbox (again, when it is retried): its
+	 * stdin may be sent from the start. */
+	void (*on_start)(struct call *c, void *data);
 	/* The code's stdin has room again (call_input). */
 	void (*on_input_room)(struct call *c, void *data);
 	/* The result is known: call_result(). Always called once, for every

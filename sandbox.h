@@ -35,6 +35,7 @@ enum stop_reason { STOP_NONE, STOP_TIMEOUT, STOP_OUTPUT_LIMIT, STOP_MEMORY_LIMIT
 struct run_result {
 	bool failed;        /* the code never ran: see failure */
 	struct error failure;
+	bool podman_failed; /* ... because podman itself could not be started */
 	bool started;       /* the container's launcher started */
 	int exit_code;      /* the status sage-sandbox exits with */
 	int signal;         /* the signal the code died of, or 0 */

@@ -58,11 +58,14 @@ def parse_limits(data):
         raise ProtocolError("limits of %d bytes" % len(data))
     try:
         limits = json.loads(data)
-    except ValueError:
+    except (ValueError, RecursionError):
         raise ProtocolError("limits that are not JSON")
 
     def number(v):
         return isinstance(v, int) and not isinstance(v, bool) and 0 <= v < 1 << 62
+
+    if isinstance(limits, dict) and not (number(limits.get("cpu")) and limits["cpu"] < 1 << 31):
+        raise ProtocolError("CPU seconds out of range")
 
     if not isinstance(limits, dict) or not all(
             number(limits.get(k)) for k in ("cpu", "deadline", "inputs")):
@@ -92,6 +95,7 @@ def create_input(parts):
         except FileNotFoundError:
             pass
         except IsADirectoryError:
+            tmpreset.make_accessible(directory, parts[-1])
             inner = os.open(parts[-1], os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW,
                             dir_fd=directory)
             try:

@@ -95,15 +95,23 @@ def run_code(source, namespace, filename, preparse_file):
             return 0
         if isinstance(e.code, numbers.Integral):
             return int(e.code) & 0xFF
-        print(e.code, file=sys.stderr)
+        try:
+            print(e.code, file=sys.stderr)
+        except BaseException:
+            pass
         return 1
     except BaseException as e:
-        kind, value, tb = sys.exc_info()
-        # The first frame is this function: not the user's.
-        traceback.print_exception(kind, value, tb.tb_next if tb else tb)
-        if isinstance(e, (FileNotFoundError, ModuleNotFoundError)) or (
-                isinstance(e, OSError) and "did not find file" in str(e)):
-            sys.stderr.write(MISSING_FILE_NOTE)
+        # Telling it may fail too (the code closed stderr, or its exception
+        # cannot be printed): the status is 1 all the same.
+        try:
+            kind, value, tb = sys.exc_info()
+            # The first frame is this function: not the user's.
+            traceback.print_exception(kind, value, tb.tb_next if tb else tb)
+            if isinstance(e, (FileNotFoundError, ModuleNotFoundError)) or (
+                    isinstance(e, OSError) and "did not find file" in str(e)):
+                sys.stderr.write(MISSING_FILE_NOTE)
+        except BaseException:
+            pass
         return 1
 
 

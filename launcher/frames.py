@@ -2,6 +2,7 @@
 # (docs/protocol.md): one type byte, a 4-byte big-endian length, then that
 # many bytes, at most MAX_FRAME.
 import os
+import select
 import struct
 
 MAX_FRAME = 65536
@@ -70,15 +71,16 @@ class Reader:
         return kind, data
 
     def frame(self, limit=MAX_FRAME):
-        """The next frame, reading (blocking) until it is whole; None when
-        the host went away first."""
+        """The next frame, reading until it is whole (waiting for the fd
+        when it does not block); None when the host went away first."""
         while True:
             ready = self.next_ready(limit)
             if ready is not None:
                 return ready
-            if self.ended or not self.fill():
-                if self.ended:
-                    return None
+            if self.ended:
+                return None
+            if not self.fill() and not self.ended:
+                select.select([self.fd], [], [])
 
     def expect(self, kind, limit=MAX_FRAME):
         got = self.frame(limit)

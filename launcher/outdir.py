@@ -105,7 +105,11 @@ def empty(directory=OUTPUT_DIR):
     """A session's files went back with their cell: the next cell's
     directory starts empty, as a run's does. False where it cannot."""
     try:
-        st = os.lstat(directory)
+        try:
+            st = os.lstat(directory)
+        except FileNotFoundError:
+            os.mkdir(directory, 0o700)  # the cell removed it: a new one
+            return True
         if not stat.S_ISDIR(st.st_mode):
             os.unlink(directory)
             os.mkdir(directory, 0o700)

@@ -56,11 +56,15 @@ class Handlers:
                 self.actions[sig] = (action, handler)
 
     def drop_all(self):
-        """In the launcher: no signal is caught, none is blocked."""
+        """In the launcher: no signal is caught, none is blocked. SIGPIPE and
+        SIGXFSZ are ignored, as Python has them: a write to a pipe nobody
+        reads is EPIPE, not a death, even where this process is not its
+        namespace's init (which the kernel would spare anyway)."""
         signal.pthread_sigmask(signal.SIG_SETMASK, [])
         for sig in self.actions:
             try:
-                signal.signal(sig, signal.SIG_DFL)
+                signal.signal(sig, signal.SIG_IGN if sig in (signal.SIGPIPE, signal.SIGXFSZ)
+                              else signal.SIG_DFL)
             except (OSError, ValueError):
                 pass
 
@@ -100,6 +104,17 @@ def _read(path):
         return e.strerror
 
 
+# ioprio_get(IOPRIO_WHO_PROCESS, 0): Python has no call for it.
+IOPRIO_GET = {"x86_64": 252, "aarch64": 31}.get(os.uname().machine)
+
+
+def _io_priority():
+    if IOPRIO_GET is None:
+        return None
+    ctypes.set_errno(0)
+    return libc.syscall(IOPRIO_GET, 1, 0), ctypes.get_errno()
+
+
 def state():
     """Everything of this process that a forked child inherits, or that
     tells whether a call reached it."""
@@ -110,6 +125,7 @@ def state():
         "rlimits": {name: resource.getrlimit(getattr(resource, name))
                     for name in sorted(dir(resource)) if name.startswith("RLIMIT_")},
         "nice": os.getpriority(os.PRIO_PROCESS, 0),
+        "io_priority": _io_priority(),
         "scheduler": (sched, os.sched_getparam(0).sched_priority),
         "affinity": sorted(os.sched_getaffinity(0)),
         "umask": umask,

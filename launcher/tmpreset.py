@@ -11,7 +11,7 @@
 # shell command in a later call, a libgap workspace), nor a file written in
 # place through a shared mapping, which tmpfs does not date. Everything
 # below /tmp goes, and the recording (a few bytes: Sage's caches) is
-# written again, modes and times included; then the result is compared
+# written again, modes and modification times included; then the result is compared
 # with the recording, and a reset that cannot be made exact ends the
 # container instead.
 import os
@@ -105,6 +105,20 @@ def record(root="/tmp"):
     return root_mode, entries
 
 
+def make_accessible(dir_fd, name):
+    """Gives the directory name (in dir_fd) mode 0700 if it lacks it. The
+    chmod goes through an O_PATH descriptor of the directory itself, opened
+    without following a link: a process of the call that is still there (a
+    session's Sage, stopped, can be continued by a timer of its own) cannot
+    swap it for a link to elsewhere between a look and the chmod."""
+    fd = os.open(name, os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=dir_fd)
+    try:
+        if stat.S_IMODE(os.fstat(fd).st_mode) & 0o700 != 0o700:
+            os.chmod("/proc/self/fd/%d" % fd, 0o700)
+    finally:
+        os.close(fd)
+
+
 def empty_directory(dir_fd, depth=1):
     """Removes everything in the directory dir_fd, whatever the modes a call
     gave it: this uid owns every entry, so it may chmod what it must."""
@@ -115,10 +129,7 @@ def empty_directory(dir_fd, depth=1):
             continue
         if depth >= MAX_DEPTH:
             raise CannotReset("directories deeper than %d" % MAX_DEPTH)
-        # No process of the call is left (they were all killed), so the
-        # directory cannot be swapped for a link between stat and chmod.
-        if stat.S_IMODE(st.st_mode) & 0o700 != 0o700:
-            os.chmod(name, 0o700, dir_fd=dir_fd)
+        make_accessible(dir_fd, name)
         inner = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=dir_fd)
         try:
             empty_directory(inner, depth + 1)

@@ -1,0 +1,116 @@
+# tests/launcher/test_bundle.py: the launcher's modules joined into the one
+# program podman is given (launcher/bundle.py), and each module importable
+# without Sage and without doing anything on import.
+import ast
+import contextlib
+import glob
+import io
+import os
+import subprocess
+import sys
+import unittest
+
+from launcher import bundle
+
+from .support import temporary_directory
+
+LAUNCHER = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__)))), "launcher")
+MODULES = sorted(os.path.basename(p)[:-3] for p in glob.glob(os.path.join(LAUNCHER, "*.py"))
+                 if not os.path.basename(p).startswith(("bundle", "test")))
+MODULE_NAMES = {"launcher" if m == "__init__" else "launcher." + m for m in MODULES}
+
+
+def bundled(paths):
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        bundle.main(paths)
+    return out.getvalue()
+
+
+def sources_of(program):
+    """The SOURCES dictionary the program carries, read without running it."""
+    for node in ast.parse(program).body:
+        if isinstance(node, ast.Assign) and [t.id for t in node.targets] == ["SOURCES"]:
+            return ast.literal_eval(node.value)
+    raise AssertionError("no SOURCES in the bundle")
+
+
+def run_python(test, code, cwd):
+    """code under this python3, isolated (-I: no PYTHONPATH, no user site,
+    no current directory on sys.path), in cwd."""
+    done = subprocess.run([sys.executable, "-I", "-c", code], cwd=cwd,
+                          capture_output=True, timeout=20)
+    test.assertEqual(done.returncode, 0, done.stderr.decode(errors="replace"))
+    return done.stdout, done.stderr
+
+
+class BundleTest(unittest.TestCase):
+    def setUp(self):
+        self.paths = glob.glob(os.path.join(LAUNCHER, "*.py"))
+        self.program = bundled(self.paths)
+
+    def test_compiles(self):
+        compile(self.program, "launcher-bundle.py", "exec")
+
+    def test_carries_every_module_but_bundle(self):
+        sources = sources_of(self.program)
+        self.assertEqual(set(sources), MODULE_NAMES)
+        for name, source in sources.items():
+            path = os.path.join(LAUNCHER, "__init__.py" if name == "launcher"
+                                else name.partition(".")[2] + ".py")
+            with open(path) as f:
+                self.assertEqual(source, f.read(), name)
+            compile(source, path, "exec")
+
+    def test_leaves_out_tests(self):
+        directory = temporary_directory(self)
+        test_file = os.path.join(directory, "test_something.py")
+        with open(test_file, "w") as f:
+            f.write("raise SystemExit('a test in the bundle')\n")
+        self.assertEqual(set(sources_of(bundled(self.paths + [test_file]))), MODULE_NAMES)
+
+    def test_the_modules_import_from_the_bundle_alone(self):
+        # The program without its last line (which runs main): every module
+        # is imported from its sources in memory, none from a disk.
+        head, _, last = self.program.rstrip("\n").rpartition("\n")
+        self.assertEqual(last, "launcher.main.main(sys.argv[1:])")
+        code = head + "\n" + "\n".join([
+            "import importlib",
+            "for name in %r:" % sorted(MODULE_NAMES),
+            "    module = importlib.import_module(name)",
+            "    assert isinstance(module.__spec__.loader, Finder), name",
+            "    assert not os.path.exists(module.__file__), module.__file__",
+            "print(sorted(m for m in sys.modules if m.startswith('launcher')))",
+        ])
+        code = "import os\n" + code
+        out, _ = run_python(self, code, temporary_directory(self))
+        self.assertEqual(ast.literal_eval(out.decode()), sorted(MODULE_NAMES))
+
+
+class ImportTest(unittest.TestCase):
+    def test_no_sage_and_no_side_effects(self):
+        # Each module imported in a fresh python3: nothing written, nothing
+        # printed, no Sage, and this process's state as it was.
+        directory = temporary_directory(self)
+        code = "\n".join([
+            "import os, sys",
+            "sys.path.insert(0, %r)" % os.path.dirname(LAUNCHER),
+            "def status():",
+            "    with open('/proc/self/status') as f:",
+            "        return [l for l in f if l.startswith(('Sig', 'Shd'))]",
+            "before = (status(), os.umask(0o022), sorted(os.environ.items()), os.getcwd())",
+            "os.umask(before[1])",
+            "import %s" % ", ".join(sorted(MODULE_NAMES)),
+            "after = (status(), os.umask(0o022), sorted(os.environ.items()), os.getcwd())",
+            "assert before == after, (before, after)",
+            "assert not [m for m in sys.modules if m == 'sage' or m.startswith('sage.')]",
+            "assert not [m for m in sys.modules if m.startswith('cypari')]",
+        ])
+        out, err = run_python(self, code, directory)
+        self.assertEqual((out, err), (b"", b""))
+        self.assertEqual(os.listdir(directory), [])
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,215 @@
+# tests/launcher/test_calls.py: what launcher/calls.py takes from the host
+# without a container: the L frame's limits, and the input files written
+# below the working directory, replacing whatever a session's earlier call
+# left in their way without following it anywhere.
+import json
+import os
+import stat
+import unittest
+
+from launcher import calls
+from launcher.frames import ProtocolError
+
+from .support import as_root, snapshot, temporary_directory, write_file
+
+# As sandbox.c writes it.
+HOST_LIMITS = (b'{"cpu": 30, "deadline": 123456789, "inputs": 2, '
+               b'"out": {"files": 100, "file_bytes": 1048576, "bytes": 10485760}}')
+
+
+class ParseLimitsTest(unittest.TestCase):
+    def test_as_the_host_sends_them(self):
+        limits = calls.parse_limits(HOST_LIMITS)
+        self.assertEqual(limits, json.loads(HOST_LIMITS))
+        call = calls.Call(limits, ["a.sage"], b"code")
+        self.assertEqual((call.cpu_seconds, call.deadline, call.inputs), (30, 123456789, 2))
+        self.assertEqual((call.out.files, call.out.file_bytes, call.out.total_bytes),
+                         (100, 1048576, 10485760))
+
+    def test_without_out(self):
+        limits = calls.parse_limits(b'{"cpu": 0, "deadline": 0, "inputs": 0}')
+        self.assertEqual(limits, {"cpu": 0, "deadline": 0, "inputs": 0})
+        self.assertIsNone(calls.Call(limits, ["-"], b"").out)
+
+    def test_the_largest_numbers(self):
+        # CPU seconds travel on to the child in 32 bits (child.CALL_HEADER).
+        largest, cpu = (1 << 62) - 1, (1 << 31) - 1
+        data = json.dumps({"cpu": cpu, "deadline": largest, "inputs": largest,
+                           "out": {"files": largest, "file_bytes": largest, "bytes": largest}})
+        self.assertEqual(calls.parse_limits(data.encode())["deadline"], largest)
+        self.assertEqual(calls.parse_limits(data.encode())["cpu"], cpu)
+        with self.assertRaises(ProtocolError):
+            calls.parse_limits(json.dumps({"cpu": 1 << 31, "deadline": 0, "inputs": 0}).encode())
+
+    def test_nested_too_deep(self):
+        with self.assertRaises(ProtocolError):
+            calls.parse_limits(b"[" * 1000)
+
+    def test_as_long_as_allowed(self):
+        data = b'{"cpu": 1, "deadline": 2, "inputs": 3}'
+        data += b" " * (calls.MAX_LIMITS_BYTES - len(data))
+        self.assertEqual(calls.parse_limits(data)["inputs"], 3)
+
+    def test_refused(self):
+        valid = {"cpu": 1, "deadline": 2, "inputs": 0}
+        out = {"files": 1, "file_bytes": 2, "bytes": 3}
+
+        def changed(**changes):
+            limits = dict(valid, **changes)
+            return json.dumps({k: v for k, v in limits.items() if v is not DROP}).encode()
+
+        def out_changed(**changes):
+            limits = dict(out, **changes)
+            return changed(out={k: v for k, v in limits.items() if v is not DROP})
+
+        cases = {
+            "empty": b"",
+            "not JSON": b"cpu=1",
+            "cut short": b'{"cpu": 1, "deadline": 2',
+            "not UTF-8": b'{"cpu": 1, "deadline": 2, "inputs": 0, "\xff": 1}',
+            "an array": b"[1, 2, 3]",
+            "a number": b"1",
+            "null": b"null",
+            "NaN": b"NaN",
+            "over-long": changed() + b" " * calls.MAX_LIMITS_BYTES,
+            "one byte over": changed() + b" " * (calls.MAX_LIMITS_BYTES + 1 - len(changed())),
+            "negative cpu": changed(cpu=-1),
+            "negative deadline": changed(deadline=-1),
+            "negative inputs": changed(inputs=-1),
+            "boolean cpu": changed(cpu=True),
+            "boolean inputs": changed(inputs=False),
+            "float cpu": changed(cpu=1.0),
+            "infinite deadline": changed(deadline=float("inf")),
+            "string cpu": changed(cpu="1"),
+            "null cpu": changed(cpu=None),
+            "2**62 deadline": changed(deadline=1 << 62),
+            "huge inputs": changed(inputs=10 ** 30),
+            "no cpu": changed(cpu=DROP),
+            "no deadline": changed(deadline=DROP),
+            "no inputs": changed(inputs=DROP),
+            "out not an object": changed(out=[1, 2, 3]),
+            "out a number": changed(out=5),
+            "out without files": out_changed(files=DROP),
+            "out without file_bytes": out_changed(file_bytes=DROP),
+            "out without bytes": out_changed(bytes=DROP),
+            "out negative": out_changed(bytes=-1),
+            "out boolean": out_changed(files=True),
+            "out float": out_changed(file_bytes=2.0),
+        }
+        for name, data in cases.items():
+            with self.subTest(name, data=data[:80]):
+                with self.assertRaises(ProtocolError):
+                    calls.parse_limits(data)
+
+
+DROP = object()  # a key left out of the limits
+
+
+class CreateInputTest(unittest.TestCase):
+    """create_input() writes below /tmp, the container's working directory:
+    here below a temporary directory in /tmp, named as the first part."""
+
+    def setUp(self):
+        self.work = temporary_directory(self, parent="/tmp")
+        self.first = os.path.basename(self.work).encode()
+        self.outside = temporary_directory(self)
+        write_file(os.path.join(self.outside, "keep"), b"outside, untouched", 0o644)
+        self.before = snapshot(self.outside)
+
+    def tearDown(self):
+        self.assertEqual(snapshot(self.outside), self.before)
+
+    def path(self, relative):
+        return os.path.join(self.work, relative)
+
+    def create(self, name, data=b"given"):
+        fd = calls.create_input([self.first] + name.encode().split(b"/"))
+        try:
+            os.write(fd, data)
+        finally:
+            os.close(fd)
+
+    def assertFileIs(self, relative, data=b"given"):
+        st = os.lstat(self.path(relative))
+        self.assertTrue(stat.S_ISREG(st.st_mode))
+        self.assertEqual(stat.S_IMODE(st.st_mode), 0o600)
+        self.assertEqual(st.st_nlink, 1)
+        with open(self.path(relative), "rb") as f:
+            self.assertEqual(f.read(), data)
+
+    def test_a_new_file(self):
+        self.create("data.csv")
+        self.assertFileIs("data.csv")
+
+    def test_in_new_directories(self):
+        self.create("a/b/c/data.csv")
+        self.assertFileIs("a/b/c/data.csv")
+        for directory in ("a", "a/b", "a/b/c"):
+            self.assertEqual(stat.S_IMODE(os.lstat(self.path(directory)).st_mode), 0o700)
+
+    def test_in_a_directory_there_already(self):
+        os.mkdir(self.path("a"))
+        write_file(self.path("a/other"), b"other")
+        self.create("a/data.csv")
+        self.assertFileIs("a/data.csv")
+        with open(self.path("a/other"), "rb") as f:
+            self.assertEqual(f.read(), b"other")
+
+    def test_replaces_a_file(self):
+        write_file(self.path("data.csv"), b"an earlier call's, longer than the new one", 0o444)
+        self.create("data.csv")
+        self.assertFileIs("data.csv")
+
+    def test_replaces_a_hard_link_without_writing_through_it(self):
+        os.link(os.path.join(self.outside, "keep"), self.path("data.csv"))
+        self.create("data.csv")
+        self.assertFileIs("data.csv")
+
+    def test_replaces_a_link_without_following_it(self):
+        os.symlink(os.path.join(self.outside, "keep"), self.path("data.csv"))
+        self.create("data.csv")
+        self.assertFileIs("data.csv")
+
+    def test_replaces_a_dangling_link(self):
+        os.symlink(os.path.join(self.outside, "new"), self.path("data.csv"))
+        self.create("data.csv")
+        self.assertFileIs("data.csv")
+        self.assertFalse(os.path.lexists(os.path.join(self.outside, "new")))
+
+    def test_replaces_a_fifo(self):
+        os.mkfifo(self.path("data.csv"))
+        self.create("data.csv")
+        self.assertFileIs("data.csv")
+
+    def test_replaces_a_directory_whatever_its_content(self):
+        os.makedirs(self.path("data.csv/a/b"))
+        write_file(self.path("data.csv/a/b/f"), b"f", 0)
+        os.symlink(self.outside, self.path("data.csv/link"))
+        os.chmod(self.path("data.csv/a/b"), 0)
+        os.chmod(self.path("data.csv/a"), 0o300)
+        self.create("data.csv")
+        self.assertFileIs("data.csv")
+
+    def test_a_link_on_the_way_is_not_followed(self):
+        os.symlink(self.outside, self.path("a"))
+        with self.assertRaises(OSError):
+            self.create("a/keep", b"planted")
+        with self.assertRaises(OSError):
+            self.create("a/new", b"planted")
+        self.assertFalse(os.path.lexists(os.path.join(self.outside, "new")))
+
+    def test_a_file_on_the_way(self):
+        write_file(self.path("a"), b"a file")
+        with self.assertRaises(OSError):
+            self.create("a/data.csv")
+
+    def test_a_closed_directory_on_the_way(self):
+        if as_root():
+            self.skipTest("root writes whatever the modes")
+        os.mkdir(self.path("a"), 0)
+        with self.assertRaises(PermissionError):
+            self.create("a/data.csv")
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,155 @@
+# tests/launcher/test_child.py: the prepared child (launcher/child.py): a
+# call over the call pipe as it was sent, and the code run as `sage FILE`
+# runs it, with its exit status and a traceback of the user's own lines.
+import contextlib
+import io
+import linecache
+import threading
+import unittest
+from unittest import mock
+
+from launcher import child
+from launcher.frames import write_all
+
+from .support import Pipe
+
+
+def identity(text):
+    return text
+
+
+class CallPipeTest(unittest.TestCase):
+    def pipe(self):
+        pipe = Pipe(self)
+        return pipe.r, pipe.w
+
+    def test_round_trip(self):
+        argv = ["prog.sage", "é", "x y", "\udcff\udcfe raw bytes", ""]
+        code = "print('ü')\n".encode() + b"\xff\x00 not UTF-8"
+        r, w = self.pipe()
+        write_all(w, child.encode_call(7, argv, code))
+        self.assertEqual(child.read_call(r), (7, argv, code))
+
+    def test_arguments_as_bytes_on_the_pipe(self):
+        data = child.encode_call(0, ["\udcff", "é"], b"")
+        self.assertEqual(data, child.CALL_HEADER.pack(0, 5, 0) + b"\xff\0\xc3\xa9\0")
+
+    def test_several_calls_in_a_row(self):
+        calls = [(1, ["a"], b"1"), (0, ["-"], b""), (2, ["b", "c"], b"x" * 100000)]
+        r, w = self.pipe()
+        # More than a pipe holds: written on a thread, as the launcher's
+        # write and the child's read meet.
+        writer = threading.Thread(
+            target=lambda: write_all(w, b"".join(child.encode_call(*c) for c in calls)))
+        writer.start()
+        try:
+            got = [child.read_call(r) for _ in calls]
+        finally:
+            writer.join()
+        self.assertEqual(got, calls)
+
+    def test_no_arguments_reads_as_stdin(self):
+        r, w = self.pipe()
+        write_all(w, child.encode_call(0, [], b"pass"))
+        self.assertEqual(child.read_call(r), (0, ["-"], b"pass"))
+
+    def test_negative_cpu_seconds_sent_as_none(self):
+        r, w = self.pipe()
+        write_all(w, child.encode_call(-5, ["a"], b""))
+        self.assertEqual(child.read_call(r)[0], 0)
+
+    def test_none_on_a_closed_pipe(self):
+        pipe = Pipe(self)
+        pipe.close_write()
+        self.assertIsNone(child.read_call(pipe.r))
+
+    def test_none_on_a_call_cut_short(self):
+        whole = child.encode_call(3, ["a", "b"], b"print(1)")
+        for cut in (1, child.CALL_HEADER.size, child.CALL_HEADER.size + 3, len(whole) - 1):
+            with self.subTest(cut=cut):
+                pipe = Pipe(self)
+                pipe.write(whole[:cut])
+                pipe.close_write()
+                self.assertIsNone(child.read_call(pipe.r))
+
+
+class RunCodeTest(unittest.TestCase):
+    FILE = "test-code.sage"
+
+    def run_code(self, source, preparse=identity):
+        """run_code's status, what it wrote on stderr and the namespace."""
+        namespace = {"__name__": "__main__", "__builtins__": __builtins__}
+        self.addCleanup(linecache.cache.pop, self.FILE, None)
+        err = io.StringIO()
+        with contextlib.redirect_stderr(err):
+            status = child.run_code(source, namespace, self.FILE, preparse)
+        return status, err.getvalue(), namespace
+
+    def test_status_0(self):
+        status, err, namespace = self.run_code(b"x = 6 * 7\n")
+        self.assertEqual((status, err, namespace["x"]), (0, "", 42))
+
+    def test_sys_exit_with_a_number(self):
+        for code, status in (("3", 3), ("0", 0), ("None", 0), ("", 0), ("256 + 5", 5),
+                             ("-1", 255), ("True", 1)):
+            with self.subTest(code):
+                self.assertEqual(self.run_code(b"import sys\nsys.exit(%s)\n" % code.encode()),
+                                 (status, "", mock.ANY))
+
+    def test_sys_exit_with_a_string(self):
+        status, err, _ = self.run_code(b"import sys\nsys.exit('x')\n")
+        self.assertEqual((status, err), (1, "x\n"))
+
+    def test_an_exception_shows_the_users_frames_only(self):
+        source = b"def f():\n    raise ValueError('boom')\n\nf()\n"
+        status, err, _ = self.run_code(source)
+        self.assertEqual(status, 1)
+        lines = err.splitlines()
+        self.assertEqual(lines[0], "Traceback (most recent call last):")
+        self.assertEqual(lines[1], '  File "%s", line 4, in <module>' % self.FILE)
+        self.assertIn('  File "%s", line 2, in f' % self.FILE, lines)
+        self.assertIn("    raise ValueError('boom')", lines)
+        self.assertEqual(lines[-1], "ValueError: boom")
+        self.assertNotIn("run_code", err)
+        self.assertNotIn("child.py", err)
+
+    def test_a_missing_file_gets_a_note(self):
+        status, err, _ = self.run_code(b"open('/nonexistent/launcher-test')\n")
+        self.assertEqual(status, 1)
+        self.assertIn("FileNotFoundError", err)
+        self.assertTrue(err.endswith(child.MISSING_FILE_NOTE))
+
+    def test_other_errors_get_no_note(self):
+        _, err, _ = self.run_code(b"1 / 0\n")
+        self.assertNotIn(child.MISSING_FILE_NOTE, err)
+
+    def test_hoisted_constants_keep_the_line_numbers(self):
+        # As Sage's preparser: the constants on one line of their own first.
+        def preparse(text):
+            return "_sage_const_3 = 3\n" + text.replace("3", "_sage_const_3")
+
+        status, err, namespace = self.run_code(b"x = 3\ny = x\nraise ValueError(y)\n", preparse)
+        self.assertEqual(status, 1)
+        self.assertIn('  File "%s", line 3, in <module>' % self.FILE, err.splitlines())
+        self.assertIn("    raise ValueError(y)", err.splitlines())  # the user's line
+        self.assertEqual(namespace["_sage_const_3"], 3)
+
+    def test_a_syntax_error_names_the_users_line(self):
+        status, err, _ = self.run_code(b"x = 1\ny = (\n")
+        self.assertEqual(status, 1)
+        self.assertIn('File "%s", line 2' % self.FILE, err)
+        self.assertIn("SyntaxError", err)
+
+    def test_a_byte_order_mark_is_not_code(self):
+        status, err, namespace = self.run_code(b"\xef\xbb\xbfx = 1\n")
+        self.assertEqual((status, err, namespace["x"]), (0, "", 1))
+
+    def test_code_sees_its_namespace(self):
+        namespace = {"__name__": "__main__", "__builtins__": __builtins__, "given": 5}
+        self.addCleanup(linecache.cache.pop, self.FILE, None)
+        self.assertEqual(child.run_code(b"import sys\nsys.exit(given)\n", namespace,
+                                        self.FILE, identity), 5)
+
+
+if __name__ == "__main__":
+    unittest.main()
