@@ -10,12 +10,14 @@
 #include "mcp.h"
 #include "base64.h"
 #include "embedded.h"
+#include "host.h"
 #include "json.h"
-#include "pool.h"
 #include "process.h"
 #include "result.h"
-#include "rootless.h"
+#include "runner.h"
 #include "selftest.h"
+#include "signals.h"
+#include "status.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -41,7 +43,6 @@
 #define PROGRESS_TAIL_BYTES 400
 /* From a shutdown's start to the exit, whatever is still pending. */
 #define SHUTDOWN_LIMIT_MS 15000
-#define STATUS_TIMEOUT_MS 60000
 #define HOST_CHECK_TIMEOUT_MS 30000
 /* Calls waiting for their turn: past this a call is refused, so that a
  * client cannot make the server hold an unbounded queue. Each holds at most
@@ -78,11 +79,10 @@ enum tool { TOOL_RUN, TOOL_SELF_TEST, TOOL_STATUS, TOOL_END_SESSION, TOOL_COUNT 
 static const char *const tool_names[TOOL_COUNT] = {"run_sagemath", "sage_sandbox_self_test",
 	"sage_sandbox_status", "sage_sandbox_end_session"};
 
-#define SESSION_NAME_MAX 64
 
 struct server;
 
-struct call {
+struct mcp_call {
 	struct server *srv;
 	json_t *id;
 	json_t *progress_token; /* or NULL */
@@ -92,12 +92,11 @@ struct call {
 	struct buffer self_test_code;
 	struct config cfg;      /* the server's, with this call's timeout */
 	char timeout_text[16];
-	struct sandbox *sb;
-	bool warm;
-	bool started, answered, cancelled, capturing;
-	int64_t started_at;
+	/* The runner's call, from its submission until its answer: owned
+	 * (call_free), and freed before this call is. */
+	struct call *run;
+	bool answered, cancelled;
 	struct loop_timer *progress_timer;
-	struct argv_builder status_args;
 	struct infiles in;      /* arguments.files */
 	struct outfiles out;    /* $SAGE_SANDBOX_OUT's files, once it ran */
 	bool out_open;
@@ -105,56 +104,33 @@ struct call {
 	bool out_overwrite;
 	char *temp_dir;         /* else a private one, removed with the call */
 	char session_name[SESSION_NAME_MAX + 1]; /* arguments.session, or "" */
-	struct session *session; /* the one it runs in, once started */
-	struct call *next;
-};
-
-/* A session: one sandbox whose Sage runs its calls one after another
- * (sandbox_options.session), ended by sage_sandbox_end_session, its idle
- * timer, the server's end, or a call that loses its state. */
-struct session {
-	struct server *srv;
-	char name[SESSION_NAME_MAX + 1];
-	struct sandbox *sb;
-	long calls;             /* served, the running one included */
-	struct call *busy;      /* the call running in it, or NULL */
-	struct loop_timer *idle_timer;
-	bool ending;            /* no more calls: gone once its sandbox is */
-	struct session *next;
+	struct mcp_call *next;
 };
 
 struct server {
 	struct loop *loop;
 	const struct config *cfg;
-	const char *self;
-	char *podman;
-	struct podman_host host;
-	struct sage_image image; /* once known, with the pool */
-	bool host_known;        /* the rootless check answered */
-	bool image_checking;    /* image.c is asked; calls that need a sandbox wait */
-	bool refused;           /* no sandbox can run here: refusal says why */
-	struct error refusal;
-	struct pool *pool;
+	/* What the host check found: owned; asked at the start, and again
+	 * by the next call after a refusal (an image built meanwhile is
+	 * found). Calls that need a sandbox wait for it. */
+	struct host host;
+	bool host_checking;
+	struct runner *runner;  /* owned, once the host can run sandboxes */
 	struct queue *out;
 	int in_fd;
 	struct loop_watch *in_watch;
 	struct buffer line;
 	bool discarding;        /* of a line past MAX_MESSAGE_BYTES */
-	int signal_fd;
-	struct loop_watch *signal_watch;
-	int signals_seen;
-	struct call *calls;     /* waiting and running, in the order they came */
-	struct session *sessions; /* open and ending */
-	int running;
+	struct stop_signals *signals;
+	struct mcp_call *calls; /* every call not yet answered, in the order they came */
 	json_t *tools;
-	bool stopping, pool_drained;
-	bool pumping, pump_again;
+	bool stopping, drained;
 	struct loop_timer *shutdown_timer;
 };
 
 static void pump(struct server *s);
 static void maybe_quit(struct server *s);
-static void shut_down(struct server *s, const char *why);
+static void shut_down(struct server *s, int sig, const char *why);
 
 /* ---- sending ------------------------------------------------------------ */
 
@@ -218,10 +194,11 @@ static void send_error(struct server *s, json_t *id, int code, const char *fmt, 
 
 /* ---- calls -------------------------------------------------------------- */
 
-static void free_call(struct call *c)
+static void free_call(struct mcp_call *c)
 {
 	struct server *s = c->srv;
-	for (struct call **at = &s->calls; *at; at = &(*at)->next)
+	call_free(c->run);
+	for (struct mcp_call **at = &s->calls; *at; at = &(*at)->next)
 		if (*at == c) {
 			*at = c->next;
 			break;
@@ -239,35 +216,32 @@ static void free_call(struct call *c)
 	json_decref(c->progress_token);
 	free(c->code);
 	buffer_free(&c->self_test_code);
-	args_free(&c->status_args);
 	free(c);
 	maybe_quit(s);
 }
 
 /* The end of a call: its answer (unless cancelled), and room for the next. */
-static void answer(struct call *c, json_t *content_text, json_t *structured, bool is_error,
+static void answer(struct mcp_call *c, json_t *content_text, json_t *structured, bool is_error,
 		json_t *more_content)
 {
 	struct server *s = c->srv;
 	loop_timer_cancel(c->progress_timer);
 	c->progress_timer = NULL;
 	c->answered = true;
-	if (c->started)
-		s->running--;
 	if (!c->cancelled) {
 		json_t *result = json_pack("{s:[{s:s, s:o}], s:o, s:b}", "content", "type", "text",
 			"text", content_text, "structuredContent", structured, "isError", is_error);
 		if (more_content)
 			json_array_extend(json_object_get(result, "content"), more_content);
 		if (c->tool == TOOL_RUN)
-			json_object_set_new(result, "_meta", json_pack("{s:b}", "warm", c->warm));
+			json_object_set_new(result, "_meta", json_pack("{s:b}", "warm",
+				c->run && call_warm(c->run)));
 		send_result(s, c->id, result);
 	} else {
 		json_decref(content_text);
 		json_decref(structured);
 	}
 	json_decref(more_content);
-	pump(s);
 }
 
 static json_t *parsed(const char *text, size_t len)
@@ -277,7 +251,7 @@ static json_t *parsed(const char *text, size_t len)
 }
 
 /* Nothing ran: the refusal's object, and its sentence for the model. */
-static void answer_refusal(struct call *c, const struct error *err)
+static void answer_refusal(struct mcp_call *c, const struct error *err)
 {
 	struct printed p = {.err = err, .cfg = &c->cfg};
 	size_t len;
@@ -343,7 +317,7 @@ bool mcp_image_fits(const struct sniffed *k, struct not_shown *r)
 /* An image the code saved, as MCP image content; NULL when it is not one
  * MCP shows, is too large, or cannot be read back. When its pixel size
  * is what keeps it out, *r says so (else r->why is ""). */
-static json_t *image_content(struct call *c, const struct outfile *f, size_t *size,
+static json_t *image_content(struct mcp_call *c, const struct outfile *f, size_t *size,
 		struct not_shown *r)
 {
 	static const char *const shown[] = {"image/png", "image/jpeg", "image/gif", "image/webp",
@@ -388,7 +362,7 @@ static json_t *image_content(struct call *c, const struct outfile *f, size_t *si
 /* What came back from $SAGE_SANDBOX_OUT: one text item naming every file
  * (hosts that do not pass images on to the model still tell it what there
  * is), then the images, while the answer stays within its budget. */
-static json_t *file_content(struct call *c, json_t *object)
+static json_t *file_content(struct mcp_call *c, json_t *object)
 {
 	const struct outfiles *o = &c->out;
 	if (!c->out_open || (o->count == 0 && o->dropped_count == 0))
@@ -447,22 +421,23 @@ static json_t *file_content(struct call *c, json_t *object)
 
 /* A session's call: its name, calls and whether its Sage lives on, in
  * the object and, when it does not, in the text the model reads. */
-static void add_session(struct call *c, const struct run_result *r, json_t *object,
+static void add_session(struct mcp_call *c, const struct run_result *r, json_t *object,
 		json_t **content)
 {
-	const struct session *x = c->session;
-	json_object_set_new(object, "session", json_pack("{s:s, s:I, s:b, s:b}", "name", x->name,
-		"calls", (json_int_t)x->calls, "state_kept", r->after == AFTER_KEPT, "interrupted",
+	const char *name = c->session_name;
+	long calls = call_session_calls(c->run);
+	json_object_set_new(object, "session", json_pack("{s:s, s:I, s:b, s:b}", "name", name,
+		"calls", (json_int_t)calls, "state_kept", r->after == AFTER_KEPT, "interrupted",
 		r->after == AFTER_KEPT && r->cell_interrupted));
 	if (r->after == AFTER_KEPT)
 		return;
 	char note[256];
 	snprintf(note, sizeof note, "%s(session %s ended with this call, its %ld%s: its state is "
 		"lost; the next call that names it starts a new, empty session)",
-		json_string_length(*content) ? "\n" : "", x->name, x->calls,
-		x->calls % 10 == 1 && x->calls % 100 != 11 ? "st" :
-		x->calls % 10 == 2 && x->calls % 100 != 12 ? "nd" :
-		x->calls % 10 == 3 && x->calls % 100 != 13 ? "rd" : "th");
+		json_string_length(*content) ? "\n" : "", name, calls,
+		calls % 10 == 1 && calls % 100 != 11 ? "st" :
+		calls % 10 == 2 && calls % 100 != 12 ? "nd" :
+		calls % 10 == 3 && calls % 100 != 13 ? "rd" : "th");
 	struct buffer text = {0};
 	buffer_append(&text, json_string_value(*content), json_string_length(*content));
 	buffer_append(&text, note, strlen(note));
@@ -471,9 +446,9 @@ static void add_session(struct call *c, const struct run_result *r, json_t *obje
 	buffer_free(&text);
 }
 
-static void answer_sandbox(struct call *c)
+static void answer_run(struct mcp_call *c)
 {
-	struct run_result *r = sandbox_result(c->sb);
+	const struct run_result *r = call_result(c->run);
 	size_t len;
 	if (r->failed) {
 		answer_refusal(c, &r->failure);
@@ -485,7 +460,7 @@ static void answer_sandbox(struct call *c)
 		json_t *object = parsed(text, len);
 		free(text);
 		json_t *content = run_text(&p, object);
-		if (c->session)
+		if (c->session_name[0] && call_session_calls(c->run))
 			add_session(c, r, object, &content);
 		answer(c, content, object, r->exit_code != 0, file_content(c, object));
 		return;
@@ -503,148 +478,44 @@ static void answer_sandbox(struct call *c)
 	free(table);
 }
 
-static void on_call_done(struct sandbox *sb, void *data)
+static void on_progress(struct loop_timer *t, void *data);
+
+/* The call has a sandbox: its progress is told from now on. */
+static void on_run_start(struct call *run, void *data)
 {
-	struct call *c = data;
+	struct mcp_call *c = data;
+	if (c->progress_token && !c->progress_timer)
+		c->progress_timer = loop_timer(c->srv->loop, loop_now_ms() + PROGRESS_INTERVAL_MS,
+			on_progress, c);
+}
+
+/* The runner says the call is over: its answer (unless cancelled) leaves
+ * at once, before the warm sandbox that replaces its own starts (a fork
+ * and an exec of podman cost milliseconds). */
+static void on_run_done(struct call *run, void *data)
+{
+	struct mcp_call *c = data;
 	struct server *s = c->srv;
-	answer_sandbox(c);
-	/* The answer leaves before the warm sandbox that replaces this one
-	 * starts: a fork and exec of podman cost milliseconds. */
+	answer_run(c);
 	if (s->out)
 		queue_flush_now(s->out);
-	pool_call_ended(s->pool);
-}
-
-static void on_call_released(struct sandbox *sb, void *data)
-{
-	struct call *c = data;
-	sandbox_free(sb);
-	c->sb = NULL;
 	free_call(c);
-}
-
-/* ---- sessions -------------------------------------------------------------- */
-
-static struct session *find_session(struct server *s, const char *name)
-{
-	for (struct session *x = s->sessions; x; x = x->next)
-		if (!x->ending && strcmp(x->name, name) == 0)
-			return x;
-	return NULL;
-}
-
-static int open_sessions(const struct server *s)
-{
-	int n = 0;
-	for (const struct session *x = s->sessions; x; x = x->next)
-		n += !x->ending;
-	return n;
-}
-
-/* Stops its sandbox: a running call is answered as stopped, and the
- * session is freed once the container is removed. */
-static void end_session(struct session *x)
-{
-	x->ending = true;
-	loop_timer_cancel(x->idle_timer);
-	x->idle_timer = NULL;
-	sandbox_stop(x->sb, STOP_SIGNAL, SIGTERM);
-}
-
-static void on_session_idle(struct loop_timer *t, void *data)
-{
-	struct session *x = data;
-	x->idle_timer = NULL;
-	fprintf(stderr, "sage-sandbox mcp: session %s ended after %ld s without a call\n", x->name,
-		x->srv->cfg->number[SET_SESSION_IDLE]);
-	end_session(x);
-}
-
-static void on_session_released(struct sandbox *sb, void *data)
-{
-	struct session *x = data;
-	struct server *s = x->srv;
-	for (struct session **at = &s->sessions; *at; at = &(*at)->next)
-		if (*at == x) {
-			*at = x->next;
-			break;
-		}
-	loop_timer_cancel(x->idle_timer);
-	sandbox_free(sb);
-	free(x);
-	maybe_quit(s);
-	pump(s);
-}
-
-static void on_session_call_done(struct sandbox *sb, void *data)
-{
-	struct session *x = data;
-	struct server *s = x->srv;
-	struct call *c = x->busy;
-	x->busy = NULL;
-	if (sandbox_result(sb)->after != AFTER_KEPT)
-		x->ending = true;
-	else if (!x->ending)
-		x->idle_timer = loop_timer(s->loop, loop_now_ms() +
-			s->cfg->number[SET_SESSION_IDLE] * 1000ll, on_session_idle, x);
-	answer_sandbox(c);
-	c->sb = NULL;
-	free_call(c);
-	pump(s); /* the session's next call, if one waits */
-}
-
-/* The call's session: its own, or one started for it. NULL with err set
- * when there is no room for one more. */
-static struct session *call_session(struct call *c, int64_t deadline, struct error *err)
-{
-	struct server *s = c->srv;
-	struct session *x = find_session(s, c->session_name);
-	if (x)
-		return x;
-	long most = s->cfg->number[SET_SESSIONS];
-	if (open_sessions(s) >= most) {
-		error_set(err, EXIT_REFUSED, most ? "end one with sage_sandbox_end_session, or run "
-				"without session" : "run without session, or start the server with "
-				"--sessions N",
-			"%ld session%s open, this server's most (--sessions %ld); session %s was not "
-			"started", most, most == 1 ? " is" : "s are", most, c->session_name);
-		return NULL;
-	}
-	x = calloc(1, sizeof *x);
-	if (!x)
-		abort();
-	x->srv = s;
-	snprintf(x->name, sizeof x->name, "%s", c->session_name);
-	/* A session's sandbox is started for it: a warm one's container was
-	 * made for one call (its CPU rlimit, its backstop). */
-	struct sandbox_options so = {.cfg = s->cfg, .host = &s->host, .image = &s->image,
-		.podman = s->podman, .deadline = deadline, .session = true,
-		.cb = {.keep_output = true, .on_done = on_session_call_done,
-			.on_released = on_session_released, .data = x}};
-	x->sb = sandbox_start(s->loop, &so, err);
-	if (!x->sb) {
-		free(x);
-		return NULL;
-	}
-	x->next = s->sessions;
-	s->sessions = x;
-	return x;
 }
 
 /* ---- progress ------------------------------------------------------------- */
 
 static void on_progress(struct loop_timer *t, void *data)
 {
-	struct call *c = data;
+	struct mcp_call *c = data;
 	struct server *s = c->srv;
 	char message[128];
-	int64_t elapsed = loop_now_ms() - c->started_at;
+	int64_t elapsed = loop_now_ms() - call_started_at(c->run);
 	c->progress_timer = loop_timer(s->loop, loop_now_ms() + PROGRESS_INTERVAL_MS, on_progress,
 		c);
 	snprintf(message, sizeof message, "running for %lld s", (long long)(elapsed / 1000));
 	struct buffer text = {0};
 	buffer_append(&text, message, strlen(message));
-	const struct run_result *r = c->sb ? sandbox_result(c->sb) : NULL;
+	const struct run_result *r = call_result(c->run);
 	if (r && r->out.len) {
 		/* The last lines printed, whole where they fit. */
 		size_t from = r->out.len > PROGRESS_TAIL_BYTES ? r->out.len - PROGRESS_TAIL_BYTES : 0;
@@ -663,56 +534,35 @@ static void on_progress(struct loop_timer *t, void *data)
 
 /* ---- the tools -------------------------------------------------------------- */
 
-static void on_status_done(struct capture *cap, void *data)
+/* sage_sandbox_status: the host as the server checked it, and the
+ * server's own counts, in-process (status.c): no podman is asked, nothing
+ * waits. */
+static void answer_status(struct mcp_call *c)
 {
-	struct call *c = data;
-	json_t *object = json_loadb(cap->out.data ? cap->out.data : "", cap->out.len, 0, NULL);
-	c->capturing = false;
-	if (!json_is_object(object)) {
-		struct error err;
-		json_decref(object);
-		error_set(&err, EXIT_REFUSED, "run 'sage-sandbox status' in a terminal",
-			"sage-sandbox status %s", cap->timed_out ? "did not finish in time" :
-			"printed no JSON object");
-		answer_refusal(c, &err);
-	} else {
-		char *text = json_dumps(object, JSON_INDENT(2));
-		answer(c, json_string(text), object, false, NULL);
-		free(text);
-	}
-	capture_free(cap);
+	struct server *s = c->srv;
+	struct status_report report;
+	size_t len;
+	status_from_host(s->cfg, &s->host, &report);
+	char *text = NULL;
+	FILE *f = open_memstream(&text, &len);
+	if (!f)
+		abort();
+	status_print_json(f, &report);
+	fclose(f);
+	json_t *object = parsed(text, len);
+	free(text);
+	json_object_set_new(object, "server", json_pack("{s:i, s:i, s:i, s:i}", "warm_ready",
+		s->runner ? runner_ready(s->runner) : 0, "running",
+		s->runner ? runner_running(s->runner) : 0, "waiting",
+		s->runner ? runner_waiting(s->runner) : 0, "sessions",
+		s->runner ? runner_sessions(s->runner) : 0));
+	char *pretty = json_dumps(object, JSON_INDENT(2));
+	answer(c, text_value(pretty, strlen(pretty)), object, false, NULL);
+	free(pretty);
 	free_call(c);
 }
 
-/* status is this executable's own `status --json`, run on the loop: the
- * same report as in a terminal, with no podman query blocking the calls. */
-static void start_status(struct call *c)
-{
-	struct server *s = c->srv;
-	struct argv_builder *a = &c->status_args;
-	char value[64];
-	extern char **environ;
-	arg_add(a, "%s", s->self);
-	arg_add(a, "status");
-	arg_add(a, "--json");
-	for (int id = 0; id < SETTING_COUNT; id++)
-		if (!settings[id].server && s->cfg->source[id] == FROM_FLAG)
-			arg_add(a, "%s=%s", settings[id].flag,
-				setting_text(s->cfg, id, value, sizeof value));
-	if (capture_start(s->loop, a->arg, environ, loop_now_ms() + STATUS_TIMEOUT_MS,
-		    on_status_done, c) < 0) {
-		struct error err;
-		error_set(&err, EXIT_REFUSED, NULL, "cannot run %s status: %s", s->self,
-			strerror(errno));
-		answer_refusal(c, &err);
-		free_call(c);
-		return;
-	}
-	c->capturing = true;
-}
-
-/* Where the call's files go: the client's directory, or a private one. */
-static int open_output(struct call *c, struct error *err)
+static int open_output(struct mcp_call *c, struct error *err)
 {
 	const char *dir = c->out_dir;
 	if (!dir) {
@@ -735,25 +585,12 @@ static int open_output(struct call *c, struct error *err)
 	return 0;
 }
 
-static void start_call(struct call *c)
+/* Hands a call that needs a sandbox to the runner: its code checked, its
+ * output directory open, its limits the server's with its own timeout. */
+static void submit(struct mcp_call *c)
 {
 	struct server *s = c->srv;
 	struct error err;
-	c->started = true;
-	c->started_at = loop_now_ms();
-	s->running++;
-	if (c->progress_token)
-		c->progress_timer = loop_timer(s->loop, c->started_at + PROGRESS_INTERVAL_MS,
-			on_progress, c);
-	if (c->tool == TOOL_STATUS) {
-		start_status(c);
-		return;
-	}
-	if (s->refused) {
-		answer_refusal(c, &s->refusal);
-		free_call(c);
-		return;
-	}
 	if (c->tool == TOOL_RUN) {
 		if (sandbox_check_code(c->code, c->code_len, "arguments.code", &err) < 0 ||
 		    open_output(c, &err) < 0) {
@@ -762,104 +599,60 @@ static void start_call(struct call *c)
 			return;
 		}
 	} else {
-		self_test_code(&c->cfg, &s->host, &c->self_test_code);
-	}
-	struct sandbox_callbacks cb = {.keep_output = true, .on_done = on_call_done,
-		.on_released = on_call_released, .data = c};
-	int64_t deadline = c->started_at + c->cfg.number[SET_TIMEOUT] * 1000ll;
-	if (c->session_name[0]) {
-		struct session *x = call_session(c, deadline, &err);
-		if (!x) {
-			answer_refusal(c, &err);
-			free_call(c);
-			return;
-		}
-		loop_timer_cancel(x->idle_timer);
-		x->idle_timer = NULL;
-		x->busy = c;
-		x->calls++;
-		c->session = x;
-		c->sb = x->sb;
-		c->warm = x->calls > 1;
-	} else {
-		c->sb = pool_take(s->pool, &cb, deadline, &c->warm, &err);
-	}
-	if (!c->sb) {
-		answer_refusal(c, &err);
-		free_call(c);
-		return;
+		self_test_code(&c->cfg, &s->host.podman_host, &c->self_test_code);
 	}
 	struct rlimit_value rl[RLIMIT_COUNT];
 	sandbox_rlimits(&c->cfg, rl);
-	const char *argv[] = {"-"};
+	static const char *const argv[] = {"-"};
 	bool self_test = c->tool == TOOL_SELF_TEST;
-	struct program program = {
+	struct call_spec spec = {.program = {
 		.code = self_test ? c->self_test_code.data : c->code,
 		.code_len = self_test ? c->self_test_code.len : c->code_len,
-		.argv = argv, .argc = 1, .deadline = deadline,
-		.cpu_seconds = (long)rl[RL_CPU].value,
-		.in = c->in.count ? &c->in : NULL, .out = c->out_open ? &c->out : NULL};
-	sandbox_submit(c->sb, &program);
+		.argv = argv, .argc = 1, .cpu_seconds = (long)rl[RL_CPU].value,
+		.in = c->in.count ? &c->in : NULL, .out = c->out_open ? &c->out : NULL},
+		.timeout_ms = c->cfg.number[SET_TIMEOUT] * 1000L,
+		.session = c->session_name[0] ? c->session_name : NULL, .keep_output = true,
+		.on_start = on_run_start, .on_done = on_run_done, .data = c};
+	c->run = runner_submit(s->runner, &spec);
 }
 
-static void check_image(struct server *s);
+static void check_host(struct server *s);
 
-/* Starts waiting calls, in order, while there is room. A call can end as
- * it starts (a refusal), which pumps again: that is noted and done here,
- * so that no caller's walk of the list outlives a call it holds. */
+/* Hands the calls that wait for the host to the runner, in order, once it
+ * can run sandboxes; asks the host again when it could not. */
 static void pump(struct server *s)
 {
-	if (s->pumping) {
-		s->pump_again = true;
+	if (s->stopping)
 		return;
-	}
-	s->pumping = true;
-	do {
-		s->pump_again = false;
-		if (!s->host_known || s->stopping)
-			break;
-		for (struct call *c = s->calls; c; c = c->next) {
-			if (s->running >= s->cfg->number[SET_CONCURRENCY])
-				break;
-			if (!c->started && c->tool != TOOL_STATUS && !s->refused && !s->pool) {
-				/* In order: this call waits for the image's answer. */
-				if (!s->image_checking)
-					check_image(s);
-				break;
-			}
-			if (!c->started && c->session_name[0]) {
-				/* One call at a time in a session, in order. */
-				const struct session *x = find_session(s, c->session_name);
-				if (x && x->busy)
-					continue;
-			}
-			if (!c->started) {
-				start_call(c);
-				s->pump_again = true;
-				break;
-			}
+	for (struct mcp_call *c = s->calls, *next; c; c = next) {
+		next = c->next;
+		if (c->run || c->tool == TOOL_STATUS)
+			continue;
+		if (!s->runner) {
+			if (!s->host_checking)
+				check_host(s);
+			return;
 		}
-	} while (s->pump_again);
-	s->pumping = false;
+		submit(c);
+	}
 }
 
-static void cancel_call(struct call *c)
+static void cancel_call(struct mcp_call *c)
 {
 	if (c->cancelled || c->answered)
 		return;
 	c->cancelled = true;
-	if (!c->started) {
+	if (!c->run) {
 		free_call(c);
 		return;
 	}
 	/* The container is removed at once; its result is not sent. */
-	if (c->sb)
-		sandbox_stop(c->sb, STOP_SIGNAL, SIGTERM);
+	call_cancel(c->run, SIGTERM);
 }
 
-static struct call *find_call(struct server *s, json_t *id)
+static struct mcp_call *find_call(struct server *s, json_t *id)
 {
-	for (struct call *c = s->calls; c; c = c->next)
+	for (struct mcp_call *c = s->calls; c; c = c->next)
 		if (!c->answered && json_equal(c->id, id))
 			return c;
 	return NULL;
@@ -886,21 +679,19 @@ static void end_session_tool(struct server *s, json_t *id, const char *name)
 			"the session's name");
 		return;
 	}
-	struct session *x = find_session(s, name);
-	long calls = x ? x->calls : 0;
-	if (x) {
+	long calls = s->runner ? runner_end_session(s->runner, name) : -1;
+	if (calls >= 0) {
 		snprintf(text, sizeof text, "session %s ended after %ld call%s; its state is gone",
 			name, calls, calls == 1 ? "" : "s");
 		fprintf(stderr, "sage-sandbox mcp: session %s ended by sage_sandbox_end_session\n",
 			name);
-		end_session(x);
 	} else {
 		snprintf(text, sizeof text, "no session named %s is open (it may have ended "
 			"already: idle, at a limit, or ended before)", name);
 	}
 	send_result(s, id, json_pack("{s:[{s:s, s:s}], s:{s:s, s:b, s:I}, s:b}", "content", "type",
-		"text", "text", text, "structuredContent", "session", name, "ended", x != NULL,
-		"calls", (json_int_t)calls, "isError", 0));
+		"text", "text", text, "structuredContent", "session", name, "ended", calls >= 0,
+		"calls", (json_int_t)(calls >= 0 ? calls : 0), "isError", 0));
 }
 
 /* tools/call: checked whole before anything runs. */
@@ -998,8 +789,8 @@ static void call_tool(struct server *s, json_t *id, json_t *params)
 		return;
 	}
 	int waiting = 0;
-	for (struct call *c = s->calls; c; c = c->next)
-		waiting += !c->started;
+	for (struct mcp_call *c = s->calls; c; c = c->next)
+		waiting += !c->run || !call_started_at(c->run);
 	if (waiting >= MAX_WAITING_CALLS) {
 		send_error(s, id, INTERNAL_ERROR, "%d calls are already waiting for their turn; "
 			"send more once some are answered", MAX_WAITING_CALLS);
@@ -1011,7 +802,7 @@ static void call_tool(struct server *s, json_t *id, json_t *params)
 		infiles_free(&in);
 		return;
 	}
-	struct call *c = calloc(1, sizeof *c);
+	struct mcp_call *c = calloc(1, sizeof *c);
 	if (!c)
 		abort();
 	c->in = in;
@@ -1039,11 +830,14 @@ static void call_tool(struct server *s, json_t *id, json_t *params)
 		memcpy(c->code, json_string_value(code), c->code_len);
 		c->code[c->code_len] = '\0';
 	}
-	struct call **end = &s->calls;
+	struct mcp_call **end = &s->calls;
 	while (*end)
 		end = &(*end)->next;
 	*end = c;
-	pump(s);
+	if (c->tool == TOOL_STATUS)
+		answer_status(c);
+	else
+		pump(s);
 }
 
 /* ---- messages -------------------------------------------------------------- */
@@ -1069,10 +863,11 @@ static void take_notification(struct server *s, const char *method, json_t *para
 {
 	if (strcmp(method, "notifications/cancelled") == 0) {
 		json_t *id = json_object_get(params, "requestId");
-		struct call *c = id ? find_call(s, id) : NULL;
+		struct mcp_call *c = id ? find_call(s, id) : NULL;
 		if (c) {
 			fprintf(stderr, "sage-sandbox mcp: a call was cancelled%s\n",
-				c->sb ? "; its container is being removed" : " before it started");
+				c->run && call_started_at(c->run) ? "; its container is being removed" :
+				" before it started");
 			cancel_call(c);
 		}
 	}
@@ -1166,7 +961,7 @@ static void on_request_bytes(struct loop_watch *w, int fd, unsigned events, void
 	if (n <= 0) {
 		if (s->line.len && !s->discarding)
 			take_line(s, s->line.data, s->line.len);
-		shut_down(s, n < 0 ? "cannot read stdin" : "end of input");
+		shut_down(s, SIGTERM, n < 0 ? "cannot read stdin" : "end of input");
 		return;
 	}
 	for (const char *p = chunk, *end = chunk + n; p < end;) {
@@ -1197,15 +992,15 @@ static void on_request_bytes(struct loop_watch *w, int fd, unsigned events, void
 
 static void maybe_quit(struct server *s)
 {
-	if (s->stopping && s->pool_drained && !s->calls && !s->sessions &&
+	if (s->stopping && (s->drained || !s->runner) && !s->calls &&
 	    (!s->out || queue_closed(s->out) || queue_pending(s->out) == 0))
 		loop_quit(s->loop);
 }
 
-static void on_pool_drained(void *data)
+static void on_drained(void *data)
 {
 	struct server *s = data;
-	s->pool_drained = true;
+	s->drained = true;
 	maybe_quit(s);
 }
 
@@ -1218,11 +1013,11 @@ static void on_shutdown_limit(struct loop_timer *t, void *data)
 	loop_quit(s->loop);
 }
 
-/* Stops reading, stops every call and every warm sandbox, and quits once
- * their containers are removed and the answers are written. */
-static void shut_down(struct server *s, const char *why)
+/* Stops reading, stops every call (those that wait are answered as not
+ * run) and every warm sandbox, and quits once their containers are
+ * removed and the answers are written. */
+static void shut_down(struct server *s, int sig, const char *why)
 {
-	struct call *next;
 	if (s->stopping)
 		return;
 	s->stopping = true;
@@ -1231,36 +1026,28 @@ static void shut_down(struct server *s, const char *why)
 	s->in_watch = NULL;
 	s->shutdown_timer = loop_timer(s->loop, loop_now_ms() + SHUTDOWN_LIMIT_MS,
 		on_shutdown_limit, s);
-	for (struct call *c = s->calls; c; c = next) {
+	/* Calls that wait for the host never reach the runner. */
+	for (struct mcp_call *c = s->calls, *next; c; c = next) {
 		next = c->next;
-		if (!c->started) {
-			send_error(s, c->id, INTERNAL_ERROR, "the server is shutting down (%s)", why);
-			free_call(c);
-		} else if (c->sb) {
-			sandbox_stop(c->sb, STOP_SIGNAL, SIGTERM);
-		}
+		if (c->run)
+			continue;
+		send_error(s, c->id, INTERNAL_ERROR, "the server is shutting down (%s)", why);
+		free_call(c);
 	}
-	for (struct session *x = s->sessions; x; x = x->next)
-		if (!x->ending)
-			end_session(x);
-	if (s->pool)
-		pool_drain(s->pool, on_pool_drained, s);
-	else
-		s->pool_drained = true;
+	char reason[128];
+	snprintf(reason, sizeof reason, "the server is shutting down (%s)", why);
+	if (s->runner)
+		runner_drain(s->runner, sig, reason, on_drained, s);
 	maybe_quit(s);
 }
 
-static void on_signal(struct loop_watch *w, int fd, unsigned events, void *data)
+/* The first signal (signals.c: a second one exits at once). */
+static void on_signal(int sig, void *data)
 {
 	struct server *s = data;
-	struct signalfd_siginfo info;
 	char why[64];
-	if (read(fd, &info, sizeof info) != sizeof info)
-		return;
-	if (++s->signals_seen > 1)
-		_exit(128 + (int)info.ssi_signo); /* asked twice: now */
-	snprintf(why, sizeof why, "signal %d", (int)info.ssi_signo);
-	shut_down(s, why);
+	snprintf(why, sizeof why, "signal %d", sig);
+	shut_down(s, sig, why);
 }
 
 static void on_out_drained(struct queue *q, void *data)
@@ -1273,83 +1060,44 @@ static void on_out_drained(struct queue *q, void *data)
 
 static void on_out_error(struct queue *q, void *data)
 {
-	shut_down(data, "stdout was closed");
+	shut_down(data, SIGPIPE, "stdout was closed");
 }
 
-static void refuse_every_call(struct server *s)
-{
-	s->host_known = s->refused = true;
-	fprintf(stderr, "sage-sandbox mcp: no sandbox can run: %s; %s\n", s->refusal.message,
-		s->refusal.hint);
-	pump(s);
-}
-
-static struct call *first_waiting_for_sandbox(struct server *s)
-{
-	for (struct call *c = s->calls; c; c = c->next)
-		if (!c->started && c->tool != TOOL_STATUS)
-			return c;
-	return NULL;
-}
-
-/* The image's answer. A refusal answers the calls waiting for it, and is
- * not final: the next call asks again, so an image built or pulled while
- * the server runs is found. */
-static void on_image(const struct sage_image *image, const struct error *refusal, void *data)
+/* The host's answer. A refusal answers the calls waiting for it, and is
+ * not final: the next call asks again, so that an image built or pulled
+ * while the server runs is found. Sandboxes can run: the runner starts,
+ * and with it the warm pool. */
+static void on_host(struct host *h, void *data)
 {
 	struct server *s = data;
-	if (s->stopping) {
-		s->image_checking = false;
-		return;
-	}
-	if (refusal) {
-		struct call *c;
-		fprintf(stderr, "sage-sandbox mcp: no sandbox can run yet: %s; %s\n",
-			refusal->message, refusal->hint);
-		/* Still "checking" while they are answered: no new check starts
-		 * from the answers' pumps. */
-		while ((c = first_waiting_for_sandbox(s))) {
-			answer_refusal(c, refusal);
-			free_call(c);
-		}
-		s->image_checking = false;
-		return;
-	}
-	s->image_checking = false;
-	s->image = *image;
-	struct pool_options po = {.loop = s->loop, .cfg = s->cfg, .host = &s->host,
-		.image = &s->image, .podman = s->podman, .size = (int)s->cfg->number[SET_WARM],
-		.log = true};
-	s->pool = pool_new(&po);
-	pump(s);
-}
-
-static void check_image(struct server *s)
-{
-	struct error err;
-	s->image_checking = true;
-	if (image_check(s->loop, s->podman, s->cfg, &s->host, INT64_MAX, on_image, s) < 0) {
-		error_set(&err, EXIT_REFUSED, podman_install_hint, "cannot execute podman %s: %s",
-			s->podman, strerror(errno));
-		on_image(NULL, &err, s);
-	}
-}
-
-static void on_host(const struct podman_host *host, void *data)
-{
-	struct server *s = data;
+	s->host_checking = false;
 	if (s->stopping)
 		return;
-	s->host = *host;
-	if (rootless_verdict(host, &s->refusal) < 0) {
-		refuse_every_call(s);
+	if (h->refusal.status) {
+		fprintf(stderr, "sage-sandbox mcp: no sandbox can run yet: %s; %s\n",
+			h->refusal.message, h->refusal.hint);
+		for (struct mcp_call *c = s->calls, *next; c; c = next) {
+			next = c->next;
+			if (c->run || c->tool == TOOL_STATUS)
+				continue;
+			answer_refusal(c, &h->refusal);
+			free_call(c);
+		}
 		return;
 	}
-	s->host_known = true;
-	/* Asked at once, so that the warm pool starts before the first call. */
-	if (!s->image_checking)
-		check_image(s);
+	struct runner_options ro = {.loop = s->loop, .host = &s->host, .cfg = s->cfg,
+		.who = "mcp", .log = true, .running_max = (int)s->cfg->number[SET_CONCURRENCY],
+		.warm = (int)s->cfg->number[SET_WARM],
+		.sessions_max = (int)s->cfg->number[SET_SESSIONS],
+		.session_idle_seconds = s->cfg->number[SET_SESSION_IDLE]};
+	s->runner = runner_new(&ro);
 	pump(s);
+}
+
+static void check_host(struct server *s)
+{
+	s->host_checking = true;
+	host_check(s->loop, s->cfg, loop_now_ms() + HOST_CHECK_TIMEOUT_MS, true, &s->host, on_host, s);
 }
 
 /* The tools' descriptions and schemas, with this server's limits in. */
@@ -1379,20 +1127,16 @@ static json_t *tool_list(const struct config *cfg)
 	return tools;
 }
 
-static int watch_signals(struct server *s)
+int mcp_serve(const struct config *cfg)
 {
-	s->signal_watch = loop_watch_stop_signals(s->loop, false, &s->signal_fd, on_signal, s);
-	return s->signal_watch ? 0 : -1;
-}
-
-int mcp_serve(const struct config *cfg, const char *self)
-{
-	struct server s = {.cfg = cfg, .self = self, .signal_fd = -1};
+	struct server s = {.cfg = cfg};
+	struct error err;
 	s.loop = loop_new();
 	s.tools = tool_list(cfg);
 	s.in_fd = reopen_nonblocking(0, O_RDONLY);
 	int out_fd = reopen_nonblocking(1, O_WRONLY);
-	if (s.in_fd < 0 || out_fd < 0 || watch_signals(&s) < 0) {
+	s.signals = s.loop ? stop_signals_watch(s.loop, false, on_signal, &s, &err) : NULL;
+	if (s.in_fd < 0 || out_fd < 0 || !s.signals) {
 		fprintf(stderr, "sage-sandbox: mcp cannot use stdin, stdout or signals: %s\n",
 			strerror(errno));
 		return EXIT_REFUSED;
@@ -1406,43 +1150,24 @@ int mcp_serve(const struct config *cfg, const char *self)
 	}
 	fprintf(stderr, "sage-sandbox mcp %s: serving MCP on stdio; %ld warm, %ld at once\n",
 		SAGE_SANDBOX_VERSION, cfg->number[SET_WARM], cfg->number[SET_CONCURRENCY]);
-
-	s.podman = find_executable(cfg->value[SET_PODMAN]);
-	if (!s.podman) {
-		s.host_known = s.refused = true;
-		error_set(&s.refusal, EXIT_REFUSED, podman_install_hint,
-			"podman executable '%s' not found", cfg->value[SET_PODMAN]);
-	} else if (rootless_check(s.loop, s.podman, loop_now_ms() + HOST_CHECK_TIMEOUT_MS,
-			   on_host, &s) < 0) {
-		s.host_known = s.refused = true;
-		error_set(&s.refusal, EXIT_REFUSED, podman_install_hint,
-			"cannot execute podman %s: %s", s.podman, strerror(errno));
-	}
-	if (s.refused)
-		fprintf(stderr, "sage-sandbox mcp: no sandbox can run: %s; %s\n", s.refusal.message,
-			s.refusal.hint);
-
+	/* Asked at once, so that the warm pool starts before the first call. */
+	check_host(&s);
 	if (loop_run(s.loop) < 0)
 		fprintf(stderr, "sage-sandbox mcp: the event loop failed: %s\n", strerror(errno));
 	queue_flush_now(s.out);
 
 	/* What is left after the shutdown's limit is abandoned to podman's
-	 * backstop: calls' sandboxes, warm ones, captures. */
-	while (s.calls) {
-		if (s.calls->sb)
-			sandbox_free(s.calls->sb);
+	 * backstop: calls' sandboxes, warm ones. */
+	while (s.calls)
 		free_call(s.calls);
-	}
-	pool_free(s.pool);
+	runner_free(s.runner);
 	loop_timer_cancel(s.shutdown_timer);
 	loop_unwatch(s.in_watch);
-	loop_unwatch(s.signal_watch);
+	stop_signals_free(s.signals);
 	queue_free(s.out);
 	close(s.in_fd);
-	close(s.signal_fd);
 	buffer_free(&s.line);
 	json_decref(s.tools);
-	free(s.podman);
-	/* Captures still running hold watches: the loop is left to the exit. */
+	loop_free(s.loop);
 	return 0;
 }

@@ -35,7 +35,7 @@ bool mcp_image_fits(const struct sniffed *k, struct not_shown *r);
 
 /* Serves until stdin ends or SIGTERM, SIGINT or SIGHUP, then stops every
  * call, removes every container and returns 0; 125 when it cannot start
- * (stdin or stdout unusable). self: this executable's path, for status. */
-int mcp_serve(const struct config *cfg, const char *self);
+ * (stdin or stdout unusable). */
+int mcp_serve(const struct config *cfg);
 
 #endif

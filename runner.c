@@ -435,7 +435,7 @@ static void on_done(struct sandbox *sb, void *data)
 			c->spec.on_done(c, c->spec.data);
 		}
 	}
-	if (s->warm)
+	if (s->kind == SLOT_ONCE)
 		refill(r); /* the pool is brought back once the call has its answer */
 	pump(r);
 }

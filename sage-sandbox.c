@@ -521,7 +521,6 @@ static int cmd_mcp(int argc, char **argv)
 {
 	struct options o = {0};
 	struct error err;
-	char self[4096];
 
 	if (parse_options(argc, argv, false, true, false, &o, &err) < 0)
 		return report_error(&err, false, NULL);
@@ -541,15 +540,7 @@ static int cmd_mcp(int argc, char **argv)
 			MCP_MAX_OUTPUT_KIB);
 		return report_error(&err, false, NULL);
 	}
-	/* status runs as this executable's own `status --json`. */
-	ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
-	if (n <= 0) {
-		error_set(&err, EXIT_REFUSED, "mount /proc", "cannot find this executable: %s",
-			strerror(errno));
-		return report_error(&err, false, NULL);
-	}
-	self[n] = '\0';
-	return mcp_serve(&o.cfg, self);
+	return mcp_serve(&o.cfg);
 }
 
 static int cmd_batch(int argc, char **argv)
