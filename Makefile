@@ -32,7 +32,7 @@ EMBEDDED = seccomp.json launcher-bundle.py checks.py mcp-tools.json
 LAUNCHER = $(wildcard launcher/*.py)
 MANPAGES = man/sage-sandbox.1 man/sage-sandbox.5 man/sage-sandbox-mcp.7
 UNIT_TESTS = tests/unit tests/unit-loop tests/unit-sandbox
-FUZZ_TARGETS = fuzz-frames fuzz-jobs
+FUZZ_TARGETS = fuzz-frames fuzz-jobs fuzz-jsonrpc
 FUZZ_SECONDS ?= 600
 
 all: sage-sandbox $(MANPAGES)

@@ -1171,3 +1171,28 @@ int mcp_serve(const struct config *cfg)
 	loop_free(s.loop);
 	return 0;
 }
+
+/* One message line to a server that can run nothing (its podman is
+ * nowhere): what a client sends is parsed, checked and answered as it is
+ * by mcp_serve, answers going to /dev/null. For tests/fuzz/fuzz-jsonrpc.c:
+ * the server lives from the first line to the process's end. */
+void mcp_take_line_offline(const char *line, size_t len)
+{
+	static struct server s;
+	static struct config cfg;
+	if (!s.loop) {
+		const char *flags[SETTING_COUNT] = {[SET_PODMAN] = "/nonexistent/podman"};
+		char why[256];
+		if (config_init(&cfg, flags, why, sizeof why) < 0)
+			abort();
+		s.cfg = &cfg;
+		s.loop = loop_new();
+		s.tools = tool_list(&cfg);
+		int out = open("/dev/null", O_WRONLY | O_NONBLOCK | O_CLOEXEC);
+		s.out = out < 0 ? NULL : queue_new(s.loop, out, OUT_PAUSE_BYTES, NULL, NULL, &s);
+		if (!s.loop || !s.out)
+			abort();
+	}
+	take_line(&s, line, len);
+	queue_flush_now(s.out);
+}

@@ -38,4 +38,8 @@ bool mcp_image_fits(const struct sniffed *k, struct not_shown *r);
  * (stdin or stdout unusable). */
 int mcp_serve(const struct config *cfg);
 
+/* One JSON-RPC line to a server that can run nothing, answers dropped: the
+ * parsing and checking of what clients send, for the fuzz target. */
+void mcp_take_line_offline(const char *line, size_t len);
+
 #endif
