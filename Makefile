@@ -32,7 +32,7 @@ EMBEDDED = seccomp.json launcher-bundle.py checks.py mcp-tools.json
 LAUNCHER = $(wildcard launcher/*.py)
 MANPAGES = man/sage-sandbox.1 man/sage-sandbox.5 man/sage-sandbox-mcp.7
 UNIT_TESTS = tests/unit tests/unit-loop tests/unit-sandbox
-FUZZ_TARGETS = fuzz-frames fuzz-jobs fuzz-jsonrpc
+FUZZ_TARGETS = fuzz-frames fuzz-jobs fuzz-jsonrpc fuzz-settings
 FUZZ_SECONDS ?= 600
 
 all: sage-sandbox $(MANPAGES)
@@ -61,7 +61,8 @@ man/%: man/%.scd
 
 # ---- tests -----------------------------------------------------------------
 
-# The C units (pure helpers; the loop and processes on /bin/sh children),
+# The C units (pure helpers; the loop and processes on /bin/sh children;
+# the sandbox and the runner on tests/fake-podman, a Python podman),
 # the launcher's modules without Sage, the seccomp profile regenerated:
 # no podman, no image, under a minute.
 tests/%: tests/%.c $(CORE_OBJECTS) $(HEADERS)

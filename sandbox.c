@@ -215,8 +215,8 @@ static void sage_did_not_start(struct sandbox *sb, const char *why)
 }
 
 /* The launcher's end of a call (docs/protocol.md), checked against what
- * this sandbox serves. */
-static void take_trailer(struct sandbox *sb, const char *payload, size_t len)
+ * this sandbox serves: false for a malformed one (the run is stopped). */
+static bool take_trailer(struct sandbox *sb, const char *payload, size_t len)
 {
 	struct run_result *r = &sb->result;
 	struct trailer t;
@@ -224,7 +224,7 @@ static void take_trailer(struct sandbox *sb, const char *payload, size_t len)
 	    ((t.after == AFTER_KEPT || t.after == AFTER_LOST) != sb->opt.session) ||
 	    (t.after == AFTER_NEXT && !sb->opt.serial)) {
 		protocol_broken(sb, "a malformed end frame");
-		return;
+		return false;
 	}
 	if (t.exited) {
 		r->exit_code = t.status;
@@ -238,10 +238,18 @@ static void take_trailer(struct sandbox *sb, const char *payload, size_t len)
 	/* A timeout is told by the deadline, as for any run (finish_result). */
 	r->cpu_limit_exceeded = t.cpu_limit;
 	snprintf(r->ends_why, sizeof r->ends_why, "%s", t.why);
+	return true;
 }
 
 static void take_frame(struct sandbox *sb, char type, const char *payload, size_t len)
 {
+	/* Nothing of a frame before the start frame is taken: an X there
+	 * would be the run's end, and protocol_broken's stop would come too
+	 * late to remove the container. */
+	if (type != 'S' && !sb->saw_started) {
+		protocol_broken(sb, "a frame before the start frame");
+		return;
+	}
 	switch (type) {
 	case 'S':
 		sb->saw_started = true;
@@ -279,14 +287,14 @@ static void take_frame(struct sandbox *sb, char type, const char *payload, size_
 			outfiles_frame(sb->out, type, payload, len);
 		break;
 	case 'X':
-		sb->saw_exit = true;
-		take_trailer(sb, payload, len);
+		/* Only a well-formed end is the run's end: after a malformed
+		 * one the run is stopped, which an end seen would forbid
+		 * (sandbox_stop), and the container would be left running. */
+		sb->saw_exit = take_trailer(sb, payload, len);
 		break;
 	default:
 		protocol_broken(sb, "an unknown frame type");
 	}
-	if (type != 'S' && !sb->saw_started)
-		protocol_broken(sb, "a frame before the start frame");
 }
 
 static void parse_frames(struct sandbox *sb)
@@ -540,6 +548,19 @@ void sandbox_stop(struct sandbox *sb, enum stop_reason reason, int signal)
 	start_remove(sb);
 }
 
+/* The last line with something on it of what podman said: its own error
+ * comes after any warning it printed first. */
+static const char *last_line(const char *text, size_t size, size_t *len)
+{
+	while (size && (text[size - 1] == '\n' || text[size - 1] == '\r' || text[size - 1] == ' '))
+		size--;
+	const char *start = text + size;
+	while (start > text && start[-1] != '\n')
+		start--;
+	*len = (size_t)(text + size - start);
+	return start;
+}
+
 static void finish_result(struct sandbox *sb)
 {
 	struct run_result *r = &sb->result;
@@ -608,11 +629,14 @@ static void finish_result(struct sandbox *sb)
 			error_set(&r->failure, EXIT_REFUSED, image_hint,
 				"image '%s' is not present locally (runs never pull)",
 				sb->opt.cfg->value[SET_IMAGE]);
-		else
+		else {
+			size_t len;
+			const char *tail = last_line(errors, sb->podman_errors.len, &len);
 			error_set(&r->failure, EXIT_REFUSED,
 				"see podman's message; check 'sage-sandbox status'",
 				"podman could not run the container (status %d): %.*s", sb->podman.status,
-				(int)strcspn(errors, "\n"), *errors ? errors : "no message");
+				len ? (int)len : 10, len ? tail : "no message");
+		}
 		return;
 	}
 	if (!sb->saw_ready) {
@@ -621,19 +645,14 @@ static void finish_result(struct sandbox *sb)
 		 * a --seccomp-profile that refuses what Sage needs. No code ran:
 		 * a refusal with the launcher's last line, never the code's
 		 * output; the image is not blamed, nor its cached answer dropped. */
-		size_t len = sb->podman_errors.len;
-		while (len && errors[len - 1] == '\n')
-			len--;
-		const char *last = errors + len;
-		while (last > errors && last[-1] != '\n')
-			last--;
+		size_t len;
+		const char *last = last_line(errors, sb->podman_errors.len, &len);
 		r->failed = true;
 		error_set(&r->failure, EXIT_REFUSED,
 			"check the image with 'sage-sandbox status', and what a --seccomp-profile of "
 			"your own refuses",
 			"Sage did not start in the sandbox: the launcher ended with status %d before "
-			"Sage was ready%s%.*s", sb->podman.status, len ? ": " : "",
-			(int)(errors + len - last), last);
+			"Sage was ready%s%.*s", sb->podman.status, len ? ": " : "", (int)len, last);
 		return;
 	}
 	/* The launcher died after it said ready, before it could report: what
@@ -670,6 +689,11 @@ static void sandbox_advance(struct sandbox *sb)
 		if (sb->out)
 			outfiles_stopped(sb->out); /* a file cut short by the end */
 		finish_result(sb);
+		/* A run that never ran the code exits with its refusal's
+		 * status, as a call refused by the runner does (not 128 for a
+		 * stop, nor 0). */
+		if (sb->result.failed)
+			sb->result.exit_code = sb->result.failure.status;
 		/* The call's program, its files in and out, are its owner's,
 		 * borrowed from sandbox_submit until now: nothing of the
 		 * sandbox points into them from here on, whenever the owner

@@ -2,6 +2,7 @@
  * rlimits derived from the settings. */
 #include "settings.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -68,6 +69,7 @@ const char *setting_source_name(enum setting_source source)
 	switch (source) {
 	case FROM_FLAG: return "flag";
 	case FROM_ENVIRONMENT: return "environment";
+	case FROM_FILE: return "settings file";
 	default: return "default";
 	}
 }
@@ -212,7 +214,8 @@ int setting_set(struct config *cfg, enum setting_id id, const char *text,
 	}
 	if (!valid) {
 		const char *origin = source == FROM_ENVIRONMENT ? s->env : s->flag;
-		snprintf(why, why_size, "invalid %s '%s': allowed is %s", origin, text, s->allowed);
+		snprintf(why, why_size, "invalid %s '%s': allowed is %s", source == FROM_FILE ?
+			s->flag + 2 : origin, text, s->allowed);
 		return -1;
 	}
 	cfg->value[id] = text;
@@ -221,19 +224,163 @@ int setting_set(struct config *cfg, enum setting_id id, const char *text,
 	return 0;
 }
 
+static bool blank(char c)
+{
+	return c == ' ' || c == '\t' || c == '\r';
+}
+
+int settings_file_parse(char *text, size_t len, const char *name,
+		const char *values[SETTING_COUNT], int line[SETTING_COUNT], char *why,
+		size_t why_size)
+{
+	int number = 0;
+	for (int id = 0; id < SETTING_COUNT; id++) {
+		values[id] = NULL;
+		line[id] = 0;
+	}
+	for (char *at = text, *end = text + len; at < end;) {
+		char *nl = memchr(at, '\n', (size_t)(end - at));
+		char *stop = nl ? nl : end;
+		number++;
+		if (memchr(at, '\0', (size_t)(stop - at))) {
+			snprintf(why, why_size, "settings file %s, line %d: a NUL byte", name, number);
+			return -1;
+		}
+		*stop = '\0'; /* the line, and a value's end */
+		char *p = at;
+		at = stop + 1;
+		while (blank(*p))
+			p++;
+		if (*p == '\0' || *p == '#')
+			continue;
+		char *key = p;
+		while (*p && *p != '=' && !blank(*p))
+			p++;
+		size_t key_len = (size_t)(p - key);
+		while (blank(*p))
+			p++;
+		if (*p != '=' || key_len == 0) {
+			snprintf(why, why_size, "settings file %s, line %d: not NAME = VALUE", name,
+				number);
+			return -1;
+		}
+		p++;
+		while (blank(*p))
+			p++;
+		char *value = p, *value_end = p + strlen(p);
+		while (value_end > value && blank(value_end[-1]))
+			value_end--;
+		*value_end = '\0';
+		int id;
+		for (id = 0; id < SETTING_COUNT; id++)
+			if (strlen(settings[id].flag + 2) == key_len &&
+			    strncmp(settings[id].flag + 2, key, key_len) == 0)
+				break;
+		if (id == SETTING_COUNT) {
+			snprintf(why, why_size, "settings file %s, line %d: unknown setting '%.*s'; the "
+				"names are the options of sage-sandbox --help without their dashes", name,
+				number, (int)(key_len < 64 ? key_len : 64), key);
+			return -1;
+		}
+		if (values[id]) {
+			snprintf(why, why_size, "settings file %s, line %d: %s is already set on line %d",
+				name, number, settings[id].flag + 2, line[id]);
+			return -1;
+		}
+		values[id] = value;
+		line[id] = number;
+	}
+	return 0;
+}
+
+const char *settings_file_path(bool *named)
+{
+	static char path[4096];
+	const char *explicit = getenv("SAGE_SANDBOX_SETTINGS");
+	*named = explicit && *explicit;
+	if (*named)
+		return explicit;
+	const char *config = getenv("XDG_CONFIG_HOME"), *home = getenv("HOME");
+	if (config && *config == '/')
+		snprintf(path, sizeof path, "%s/sage-sandbox/settings", config);
+	else if (home && *home == '/')
+		snprintf(path, sizeof path, "%s/.config/sage-sandbox/settings", home);
+	else
+		return NULL;
+	return path;
+}
+
+/* The settings file's values, read once: they live as long as the process
+ * (a config points into them). */
+static int file_values(const char *values[SETTING_COUNT], int line[SETTING_COUNT],
+		const char **name, char *why, size_t why_size)
+{
+	static char *text;
+	static const char *read_values[SETTING_COUNT];
+	static int read_line[SETTING_COUNT];
+	static const char *read_name;
+	static bool read;
+	bool named;
+	if (!read) {
+		read_name = settings_file_path(&named);
+		FILE *f = read_name ? fopen(read_name, "re") : NULL;
+		if (!f && named) {
+			snprintf(why, why_size, "cannot read the settings file %s (SAGE_SANDBOX_SETTINGS): "
+				"%s", read_name, strerror(errno));
+			return -1;
+		}
+		size_t len = 0;
+		if (f) {
+			text = malloc(SETTINGS_FILE_MAX + 1);
+			if (!text)
+				abort();
+			len = fread(text, 1, SETTINGS_FILE_MAX + 1, f);
+			bool failed = ferror(f);
+			fclose(f);
+			if (failed || len > SETTINGS_FILE_MAX) {
+				snprintf(why, why_size, "cannot read the settings file %s: %s", read_name,
+					failed ? strerror(errno) : "longer than 64 KiB");
+				return -1;
+			}
+			if (settings_file_parse(text, len, read_name, read_values, read_line, why,
+					why_size) < 0)
+				return -1;
+		}
+		read = true;
+	}
+	for (int id = 0; id < SETTING_COUNT; id++) {
+		values[id] = read_values[id];
+		line[id] = read_line[id];
+	}
+	*name = read_name;
+	return 0;
+}
+
 int config_init(struct config *cfg, const char *const flag_value[SETTING_COUNT], char *why,
 		size_t why_size)
 {
+	const char *file[SETTING_COUNT], *file_name;
+	int line[SETTING_COUNT];
 	*cfg = (struct config){0};
+	if (file_values(file, line, &file_name, why, why_size) < 0)
+		return -1;
 	for (int id = 0; id < SETTING_COUNT; id++) {
 		const char *env = getenv(settings[id].env);
 		int rc;
-		if (flag_value[id])
+		if (flag_value[id]) {
 			rc = setting_set(cfg, id, flag_value[id], FROM_FLAG, why, why_size);
-		else if (env && *env)
+		} else if (env && *env) {
 			rc = setting_set(cfg, id, env, FROM_ENVIRONMENT, why, why_size);
-		else
+		} else if (file[id]) {
+			rc = setting_set(cfg, id, file[id], FROM_FILE, why, why_size);
+			if (rc < 0) {
+				size_t used = strlen(why);
+				snprintf(why + used, why_size - used, " (settings file %s, line %d)",
+					file_name, line[id]);
+			}
+		} else {
 			rc = setting_set(cfg, id, settings[id].fallback, FROM_DEFAULT, why, why_size);
+		}
 		if (rc < 0)
 			return -1;
 	}

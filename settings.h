@@ -81,7 +81,24 @@ struct setting {
 
 extern const struct setting settings[SETTING_COUNT];
 
-enum setting_source { FROM_DEFAULT, FROM_ENVIRONMENT, FROM_FLAG };
+enum setting_source { FROM_DEFAULT, FROM_FILE, FROM_ENVIRONMENT, FROM_FLAG };
+
+/* The settings file: $SAGE_SANDBOX_SETTINGS, else
+ * $XDG_CONFIG_HOME/sage-sandbox/settings (~/.config/...). One setting a
+ * line, `NAME = VALUE`, NAME a flag without its dashes ("timeout",
+ * "memory"); blank lines and lines starting with # are ignored. A flag
+ * beats the environment, which beats the file, which beats the default. */
+#define SETTINGS_FILE_MAX (64 * 1024)
+
+/* Parses a settings file's text in place: values[id] points into it (NUL
+ * ended), line[id] says where. -1 with why set (naming the line) on a line
+ * that is not NAME = VALUE, an unknown NAME, or one given twice. */
+int settings_file_parse(char *text, size_t len, const char *name,
+		const char *values[SETTING_COUNT], int line[SETTING_COUNT], char *why,
+		size_t why_size);
+/* The settings file's path ($SAGE_SANDBOX_SETTINGS, or the default one),
+ * and whether it was named explicitly (then it must exist). */
+const char *settings_file_path(bool *named);
 
 struct config {
 	const char *value[SETTING_COUNT];
@@ -99,8 +116,9 @@ const char *setting_source_name(enum setting_source source);
 int setting_set(struct config *cfg, enum setting_id id, const char *text,
 		enum setting_source source, char *why, size_t why_size);
 /* Fills every setting from its flag (flag_value[id] non-NULL), else its
- * environment variable (unset or empty: not given), else its default. An
- * environment variable that a flag overrides is not checked. */
+ * environment variable (unset or empty: not given), else the settings
+ * file, else its default. A value that one of higher rank overrides is not
+ * checked; the file itself is, whole. */
 int config_init(struct config *cfg, const char *const flag_value[SETTING_COUNT], char *why,
 		size_t why_size);
 

@@ -4,7 +4,9 @@
 SAGE_SANDBOX=${SAGE_SANDBOX:-$BATS_TEST_DIRNAME/../sage-sandbox}
 LABEL_FILTER=label=sage-sandbox=1
 
-# Settings from the caller's environment must not change what a test means.
+# Settings from the caller's environment or settings file must not change
+# what a test means.
+export SAGE_SANDBOX_SETTINGS=/dev/null
 unset SAGE_SANDBOX_PODMAN SAGE_SANDBOX_TIMEOUT SAGE_SANDBOX_MEMORY SAGE_SANDBOX_WARM \
 	SAGE_SANDBOX_OUTPUT_FILES SAGE_SANDBOX_OUTPUT_FILE_SIZE SAGE_SANDBOX_OUTPUT_SIZE \
 	SAGE_SANDBOX_CPUS SAGE_SANDBOX_PIDS_LIMIT SAGE_SANDBOX_OUTPUT_LIMIT SAGE_SANDBOX_CONCURRENCY

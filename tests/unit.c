@@ -402,6 +402,35 @@ static void test_jobs(void)
 	unlink(path);
 }
 
+/* The settings file: NAME = VALUE lines, comments, what is refused and
+ * where; its values ranked below flags and the environment. */
+static void test_settings_file(void)
+{
+	const char *values[SETTING_COUNT];
+	int line[SETTING_COUNT];
+	char why[512];
+	char good[] = "# mine\n  timeout = 30 \n\nmemory=2g\r\n";
+	check(settings_file_parse(good, sizeof good - 1, "f", values, line, why, sizeof why) == 0 &&
+		strcmp(values[SET_TIMEOUT], "30") == 0 && line[SET_TIMEOUT] == 2 &&
+		strcmp(values[SET_MEMORY], "2g") == 0 && line[SET_MEMORY] == 4 && !values[SET_CPUS],
+		"settings file: NAME = VALUE, blanks and comments, CR LF");
+	char twice[] = "cpus = 1\ncpus = 2\n";
+	check(settings_file_parse(twice, sizeof twice - 1, "f", values, line, why, sizeof why) < 0 &&
+		strcmp(why, "settings file f, line 2: cpus is already set on line 1") == 0,
+		"settings file: a name given twice is refused, with both lines");
+	char unknown[] = "\nsessions = 2\nspeed = 11\n";
+	check(settings_file_parse(unknown, sizeof unknown - 1, "f", values, line, why, sizeof why) < 0 &&
+		strncmp(why, "settings file f, line 3: unknown setting 'speed'", 48) == 0,
+		"settings file: an unknown name is refused, with its line");
+	char no_equals[] = "timeout 30\n";
+	check(settings_file_parse(no_equals, sizeof no_equals - 1, "f", values, line, why, sizeof why) < 0 &&
+		strcmp(why, "settings file f, line 1: not NAME = VALUE") == 0,
+		"settings file: a line that is not NAME = VALUE is refused");
+	char nul[] = "timeout = 3\0\n";
+	check(settings_file_parse(nul, sizeof nul - 1, "f", values, line, why, sizeof why) < 0,
+		"settings file: a NUL byte is refused");
+}
+
 int main(void)
 {
 	check_string("plain", 5, "\"plain\"", "plain ASCII is copied");
@@ -636,6 +665,7 @@ int main(void)
 	test_names();
 	test_outfiles();
 	test_jobs();
+	test_settings_file();
 
 	printf("1..%d\n", test_number);
 	return failures ? 1 : 0;

@@ -1,0 +1,918 @@
+/* unit-sandbox.c: sandbox.c's state machine, and runner.c above it, against
+ * tests/fake-podman, a podman that misbehaves on purpose: as TAP, fast, no
+ * podman and no Sage. Each case is a promise to a front end (what the
+ * result says, with which status, that the container is removed and that
+ * nothing is left running) when podman or the launcher breaks.
+ *
+ * Each case gets a directory of its own under a scratch directory: podman
+ * there is a symlink to the fake, mode says how the fake behaves, calls is
+ * what the fake was asked to do (fake-podman says why a file and not a
+ * variable: sandbox.c gives podman a fixed environment). */
+#include "loop.h"
+#include "runner.h"
+#include "sandbox.h"
+
+#include <ctype.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <libgen.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static int test_number, failures;
+
+static void check(bool ok, const char *what)
+{
+	printf("%s %d - %s\n", ok ? "ok" : "not ok", ++test_number, what);
+	if (!ok)
+		failures++;
+}
+
+static void skip(const char *what, const char *why)
+{
+	printf("ok %d - %s # skip %s\n", ++test_number, what, why);
+}
+
+static bool same(const struct buffer *b, const char *text)
+{
+	return b->len == strlen(text) && (b->len == 0 || memcmp(b->data, text, b->len) == 0);
+}
+
+static bool has(const char *text, const char *part)
+{
+	return text && strstr(text, part);
+}
+
+static char fake_script[PATH_MAX], scratch[PATH_MAX - 64], podman_setting[PATH_MAX + 16];
+static struct config cfg;
+/* No cgroup controller and no uid range: no memory watchdog, no throttle. */
+static const struct podman_host bare_host;
+static const struct sage_image fake_image = {.python = "/usr/bin/python3", .user = "sage",
+	.uid = 1000, .gid = 1000};
+
+/* ---- the fake's cases ----------------------------------------------------- */
+
+struct fake {
+	char dir[PATH_MAX];
+	char podman[PATH_MAX + 16];
+};
+
+/* A case's directory: podman, a link to the fake, and its mode. */
+static void fake_new(struct fake *f, const char *name, const char *mode)
+{
+	char path[PATH_MAX + 16];
+	snprintf(f->dir, sizeof f->dir, "%s/%s", scratch, name);
+	snprintf(f->podman, sizeof f->podman, "%s/podman", f->dir);
+	snprintf(path, sizeof path, "%s/mode", f->dir);
+	FILE *m = NULL;
+	if (mkdir(f->dir, 0700) < 0 || symlink(fake_script, f->podman) < 0 ||
+	    !(m = fopen(path, "w")) || fputs(mode, m) < 0 || fclose(m) != 0) {
+		printf("Bail out! cannot make %s: %s\n", f->dir, strerror(errno));
+		exit(2);
+	}
+	/* The config names the same podman as the sandbox options. */
+	char why[256];
+	snprintf(podman_setting, sizeof podman_setting, "%s", f->podman);
+	setting_set(&cfg, SET_PODMAN, podman_setting, FROM_FLAG, why, sizeof why);
+}
+
+/* The fake's log lines "EVENT ARG" (arg NULL: any); the nth one's argument
+ * in nth_arg when asked. */
+static int fake_lines(const struct fake *f, const char *event, const char *arg, int nth,
+		char *nth_arg, size_t size)
+{
+	char path[PATH_MAX + 16];
+	struct buffer log = {0};
+	const char *cursor, *line;
+	size_t len, elen = strlen(event);
+	int n = 0;
+	snprintf(path, sizeof path, "%s/calls", f->dir);
+	if (read_file(path, 1 << 20, &log) < 0 || !log.data) {
+		buffer_free(&log);
+		return 0;
+	}
+	for (cursor = log.data; (line = next_line(&cursor, &len));) {
+		if (len <= elen || memcmp(line, event, elen) != 0 || line[elen] != ' ')
+			continue;
+		const char *rest = line + elen + 1;
+		size_t rest_len = len - elen - 1;
+		if (arg && (rest_len != strlen(arg) || memcmp(rest, arg, rest_len) != 0))
+			continue;
+		if (n++ == nth && nth_arg)
+			snprintf(nth_arg, size, "%.*s", (int)rest_len, rest);
+	}
+	buffer_free(&log);
+	return n;
+}
+
+static int fake_count(const struct fake *f, const char *event, const char *arg)
+{
+	return fake_lines(f, event, arg, -1, NULL, 0);
+}
+
+/* Processes that run the case's podman (its path is in their command
+ * line, a grandchild's too): counted, or after a failed case killed by
+ * pid and reaped (sandbox_free leaves a running client be), so that the
+ * next case starts clean. */
+static int case_processes(const struct fake *f, bool end_them)
+{
+	DIR *proc = opendir("/proc");
+	struct dirent *e;
+	int found = 0;
+	while (proc && (e = readdir(proc))) {
+		char path[300], cmdline[4096];
+		if (!isdigit((unsigned char)e->d_name[0]))
+			continue;
+		snprintf(path, sizeof path, "/proc/%s/cmdline", e->d_name);
+		int fd = open(path, O_RDONLY | O_CLOEXEC);
+		if (fd < 0)
+			continue;
+		ssize_t n = read(fd, cmdline, sizeof cmdline);
+		close(fd);
+		if (n <= 0 || !memmem(cmdline, (size_t)n, f->podman, strlen(f->podman)))
+			continue;
+		found++;
+		if (end_them) {
+			pid_t pid = (pid_t)atoi(e->d_name);
+			kill(pid, SIGKILL);
+			waitpid(pid, NULL, 0);
+		}
+	}
+	if (proc)
+		closedir(proc);
+	return found;
+}
+
+/* No child of ours is left, reaped or not, and nothing runs the case's
+ * podman. */
+static bool nothing_left(const struct fake *f)
+{
+	int status;
+	pid_t child = waitpid(-1, &status, WNOHANG);
+	return child < 0 && errno == ECHILD && case_processes(f, false) == 0;
+}
+
+/* ---- turning the loop ------------------------------------------------------ */
+
+struct guard {
+	struct loop *loop;
+	bool hit;
+};
+
+static void guard_hit(struct loop_timer *t, void *data)
+{
+	struct guard *g = data;
+	g->hit = true;
+	loop_quit(g->loop);
+}
+
+/* Turns the loop until *count reaches want (the callbacks that count quit
+ * the loop) or ms pass: a generous bound, never a timing assertion. */
+static bool turn_until(struct loop *loop, const int *count, int want, int ms)
+{
+	struct guard g = {.loop = loop};
+	struct loop_timer *t = loop_timer(loop, loop_now_ms() + ms, guard_hit, &g);
+	while (*count < want && !g.hit)
+		if (loop_run(loop) < 0)
+			break;
+	if (!g.hit)
+		loop_timer_cancel(t);
+	return *count >= want;
+}
+
+/* ---- one sandbox --------------------------------------------------------- */
+
+struct watch {
+	struct loop *loop;
+	struct sandbox *sb;
+	const struct fake *fake;
+	int ready, done, released;
+	/* Submitted at on_ready, its deadline then ms away: as a warm
+	 * sandbox gets its call, and a deadline that a slow start of the
+	 * fake on a loaded machine does not eat into. */
+	struct program *at_ready;
+	int at_ready_ms;
+	enum sandbox_state state_at_done[2];
+	struct buffer streamed[2]; /* what on_output gave, stdout and stderr */
+	bool rm_over_at_done;      /* the fake's rm had ended by on_done */
+	/* A serial sandbox's second call, submitted at the first's on_done,
+	 * and the first's result then (its output copied). */
+	const struct program *then;
+	struct run_result first;
+	char first_out[64];
+};
+
+static void watch_ready(struct sandbox *sb, void *data)
+{
+	struct watch *w = data;
+	w->ready++;
+	if (w->at_ready) {
+		w->at_ready->deadline = loop_now_ms() + w->at_ready_ms;
+		sandbox_submit(sb, w->at_ready);
+	}
+}
+
+static void watch_output(struct sandbox *sb, int stream, const char *bytes, size_t len, void *data)
+{
+	struct watch *w = data;
+	buffer_append(&w->streamed[stream], bytes, len);
+}
+
+static void watch_done(struct sandbox *sb, void *data)
+{
+	struct watch *w = data;
+	struct run_result *r = sandbox_result(sb);
+	if (w->done < 2)
+		w->state_at_done[w->done] = sandbox_state(sb);
+	w->done++;
+	w->rm_over_at_done = fake_count(w->fake, "rm-end", sandbox_name(sb)) > 0;
+	if (w->then && w->done == 1) {
+		w->first = *r;
+		w->first.out = w->first.err = (struct buffer){0};
+		snprintf(w->first_out, sizeof w->first_out, "%s", r->out.data ? r->out.data : "");
+		sandbox_submit(sb, w->then);
+	}
+	loop_quit(w->loop);
+}
+
+static void watch_released(struct sandbox *sb, void *data)
+{
+	struct watch *w = data;
+	w->released++;
+	loop_quit(w->loop);
+}
+
+static bool start(struct watch *w, const struct fake *f, bool serial, struct error *err)
+{
+	*w = (struct watch){.loop = loop_new(), .fake = f};
+	struct sandbox_options opt = {.cfg = &cfg, .host = &bare_host, .image = &fake_image,
+		.podman = f->podman, .deadline = loop_now_ms() + 30000, .serial = serial,
+		.cb = {.keep_output = true, .on_ready = watch_ready, .on_output = watch_output,
+			.on_done = watch_done, .on_released = watch_released, .data = w}};
+	w->sb = sandbox_start(w->loop, &opt, err);
+	if (!w->sb) {
+		printf("Bail out! the fake podman %s cannot be started: %s\n", f->podman,
+			err->message);
+		exit(2);
+	}
+	return true;
+}
+
+static struct program make_program(const char *code, int64_t deadline)
+{
+	static const char *const argv[] = {"-"};
+	return (struct program){.code = code, .code_len = strlen(code), .argv = argv, .argc = 1,
+		.deadline = deadline};
+}
+
+/* Turns until the sandbox is released (podman and any rm ended). */
+static bool settle(struct watch *w, int ms)
+{
+	return turn_until(w->loop, &w->released, 1, ms);
+}
+
+/* The end of a case: the sandbox is freed and nothing of it runs. One that
+ * was never released is stopped, and if even that does not release it,
+ * abandoned with its loop, which never turns again: what it started is
+ * then left running, and the case says so. */
+static void finish(struct watch *w, const char *name)
+{
+	char what[200];
+	snprintf(what, sizeof what, "%s: released, nothing left running", name);
+	bool released = w->released == 1;
+	if (!w->released) {
+		sandbox_stop(w->sb, STOP_SIGNAL, SIGTERM);
+		settle(w, 5000);
+	}
+	sandbox_free(w->sb);
+	if (w->released)
+		loop_free(w->loop);
+	buffer_free(&w->streamed[0]);
+	buffer_free(&w->streamed[1]);
+	bool ok = released && nothing_left(w->fake);
+	check(ok, what);
+	if (!ok)
+		case_processes(w->fake, true);
+}
+
+/* ---- the cases -------------------------------------------------------------- */
+
+static void normal_call(void)
+{
+	struct fake f;
+	struct watch w;
+	struct error err;
+	fake_new(&f, "normal", "run normal exit 3\n");
+	struct program p = make_program("print(1)", loop_now_ms() + 30000);
+	check(start(&w, &f, false, &err), "run - sandbox_start with the fake podman");
+	sandbox_submit(w.sb, &p);
+	settle(&w, 20000);
+	struct run_result *r = sandbox_result(w.sb);
+	check(w.ready == 1 && w.done == 1 && w.released == 1,
+		"run - on_ready, on_done, on_released: once each");
+	check(w.state_at_done[0] == SANDBOX_DONE, "run - the state is DONE at on_done");
+	check(r->started && !r->failed && !r->sandbox_broke && !r->timed_out &&
+		!r->output_limit_exceeded, "run - a normal call: started, not failed, not broken");
+	check(r->exit_code == 3 && r->signal == 0, "run - the X trailer's exit 3 is exit_code");
+	check(same(&w.streamed[0], "out:print(1)") && same(&w.streamed[1], "err\n"),
+		"run - O and E frames reach on_output, stdout and stderr apart");
+	check(same(&r->out, "out:print(1)") && same(&r->err, "err\n"),
+		"run - and are kept in the result (keep_output)");
+	check(fake_count(&f, "call", "print(1)") == 1,
+		"run - the launcher got the code once (L, A, C, I frames)");
+	check(fake_count(&f, "rm", NULL) == 0,
+		"run - a call that ended by itself is left to conmon's --rm: no podman rm");
+	finish(&w, "run - normal");
+
+	fake_new(&f, "signal", "run normal signal 9\n");
+	p = make_program("print(1)", loop_now_ms() + 30000);
+	start(&w, &f, false, &err);
+	sandbox_submit(w.sb, &p);
+	settle(&w, 20000);
+	r = sandbox_result(w.sb);
+	check(!r->failed && r->signal == 9 && r->exit_code == 128 + 9,
+		"run - an X trailer with signal 9: signal 9, exit_code 137");
+	finish(&w, "run - signal");
+}
+
+static void podman_not_executable(void)
+{
+	struct fake f;
+	struct error err = {0};
+	struct loop *loop = loop_new();
+	struct sandbox_options opt = {.cfg = &cfg, .host = &bare_host, .image = &fake_image,
+		.podman = "/nonexistent/podman", .deadline = loop_now_ms() + 30000};
+	struct sandbox *sb = sandbox_start(loop, &opt, &err);
+	check(!sb && err.status == EXIT_REFUSED,
+		"run - a podman that does not exist: sandbox_start fails with status 125");
+	check(has(err.message, "cannot execute podman /nonexistent/podman") &&
+		has(err.message, "No such file"), "run - ... the message names podman and why");
+	check(has(err.hint, "--podman") && has(err.hint, "install podman"),
+		"run - ... the hint says how to fix it");
+
+	fake_new(&f, "not-executable", "run normal\n");
+	char path[PATH_MAX + 32];
+	snprintf(path, sizeof path, "%s/plain-file", f.dir);
+	FILE *plain = fopen(path, "w");
+	if (plain)
+		fclose(plain);
+	opt.podman = path;
+	err = (struct error){0};
+	sb = sandbox_start(loop, &opt, &err);
+	check(!sb && err.status == EXIT_REFUSED && has(err.message, "cannot execute podman") &&
+		has(err.message, "Permission denied"),
+		"run - a podman that is not executable: status 125, EACCES named");
+	loop_free(loop);
+	check(nothing_left(&f), "run - not executable: nothing left running");
+}
+
+static void podman_exits_early(void)
+{
+	struct fake f;
+	struct watch w;
+	struct error err;
+	fake_new(&f, "exit-early", "run exit-early WARN[0000] a warning first\\nError: fake podman: "
+		"crun: cannot set up the container\n");
+	struct program p = make_program("print(1)", loop_now_ms() + 30000);
+	start(&w, &f, false, &err);
+	sandbox_submit(w.sb, &p);
+	settle(&w, 20000);
+	struct run_result *r = sandbox_result(w.sb);
+	check(r->failed && r->failure.status == EXIT_REFUSED && !r->started,
+		"run - podman exits 125 before any frame: failed, status 125, not started");
+	check(has(r->failure.message, "podman could not run the container (status 125)") &&
+		has(r->failure.message, "crun: cannot set up the container") &&
+		!has(r->failure.message, "a warning first"),
+		"run - ... the message has podman's status and the tail of its stderr, its error");
+	check(r->exit_code == EXIT_REFUSED,
+		"run - ... and exit_code is the failure's status, 125 (not 128, not 0)");
+	finish(&w, "run - exit early");
+
+	fake_new(&f, "no-image", "run exit-early Error: localhost/sage: image not known\n");
+	p = make_program("print(1)", loop_now_ms() + 30000);
+	start(&w, &f, false, &err);
+	sandbox_submit(w.sb, &p);
+	settle(&w, 20000);
+	r = sandbox_result(w.sb);
+	check(r->failed && r->failure.status == EXIT_REFUSED &&
+		has(r->failure.message, "is not present locally") &&
+		has(r->failure.hint, "setup.sh image"),
+		"run - podman says the image is missing: failed 125, with the image hint");
+	finish(&w, "run - no image");
+}
+
+/* The launcher breaks the protocol: failed, 125, said, removed. */
+static void protocol_case(const char *name, const char *mode, const char *said)
+{
+	struct fake f;
+	struct watch w;
+	struct error err;
+	char what[200];
+	fake_new(&f, name, mode);
+	struct program p = make_program("print(1)", loop_now_ms() + 30000);
+	start(&w, &f, false, &err);
+	sandbox_submit(w.sb, &p);
+	settle(&w, 20000);
+	struct run_result *r = sandbox_result(w.sb);
+	snprintf(what, sizeof what, "protocol - %s: failed, status 125, \"%s\"", name, said);
+	check(r->failed && r->failure.status == EXIT_REFUSED &&
+		has(r->failure.message, "broke its protocol") && has(r->failure.message, said), what);
+	snprintf(what, sizeof what, "protocol - %s: exit_code 125 too", name);
+	check(r->exit_code == EXIT_REFUSED, what);
+	snprintf(what, sizeof what, "protocol - %s: the container is removed (podman rm NAME), "
+		"before on_done", name);
+	check(fake_count(&f, "rm", sandbox_name(w.sb)) == 1 && w.rm_over_at_done, what);
+	snprintf(what, sizeof what, "protocol - %s", name);
+	finish(&w, what);
+}
+
+static void protocol_broken(void)
+{
+	protocol_case("big-frame", "run big-frame\n", "a frame longer than 64 KiB");
+	protocol_case("before-start", "run before-start\n", "a frame before the start frame");
+	protocol_case("x-first", "run x-first\n", "a frame before the start frame");
+	protocol_case("unknown-frame", "run unknown-frame\n", "an unknown frame type");
+	protocol_case("files", "run files\n", "files nobody asked for");
+	protocol_case("x-notjson", "run x-notjson\n", "a malformed end frame");
+	protocol_case("x-both", "run x-both\n", "a malformed end frame");
+	protocol_case("x-kept", "run x-kept\n", "a malformed end frame");
+	protocol_case("x-next", "run x-next\n", "a malformed end frame");
+}
+
+static void podman_dies_mid_output(void)
+{
+	struct fake f;
+	struct watch w;
+	struct error err;
+	fake_new(&f, "die-mid", "run die-mid\n");
+	struct program p = make_program("print(1)", loop_now_ms() + 30000);
+	start(&w, &f, false, &err);
+	sandbox_submit(w.sb, &p);
+	settle(&w, 20000);
+	struct run_result *r = sandbox_result(w.sb);
+	check(!r->failed && r->started && r->sandbox_broke,
+		"run - podman dies after R and output, without X: sandbox_broke, not failed");
+	check(r->exit_code == 1 && r->signal == 0, "run - ... exit_code is podman's status 1");
+	check(same(&r->out, "partial output\n") && same(&w.streamed[0], "partial output\n"),
+		"run - ... the output so far is kept");
+	check(has(r->err.data, "fake launcher died"), "run - ... and podman's stderr goes with it");
+	finish(&w, "run - dies mid-output");
+}
+
+static void deadline_case(const char *name, const char *mode, const char *what_rm)
+{
+	struct fake f;
+	struct watch w;
+	struct error err;
+	char what[200];
+	fake_new(&f, name, mode);
+	struct program p = make_program("print(1)", 0);
+	start(&w, &f, false, &err);
+	w.at_ready = &p;
+	w.at_ready_ms = 500;
+	settle(&w, 20000);
+	struct run_result *r = sandbox_result(w.sb);
+	snprintf(what, sizeof what, "%s: timed_out, exit 124, killed", name);
+	check(!r->failed && r->timed_out && r->exit_code == EXIT_TIMEOUT && r->signal == SIGKILL,
+		what);
+	snprintf(what, sizeof what, "%s: the call, submitted when ready, ran; its output kept",
+		name);
+	check(w.ready == 1 && same(&r->out, "working\n"), what);
+	snprintf(what, sizeof what, "%s: %s", name, what_rm);
+	if (strstr(mode, "rm fails"))
+		check(fake_count(&f, "rm", sandbox_name(w.sb)) == 3 && w.done == 1, what);
+	else
+		check(fake_count(&f, "rm", sandbox_name(w.sb)) == 1 && w.rm_over_at_done, what);
+	finish(&w, name);
+}
+
+static void deadline(void)
+{
+	deadline_case("deadline - the fake hangs", "run hang\n",
+		"podman rm NAME ran, and ended before on_done");
+	deadline_case("deadline - rm takes 1 s", "run hang\nrm slow\n",
+		"on_done waits for podman rm's end");
+	/* sandbox.c says on stderr that it could not remove the container. */
+	deadline_case("deadline - rm fails", "run hang\nrm fails\n",
+		"podman rm is tried 3 times (REMOVE_TRIES), then done all the same");
+	if (!getenv("UNIT_SANDBOX_SLOW")) {
+		skip("deadline - rm hangs: done within REMOVE_TIMEOUT_MS x REMOVE_TRIES",
+			"takes 47 s (3 tries of 15 s, REMOVE_TIMEOUT_MS); set UNIT_SANDBOX_SLOW=1");
+		return;
+	}
+	struct fake f;
+	struct watch w;
+	struct error err;
+	fake_new(&f, "rm-hangs", "run hang\nrm hang\n");
+	struct program p = make_program("print(1)", 0);
+	start(&w, &f, false, &err);
+	w.at_ready = &p;
+	w.at_ready_ms = 500;
+	int64_t began = loop_now_ms();
+	settle(&w, 60000);
+	struct run_result *r = sandbox_result(w.sb);
+	check(w.done == 1 && r->timed_out && r->exit_code == EXIT_TIMEOUT &&
+		loop_now_ms() - began < 3 * 15000 + 2 * 1000 + 5000 &&
+		fake_count(&f, "rm", sandbox_name(w.sb)) == 3,
+		"deadline - rm hangs: done after 3 tries of REMOVE_TIMEOUT_MS, each killed");
+	finish(&w, "deadline - rm hangs");
+}
+
+static void output_limit(void)
+{
+	struct fake f;
+	struct watch w;
+	struct error err;
+	fake_new(&f, "flood", "run flood 5 600\n");
+	struct program p = make_program("print(1)", loop_now_ms() + 30000);
+	p.output_limit = 1000;
+	start(&w, &f, false, &err);
+	sandbox_submit(w.sb, &p);
+	settle(&w, 20000);
+	struct run_result *r = sandbox_result(w.sb);
+	check(!r->failed && r->output_limit_exceeded && r->out_truncated &&
+		r->exit_code == EXIT_OUTPUT_LIMIT && r->signal == SIGKILL,
+		"limit - 3000 bytes past a limit of 1000: output_limit_exceeded, exit 123");
+	check(r->out.len == 1000 && w.streamed[0].len == 1000,
+		"limit - exactly the limit kept, and exactly the limit given to on_output");
+	check(fake_count(&f, "rm", sandbox_name(w.sb)) == 1 && w.rm_over_at_done,
+		"limit - the container is removed before on_done");
+	finish(&w, "limit - flood");
+}
+
+static void serial_calls(void)
+{
+	struct fake f;
+	struct watch w;
+	struct error err;
+	fake_new(&f, "serial", "run serial 1\n");
+	struct program one = make_program("1", loop_now_ms() + 30000);
+	struct program two = make_program("2", loop_now_ms() + 30000);
+	start(&w, &f, true, &err);
+	w.then = &two;
+	sandbox_submit(w.sb, &one);
+	settle(&w, 20000);
+	struct run_result *r = sandbox_result(w.sb);
+	check(!w.first.failed && w.first.exit_code == 0 && w.first.after == AFTER_NEXT &&
+		strcmp(w.first_out, "out:1") == 0 && w.state_at_done[0] == SANDBOX_READY,
+		"serial - first call: exit 0, X next, its output; READY for the next at on_done");
+	check(w.done == 2 && !r->failed && r->exit_code == 5 && r->after == AFTER_ENDS,
+		"serial - second call, submitted at the first's on_done: its own exit 5, X ends");
+	check(strcmp(r->ends_why, "/tmp could not be put back") == 0,
+		"serial - ends_why carries the X trailer's why");
+	check(same(&r->out, "out:2"), "serial - the second result holds only its own output");
+	check(fake_count(&f, "run", NULL) == 1 && fake_count(&f, "call", NULL) == 2 &&
+		fake_count(&f, "rm", NULL) == 0, "serial - one container served both calls");
+	finish(&w, "serial");
+}
+
+static void start_race(void)
+{
+	struct fake f;
+	struct watch w;
+	struct error err;
+	char first[128] = "", second[128] = "";
+	fake_new(&f, "race", "run race 1\n");
+	struct program p = make_program("print(2)", loop_now_ms() + 30000);
+	start(&w, &f, false, &err);
+	sandbox_submit(w.sb, &p);
+	settle(&w, 20000);
+	struct run_result *r = sandbox_result(w.sb);
+	fake_lines(&f, "run", NULL, 0, first, sizeof first);
+	fake_lines(&f, "run", NULL, 1, second, sizeof second);
+	check(!r->failed && r->exit_code == 0 && same(&r->out, "out:print(2)") &&
+		same(&w.streamed[0], "out:print(2)"),
+		"race - the first start loses podman's start race, the second runs the call: ok");
+	check(fake_count(&f, "run", NULL) == 2 && strcmp(first, second) != 0 &&
+		strcmp(sandbox_name(w.sb), second) == 0,
+		"race - two starts, under two names");
+	check(fake_count(&f, "call", NULL) == 1, "race - the call ran once");
+	check(fake_count(&f, "rm", first) == 1, "race - the first container is removed");
+	finish(&w, "race");
+
+	fake_new(&f, "race-always", "run race 9\n");
+	p = make_program("print(2)", loop_now_ms() + 30000);
+	start(&w, &f, false, &err);
+	sandbox_submit(w.sb, &p);
+	settle(&w, 20000);
+	r = sandbox_result(w.sb);
+	check(fake_count(&f, "run", NULL) == 3 && r->failed && r->failure.status == EXIT_REFUSED &&
+		has(r->failure.message, "attach socket"),
+		"race - lost every time: 3 starts (START_TRIES), then failed 125 with podman's words");
+	finish(&w, "race - always");
+}
+
+/* ---- the runner --------------------------------------------------------------- */
+
+struct front {
+	struct loop *loop;
+	int done, outputs, drained;
+	struct run_result result; /* at on_done, its buffers left out */
+	char out[128], err[128];
+	int attempts;
+	bool warm;
+	bool free_in_done;
+};
+
+static void front_output(struct call *c, int stream, const char *bytes, size_t len, void *data)
+{
+	struct front *fr = data;
+	fr->outputs++;
+	loop_quit(fr->loop);
+}
+
+static void front_done(struct call *c, void *data)
+{
+	struct front *fr = data;
+	const struct run_result *r = call_result(c);
+	fr->done++;
+	fr->result = *r;
+	fr->result.out = fr->result.err = (struct buffer){0};
+	snprintf(fr->out, sizeof fr->out, "%s", r->out.data ? r->out.data : "");
+	snprintf(fr->err, sizeof fr->err, "%s", r->err.data ? r->err.data : "");
+	fr->attempts = call_attempts(c);
+	fr->warm = call_warm(c);
+	if (fr->free_in_done)
+		call_free(c);
+	loop_quit(fr->loop);
+}
+
+static void front_drained(void *data)
+{
+	struct front *fr = data;
+	fr->drained++;
+	loop_quit(fr->loop);
+}
+
+static struct runner *runner_for(struct loop *loop, struct host *h, const char *podman,
+		int serial)
+{
+	*h = (struct host){.image = fake_image, .image_checked = true};
+	snprintf(h->podman, sizeof h->podman, "%s", podman);
+	struct runner_options o = {.loop = loop, .host = h, .cfg = &cfg, .who = "unit",
+		.running_max = 1, .serial = serial};
+	return runner_new(&o);
+}
+
+static struct call_spec make_spec(struct front *fr, const char *code, bool retry)
+{
+	return (struct call_spec){.program = make_program(code, 0), .timeout_ms = 30000,
+		.retry = retry, .keep_output = true, .on_output = front_output,
+		.on_done = front_done, .data = fr};
+}
+
+/* Drains and frees the runner: true when everything ended. */
+static bool drain(struct runner *r, struct front *fr)
+{
+	runner_drain(r, SIGTERM, "the test is over", front_drained, fr);
+	bool drained = turn_until(fr->loop, &fr->drained, 1, 20000);
+	runner_free(r);
+	if (drained)
+		loop_free(fr->loop);
+	return drained;
+}
+
+static void runner_retry(void)
+{
+	struct fake f;
+	struct host h;
+	struct loop *loop = loop_new();
+	struct front fr = {.loop = loop};
+	fake_new(&f, "runner-retry", "run die-then-normal\n");
+	struct runner *r = runner_for(loop, &h, f.podman, 0);
+	struct call_spec spec = make_spec(&fr, "print(3)", true);
+	struct call *c = runner_submit(r, &spec);
+	turn_until(loop, &fr.done, 1, 20000);
+	check(fr.done == 1 && fr.attempts == 2,
+		"runner - retry: the sandbox broke under the call, which ran once more "
+		"(call_attempts 2)");
+	check(!fr.result.failed && !fr.result.sandbox_broke && fr.result.exit_code == 0 &&
+		strcmp(fr.out, "out:print(3)") == 0,
+		"runner - retry: the result is the second sandbox's, whole");
+	check(fake_count(&f, "run", NULL) == 2 && fake_count(&f, "call", "print(3)") == 2,
+		"runner - retry: in two containers");
+	call_free(c);
+	check(drain(r, &fr) && nothing_left(&f), "runner - retry: drained, nothing left running");
+
+	loop = loop_new();
+	fr = (struct front){.loop = loop};
+	fake_new(&f, "runner-no-retry", "run die-then-normal\n");
+	r = runner_for(loop, &h, f.podman, 0);
+	spec = make_spec(&fr, "print(3)", false);
+	c = runner_submit(r, &spec);
+	turn_until(loop, &fr.done, 1, 20000);
+	check(fr.done == 1 && fr.attempts == 1 && fr.result.sandbox_broke &&
+		fr.result.exit_code == 1 && strcmp(fr.out, "partial output\n") == 0 &&
+		has(fr.err, "fake launcher died"),
+		"runner - no retry asked: one attempt, sandbox_broke, exit 1, its output");
+	call_free(c);
+	check(drain(r, &fr) && nothing_left(&f), "runner - no retry: drained, nothing left running");
+}
+
+static void runner_cannot_start(void)
+{
+	struct host h;
+	struct loop *loop = loop_new();
+	struct front fr = {.loop = loop};
+	struct runner *r = runner_for(loop, &h, "/nonexistent/podman", 0);
+	struct call_spec spec = make_spec(&fr, "print(1)", true);
+	struct call *c = runner_submit(r, &spec);
+	check(fr.done == 1 && fr.result.failed && fr.result.failure.status == EXIT_REFUSED &&
+		fr.result.exit_code == EXIT_REFUSED &&
+		has(fr.result.failure.message, "cannot execute podman"),
+		"runner - podman cannot be executed: on_done at once, failed 125, podman named");
+	call_free(c);
+	runner_drain(r, SIGTERM, "the test is over", front_drained, &fr);
+	check(fr.drained == 1, "runner - ... and the drain of nothing is done at once");
+	runner_free(r);
+	loop_free(loop);
+}
+
+static void runner_drains(void)
+{
+	struct fake f;
+	struct host h;
+	struct loop *loop = loop_new();
+	struct front a = {.loop = loop}, b = {.loop = loop};
+	fake_new(&f, "runner-drain", "run hang\n");
+	struct runner *r = runner_for(loop, &h, f.podman, 0);
+	struct call_spec sa = make_spec(&a, "print('a')", false);
+	struct call_spec sb = make_spec(&b, "print('b')", false);
+	struct call *ca = runner_submit(r, &sa), *cb = runner_submit(r, &sb);
+	check(runner_running(r) == 1 && runner_waiting(r) == 1,
+		"runner - running_max 1: one call runs, the next waits");
+	turn_until(loop, &a.outputs, 1, 20000);
+	runner_drain(r, SIGTERM, "the server is stopping", front_drained, &a);
+	check(b.done == 1 && b.result.failed && b.result.failure.status == 128 + SIGTERM &&
+		b.result.exit_code == 128 + SIGTERM &&
+		has(b.result.failure.message, "the server is stopping"),
+		"runner - drain: the waiting call ends at once, failed, status 143, with the why");
+	turn_until(loop, &a.drained, 1, 20000);
+	check(a.done == 1 && !a.result.failed && a.result.interrupted_by == SIGTERM &&
+		a.result.exit_code == 128 + SIGTERM,
+		"runner - drain: the running call is stopped, interrupted_by SIGTERM, exit 143");
+	check(a.drained == 1 && fake_count(&f, "run", NULL) == 1 &&
+		fake_count(&f, "rm", NULL) == 1 && fake_count(&f, "call", "print('b')") == 0,
+		"runner - drain: done once its container is removed; the waiting call never ran");
+	call_free(ca);
+	call_free(cb);
+	runner_free(r);
+	if (a.drained)
+		loop_free(loop);
+	check(nothing_left(&f), "runner - drain: nothing left running");
+}
+
+/* A front end frees its call in on_done (runner_drain's walk allows it):
+ * nothing in the runner may touch the call after. Sharpest under
+ * -fsanitize=address. */
+static void runner_free_in_done(void)
+{
+	struct fake f;
+	struct host h;
+	struct loop *loop = loop_new();
+	struct front fr = {.loop = loop, .free_in_done = true};
+	fake_new(&f, "runner-free", "run normal\n");
+	struct runner *r = runner_for(loop, &h, f.podman, 0);
+	struct call_spec spec = make_spec(&fr, "print(4)", false);
+	runner_submit(r, &spec);
+	turn_until(loop, &fr.done, 1, 20000);
+	check(fr.done == 1 && fr.result.exit_code == 0 && strcmp(fr.out, "out:print(4)") == 0,
+		"runner - a call freed in its on_done (its sandbox not yet released): its result was whole");
+	check(runner_running(r) == 0 && runner_waiting(r) == 0,
+		"runner - ... and the runner holds no call");
+	check(drain(r, &fr) && nothing_left(&f),
+		"runner - ... its sandbox is released later without it; drained");
+
+	/* A waiting call cancelled, and freed in its on_done. */
+	loop = loop_new();
+	struct front a = {.loop = loop}, b = {.loop = loop, .free_in_done = true};
+	fake_new(&f, "runner-cancel", "run hang\n");
+	r = runner_for(loop, &h, f.podman, 0);
+	struct call_spec sa = make_spec(&a, "print('a')", false);
+	struct call_spec sb = make_spec(&b, "print('b')", false);
+	struct call *ca = runner_submit(r, &sa), *cb = runner_submit(r, &sb);
+	call_cancel(cb, SIGINT);
+	check(b.done == 1 && b.result.interrupted_by == SIGINT && b.result.exit_code == 128 + SIGINT,
+		"runner - a waiting call cancelled: on_done at once, interrupted_by SIGINT, exit 130");
+	check(runner_waiting(r) == 0 && runner_running(r) == 1,
+		"runner - ... freed in its on_done, it is gone from the runner");
+	turn_until(loop, &a.outputs, 1, 20000);
+	call_cancel(ca, SIGINT);
+	turn_until(loop, &a.done, 1, 20000);
+	check(a.done == 1 && a.result.interrupted_by == SIGINT && a.result.exit_code == 128 + SIGINT &&
+		fake_count(&f, "rm", NULL) == 1,
+		"runner - a running call cancelled: stopped, exit 130, its container removed");
+	call_free(ca);
+	check(drain(r, &a) && nothing_left(&f), "runner - cancel: drained, nothing left running");
+}
+
+static void runner_serial(void)
+{
+	struct fake f;
+	struct host h;
+	struct loop *loop = loop_new();
+	struct front a = {.loop = loop}, b = {.loop = loop};
+	fake_new(&f, "runner-serial", "run serial 5\n");
+	struct runner *r = runner_for(loop, &h, f.podman, 1);
+	struct call_spec sa = make_spec(&a, "5", false);
+	struct call_spec sb = make_spec(&b, "6", false);
+	struct call *ca = runner_submit(r, &sa), *cb = runner_submit(r, &sb);
+	turn_until(loop, &b.done, 1, 20000);
+	check(a.done == 1 && b.done == 1 && a.result.exit_code == 0 && b.result.exit_code == 0 &&
+		strcmp(a.out, "out:5") == 0 && strcmp(b.out, "out:6") == 0,
+		"runner - serial: two calls, each its own result");
+	check(fake_count(&f, "run", NULL) == 1 && !a.warm && b.warm,
+		"runner - serial: one container, the second call ran warm in it");
+	call_free(ca);
+	call_free(cb);
+	check(drain(r, &a) && fake_count(&f, "rm", NULL) == 1 && nothing_left(&f),
+		"runner - serial: the drain removes the waiting container; nothing left running");
+}
+
+/* ---- main ------------------------------------------------------------------- */
+
+static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+	return remove(path);
+}
+
+/* Every case, in order; the command line may name some to run alone. */
+static const struct {
+	const char *name;
+	void (*run)(void);
+} cases[] = {
+	{"normal", normal_call},
+	{"not-executable", podman_not_executable},
+	{"exits-early", podman_exits_early},
+	{"protocol", protocol_broken},
+	{"dies-mid-output", podman_dies_mid_output},
+	{"deadline", deadline},
+	{"output-limit", output_limit},
+	{"serial", serial_calls},
+	{"race", start_race},
+	{"runner-retry", runner_retry},
+	{"runner-cannot-start", runner_cannot_start},
+	{"runner-drain", runner_drains},
+	{"runner-free-in-done", runner_free_in_done},
+	{"runner-serial", runner_serial},
+};
+
+static bool chosen(const char *name, int argc, char **argv)
+{
+	for (int i = 1; i < argc; i++)
+		if (strcmp(argv[i], name) == 0)
+			return true;
+	return argc < 2;
+}
+
+int main(int argc, char **argv)
+{
+	char exe[PATH_MAX], why[256];
+	signal(SIGPIPE, SIG_IGN);
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	/* Only what the cases set: none of the caller's SAGE_SANDBOX_*. */
+	for (int id = 0; id < SETTING_COUNT; id++)
+		unsetenv(settings[id].env);
+	if (config_init(&cfg, (const char *[SETTING_COUNT]){0}, why, sizeof why) < 0) {
+		printf("Bail out! %s\n", why);
+		return 2;
+	}
+	ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+	exe[n > 0 ? n : 0] = '\0';
+	snprintf(fake_script, sizeof fake_script, "%s/fake-podman", dirname(exe));
+	if (access(fake_script, X_OK) < 0) {
+		printf("Bail out! %s is not executable: %s\n", fake_script, strerror(errno));
+		return 2;
+	}
+	const char *tmp = getenv("TMPDIR");
+	snprintf(scratch, sizeof scratch, "%s/unit-sandbox-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+	if (!mkdtemp(scratch)) {
+		printf("Bail out! cannot make a scratch directory %s: %s\n", scratch, strerror(errno));
+		return 2;
+	}
+	int64_t began = loop_now_ms();
+
+	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+		if (!chosen(cases[i].name, argc, argv))
+			continue;
+		int64_t case_began = loop_now_ms();
+		cases[i].run();
+		printf("# %s: %lld ms\n", cases[i].name, (long long)(loop_now_ms() - case_began));
+	}
+
+	printf("# all: %lld ms\n", (long long)(loop_now_ms() - began));
+	if (failures)
+		printf("# the cases' directories are kept in %s\n", scratch);
+	else
+		nftw(scratch, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+	printf("1..%d\n", test_number);
+	return failures ? 1 : 0;
+}
