@@ -253,7 +253,8 @@ static void finish_job(struct batch *b, struct job *j, const struct run_result *
 		jw_key(&w, "hint");
 		jw_cstring(&w, refusal->hint);
 	} else {
-		write_run_fields(&w, r, &j->cfg);
+		write_run_fields(&w, r, &j->cfg, &(struct timeout_knob){"the job's timeout (at most the "
+			"batch's --timeout) or the batch's --timeout", settings[SET_TIMEOUT].max});
 	}
 	jw_key(&w, "source");
 	jw_cstring(&w, j->source);

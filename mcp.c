@@ -455,7 +455,8 @@ static void answer_run(struct mcp_call *c)
 		return;
 	}
 	if (c->tool == TOOL_RUN) {
-		struct printed p = {.result = r, .cfg = &c->cfg};
+		struct timeout_knob knob = {"timeout_seconds", c->srv->cfg->number[SET_TIMEOUT]};
+		struct printed p = {.result = r, .cfg = &c->cfg, .knob = &knob};
 		char *text = print_to_memory(print_run_object, &p, &len);
 		json_t *object = parsed(text, len);
 		free(text);
@@ -815,7 +816,6 @@ static void call_tool(struct server *s, json_t *id, json_t *params)
 	snprintf(c->session_name, sizeof c->session_name, "%s", session);
 	c->cfg = *s->cfg;
 	c->cfg.number[SET_TIMEOUT] = timeout;
-	c->cfg.call_timeout_max = s->cfg->number[SET_TIMEOUT];
 	snprintf(c->timeout_text, sizeof c->timeout_text, "%ld", timeout);
 	c->cfg.value[SET_TIMEOUT] = c->timeout_text;
 	if (code) {
@@ -1163,13 +1163,15 @@ int mcp_serve(const struct config *cfg)
 	runner_free(s.runner);
 	loop_timer_cancel(s.shutdown_timer);
 	loop_unwatch(s.in_watch);
+	/* Stopped by a signal: 128+N, as every command of sage-sandbox. */
+	int sig = stop_signals_first(s.signals);
 	stop_signals_free(s.signals);
 	queue_free(s.out);
 	close(s.in_fd);
 	buffer_free(&s.line);
 	json_decref(s.tools);
 	loop_free(s.loop);
-	return 0;
+	return sig ? 128 + sig : 0;
 }
 
 /* One message line to a server that can run nothing (its podman is

@@ -98,9 +98,13 @@ const char *stopped_by(const struct run_result *r)
 	return NULL;
 }
 
-bool describe_stop(const struct run_result *r, const struct config *cfg, char *buf, size_t size)
+bool describe_stop(const struct run_result *r, const struct config *cfg,
+		const struct timeout_knob *knob, char *buf, size_t size)
 {
+	static const struct timeout_knob option = {"--timeout", 600};
 	char name[32], memory[32];
+	if (!knob)
+		knob = &option;
 	const char *by = stopped_by(r);
 	if (!by)
 		return false;
@@ -115,25 +119,19 @@ bool describe_stop(const struct run_result *r, const struct config *cfg, char *b
 	/* A session's cell: interrupted, its Sage kept, or killed with it. */
 	if (r->after == AFTER_KEPT && r->cell_interrupted && (r->timed_out || r->cpu_limit_exceeded))
 		snprintf(buf, size, "interrupted (KeyboardInterrupt) at %s; the session's state "
-			"is kept; raise timeout_seconds (at most %ld) or split the work", limit,
-			cfg->call_timeout_max);
+			"is kept; raise %s (at most %ld) or split the work", limit, knob->name,
+			knob->most);
 	else if (r->after == AFTER_LOST && (r->timed_out || r->cpu_limit_exceeded))
 		snprintf(buf, size, "did not stop within %d s of its interrupt at %s; the session "
-			"ended and its state is lost; raise timeout_seconds (at most %ld) or split "
-			"the work", SESSION_INTERRUPT_GRACE_MS / 1000, limit, cfg->call_timeout_max);
+			"ended and its state is lost; raise %s (at most %ld) or split the work",
+			SESSION_INTERRUPT_GRACE_MS / 1000, limit, knob->name, knob->most);
 	else if (r->timed_out && r->after == AFTER_NEXT)
 		snprintf(buf, size, "timed out after %ld s; its processes were killed and the "
-			"container serves the next job; raise the job's timeout (at most the batch's "
-			"--timeout) or the batch's --timeout (at most %ld)", cfg->number[SET_TIMEOUT],
-			settings[SET_TIMEOUT].max);
-	else if (r->timed_out && cfg->call_timeout_max)
-		snprintf(buf, size, "timed out after %ld s; the container was stopped; "
-			"raise timeout_seconds (at most %ld)", cfg->number[SET_TIMEOUT],
-			cfg->call_timeout_max);
+			"container serves the next call; raise %s (at most %ld)",
+			cfg->number[SET_TIMEOUT], knob->name, knob->most);
 	else if (r->timed_out)
 		snprintf(buf, size, "timed out after %ld s; the container was stopped; "
-			"raise --timeout (at most %ld)", cfg->number[SET_TIMEOUT],
-			settings[SET_TIMEOUT].max);
+			"raise %s (at most %ld)", cfg->number[SET_TIMEOUT], knob->name, knob->most);
 	else if (r->output_limit_exceeded)
 		snprintf(buf, size, "%s passed the output limit of %ld KiB; the container was "
 			"stopped; raise --output-limit (at most %ld)",
@@ -172,11 +170,12 @@ bool describe_stop(const struct run_result *r, const struct config *cfg, char *b
 	return true;
 }
 
-void write_run_fields(struct json *j, const struct run_result *r, const struct config *cfg)
+void write_run_fields(struct json *j, const struct run_result *r, const struct config *cfg,
+		const struct timeout_knob *knob)
 {
 	char name[32], sentence[384];
 	write_json_header(j, r->exit_code == 0, r->exit_code,
-		describe_stop(r, cfg, sentence, sizeof sentence) ? sentence : NULL);
+		describe_stop(r, cfg, knob, sentence, sizeof sentence) ? sentence : NULL);
 	jw_key(j, "file");
 	jw_cstring(j, r->file);
 	jw_key(j, "signal");
@@ -304,11 +303,12 @@ void write_files_lines(FILE *out, const struct outfiles *o)
 			o->dropped_count - OUTFILES_DROPPED_LISTED);
 }
 
-void write_run_object(FILE *out, const struct run_result *r, const struct config *cfg)
+void write_run_object(FILE *out, const struct run_result *r, const struct config *cfg,
+		const struct timeout_knob *knob)
 {
 	struct json j = {.out = out};
 	jw_begin_object(&j);
-	write_run_fields(&j, r, cfg);
+	write_run_fields(&j, r, cfg, knob);
 	jw_key(&j, "sandbox");
 	write_sandbox_summary(&j, cfg);
 	jw_end_object(&j);
@@ -328,14 +328,15 @@ void write_error_object(FILE *out, const struct error *err, const struct config 
 	jw_end_object(&j);
 }
 
-void write_stop_line(FILE *out, const struct run_result *r, const struct config *cfg)
+void write_stop_line(FILE *out, const struct run_result *r, const struct config *cfg,
+		const struct timeout_knob *knob)
 {
 	char sentence[384];
 	if (r->input_truncated)
 		fprintf(out, "sage-sandbox: the code's standard input was cut at %llu MiB; it read "
 			"end of file there\n", MAX_INPUT_BYTES >> 20);
 	/* A closed stdout is the reader's own doing: nothing to tell it. */
-	if (describe_stop(r, cfg, sentence, sizeof sentence) && r->interrupted_by != SIGPIPE)
+	if (describe_stop(r, cfg, knob, sentence, sizeof sentence) && r->interrupted_by != SIGPIPE)
 		fprintf(out, "sage-sandbox: %s\n", sentence);
 }
 
@@ -354,7 +355,7 @@ void print_error_object(FILE *f, const void *arg)
 void print_run_object(FILE *f, const void *arg)
 {
 	const struct printed *p = arg;
-	write_run_object(f, p->result, p->cfg);
+	write_run_object(f, p->result, p->cfg, p->knob);
 }
 
 void print_files_lines(FILE *f, const void *arg)
@@ -366,7 +367,7 @@ void print_files_lines(FILE *f, const void *arg)
 void print_stop_line(FILE *f, const void *arg)
 {
 	const struct printed *p = arg;
-	write_stop_line(f, p->result, p->cfg);
+	write_stop_line(f, p->result, p->cfg, p->knob);
 }
 
 char *print_to_memory(printer *writer, const void *arg, size_t *len)

@@ -367,6 +367,15 @@ static void on_discarded(struct capture *cap, void *data)
 	sandbox_advance(sb);
 }
 
+/* podman runs, but sage-sandbox cannot follow it (no watch on its
+ * output): the run is refused with why, and the container removed. */
+static void fail_running(struct sandbox *sb, const struct error *err)
+{
+	sb->result.failed = true;
+	sb->result.failure = *err;
+	sandbox_stop(sb, STOP_FAILED, 0);
+}
+
 /* podman lost a start race of its own (podman_said_start_race): nothing
  * of the container ran and no byte of the code's stdin went to it, so
  * the same program goes to a container started again, under a new name;
@@ -410,7 +419,7 @@ static bool start_again(struct sandbox *sb)
 	if (sb->submitted)
 		queue_program(sb);
 	if (spawned > 0)
-		sandbox_stop(sb, STOP_SIGNAL, 0);
+		fail_running(sb, &err);
 	return true;
 }
 
@@ -580,6 +589,9 @@ static void finish_result(struct sandbox *sb)
 		r->memory_limit_exceeded = true;
 		r->signal = SIGKILL;
 		r->exit_code = EXIT_MEMORY_LIMIT;
+		return;
+	case STOP_FAILED:
+		r->exit_code = r->failure.status;
 		return;
 	case STOP_ENDED:
 		r->session_ended = true;
@@ -804,7 +816,7 @@ struct sandbox *sandbox_start(struct loop *loop, const struct sandbox_options *o
 		watch_memory(sb);
 	sb->state = SANDBOX_STARTING;
 	if (spawned > 0)
-		sandbox_stop(sb, STOP_SIGNAL, 0);
+		fail_running(sb, err);
 	return sb;
 }
 

@@ -24,9 +24,11 @@
 enum sandbox_state { SANDBOX_STARTING, SANDBOX_READY, SANDBOX_RUNNING, SANDBOX_STOPPING,
 	SANDBOX_DONE };
 
-/* Why sage-sandbox, not the code, ended a run. */
+/* Why sage-sandbox, not the code, ended a run. STOP_ENDED: its session was
+ * ended (sage_sandbox_end_session, or the server's end); STOP_FAILED:
+ * sage-sandbox itself failed (result.failure says how). */
 enum stop_reason { STOP_NONE, STOP_TIMEOUT, STOP_OUTPUT_LIMIT, STOP_MEMORY_LIMIT, STOP_SIGNAL,
-	STOP_OUTPUT_CLOSED, STOP_ENDED };
+	STOP_OUTPUT_CLOSED, STOP_ENDED, STOP_FAILED };
 
 /* The container waits for another call. */
 #define SERVES_NEXT(r) ((r)->after == AFTER_NEXT || (r)->after == AFTER_KEPT)

@@ -152,7 +152,7 @@ void write_self_test(FILE *f, const struct self_test *t, const struct run_result
 	jw_end_array(&j);
 	jw_key(&j, "run");
 	jw_begin_object(&j);
-	write_run_fields(&j, res, cfg);
+	write_run_fields(&j, res, cfg, NULL);
 	jw_end_object(&j);
 	jw_key(&j, "sandbox");
 	write_sandbox_summary(&j, cfg);

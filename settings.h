@@ -104,9 +104,6 @@ struct config {
 	const char *value[SETTING_COUNT];
 	enum setting_source source[SETTING_COUNT];
 	long number[SETTING_COUNT]; /* parsed value of numeric settings */
-	/* A tool call's own timeout (mcp): the most timeout_seconds may ask
-	 * for, which is what a timed-out call is told to raise; 0 for run. */
-	long call_timeout_max;
 };
 
 const char *setting_source_name(enum setting_source source);

@@ -1,8 +1,11 @@
 /* signals.h: the one signal policy of every front end. The first SIGINT,
  * SIGTERM or SIGHUP stops the work: what runs is stopped, every container
- * is removed, and sage-sandbox exits 128+N. A second one, while that goes
- * on, exits at once with 128+N of it, leaving the containers still being
- * removed to podman's --timeout backstop and `sage-sandbox cleanup`. */
+ * is removed (podman rm, at once), and sage-sandbox exits 128+N. A second
+ * one, while that goes on, changes nothing but a line on stderr: the
+ * removals finish first (a second or so), so that Ctrl-C pressed twice
+ * leaves no container. A third exits at once with 128+N of it, leaving
+ * what is still being removed to podman's --timeout backstop and
+ * `sage-sandbox cleanup`. */
 #ifndef SAGE_SANDBOX_SIGNALS_H
 #define SAGE_SANDBOX_SIGNALS_H
 

@@ -114,19 +114,58 @@ print("done")' 0 run --timeout 20 --json
 	[ $((SECONDS - start)) -lt 8 ]
 }
 
-@test "run - a second SIGINT while stopping exits at once" {
-	printf 'import time\nprint("started", flush=True)\ntime.sleep(120)\n' >"$BATS_TEST_TMPDIR/bg.sage"
-	env --default-signal=INT "$SAGE_SANDBOX" run "$BATS_TEST_TMPDIR/bg.sage" \
-		>"$BATS_TEST_TMPDIR/bg.out" 2>"$BATS_TEST_TMPDIR/bg.err" &
-	local pid=$!
-	wait_for_started "$BATS_TEST_TMPDIR/bg.out"
-	kill -INT "$pid"
-	kill -INT "$pid"
+# twice STARTED_FILE PID: two SIGTERMs 0.3 s apart to PID once STARTED_FILE
+# says the code runs; then its status, and no container of ours right after.
+twice() {
+	wait_for_started "$1"
+	kill -TERM "$2"
+	sleep 0.3
+	kill -TERM "$2"
 	status=0
-	wait "$pid" || status=$?
-	expect_equal "$status" 130
-	# The removal the first signal started goes on without us.
-	wait_no_containers 30
+	wait "$2" || status=$?
+	expect_equal "$status" 143 "exit status after two SIGTERMs"
+	expect_equal "$(our_containers)" "" "containers right after exit"
+}
+
+@test "run, batch and mcp - two SIGTERMs 0.3 s apart: the removals finish, exit 143, no container left" {
+	local code='import time
+print("started", flush=True)
+time.sleep(120)'
+	printf '%s\n' "$code" >"$BATS_TEST_TMPDIR/bg.sage"
+	env --default-signal=INT "$SAGE_SANDBOX" run "$BATS_TEST_TMPDIR/bg.sage" \
+		>"$BATS_TEST_TMPDIR/run.out" 2>"$BATS_TEST_TMPDIR/run.err" &
+	twice "$BATS_TEST_TMPDIR/run.out" $!
+	expect_match "$(cat "$BATS_TEST_TMPDIR/run.err")" "still removing the containers; a third signal exits at once"
+
+	CODE=$code python3 -c 'import json, os; print(json.dumps({"id": 1, "code": os.environ["CODE"]}))' \
+		>"$BATS_TEST_TMPDIR/jobs.jsonl"
+	"$SAGE_SANDBOX" batch "$BATS_TEST_TMPDIR/jobs.jsonl" >"$BATS_TEST_TMPDIR/batch.out" \
+		2>"$BATS_TEST_TMPDIR/batch.err" &
+	local pid=$!
+	# batch prints nothing until a job ends: its container running says it started.
+	local i
+	for ((i = 0; i < 240; i++)); do
+		[ -n "$(our_containers)" ] && break
+		sleep 0.25
+	done
+	sleep 3
+	printf 'started\n' >"$BATS_TEST_TMPDIR/batch.started"
+	twice "$BATS_TEST_TMPDIR/batch.started" "$pid"
+	expect_match "$(cat "$BATS_TEST_TMPDIR/batch.err")" "stopped by SIGTERM"
+
+	mkfifo "$BATS_TEST_TMPDIR/mcp.in"
+	"$SAGE_SANDBOX" mcp --warm 1 <"$BATS_TEST_TMPDIR/mcp.in" >"$BATS_TEST_TMPDIR/mcp.out" \
+		2>"$BATS_TEST_TMPDIR/mcp.err" &
+	pid=$!
+	exec 7>"$BATS_TEST_TMPDIR/mcp.in"
+	for ((i = 0; i < 240; i++)); do
+		grep -q "first warm sandbox ready" "$BATS_TEST_TMPDIR/mcp.err" && break
+		sleep 0.25
+	done
+	printf 'started\n' >"$BATS_TEST_TMPDIR/mcp.started"
+	twice "$BATS_TEST_TMPDIR/mcp.started" "$pid"
+	exec 7>&-
+	expect_match "$(cat "$BATS_TEST_TMPDIR/mcp.err")" "signal 15; stopping"
 }
 
 @test "run - a sage-sandbox stopped (SIGSTOP) past its deadline reports the run as timed out" {
