@@ -3,6 +3,7 @@ PREFIX ?= /usr/local
 BINDIR ?= $(PREFIX)/bin
 MANDIR ?= $(PREFIX)/share/man
 DATADIR ?= $(PREFIX)/share
+USERUNITDIR ?= $(PREFIX)/lib/systemd/user
 CC ?= cc
 CFLAGS ?= -O2 -g
 SCDOC ?= scdoc
@@ -23,7 +24,8 @@ LIBS = -ljansson -lnettle $(LDLIBS)
 # One concern a file (each opens with the line that says which).
 SOURCES = frames.c loop.c process.c buffer.c error.c signals.c settings.c podman.c cache.c rootless.c host.c \
 	image.c sandbox.c runner.c oneshot.c result.c terminal.c memwatch.c json.c selftest.c \
-	mcp.c embedded.c infiles.c outfiles.c names.c sniff.c base64.c jobs.c batch.c status.c
+	mcp.c embedded.c infiles.c outfiles.c names.c sniff.c base64.c jobs.c batch.c status.c \
+	rundir.c request.c buildid.c client.c server.c
 CORE_OBJECTS = $(SOURCES:.c=.o)
 OBJECTS = sage-sandbox.o $(CORE_OBJECTS)
 HEADERS = $(SOURCES:.c=.h)
@@ -32,13 +34,14 @@ EMBEDDED = seccomp.json launcher-bundle.py checks.py mcp-tools.json
 LAUNCHER = $(wildcard launcher/*.py)
 MANPAGES = man/sage-sandbox.1 man/sage-sandbox.5 man/sage-sandbox-mcp.7
 UNIT_TESTS = tests/unit tests/unit-loop tests/unit-sandbox
-FUZZ_TARGETS = fuzz-frames fuzz-jobs fuzz-jsonrpc fuzz-settings
+FUZZ_TARGETS = fuzz-frames fuzz-jobs fuzz-jsonrpc fuzz-settings fuzz-request
 FUZZ_SECONDS ?= 600
 
 all: sage-sandbox $(MANPAGES)
 
+# --build-id: the server serves only clients of its own build (buildid.c).
 sage-sandbox: $(OBJECTS)
-	$(CC) $(ALL_CFLAGS) $(LDFLAGS) -o $@ $(OBJECTS) $(LIBS)
+	$(CC) $(ALL_CFLAGS) -Wl,--build-id=sha1 $(LDFLAGS) -o $@ $(OBJECTS) $(LIBS)
 
 %.o: %.c $(HEADERS)
 	$(CC) $(ALL_CPPFLAGS) $(ALL_CFLAGS) -c -o $@ $<
@@ -72,16 +75,22 @@ check-unit: sage-sandbox $(UNIT_TESTS)
 	./tests/unit
 	./tests/unit-loop
 	./tests/unit-sandbox
+	./tests/unit-cli.sh
 	$(PYTHON) -m unittest discover -s tests/launcher -t . -q
 	$(PYTHON) tests/unit-checks.py
 	./tests/seccomp-regenerates.sh
 
 # Everything: the units, then the real sage-sandbox against the real image
-# under rootless podman, as the unprivileged account (./setup.sh check).
+# under rootless podman, as the unprivileged account (./setup.sh check);
+# then the front ends' tests again against the sanitizer build, and each
+# fuzz target for CHECK_FUZZ_SECONDS.
+CHECK_FUZZ_SECONDS = 20
 check: check-unit lmstudio/node_modules
 	$(BATS) tests/
 	node --test tests/mcp-sdk.test.mjs
 	cd lmstudio && npm test
+	tests/sanitize.sh
+	$(MAKE) fuzz FUZZ_SECONDS=$(CHECK_FUZZ_SECONDS)
 
 # The LM Studio plugin's dependencies, exactly as locked.
 lmstudio/node_modules: lmstudio/package.json lmstudio/package-lock.json
@@ -101,7 +110,7 @@ build-sanitize/%.o: %.c $(HEADERS)
 	$(CC) $(ALL_CPPFLAGS) $(ALL_CFLAGS) -O1 -g $(SANITIZE) -c -o $@ $<
 
 build-sanitize/sage-sandbox: $(addprefix build-sanitize/,$(OBJECTS))
-	$(CC) $(ALL_CFLAGS) $(SANITIZE) $(LDFLAGS) -o $@ $^ $(LIBS)
+	$(CC) $(ALL_CFLAGS) $(SANITIZE) -Wl,--build-id=sha1 $(LDFLAGS) -o $@ $^ $(LIBS)
 
 # libFuzzer targets (clang) on the parsers that take untrusted bytes, each
 # started from its seed corpus in tests/fuzz/corpus/. make fuzz runs each
@@ -135,13 +144,17 @@ install: all
 	cp -f man/sage-sandbox.5 $(DESTDIR)$(MANDIR)/man5/sage-sandbox.5
 	cp -f man/sage-sandbox-mcp.7 $(DESTDIR)$(MANDIR)/man7/sage-sandbox-mcp.7
 	cp -f seccomp.json $(DESTDIR)$(DATADIR)/sage-sandbox/seccomp.json
+	mkdir -p $(DESTDIR)$(USERUNITDIR)
+	cp -f systemd/sage-sandbox.socket $(DESTDIR)$(USERUNITDIR)/sage-sandbox.socket
+	sed 's|@BINDIR@|$(BINDIR)|' systemd/sage-sandbox.service > $(DESTDIR)$(USERUNITDIR)/sage-sandbox.service
 
 # Everything install put in place, its own directory included; the shared
 # ones (bin, man1) stay.
 uninstall:
 	rm -f $(DESTDIR)$(BINDIR)/sage-sandbox $(DESTDIR)$(MANDIR)/man1/sage-sandbox.1 \
 		$(DESTDIR)$(MANDIR)/man5/sage-sandbox.5 $(DESTDIR)$(MANDIR)/man7/sage-sandbox-mcp.7 \
-		$(DESTDIR)$(DATADIR)/sage-sandbox/seccomp.json
+		$(DESTDIR)$(DATADIR)/sage-sandbox/seccomp.json \
+		$(DESTDIR)$(USERUNITDIR)/sage-sandbox.socket $(DESTDIR)$(USERUNITDIR)/sage-sandbox.service
 	if [ -d $(DESTDIR)$(DATADIR)/sage-sandbox ]; then rmdir $(DESTDIR)$(DATADIR)/sage-sandbox; fi
 
 clean:

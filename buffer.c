@@ -81,3 +81,14 @@ int read_file(const char *path, size_t max, struct buffer *out)
 	errno = saved;
 	return rc;
 }
+
+const char *last_line(const char *text, size_t size, size_t *len)
+{
+	while (size && (text[size - 1] == '\n' || text[size - 1] == '\r' || text[size - 1] == ' '))
+		size--;
+	const char *start = text + size;
+	while (start > text && start[-1] != '\n')
+		start--;
+	*len = (size_t)(text + size - start);
+	return start;
+}

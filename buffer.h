@@ -16,6 +16,10 @@ void buffer_free(struct buffer *b);
 /* Appends len bytes and a newline: one line of a list next_line reads. */
 void buffer_append_line(struct buffer *b, const char *line, size_t len);
 
+/* The last line with something on it of text's size bytes (len set, no
+ * newline): what a program said last, its error after any warning it
+ * printed first (podman's). */
+const char *last_line(const char *text, size_t size, size_t *len);
 /* Steps *cursor through text a line at a time: returns the line's start and
  * sets *len (newline excluded), or NULL at the end of the text. */
 const char *next_line(const char **cursor, size_t *len);

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 struct host_query {
 	struct loop *loop;
@@ -65,7 +66,7 @@ static void on_rootless(const struct podman_host *answer, void *data)
 void host_check(struct loop *loop, const struct config *cfg, int64_t deadline, bool with_image,
 		struct host *h, host_callback *done, void *data)
 {
-	*h = (struct host){0};
+	*h = (struct host){.podman_host.rootless = ROOTLESS_UNKNOWN};
 	/* A remote podman runs containers elsewhere: their processes are not
 	 * this host's to watch or count. Named here, refused by the verdict. */
 	static const char *const remote_variables[] = {"CONTAINER_HOST", "CONTAINER_CONNECTION"};
@@ -75,9 +76,17 @@ void host_check(struct loop *loop, const struct config *cfg, int64_t deadline, b
 			snprintf(h->remote, sizeof h->remote, "%s=%s", remote_variables[i], v);
 	}
 	char *podman = find_executable(cfg->value[SET_PODMAN]);
+	const char *named = cfg->value[SET_PODMAN];
+	if (!podman && strchr(named, '/') && access(named, F_OK) == 0) {
+		/* There, but not a program this user may run. */
+		error_set(&h->refusal, EXIT_REFUSED, podman_install_hint,
+			"cannot execute podman %s: %s", named, strerror(EACCES));
+		done(h, data);
+		return;
+	}
 	if (!podman) {
 		error_set(&h->refusal, EXIT_REFUSED, podman_install_hint,
-			"podman executable '%s' not found", cfg->value[SET_PODMAN]);
+			"podman executable '%s' not found", named);
 		done(h, data);
 		return;
 	}

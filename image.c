@@ -144,7 +144,7 @@ static void image_cache_name(const struct config *cfg, char *name, size_t size)
 	snprintf(name, size, "image-%016llx", (unsigned long long)h);
 }
 
-static void image_cache_key(const char *podman, const struct config *cfg,
+void image_cache_key(const char *podman, const struct config *cfg,
 		const struct podman_host *host, struct buffer *key)
 {
 	char index[1200];
@@ -186,9 +186,10 @@ static int probe_answer(const struct capture *cap, const struct config *cfg,
 	}
 	if (cap->status != 0) {
 		char why[400];
+		size_t len;
+		const char *last = last_line(errors, strlen(errors), &len);
 		snprintf(why, sizeof why, "the image probe (/bin/sh in the image) failed with "
-			"status %d: %.*s", cap->status, (int)strcspn(errors, "\n"),
-			*errors ? errors : "no message");
+			"status %d: %.*s", cap->status, len ? (int)len : 10, len ? last : "no message");
 		image_refusal(err, cfg, why);
 		return -1;
 	}

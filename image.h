@@ -36,6 +36,12 @@ int image_check(struct loop *loop, const char *podman, const struct config *cfg,
  * answer is cached, so a run right after it asks nothing. 0, or -1 with err. */
 int image_probe_now(const char *podman, const struct config *cfg,
 		const struct podman_host *host, struct sage_image *image, struct error *err);
+/* The cache's key of cfg's image: podman, its configuration, the image's
+ * name, --python and the storage's image index (rewritten whenever an
+ * image is added, removed or tagged). The server keys its warm sandboxes
+ * on it too: a rebuilt image is never served by a sandbox of the old. */
+void image_cache_key(const char *podman, const struct config *cfg,
+		const struct podman_host *host, struct buffer *key);
 /* What was cached for cfg's image did not start Sage: ask it again next time. */
 void image_forget(const struct config *cfg);
 

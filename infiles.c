@@ -178,10 +178,9 @@ int infiles_add_path(struct infiles *in, const char *path, struct error *err)
 	return 0;
 }
 
-int infiles_add_bytes(struct infiles *in, const char *name, const void *bytes, size_t len,
-		struct error *err)
+/* A path of allowed parts, the first not a reserved name. */
+static int check_name(const char *name, struct error *err)
 {
-	/* A path of allowed parts, the first not a reserved name. */
 	size_t first = strcspn(name, "/");
 	if (!relative_path_allowed(name, strlen(name))) {
 		error_set(err, EXIT_REFUSED, "use a relative path of printable UTF-8 parts, no '..'",
@@ -194,6 +193,27 @@ int infiles_add_bytes(struct infiles *in, const char *name, const void *bytes, s
 				"file name '%s' is one sage-sandbox uses itself", name);
 			return -1;
 		}
+	return 0;
+}
+
+int infiles_add_fd(struct infiles *in, const char *name, int fd, uint64_t size,
+		struct error *err)
+{
+	struct stat st;
+	if (check_name(name, err) < 0)
+		return -1;
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+		error_set(err, EXIT_REFUSED, input_hint, "input %s is not a regular file", name);
+		return -1;
+	}
+	return add_file(in, name, fd, size, name, err);
+}
+
+int infiles_add_bytes(struct infiles *in, const char *name, const void *bytes, size_t len,
+		struct error *err)
+{
+	if (check_name(name, err) < 0)
+		return -1;
 	int fd = memfd_create("sage-sandbox-input", MFD_CLOEXEC);
 	size_t done = 0;
 	while (fd >= 0 && done < len) {

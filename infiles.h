@@ -31,6 +31,11 @@ struct infiles {
  * one is refused, as is anything but regular files and directories. -1 with
  * err set (naming the path and the fix) when it cannot be sent whole. */
 int infiles_add_path(struct infiles *in, const char *path, struct error *err);
+/* Adds an open regular file under a name, at most size bytes of it (the
+ * server: a client's input, opened and checked by the client). fd becomes
+ * in's on success. -1 with err set. */
+int infiles_add_fd(struct infiles *in, const char *name, int fd, uint64_t size,
+		struct error *err);
 /* Adds bytes under a name (MCP's files), held in an anonymous memory file. */
 int infiles_add_bytes(struct infiles *in, const char *name, const void *bytes, size_t len,
 		struct error *err);

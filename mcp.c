@@ -52,6 +52,8 @@
  * the whole answer stays under ANSWER_BUDGET_BYTES: the official SDK's
  * stdio clients drop a message past 10 MiB. */
 #define IMAGE_MAX_BYTES (2u << 20)
+/* A .tex file this short comes back as its text too (show()'s LaTeX). */
+#define LATEX_MAX_BYTES 4096
 #define ANSWER_BUDGET_BYTES (9u << 20)
 /* _meta keys a client (never a model) may set on tools/call: keep the
  * files the code saves in this existing directory, replacing same-named
@@ -231,8 +233,13 @@ static void answer(struct mcp_call *c, json_t *content_text, json_t *structured,
 	if (!c->cancelled) {
 		json_t *result = json_pack("{s:[{s:s, s:o}], s:o, s:b}", "content", "type", "text",
 			"text", content_text, "structuredContent", structured, "isError", is_error);
+		json_t *content = json_object_get(result, "content");
+		/* Nothing printed, and files came back: they are the answer. */
+		if (more_content && json_array_size(more_content) &&
+		    json_string_length(content_text) == 0)
+			json_array_remove(content, 0);
 		if (more_content)
-			json_array_extend(json_object_get(result, "content"), more_content);
+			json_array_extend(content, more_content);
 		if (c->tool == TOOL_RUN)
 			json_object_set_new(result, "_meta", json_pack("{s:b}", "warm",
 				c->run && call_warm(c->run)));
@@ -264,8 +271,9 @@ static void answer_refusal(struct mcp_call *c, const struct error *err)
 }
 
 /* stdout, then stderr if any, then the line that says why the run was
- * stopped; all from the same object as structuredContent. */
-static json_t *run_text(const struct printed *p, json_t *object)
+ * stopped; all from the same object as structuredContent. Where nothing
+ * of that and no file came back, a sentence says so. */
+static json_t *run_text(const struct printed *p, json_t *object, bool files_came_back)
 {
 	const char *out = json_string_value(json_object_get(object, "stdout"));
 	const char *err = json_string_value(json_object_get(object, "stderr"));
@@ -284,9 +292,9 @@ static json_t *run_text(const struct printed *p, json_t *object)
 		buffer_append(&text, "\n", 1);
 	buffer_append(&text, stop, len);
 	free(stop);
-	if (text.len == 0) {
-		static const char nothing[] = "(the code printed nothing: only printed output "
-			"comes back; end with print(...))";
+	if (text.len == 0 && !files_came_back) {
+		static const char nothing[] = "(the code printed nothing, and its last line was "
+			"no expression to show: print(...) what you want to see)";
 		buffer_append(&text, nothing, sizeof nothing - 1);
 	}
 	json_t *v = text_value(text.data, text.len);
@@ -359,6 +367,33 @@ static json_t *image_content(struct mcp_call *c, const struct outfile *f, size_t
 	return v;
 }
 
+/* A short .tex file's LaTeX (what show() makes of a formula, show-N.tex),
+ * after its line: for clients that render it. */
+static bool is_latex(const struct outfile *f)
+{
+	size_t len = strlen(f->name);
+	return len >= 4 && strcmp(f->name + len - 4, ".tex") == 0 && f->size <= LATEX_MAX_BYTES;
+}
+
+static void append_latex(struct mcp_call *c, const struct outfile *f, struct buffer *text)
+{
+	if (!is_latex(f))
+		return;
+	int fd = openat(c->out.dirfd, f->name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+	struct buffer latex = {0};
+	struct stat st;
+	if (fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&
+	    read_fd(fd, LATEX_MAX_BYTES, &latex) == 0 && latex.len) {
+		static const char intro[] = "  LaTeX: $$";
+		buffer_append(text, intro, sizeof intro - 1);
+		buffer_append(text, latex.data, latex.len);
+		buffer_append(text, "$$\n", 3);
+	}
+	if (fd >= 0)
+		close(fd);
+	buffer_free(&latex);
+}
+
 /* What came back from $SAGE_SANDBOX_OUT: one text item naming every file
  * (hosts that do not pass images on to the model still tell it what there
  * is), then the images, while the answer stays within its budget. */
@@ -389,7 +424,7 @@ static json_t *file_content(struct mcp_call *c, json_t *object)
 			snprintf(reason, sizeof reason, "; not shown: %s; %s", ns.why, c->out_dir ?
 				"open it from the output directory" : ns.fix);
 		const char *where = image ? "; the image follows" : ns.why[0] ? reason :
-			c->out_dir ? "" :
+			c->out_dir || is_latex(f) ? "" :
 			f->kind.is_image ? "; not shown: larger than the image cap or the answer's budget" :
 			"; not kept: this server returns images only";
 		if (c->out_dir)
@@ -398,6 +433,7 @@ static json_t *file_content(struct mcp_call *c, json_t *object)
 		else
 			snprintf(line, sizeof line, "- %s (%s)%s\n", f->name, about, where);
 		buffer_append(&text, line, strlen(line));
+		append_latex(c, f, &text);
 		if (image) {
 			json_array_append_new(items, image);
 			used += size;
@@ -460,7 +496,7 @@ static void answer_run(struct mcp_call *c)
 		char *text = print_to_memory(print_run_object, &p, &len);
 		json_t *object = parsed(text, len);
 		free(text);
-		json_t *content = run_text(&p, object);
+		json_t *content = run_text(&p, object, c->out_open && c->out.count > 0);
 		if (c->session_name[0] && call_session_calls(c->run))
 			add_session(c, r, object, &content);
 		answer(c, content, object, r->exit_code != 0, file_content(c, object));
@@ -497,6 +533,7 @@ static void on_run_done(struct call *run, void *data)
 {
 	struct mcp_call *c = data;
 	struct server *s = c->srv;
+	c->run = run; /* a refusal is answered before runner_submit returns */
 	answer_run(c);
 	if (s->out)
 		queue_flush_now(s->out);
@@ -610,7 +647,12 @@ static void submit(struct mcp_call *c)
 		.code = self_test ? c->self_test_code.data : c->code,
 		.code_len = self_test ? c->self_test_code.len : c->code_len,
 		.argv = argv, .argc = 1, .cpu_seconds = (long)rl[RL_CPU].value,
-		.in = c->in.count ? &c->in : NULL, .out = c->out_open ? &c->out : NULL},
+		.in = c->in.count ? &c->in : NULL, .out = c->out_open ? &c->out : NULL,
+		/* A model writes what notebooks taught it: a bare last line is
+		 * shown, unless the server was told otherwise. */
+		.display_last = !self_test && (c->cfg.source[SET_DISPLAY] == FROM_DEFAULT ||
+			strcmp(c->cfg.value[SET_DISPLAY], "last") == 0),
+		.display_latex = !self_test},
 		.timeout_ms = c->cfg.number[SET_TIMEOUT] * 1000L,
 		.session = c->session_name[0] ? c->session_name : NULL, .keep_output = true,
 		.on_start = on_run_start, .on_done = on_run_done, .data = c};
@@ -992,7 +1034,9 @@ static void on_request_bytes(struct loop_watch *w, int fd, unsigned events, void
 
 static void maybe_quit(struct server *s)
 {
-	if (s->stopping && (s->drained || !s->runner) && !s->calls &&
+	/* A host check on its way is waited for (its podman has a deadline):
+	 * its query is the loop's until it answers. */
+	if (s->stopping && (s->drained || !s->runner) && !s->calls && !s->host_checking &&
 	    (!s->out || queue_closed(s->out) || queue_pending(s->out) == 0))
 		loop_quit(s->loop);
 }
@@ -1071,8 +1115,10 @@ static void on_host(struct host *h, void *data)
 {
 	struct server *s = data;
 	s->host_checking = false;
-	if (s->stopping)
+	if (s->stopping) {
+		maybe_quit(s);
 		return;
+	}
 	if (h->refusal.status) {
 		fprintf(stderr, "sage-sandbox mcp: no sandbox can run yet: %s; %s\n",
 			h->refusal.message, h->refusal.hint);

@@ -107,6 +107,7 @@ struct proc {
 	uint64_t pss, rss_at_walk, faults_at_walk;
 	uint64_t walk_generation; /* w->departures when it was walked */
 	bool maps_known;  /* maps at cpu_at_maps; else charged the cap */
+	bool maps_counted; /* ... counted in its own /proc/PID/maps, not its parent's bound */
 	uint64_t maps, cpu_at_maps;
 	bool asked_parent; /* its mappings were looked for in its parent's */
 	bool stopped;     /* SIGSTOP by the watchdog */
@@ -431,6 +432,10 @@ static bool walk_stands(const struct memwatch *w, const struct proc *p)
  * have made; the kernel's cap where they were never counted. */
 static uint64_t mappings_bound(const struct proc *p)
 {
+	/* A zombie's mappings went with its memory, at its exit: a fork
+	 * bomb's dead are not each the kernel's cap. */
+	if (p->state == 'Z' || p->state == 'X')
+		return 0;
 	if (!p->maps_known)
 		return max_map_count;
 	double since_ns = (double)(p->own_cpu - p->cpu_at_maps) * 1e9 / (double)ticks_per_second;
@@ -601,7 +606,7 @@ static uint64_t sum(const struct memwatch *w, const pid_t *pids, int n, struct t
 		t->mappings += mappings_bound(p);
 		tables += p->pte;
 		t->descriptors += p->fds;
-		if (walk_stands(w, p) && p->maps_known && p->own_cpu == p->cpu_at_maps) {
+		if (walk_stands(w, p) && p->maps_counted && p->own_cpu == p->cpu_at_maps) {
 			t->exact += p->pss;
 			exact_maps += p->maps * VMA_CHARGE_BYTES;
 		}
@@ -636,7 +641,9 @@ static struct proc *next_to_measure(struct memwatch *w, const pid_t *pids, int n
 			}
 		}
 		uint64_t bound = mappings_bound(p);
-		bool counted_now = p->maps_known && p->own_cpu == p->cpu_at_maps;
+		/* A bound inherited from the parent is no count: a fork bomb's
+		 * children would each keep their busy parent's loose bound. */
+		bool counted_now = p->maps_counted && p->own_cpu == p->cpu_at_maps;
 		if (!counted_now) {
 			uint64_t gain = (bound - (p->maps_known ? p->maps : 0)) * VMA_CHARGE_BYTES + 1;
 			if (gain > most) {
@@ -661,7 +668,7 @@ static void measure(struct memwatch *w, int proc_fd, struct proc *p, bool walk)
 	} else {
 		if (!count_mappings(proc_fd, p->pid, &p->maps))
 			p->maps = 0; /* gone meanwhile: it holds nothing */
-		p->maps_known = true;
+		p->maps_known = p->maps_counted = true;
 		p->cpu_at_maps = p->own_cpu;
 	}
 	w->budget_ns -= thread_cpu_ns() - begin;
@@ -717,7 +724,7 @@ enum memwatch_verdict memwatch_look(struct memwatch *w, int64_t now_ms,
 	/* The launcher's mappings, which the first call's process is forked
 	 * with: counted once. */
 	if (init && !init->maps_known && count_mappings(proc_fd, init->pid, &init->maps))
-		init->maps_known = true;
+		init->maps_known = init->maps_counted = true;
 	inherit_mappings(w, pids, n);
 	struct totals t;
 	uint64_t limit = w->opt.limit;

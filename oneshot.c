@@ -1,6 +1,9 @@
 /* oneshot.c: `run` and `self-test` as a front end: one call from start to
  * end on one loop: reading the code, the host check (host.c), the call on
- * the runner (runner.c), the code's stdin and output, signals.
+ * a runner (runner.c), the code's stdin and output, signals, and `run`'s
+ * words on the result. A run of its own has a loop, descriptors and a
+ * runner of its own; the server's runs (server.c) share its loop and its
+ * runners, on their clients' descriptors, and end through on_finished.
  *
  * Every stage is a source on the same loop, under the same deadline, which
  * counts from when sage-sandbox started: a FIFO or a stdin that never
@@ -35,7 +38,15 @@ static void run_finished(struct oneshot *o)
 	o->finished = true;
 	loop_timer_cancel(o->deadline_timer);
 	o->deadline_timer = NULL;
-	loop_quit(o->loop);
+	if (o->on_finished)
+		o->on_finished(o);
+	else
+		loop_quit(o->loop);
+}
+
+static int fd_of(const struct oneshot *o, int stdio)
+{
+	return o->fds ? o->fds[stdio] : stdio;
 }
 
 static void refuse(struct oneshot *o)
@@ -50,7 +61,7 @@ void oneshot_emit(struct oneshot *o, int stream, const char *bytes, size_t len)
 {
 	/* The live output is within the queue's bound (the sandbox pauses);
 	 * the last message, bounded by the output limit, is taken whole. */
-	if (o->sink[stream])
+	if (o->sink[stream] && !o->mute)
 		queue_put_all(o->sink[stream], bytes, len);
 }
 
@@ -67,13 +78,25 @@ void oneshot_emit_code_output(struct oneshot *o, int stream, const char *bytes, 
 	buffer_free(&visible);
 }
 
+void oneshot_emit_printed(struct oneshot *o, int stream, printer *writer, const void *arg)
+{
+	size_t size;
+	char *text = print_to_memory(writer, arg, &size);
+	oneshot_emit(o, stream, text, size);
+	free(text);
+}
+
 static bool pending_output(const struct oneshot *o);
+static void closing(struct loop_timer *t, void *data);
 
 static void on_sink_drained(struct queue *q, void *data)
 {
 	struct oneshot *o = data;
-	if (o->flushing && !pending_output(o))
-		loop_quit(o->loop);
+	if (o->flushing && !pending_output(o)) {
+		/* All delivered: close now, not at the deadline. */
+		loop_timer_cancel(o->close_timer);
+		o->close_timer = loop_timer(o->loop, 0, closing, o);
+	}
 	if (o->call && queue_pending(o->sink[0]) < SINK_PAUSE_AT &&
 	    queue_pending(o->sink[1]) < SINK_PAUSE_AT)
 		call_pause_output(o->call, false);
@@ -104,6 +127,14 @@ static void on_call_output(struct call *c, int stream, const char *bytes, size_t
 static void on_signal(int sig, void *data)
 {
 	struct oneshot *o = data;
+	oneshot_signal(o, sig);
+}
+
+void oneshot_signal(struct oneshot *o, int sig)
+{
+	if (o->signalled || o->finished)
+		return;
+	o->signalled = sig;
 	if (o->call) {
 		call_cancel(o->call, sig);
 		return;
@@ -194,16 +225,17 @@ static void relay_input(struct oneshot *o)
 {
 	/* A background job reading its terminal would be stopped (SIGTTIN);
 	 * ignored, the read fails with EIO instead: end of the code's input. */
-	if (isatty(0))
+	if (!o->fds && isatty(0))
 		signal(SIGTTIN, SIG_IGN);
-	o->input_fd = reopen_nonblocking(0, O_RDONLY);
+	o->input_fd = reopen_nonblocking(fd_of(o, 0), O_RDONLY);
 	o->input_watch = o->input_fd < 0 ? NULL :
 		loop_watch(o->loop, o->input_fd, LOOP_READ, on_input_readable, o);
 	if (!o->input_watch)
 		end_input(o);
 }
 
-static void start_call(struct oneshot *o)
+/* The call, on runner (the server's), or on a runner of its own. */
+static void start_call(struct oneshot *o, struct runner *runner)
 {
 	bool from_file = o->file && strcmp(o->file, "-") != 0;
 	o->argv = calloc((size_t)o->argc + 1, sizeof *o->argv);
@@ -212,15 +244,18 @@ static void start_call(struct oneshot *o)
 	o->argv[0] = o->file ? o->file : "-";
 	for (int i = 0; i < o->argc; i++)
 		o->argv[1 + i] = o->args[i];
-	struct runner_options ro = {.loop = o->loop, .host = &o->host, .cfg = o->cfg, .who = "run",
-		.running_max = 1};
-	o->runner = runner_new(&ro);
+	if (!runner) {
+		struct runner_options ro = {.loop = o->loop, .host = &o->host, .cfg = o->cfg,
+			.who = "run", .running_max = 1};
+		runner = o->runner = runner_new(&ro);
+	}
 	struct call_spec spec = {.program = {.code = o->code, .code_len = o->code_len,
 		.argv = o->argv, .argc = o->argc + 1, .input_follows = from_file,
-		.deadline = o->deadline, .in = o->in, .out = o->out},
+		.deadline = o->deadline, .in = o->in, .out = o->out,
+		.display_last = strcmp(o->cfg->value[SET_DISPLAY], "last") == 0},
 		.keep_output = !o->stream, .on_output = on_call_output,
 		.on_input_room = on_input_room, .on_done = on_call_done, .data = o};
-	o->call = runner_submit(o->runner, &spec);
+	o->call = runner_submit(runner, &spec);
 	if (from_file && !o->finished)
 		relay_input(o);
 }
@@ -228,7 +263,6 @@ static void start_call(struct oneshot *o)
 static void on_host(struct host *h, void *data)
 {
 	struct oneshot *o = data;
-	o->host_checking = false;
 	if (o->finished)
 		return;
 	if (loop_now_ms() >= o->deadline) {
@@ -239,7 +273,7 @@ static void on_host(struct host *h, void *data)
 	} else {
 		if (o->code_for_host)
 			o->code_for_host(o, &h->podman_host);
-		start_call(o);
+		start_call(o, o->runner_for ? o->runner_for(o, h) : NULL);
 	}
 }
 
@@ -254,7 +288,6 @@ static void check_host(struct oneshot *o)
 		refuse(o);
 		return;
 	}
-	o->host_checking = true;
 	host_check(o->loop, o->cfg, o->deadline, true, &o->host, on_host, o);
 }
 
@@ -293,30 +326,42 @@ static void on_code_readable(struct loop_watch *w, int fd, unsigned events, void
 	check_host(o);
 }
 
+int open_code_file(const char *file, int *fd, struct error *err)
+{
+	/* O_NONBLOCK: opening a FIFO with no writer yet must not block before
+	 * the loop (and its deadline) runs. */
+	*fd = open(file, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+	if (*fd < 0) {
+		error_set(err, EXIT_REFUSED, read_hint, "cannot open %s: %s", file, strerror(errno));
+		return -1;
+	}
+	struct stat st;
+	if (fstat(*fd, &st) < 0 || S_ISDIR(st.st_mode)) {
+		error_set(err, EXIT_REFUSED, read_hint, "cannot read %s: %s", file,
+			S_ISDIR(st.st_mode) ? strerror(EISDIR) : strerror(errno));
+		close(*fd);
+		*fd = -1;
+		return -1;
+	}
+	return 0;
+}
+
 static void read_code(struct oneshot *o)
 {
 	bool from_stdin = !o->file || strcmp(o->file, "-") == 0;
-	if (from_stdin) {
-		o->code_fd = reopen_nonblocking(0, O_RDONLY);
-	} else {
-		/* O_NONBLOCK: opening a FIFO with no writer yet must not block
-		 * before the loop (and its deadline) runs. */
-		o->code_fd = open(o->file, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
-		if (o->code_fd < 0) {
-			error_set(&o->err, EXIT_REFUSED, read_hint, "cannot open %s: %s", o->file,
-				strerror(errno));
-			refuse(o);
-			return;
-		}
-	}
+	/* A reopened descriptor of our own (stdin's flags are not ours to
+	 * change), or the FILE the caller opened. */
+	o->code_read_fd = from_stdin ? reopen_nonblocking(fd_of(o, 0), O_RDONLY) :
+		fcntl(o->code_fd, F_DUPFD_CLOEXEC, 3);
 	struct stat st;
-	if (o->code_fd < 0 || fstat(o->code_fd, &st) < 0 || S_ISDIR(st.st_mode)) {
+	if (o->code_read_fd < 0 || fstat(o->code_read_fd, &st) < 0 || S_ISDIR(st.st_mode)) {
 		error_set(&o->err, EXIT_REFUSED, read_hint, "cannot read %s: %s", code_origin(o),
-			o->code_fd >= 0 && S_ISDIR(st.st_mode) ? strerror(EISDIR) : strerror(errno));
+			o->code_read_fd >= 0 && S_ISDIR(st.st_mode) ? strerror(EISDIR) :
+			strerror(errno));
 		refuse(o);
 		return;
 	}
-	o->code_watch = loop_watch(o->loop, o->code_fd, LOOP_READ, on_code_readable, o);
+	o->code_watch = loop_watch(o->loop, o->code_read_fd, LOOP_READ, on_code_readable, o);
 	if (!o->code_watch) {
 		error_set(&o->err, EXIT_REFUSED, read_hint, "cannot read %s: %s", code_origin(o),
 			strerror(errno));
@@ -328,17 +373,20 @@ static void read_code(struct oneshot *o)
 
 int oneshot_begin(struct oneshot *o)
 {
-	o->code_fd = -1;
+	o->code_read_fd = -1;
 	o->input_fd = -1;
-	o->loop = loop_new();
 	if (!o->loop) {
-		error_set(&o->err, EXIT_REFUSED, NULL, "cannot create an event loop: %s",
-			strerror(errno));
-		return -1;
+		o->own_loop = true;
+		o->loop = loop_new();
+		if (!o->loop) {
+			error_set(&o->err, EXIT_REFUSED, NULL, "cannot create an event loop: %s",
+				strerror(errno));
+			return -1;
+		}
 	}
 	for (int s = 0; s < 2; s++) {
-		o->escape[s] = !o->show_control_chars && isatty(1 + s);
-		int fd = reopen_nonblocking(1 + s, O_WRONLY);
+		o->escape[s] = !o->show_control_chars && isatty(fd_of(o, 1 + s));
+		int fd = reopen_nonblocking(fd_of(o, 1 + s), O_WRONLY);
 		o->sink[s] = fd < 0 ? NULL :
 			queue_new(o->loop, fd, SINK_BYTES, on_sink_drained, s == 0 ? on_sink_error : NULL, o);
 		if (!o->sink[s]) {
@@ -349,13 +397,15 @@ int oneshot_begin(struct oneshot *o)
 			return -1;
 		}
 	}
+	if (!o->own_loop)
+		return 0; /* the server forwards its client's signals */
 	/* A signal the caller ignores (nohup, a background job) stays
 	 * ignored: that was the caller's choice. */
 	o->signals = stop_signals_watch(o->loop, true, on_signal, o, &o->err);
 	return o->signals ? 0 : -1;
 }
 
-int oneshot_run(struct oneshot *o)
+void oneshot_start(struct oneshot *o)
 {
 	o->deadline = o->started_at + o->cfg->number[SET_TIMEOUT] * 1000;
 	o->deadline_timer = loop_timer(o->loop, o->deadline, on_deadline, o);
@@ -363,6 +413,11 @@ int oneshot_run(struct oneshot *o)
 		check_host(o);
 	else
 		read_code(o);
+}
+
+int oneshot_run(struct oneshot *o)
+{
+	oneshot_start(o);
 	while (!o->finished) {
 		if (loop_run(o->loop) < 0) {
 			error_set(&o->err, EXIT_REFUSED, NULL, "the event loop failed: %s",
@@ -374,9 +429,26 @@ int oneshot_run(struct oneshot *o)
 	return o->failed ? -1 : 0;
 }
 
-static void quit_loop(struct loop_timer *t, void *data)
+int oneshot_report_run(struct oneshot *o, bool json)
 {
-	loop_quit(data);
+	if (o->failed) {
+		struct printed p = {.err = &o->err, .cfg = o->cfg};
+		oneshot_emit_printed(o, 1, print_error_line, &p);
+		if (json)
+			oneshot_emit_printed(o, 0, print_error_object, &p);
+		return o->err.status;
+	}
+	struct printed p = {.result = o->result, .cfg = o->cfg};
+	if (o->file && strcmp(o->file, "-") != 0)
+		o->result->file = o->file;
+	/* A run is worded as the run of its own it stands for, byte for byte,
+	 * also where the server's container serves the next run after it:
+	 * of the run, nothing is left either way. */
+	o->result->after = AFTER_ENDS;
+	if (!json && o->out)
+		oneshot_emit_printed(o, 1, print_files_lines, &p);
+	oneshot_emit_printed(o, json ? 0 : 1, json ? print_run_object : print_stop_line, &p);
+	return o->result->exit_code;
 }
 
 static bool pending_output(const struct oneshot *o)
@@ -387,13 +459,45 @@ static bool pending_output(const struct oneshot *o)
 	return false;
 }
 
-void oneshot_end(struct oneshot *o)
+/* Delivered, or out of time: everything goes. */
+static void closing(struct loop_timer *t, void *data)
+{
+	struct oneshot *o = data;
+	loop_timer_cancel(o->close_timer);
+	o->close_timer = NULL;
+	for (int s = 0; s < 2; s++) {
+		queue_free(o->sink[s]);
+		o->sink[s] = NULL;
+	}
+	o->result = NULL;
+	call_free(o->call);
+	o->call = NULL;
+	/* A run of its own does not wait for its container to exit and be
+	 * removed (about 0.1 s): the result is complete at the launcher's
+	 * exit frame, and conmon removes the container (podman run --rm)
+	 * whether or not we are still there. A stopped run's container is
+	 * already gone. */
+	runner_free(o->runner);
+	o->runner = NULL;
+	free(o->argv);
+	o->argv = NULL;
+	if (o->code_read_fd >= 0)
+		close(o->code_read_fd);
+	if (o->input_fd >= 0)
+		close(o->input_fd);
+	o->code_read_fd = o->input_fd = -1;
+	buffer_free(&o->code_read);
+	o->closed(o);
+}
+
+void oneshot_close(struct oneshot *o, void (*closed)(struct oneshot *o))
 {
 	/* An interrupted run gets the grace only: the caller wants out. */
 	int64_t until = loop_now_ms() + FLUSH_GRACE_MS;
-	bool interrupted = stop_signals_first(o->signals) || (o->result && o->result->interrupted_by);
+	bool interrupted = o->signalled || (o->result && o->result->interrupted_by);
 	if (o->deadline > until && !interrupted)
 		until = o->deadline;
+	o->closed = closed;
 	stop_signals_free(o->signals);
 	o->signals = NULL;
 	loop_unwatch(o->code_watch);
@@ -403,32 +507,28 @@ void oneshot_end(struct oneshot *o)
 	loop_timer_cancel(o->deadline_timer);
 	o->deadline_timer = NULL;
 	/* Deliver what is queued; a reader that stopped reading gets until
-	 * the deadline, never forever. A run that ended by itself does not
-	 * wait for its container to exit and be removed (about 0.1 s): the
-	 * result is complete at the launcher's exit frame, and conmon removes
-	 * the container (podman run --rm) whether or not the client or we are
-	 * still there. A stopped run's container is already gone. */
-	struct loop_timer *stop = loop_timer(o->loop, until, quit_loop, o->loop);
+	 * the deadline, never forever. Out of the caller's stack either way:
+	 * it may be the runner's. */
 	o->flushing = true;
-	while (loop_now_ms() < until && pending_output(o)) {
-		if (loop_run(o->loop) < 0)
+	o->close_timer = loop_timer(o->loop, pending_output(o) && !o->mute ? until : 0, closing, o);
+}
+
+static void quit_own_loop(struct oneshot *o)
+{
+	loop_quit(o->loop);
+	o->flushing = false; /* over: the loop below stops */
+}
+
+void oneshot_end(struct oneshot *o)
+{
+	oneshot_close(o, quit_own_loop);
+	while (o->flushing) {
+		if (loop_run(o->loop) < 0) {
+			closing(NULL, o);
 			break;
+		}
 	}
-	loop_timer_cancel(stop);
-	for (int s = 0; s < 2; s++) {
-		queue_free(o->sink[s]);
-		o->sink[s] = NULL;
-	}
-	o->result = NULL;
-	call_free(o->call);
-	o->call = NULL;
-	runner_free(o->runner);
-	o->runner = NULL;
-	free(o->argv);
-	if (o->code_fd >= 0)
-		close(o->code_fd);
-	if (o->input_fd >= 0)
-		close(o->input_fd);
-	buffer_free(&o->code_read);
-	loop_free(o->loop);
+	if (o->own_loop)
+		loop_free(o->loop);
+	o->loop = NULL;
 }

@@ -1,11 +1,15 @@
 /* oneshot.h: `run` and `self-test` as a front end: one call from start to
- * end on one loop: reading the code, the host check, the call on the
- * runner, the code's stdin and output, signals. */
+ * end: reading the code, the host check, the call on a runner, the code's
+ * stdin and output, signals, and `run`'s words on the result. The same
+ * whether the run is on its own (a loop, descriptors 0, 1, 2 and a runner
+ * of its own) or one of the server's (its loop and runners, the client's
+ * descriptors). */
 #ifndef SAGE_SANDBOX_ONESHOT_H
 #define SAGE_SANDBOX_ONESHOT_H
 
 #include "host.h"
 #include "loop.h"
+#include "result.h"
 #include "runner.h"
 #include "signals.h"
 #include "terminal.h"
@@ -19,8 +23,9 @@ struct oneshot {
 	int64_t started_at; /* loop_now_ms() when sage-sandbox started */
 	bool stream;        /* copy the code's output live to stdout/stderr */
 	bool show_control_chars; /* on a terminal too: no escaping */
-	const char *file;   /* read the code from it: NULL or "-" for stdin; from
-			     * a file, our stdin is the code's, streamed */
+	const char *file;   /* the code's file as named: NULL or "-" for stdin;
+			     * from a file, our stdin is the code's, streamed */
+	int code_fd;        /* that file, opened with open_code_file(), or -1 */
 	const char *const *args; /* the code's arguments after its name */
 	int argc;
 	const struct infiles *in; /* files put beside the code, or NULL */
@@ -31,45 +36,79 @@ struct oneshot {
 	void (*code_for_host)(struct oneshot *o, const struct podman_host *host);
 	void *hook_data;
 
-	/* out, after oneshot_run */
+	/* Where it runs: left zero by a run of its own. The server sets them:
+	 * its loop (borrowed), the client's stdin, stdout and stderr
+	 * (borrowed), the runner a checked host's call goes to, and
+	 * on_finished, called when the result (or the refusal) is known: the
+	 * run is then the server's to word and close (oneshot_close). */
+	struct loop *loop;
+	const int *fds;
+	struct runner *(*runner_for)(struct oneshot *o, const struct host *h);
+	void (*on_finished)(struct oneshot *o);
+	void *owner;
+	/* Nothing more is written (the server's client is gone, as a killed
+	 * run of its own would write nothing more). */
+	bool mute;
+
+	/* out, once finished */
 	bool failed;            /* nothing ran: see err */
 	struct error err;
 	struct run_result *result; /* when it ran: the call's */
 
 	/* private */
-	struct loop *loop;
+	bool own_loop;
 	struct queue *sink[2];
 	bool escape[2]; /* that stream is a terminal: the code's controls are shown */
 	struct terminal_filter filter[2];
 	struct stop_signals *signals;
+	int signalled;           /* the first stop signal, own or forwarded */
 	struct loop_watch *code_watch, *input_watch;
-	struct loop_timer *deadline_timer;
-	int code_fd, input_fd;
+	struct loop_timer *deadline_timer, *close_timer;
+	int code_read_fd, input_fd;
 	struct buffer code_read;
 	struct host host;        /* owned: what the host check found */
-	bool host_checking;
-	struct runner *runner;   /* owned */
-	struct call *call;       /* the runner's, until oneshot_end frees it */
+	struct runner *runner;   /* owned unless runner_for gave it */
+	struct call *call;       /* the runner's, until the close frees it */
 	const char **argv;       /* the call's arguments: owned, kept until its end */
 	bool finished, flushing;
 	int64_t deadline;
+	void (*closed)(struct oneshot *o);
 };
 
-/* Sets up the loop, stdout and stderr as non-blocking queues and the
- * terminating signals (SIGINT, SIGTERM, SIGHUP, unless the caller ignores
- * them). -1 with err set on failure. */
+/* Opens a code FILE (not "-") for oneshot's code_fd: without blocking (a
+ * FIFO with no writer yet), never as a controlling terminal. -1 with err
+ * set (the file and the fix) when it cannot be read. */
+int open_code_file(const char *file, int *fd, struct error *err);
+
+/* Sets up the loop (unless given), stdout and stderr as non-blocking
+ * queues and, on a loop of its own, the terminating signals (SIGINT,
+ * SIGTERM, SIGHUP, unless the caller ignores them). -1 with err set. */
 int oneshot_begin(struct oneshot *o);
-/* Runs to the result: 0 with o->result, or -1 with o->err when nothing
- * ran. The deadline counts from o->started_at, reading the code included. */
+/* Starts: on_finished tells when it is over. The deadline counts from
+ * o->started_at, reading the code included. */
+void oneshot_start(struct oneshot *o);
+/* Starts and runs its own loop to the result: 0 with o->result, or -1 with
+ * o->err when nothing ran. */
 int oneshot_run(struct oneshot *o);
+/* A stop signal as the run's own would be (the server forwards a
+ * client's): the call stops, or nothing is run. */
+void oneshot_signal(struct oneshot *o, int sig);
 /* Queues bytes for stdout (stream 0) or stderr (stream 1). */
 void oneshot_emit(struct oneshot *o, int stream, const char *bytes, size_t len);
 /* The same for bytes the code wrote: escaped where that stream is a
  * terminal (see terminal.c). at_end: the stream is over. */
 void oneshot_emit_code_output(struct oneshot *o, int stream, const char *bytes, size_t len,
 		bool at_end);
+/* What a printer (result.h) printed, queued on a stream. */
+void oneshot_emit_printed(struct oneshot *o, int stream, printer *writer, const void *arg);
+/* `run`'s words once it is over: the refusal's line (and object, with
+ * json), or the files brought back and the stop line, or run --json's
+ * object. The exit status of the run. */
+int oneshot_report_run(struct oneshot *o, bool json);
 /* Delivers what is queued (until the run's deadline, and at least one more
- * second), then frees everything. */
+ * second), frees everything, then calls closed (which may free o). */
+void oneshot_close(struct oneshot *o, void (*closed)(struct oneshot *o));
+/* oneshot_close on its own loop, to its end. */
 void oneshot_end(struct oneshot *o);
 
 #endif

@@ -38,13 +38,21 @@ struct incoming {
 	int made_count;
 };
 
-int outfiles_open(struct outfiles *o, const char *dir, bool overwrite, const struct config *cfg,
-		struct error *err)
+static void outfiles_init(struct outfiles *o, const char *dir, bool overwrite,
+		const struct config *cfg)
 {
 	*o = (struct outfiles){.dir = dir, .overwrite = overwrite, .dirfd = -1,
 		.max_files = cfg->number[SET_OUTPUT_FILES],
 		.max_file_bytes = (uint64_t)cfg->number[SET_OUTPUT_FILE_SIZE],
 		.max_total_bytes = (uint64_t)cfg->number[SET_OUTPUT_SIZE]};
+	o->umask = umask(022);
+	umask(o->umask);
+}
+
+int outfiles_open(struct outfiles *o, const char *dir, bool overwrite, const struct config *cfg,
+		struct error *err)
+{
+	outfiles_init(o, dir, overwrite, cfg);
 	o->dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (o->dirfd < 0) {
 		int e = errno;
@@ -66,6 +74,18 @@ int outfiles_open(struct outfiles *o, const char *dir, bool overwrite, const str
 		o->dirfd = -1;
 		return -1;
 	}
+	return 0;
+}
+
+int outfiles_adopt(struct outfiles *o, const char *dir, int dirfd, bool overwrite,
+		unsigned creation_mask, const struct config *cfg)
+{
+	struct stat st;
+	outfiles_init(o, dir, overwrite, cfg);
+	o->umask = creation_mask & 0777;
+	if (fstat(dirfd, &st) < 0 || !S_ISDIR(st.st_mode))
+		return -1;
+	o->dirfd = dirfd;
 	return 0;
 }
 
@@ -323,6 +343,9 @@ static void end_file(struct outfiles *o, const char *why, size_t why_len)
 
 void outfiles_frame(struct outfiles *o, char type, const char *payload, size_t len)
 {
+	/* Files and directories get the modes the run's own process would
+	 * give them (0666 and 0777 less its umask), in the server too. */
+	mode_t before = umask(o->umask);
 	switch (type) {
 	case 'F':
 		end_file(o, "cut", 3); /* a sender that never ended the last one */
@@ -338,6 +361,7 @@ void outfiles_frame(struct outfiles *o, char type, const char *payload, size_t l
 		drop_reported(o, payload, len);
 		break;
 	}
+	umask(before);
 }
 
 void outfiles_stopped(struct outfiles *o)
@@ -396,3 +420,26 @@ void outfiles_remove_dir(const char *path)
 		empty_dir(fd, 0);
 	rmdir(path);
 }
+
+unsigned outfiles_first_show(const struct outfiles *o)
+{
+	unsigned last = 0;
+	int fd = o->overwrite ? -1 : dup(o->dirfd);
+	DIR *dir = fd < 0 ? NULL : fdopendir(fd);
+	if (!dir) {
+		if (fd >= 0)
+			close(fd);
+		return 1;
+	}
+	struct dirent *e;
+	while ((e = readdir(dir))) {
+		unsigned n;
+		int end = 0;
+		if (sscanf(e->d_name, "show-%u.%*[^.]%n", &n, &end) == 1 && end &&
+		    e->d_name[end] == '\0' && n > last && n < 1000000)
+			last = n;
+	}
+	closedir(dir);
+	return last + 1;
+}
+

@@ -46,6 +46,7 @@ struct outfiles {
 
 	/* private */
 	int dirfd;
+	unsigned umask; /* the creating process's: files are 0666, directories 0777 less it */
 	struct incoming *in; /* the file being received, or NULL */
 };
 
@@ -53,6 +54,15 @@ struct outfiles {
  * write; -1 with err set (nothing run) otherwise. Caps from cfg. */
 int outfiles_open(struct outfiles *o, const char *dir, bool overwrite, const struct config *cfg,
 		struct error *err);
+/* The same for a directory the client of the server opened and checked
+ * (server.c): dirfd becomes o's; creation_mask is the client's umask. -1
+ * when dirfd is not a directory. */
+int outfiles_adopt(struct outfiles *o, const char *dir, int dirfd, bool overwrite,
+		unsigned creation_mask, const struct config *cfg);
+/* The number of the next image show() makes (launcher/display.py names
+ * them show-N.png, ...): one past the highest show-N already in the
+ * directory, so that an earlier run's are kept; 1 with overwrite. */
+unsigned outfiles_first_show(const struct outfiles *o);
 /* The launcher's F, D, G and Z frames, in order (see launcher.py). */
 void outfiles_frame(struct outfiles *o, char type, const char *payload, size_t len);
 /* The run was stopped: a file half received is dropped, never kept. */

@@ -5,6 +5,7 @@
 #include "embedded.h"
 #include "image.h"
 
+#include <nettle/sha2.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -52,6 +53,27 @@ void args_free(struct argv_builder *a)
 const char *const podman_environment_names[] = {"PATH", "HOME", "XDG_RUNTIME_DIR",
 	"XDG_CONFIG_HOME", "XDG_DATA_HOME", "CONTAINERS_CONF", "CONTAINERS_STORAGE_CONF",
 	"DBUS_SESSION_BUS_ADDRESS", "TMPDIR", NULL};
+
+void podman_environment_digest(char out[65])
+{
+	/* The remote variables too: they decide whether podman is local. */
+	static const char *const remote[] = {"CONTAINER_HOST", "CONTAINER_CONNECTION", NULL};
+	const char *const *lists[] = {podman_environment_names, remote};
+	struct sha256_ctx ctx;
+	uint8_t digest[SHA256_DIGEST_SIZE];
+	sha256_init(&ctx);
+	for (size_t l = 0; l < 2; l++)
+		for (size_t i = 0; lists[l][i]; i++) {
+			const char *v = getenv(lists[l][i]);
+			/* NAME=VALUE, or NAME alone when unset; each ended by NUL. */
+			sha256_update(&ctx, strlen(lists[l][i]) + 1, (const uint8_t *)lists[l][i]);
+			if (v)
+				sha256_update(&ctx, strlen(v) + 1, (const uint8_t *)v);
+		}
+	sha256_digest(&ctx, sizeof digest, digest);
+	for (size_t i = 0; i < sizeof digest; i++)
+		snprintf(out + 2 * i, 3, "%02x", digest[i]);
+}
 
 char *const *podman_environment(void)
 {
@@ -469,9 +491,10 @@ void podman_info_parse(const char *said, int status, bool timed_out, const char 
 	if (timed_out) {
 		snprintf(host->detail, sizeof host->detail, "podman info did not answer in time");
 	} else if (status != 0) {
-		const char *why = errors ? errors : "";
+		size_t len;
+		const char *why = last_line(errors ? errors : "", errors ? strlen(errors) : 0, &len);
 		snprintf(host->detail, sizeof host->detail, "podman info exited with status %d: %.*s",
-			status, (int)strcspn(why, "\n"), why);
+			status, (int)len, why);
 	} else if (strcmp(rootless, "true") == 0) {
 		host->rootless = ROOTLESS_TRUE;
 	} else if (strcmp(rootless, "false") == 0) {

@@ -76,6 +76,10 @@ extern const char *const masked_host_paths[];
  * and configuration, so that it finds the same storage and image as the
  * user's own `podman`. Built once. */
 char *const *podman_environment(void);
+/* A sha256 in hex (65 bytes with the NUL) of podman_environment()'s
+ * variables and CONTAINER_HOST, CONTAINER_CONNECTION: a run through the
+ * server runs the server's podman, so only where they are the same. */
+void podman_environment_digest(char out[65]);
 /* The variables of podman_environment(), for the man page and the cache. */
 extern const char *const podman_environment_names[];
 

@@ -76,6 +76,7 @@ struct runner {
 	int warm_failures;   /* warm starts in a row that never got ready */
 	int serial_failures; /* serial starts in a row that never got ready */
 	struct loop_timer *refill_timer;
+	bool backoff_over;   /* the refill timer fired: the next start goes now */
 	int64_t created_at;
 	bool first_ready_logged;
 	bool draining;
@@ -395,14 +396,13 @@ static void on_done(struct sandbox *sb, void *data)
 	s->call = NULL;
 	s->calls++;
 	if (!s->was_ready) {
-		if (s->kind == SLOT_SERIAL)
-			r->serial_failures++;
-		if (s->warm) {
-			r->warm_failures++;
+		int *failures = s->kind == SLOT_SERIAL ? &r->serial_failures : &r->warm_failures;
+		if (s->kind == SLOT_SERIAL || s->warm)
+			(*failures)++;
+		if (s->warm)
 			say(r, "a warm sandbox did not start (%s); next try in %lld s",
 				res->failed ? res->failure.message : "it ended before it was ready",
-				(long long)(backoff_ms(r->warm_failures) / 1000));
-		}
+				(long long)(backoff_ms(*failures) / 1000));
 	}
 	if (s->kind == SLOT_SERIAL && res->ends_why[0])
 		say(r, "a container is replaced after a call: %s", res->ends_why);
@@ -455,10 +455,11 @@ static void on_released(struct sandbox *sb, void *data)
 	loop_timer_cancel(s->idle_timer);
 	sandbox_free(sb);
 	free(s);
-	if (r->draining)
-		check_drained(r);
-	else
-		refill(r);
+	if (r->draining) {
+		check_drained(r); /* last: its done may free the runner */
+		return;
+	}
+	refill(r);
 	pump(r);
 }
 
@@ -481,7 +482,7 @@ static struct slot *start_slot(struct runner *r, enum slot_kind kind, struct cal
 	s->r = r;
 	s->kind = kind;
 	s->born = loop_now_ms();
-	s->warm = !c && kind == SLOT_ONCE;
+	s->warm = !c;
 	struct sandbox_options so = {.cfg = r->opt.cfg, .host = &r->opt.host->podman_host,
 		.image = &r->opt.host->image, .podman = r->opt.host->podman,
 		.session = kind == SLOT_SESSION, .serial = kind == SLOT_SERIAL,
@@ -547,17 +548,44 @@ static void on_refill_timer(struct loop_timer *t, void *data)
 {
 	struct runner *r = data;
 	r->refill_timer = NULL;
+	r->backoff_over = true;
 	refill(r);
 }
 
-/* Brings the warm one-call sandboxes back to their number: now, or after
- * the backoff of failed starts. */
+/* How long the next start ahead waits: none once the backoff's timer
+ * fired (one try, then the failures decide again). */
+static int64_t start_delay(struct runner *r, int failures)
+{
+	if (r->backoff_over) {
+		r->backoff_over = false;
+		return 0;
+	}
+	return backoff_ms(failures);
+}
+
+/* Brings the warm sandboxes back to their number: now, or after the
+ * backoff of failed starts. With serial sandboxes (serve), those are
+ * started ahead, up to opt.warm of opt.serial; else one-call ones. */
 static void refill(struct runner *r)
 {
 	if (r->draining || r->refill_timer)
 		return;
-	while (count_warm(r) < r->opt.warm) {
-		int64_t delay = backoff_ms(r->warm_failures);
+	int ahead = r->opt.warm < r->opt.serial ? r->opt.warm : r->opt.serial;
+	while (r->opt.serial > 0 && count_slots(r, SLOT_SERIAL, false) < ahead) {
+		int64_t delay = start_delay(r, r->serial_failures);
+		if (delay) {
+			r->refill_timer = loop_timer(r->opt.loop, loop_now_ms() + delay,
+				on_refill_timer, r);
+			return;
+		}
+		struct error err;
+		if (!start_slot(r, SLOT_SERIAL, NULL, &err)) {
+			r->serial_failures++;
+			say(r, "cannot start a warm sandbox: %s", err.message);
+		}
+	}
+	while (r->opt.serial == 0 && count_warm(r) < r->opt.warm) {
+		int64_t delay = start_delay(r, r->warm_failures);
 		if (delay) {
 			r->refill_timer = loop_timer(r->opt.loop, loop_now_ms() + delay,
 				on_refill_timer, r);

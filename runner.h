@@ -32,7 +32,8 @@ struct runner_options {
 	const char *who;          /* "mcp", "batch": the front end, in log lines */
 	bool log;                 /* a line on stderr for each event worth one */
 	int running_max;          /* calls at once; more wait, in order */
-	int warm;                 /* one-call sandboxes kept ready (pool), 0 to POOL_MAX_SIZE */
+	int warm;                 /* sandboxes kept ready, 0 to POOL_MAX_SIZE: one-call
+				   * ones (the pool), or with serial, that many of those */
 	int serial;               /* sandboxes that serve call after call; 0: none */
 	int sessions_max;         /* sessions open at once */
 	long session_idle_seconds;
@@ -62,7 +63,8 @@ struct call_spec {
 	/* The code's stdin has room again (call_input). */
 	void (*on_input_room)(struct call *c, void *data);
 	/* The result is known: call_result(). Always called once, for every
-	 * call: also for one refused, cancelled or drained before it ran. */
+	 * call: also for one refused, cancelled or drained before it ran (a
+	 * refusal is called back before runner_submit returns). */
 	void (*on_done)(struct call *c, void *data);
 	void *data;
 };
@@ -106,7 +108,8 @@ int runner_sessions(const struct runner *r);
 
 /* Stops everything: calls waiting end as not run (on_done with
  * failure.status 128 + sig and why), running ones are stopped, every
- * container is removed; done once all are gone (at once when none is). */
+ * container is removed; done once all are gone (at once when none is).
+ * done may free the runner. */
 void runner_drain(struct runner *r, int sig, const char *why, void (*done)(void *data),
 		void *data);
 /* Frees the runner: only after the drain's done, or to abandon what is

@@ -2,6 +2,7 @@
  * reading the code, and printing results as text or JSON. */
 
 #include "batch.h"
+#include "client.h"
 #include "jobs.h"
 #include "json.h"
 #include "mcp.h"
@@ -11,6 +12,7 @@
 #include "rootless.h"
 #include "sandbox.h"
 #include "selftest.h"
+#include "server.h"
 #include "status.h"
 
 #include <errno.h>
@@ -29,6 +31,7 @@ struct options {
 	const char *file;  /* run: NULL or "-" for stdin */
 	const char *output_dir; /* run: bring $SAGE_SANDBOX_OUT's files here */
 	bool output_overwrite;
+	bool no_server;    /* run: never through the server */
 	const char **inputs; /* run: --input PATH, each one */
 	int input_count;
 	char **args;       /* run: the code's arguments after FILE */
@@ -56,6 +59,10 @@ static const struct command_help {
 	{"batch", "batch [OPTIONS] [FILE...]", "run many jobs (JSON Lines from FILE or stdin, or .sage "
 		"files) in\n        warm sandboxes, one JSON line of result each; see BATCH in "
 		"sage-sandbox(1)", true, false, false},
+	{"serve", "serve [--warm N] [--idle SECONDS] [OPTIONS] | serve --stop",
+		"the per-user server that run hands its runs to: warm sandboxes,\n"
+		"        a fresh one for each run, the results of a cold run; see SERVER\n"
+		"        in sage-sandbox(1)", true, false, false},
 	{"cleanup", "cleanup [--podman PATH] [--json]",
 		"remove containers that a killed sage-sandbox left", false, false, false},
 	{"help", "help [COMMAND]", "print this help, or one command's", false, false, false},
@@ -85,8 +92,10 @@ static void print_usage(FILE *out, const struct command_help *command)
 		fprintf(out, "       sage-sandbox --help | --version\n");
 	fprintf(out, "\nOptions come before FILE; everything after FILE (or after --) is the\n"
 		"code's. A repeated option: the last one wins (each --input adds). Each\n"
-		"setting is also read from its environment variable; a flag beats the\n"
-		"environment, which beats the default.\n");
+		"setting is also read from its environment variable and from the\n"
+		"settings file ($SAGE_SANDBOX_SETTINGS, or ~/.config/sage-sandbox/settings,\n"
+		"NAME = VALUE lines); a flag beats the environment, which beats the file,\n"
+		"which beats the default.\n");
 	for (int id = 0; id < SETTING_COUNT; id++) {
 		const struct setting *s = &settings[id];
 		if ((!settings_apply && id != SET_PODMAN) || (s->server && command && !command->server))
@@ -113,6 +122,10 @@ static void print_usage(FILE *out, const struct command_help *command)
 			"  --output-overwrite\n"
 			"        replace files of the same name in DIR; by default they are kept\n"
 			"        and the new ones are not saved\n"
+			"  --no-server\n"
+			"        never through the server (as $SAGE_SANDBOX_SERVER=off); by default\n"
+			"        (auto) a run goes through the server when one answers, and with\n"
+			"        SAGE_SANDBOX_SERVER=start it starts one in the background if none does\n"
 			"\n"
 			"Code is at most %d bytes of UTF-8 and may not contain a NUL byte; the\n"
 			"code's stdin is streamed, at most %llu MiB.\n",
@@ -135,6 +148,17 @@ static void print_usage(FILE *out, const struct command_help *command)
 			"        batch only: take only the jobs whose ordinal is K modulo N; auto\n"
 			"        reads Slurm's array task (or JOB_COMPLETION_INDEX, with /N)\n",
 			BATCH_MAX_JOBS);
+	if (!command || strcmp(command->name, "serve") == 0)
+		fprintf(out,
+			"  --warm N\n"
+			"        serve only: sandboxes kept warm for each kind of settings, 0 to %d\n"
+			"        (default: batch's --jobs); runs past them wait their turn\n"
+			"  --idle SECONDS\n"
+			"        serve only: exit after that long with no client (default %d; 0\n"
+			"        never)\n"
+			"  --stop\n"
+			"        serve only: stop the server that answers, and wait until it has\n",
+			POOL_MAX_SIZE, SERVER_IDLE_SECONDS);
 	if (command && strcmp(command->name, "batch") == 0) {
 		fprintf(out,
 			"\nJobs: one JSON object a line, {\"id\", \"code\", \"stdin\", \"args\",\n"
@@ -147,12 +171,22 @@ static void print_usage(FILE *out, const struct command_help *command)
 			BATCH_EXIT_SOME_NOT_RUN, EXIT_REFUSED);
 		return;
 	}
+	if (command && strcmp(command->name, "serve") == 0) {
+		fprintf(out,
+			"\nIts socket: $XDG_RUNTIME_DIR/sage-sandbox/server.sock, or\n"
+			"/tmp/sage-sandbox-UID/server.sock; its log on stderr. Exit status: 0\n"
+			"after --stop, --idle or a client of another build; 128+N after signal\n"
+			"N; %d when it cannot start (see its line). See SERVER in\n"
+			"sage-sandbox(1).\n", EXIT_REFUSED);
+		return;
+	}
 	if (command && command->server) {
 		fprintf(out,
 			"\nFor mcp, --timeout is the longest a call may ask for, and its default;\n"
 			"--output-limit is at most %d, so that an answer fits MCP's 10 MiB.\n"
-			"Exit status: 0 after a shutdown (end of stdin, SIGTERM, SIGINT); %d when\n"
-			"the options are refused. See sage-sandbox-mcp(7).\n",
+			"Exit status: 0 at the end of stdin; 128+N after signal N (SIGTERM,\n"
+			"SIGINT, SIGHUP); %d when the options are refused. See\n"
+			"sage-sandbox-mcp(7).\n",
 			MCP_MAX_OUTPUT_KIB, EXIT_REFUSED);
 		return;
 	}
@@ -213,6 +247,7 @@ static int parse_options(int argc, char **argv, bool takes_file, bool server, bo
 			    strcmp(argv[i - 1], "--json") == 0 ||
 			    strcmp(argv[i - 1], "--show-control-chars") == 0 ||
 			    strcmp(argv[i - 1], "--fresh") == 0 ||
+			    strcmp(argv[i - 1], "--no-server") == 0 ||
 			    strcmp(argv[i - 1], "--output-overwrite") == 0)
 				break;
 		}
@@ -282,8 +317,9 @@ static int parse_options(int argc, char **argv, bool takes_file, bool server, bo
 		bool *flag = is_option(arg, name_len, "--json") ? &o->json :
 			is_option(arg, name_len, "--show-control-chars") ? &o->show_control_chars :
 			takes_file && !batch && is_option(arg, name_len, "--output-overwrite") ?
-			&o->output_overwrite : batch && is_option(arg, name_len, "--fresh") ? &o->fresh :
-			NULL;
+			&o->output_overwrite :
+			takes_file && !batch && is_option(arg, name_len, "--no-server") ? &o->no_server :
+			batch && is_option(arg, name_len, "--fresh") ? &o->fresh : NULL;
 		if (flag) {
 			if (has_value) {
 				error_set(err, EXIT_REFUSED, usage_hint, "option %.*s takes no value",
@@ -330,30 +366,34 @@ static int parse_options(int argc, char **argv, bool takes_file, bool server, bo
 /* When sage-sandbox started: --timeout counts from here. */
 static int64_t started_at;
 
-/* What a writer printed, queued on the run's stdout (0) or stderr (1). */
-static void emit(struct oneshot *run, int stream, printer *writer, const void *arg)
-{
-	size_t size;
-	char *text = print_to_memory(writer, arg, &size);
-	oneshot_emit(run, stream, text, size);
-	free(text);
-}
-
 /* Ends a run that did not run: the line, and the object with --json. */
 static int emit_refusal(struct oneshot *run, const struct error *err, bool json,
 		const struct config *cfg)
 {
 	struct printed p = {.err = err, .cfg = cfg};
-	emit(run, 1, print_error_line, &p);
+	oneshot_emit_printed(run, 1, print_error_line, &p);
 	if (json)
-		emit(run, 0, print_error_object, &p);
+		oneshot_emit_printed(run, 0, print_error_object, &p);
 	return err->status;
+}
+
+/* A run through the server (client.c), when one takes it: its status, or
+ * CLIENT_COLD. */
+static int run_through_server(const struct options *o, const struct infiles *in,
+		const struct outfiles *out, int code_fd, enum server_use use)
+{
+	struct client_run cr = {.cfg = &o->cfg, .file = o->file, .code_fd = code_fd,
+		.args = (const char *const *)o->args, .argc = o->argc, .json = o->json,
+		.show_control_chars = o->show_control_chars, .in = in->count ? in : NULL,
+		.out = o->output_dir ? out : NULL, .started_at = started_at};
+	return client_run(&cr, use);
 }
 
 static int cmd_run(int argc, char **argv)
 {
 	struct options o = {0};
 	struct error err;
+	enum server_use use = SERVER_OFF;
 
 	if (parse_options(argc, argv, true, false, false, &o, &err) < 0)
 		return report_error(&err, o.json, NULL);
@@ -361,46 +401,45 @@ static int cmd_run(int argc, char **argv)
 		print_usage(stdout, find_help("run"));
 		return 0;
 	}
-	/* The files in and the directory out are checked before anything
-	 * runs: a refusal leaves nothing started. */
+	if (!o.no_server && server_use_from_environment(&use, &err) < 0)
+		return report_error(&err, o.json, &o.cfg);
+	/* The files in, the directory out and the code's FILE are opened and
+	 * checked before anything runs: a refusal leaves nothing started. */
 	struct infiles in = {0};
 	struct outfiles out = {.dirfd = -1};
-	for (int i = 0; i < o.input_count; i++)
-		if (infiles_add_path(&in, o.inputs[i], &err) < 0) {
-			infiles_free(&in);
-			free(o.inputs);
-			return report_error(&err, o.json, &o.cfg);
-		}
+	int code_fd = -1, status = 0;
+	for (int i = 0; i < o.input_count && status == 0; i++)
+		if (infiles_add_path(&in, o.inputs[i], &err) < 0)
+			status = -1;
 	free(o.inputs);
-	if (o.output_overwrite && !o.output_dir) {
+	if (status == 0 && o.output_overwrite && !o.output_dir) {
 		error_set(&err, EXIT_REFUSED, "add --output-dir DIR, or drop --output-overwrite",
 			"--output-overwrite needs --output-dir");
-		infiles_free(&in);
-		return report_error(&err, o.json, &o.cfg);
+		status = -1;
 	}
-	if (o.output_dir && outfiles_open(&out, o.output_dir, o.output_overwrite, &o.cfg, &err) < 0) {
-		infiles_free(&in);
-		return report_error(&err, o.json, &o.cfg);
+	if (status == 0 && o.output_dir &&
+	    outfiles_open(&out, o.output_dir, o.output_overwrite, &o.cfg, &err) < 0)
+		status = -1;
+	if (status == 0 && o.file && strcmp(o.file, "-") != 0 &&
+	    open_code_file(o.file, &code_fd, &err) < 0)
+		status = -1;
+	if (status < 0) {
+		status = report_error(&err, o.json, &o.cfg);
+	} else if ((status = run_through_server(&o, &in, &out, code_fd, use)) == CLIENT_COLD) {
+		struct oneshot run = {.cfg = &o.cfg, .started_at = started_at, .stream = !o.json,
+			.show_control_chars = o.show_control_chars, .file = o.file, .code_fd = code_fd,
+			.args = (const char *const *)o.args, .argc = o.argc,
+			.in = in.count ? &in : NULL, .out = o.output_dir ? &out : NULL};
+		if (oneshot_begin(&run) < 0) {
+			status = report_error(&run.err, o.json, &o.cfg);
+		} else {
+			oneshot_run(&run);
+			status = oneshot_report_run(&run, o.json);
+		}
+		oneshot_end(&run);
 	}
-	struct oneshot run = {.cfg = &o.cfg, .started_at = started_at, .stream = !o.json,
-		.show_control_chars = o.show_control_chars, .file = o.file,
-		.args = (const char *const *)o.args, .argc = o.argc,
-		.in = in.count ? &in : NULL, .out = o.output_dir ? &out : NULL};
-	int status;
-	if (oneshot_begin(&run) < 0) {
-		status = report_error(&run.err, o.json, &o.cfg);
-	} else if (oneshot_run(&run) < 0) {
-		status = emit_refusal(&run, &run.err, o.json, &o.cfg);
-	} else {
-		struct printed p = {.result = run.result, .cfg = &o.cfg};
-		if (o.file && strcmp(o.file, "-") != 0)
-			run.result->file = o.file;
-		status = run.result->exit_code;
-		if (!o.json && o.output_dir)
-			emit(&run, 1, print_files_lines, &p);
-		emit(&run, o.json ? 0 : 1, o.json ? print_run_object : print_stop_line, &p);
-	}
-	oneshot_end(&run);
+	if (code_fd >= 0)
+		close(code_fd);
 	outfiles_close(&out);
 	infiles_free(&in);
 	return status;
@@ -426,8 +465,9 @@ static int cmd_self_test(int argc, char **argv)
 		print_usage(stdout, find_help("self-test"));
 		return 0;
 	}
-	struct oneshot run = {.cfg = &o.cfg, .started_at = started_at,
-		.show_control_chars = o.show_control_chars, .code_for_host = self_test_code_for_host, .hook_data = &code};
+	struct oneshot run = {.cfg = &o.cfg, .started_at = started_at, .code_fd = -1,
+		.show_control_chars = o.show_control_chars, .code_for_host = self_test_code_for_host,
+		.hook_data = &code};
 	int status;
 	if (oneshot_begin(&run) < 0) {
 		status = report_error(&run.err, o.json, &o.cfg);
@@ -440,9 +480,9 @@ static int cmd_self_test(int argc, char **argv)
 		self_test_parse(res->out.data ? res->out.data : "", res->exit_code, &t);
 		status = res->interrupted_by ? res->exit_code : t.failed ? 1 : 0;
 		struct printed_self_test printed = {&t, res, &o.cfg, o.json, status};
-		emit(&run, 0, print_self_test, &printed);
+		oneshot_emit_printed(&run, 0, print_self_test, &printed);
 		if (t.failed && !o.json) {
-			emit(&run, 1, print_stop_line, &p);
+			oneshot_emit_printed(&run, 1, print_stop_line, &p);
 			if (res->err.len) {
 				static const char intro[] = "sage-sandbox: Sage's stderr:\n";
 				oneshot_emit(&run, 1, intro, sizeof intro - 1);
@@ -514,7 +554,9 @@ static int cmd_status(int argc, char **argv)
 		status_print_json(stdout, &report);
 	else
 		status_print_text(stdout, &report);
-	return status_ready(&report) ? 0 : 1;
+	bool ready = status_ready(&report);
+	status_free(&report);
+	return ready ? 0 : 1;
 }
 
 static int cmd_mcp(int argc, char **argv)
@@ -590,6 +632,76 @@ static int cmd_batch(int argc, char **argv)
 	return batch_run(&b);
 }
 
+/* serve's own options, taken out of argv before the settings are parsed;
+ * -1 with err set. */
+static int serve_options(int *argc, char **argv, long *idle, long *warm, bool *stop,
+		struct error *err)
+{
+	int kept = 0;
+	for (int i = 0; i < *argc; i++) {
+		const char *arg = argv[i];
+		size_t name_len = strcspn(arg, "=");
+		bool is_idle = is_option(arg, name_len, "--idle");
+		if (strcmp(arg, "--stop") == 0) {
+			*stop = true;
+			continue;
+		}
+		if (!is_idle && !is_option(arg, name_len, "--warm")) {
+			argv[kept++] = argv[i];
+			continue;
+		}
+		const char *value = arg[name_len] == '=' ? arg + name_len + 1 :
+			i + 1 < *argc ? argv[++i] : NULL;
+		long max = is_idle ? 86400L * 365 : POOL_MAX_SIZE;
+		char *end;
+		errno = 0;
+		long v = value ? strtol(value, &end, 10) : -1;
+		if (!value || !*value || *end || errno || v < 0 || v > max) {
+			error_set(err, EXIT_REFUSED, usage_hint, "option %.*s needs a whole number "
+				"from 0 to %ld", (int)name_len, arg, max);
+			return -1;
+		}
+		*(is_idle ? idle : warm) = v;
+	}
+	*argc = kept;
+	return 0;
+}
+
+static int cmd_serve(int argc, char **argv)
+{
+	struct options o = {0};
+	struct error err;
+	long idle = SERVER_IDLE_SECONDS, warm = -1;
+	bool stop = false;
+
+	if (serve_options(&argc, argv, &idle, &warm, &stop, &err) < 0 ||
+	    parse_options(argc, argv, false, false, false, &o, &err) < 0)
+		return report_error(&err, false, NULL);
+	if (o.help) {
+		print_usage(stdout, find_help("serve"));
+		return 0;
+	}
+	if (o.json || o.show_control_chars) {
+		error_set(&err, EXIT_REFUSED, usage_hint, "option %s is not for serve",
+			o.json ? "--json" : "--show-control-chars");
+		return report_error(&err, false, NULL);
+	}
+	if (stop) {
+		int status = client_stop_server(&err);
+		if (status == EXIT_REFUSED)
+			return report_error(&err, false, NULL);
+		if (status == 1)
+			fprintf(stderr, "sage-sandbox: no server answers\n");
+		return status;
+	}
+	char why[160];
+	struct server_options so = {.cfg = &o.cfg, .idle_seconds = idle, .started_at = started_at,
+		.warm = (int)(warm >= 0 ? warm : batch_default_jobs(&o.cfg, why, sizeof why))};
+	if (so.warm > POOL_MAX_SIZE)
+		so.warm = POOL_MAX_SIZE;
+	return server_run(&so);
+}
+
 static const struct command {
 	const char *name;
 	int (*run)(int argc, char **argv);
@@ -600,6 +712,7 @@ static const struct command {
 	{"cleanup", cmd_cleanup},
 	{"mcp", cmd_mcp},
 	{"batch", cmd_batch},
+	{"serve", cmd_serve},
 };
 
 int main(int argc, char **argv)
@@ -617,7 +730,7 @@ int main(int argc, char **argv)
 			return EXIT_REFUSED;
 	if (argc < 2) {
 		fprintf(stderr, "sage-sandbox: missing command; use run, batch, self-test, status, "
-				"cleanup, mcp or help (see sage-sandbox help)\n");
+				"serve, cleanup, mcp or help (see sage-sandbox help)\n");
 		return EXIT_REFUSED;
 	}
 	if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
@@ -632,7 +745,7 @@ int main(int argc, char **argv)
 		const struct command_help *c = argc > 2 ? find_help(argv[2]) : NULL;
 		if (argc > 3 || (argc > 2 && !c)) {
 			fprintf(stderr, "sage-sandbox: help takes one command name: run, batch, "
-					"self-test, status, cleanup or mcp\n");
+					"self-test, status, serve, cleanup or mcp\n");
 			return EXIT_REFUSED;
 		}
 		print_usage(stdout, c);
@@ -647,6 +760,6 @@ int main(int argc, char **argv)
 		return status;
 	}
 	fprintf(stderr, "sage-sandbox: unknown command '%s'; use run, batch, self-test, status, "
-			"cleanup or mcp (see sage-sandbox help)\n", argv[1]);
+			"serve, cleanup or mcp (see sage-sandbox help)\n", argv[1]);
 	return EXIT_REFUSED;
 }

@@ -557,19 +557,6 @@ void sandbox_stop(struct sandbox *sb, enum stop_reason reason, int signal)
 	start_remove(sb);
 }
 
-/* The last line with something on it of what podman said: its own error
- * comes after any warning it printed first. */
-static const char *last_line(const char *text, size_t size, size_t *len)
-{
-	while (size && (text[size - 1] == '\n' || text[size - 1] == '\r' || text[size - 1] == ' '))
-		size--;
-	const char *start = text + size;
-	while (start > text && start[-1] != '\n')
-		start--;
-	*len = (size_t)(text + size - start);
-	return start;
-}
-
 static void finish_result(struct sandbox *sb)
 {
 	struct run_result *r = &sb->result;
@@ -919,7 +906,10 @@ static void queue_program(struct sandbox *sb)
 			", \"out\": {\"files\": %ld, \"file_bytes\": %llu, \"bytes\": %llu}",
 			p->out->max_files, (unsigned long long)p->out->max_file_bytes,
 			(unsigned long long)p->out->max_total_bytes);
-	limits_len += snprintf(limits + limits_len, sizeof limits - (size_t)limits_len, "}");
+	limits_len += snprintf(limits + limits_len, sizeof limits - (size_t)limits_len,
+		", \"display\": {\"last\": %s, \"latex\": %s, \"first\": %u}}",
+		p->display_last ? "true" : "false", p->display_latex ? "true" : "false",
+		p->out ? outfiles_first_show(p->out) : 1);
 	put_frame(sb->input, 'L', limits, (size_t)limits_len);
 	put_frame(sb->input, 'A', args.data ? args.data : "", args_len);
 	put_frame(sb->input, 'C', p->code, p->code_len);
@@ -1091,8 +1081,11 @@ static int list_orphans(const char *podman, struct buffer *names, struct error *
 
 	podman_ps_args(&list, podman);
 	if (capture_command(list.arg, podman_environment(), 30000, &cap) < 0 || cap.status != 0) {
+		size_t said_len;
+		const char *said = last_line(cap.err.data ? cap.err.data : "", cap.err.len, &said_len);
 		error_set(err, EXIT_REFUSED, "check that podman works for this user: podman ps",
-			"podman ps failed (status %d)", cap.status);
+			"podman ps failed (status %d)%s%.*s", cap.status, said_len ? ": " : "",
+			(int)said_len, said);
 		capture_free(&cap);
 		args_free(&list);
 		return -1;

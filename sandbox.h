@@ -148,6 +148,10 @@ struct program {
 	size_t output_limit;
 	/* Files put in the working directory before the code runs, or NULL. */
 	const struct infiles *in;
+	/* What is displayed besides what the code prints (launcher/display.py):
+	 * the value of a bare last expression (--display last), and a
+	 * formula's LaTeX beside the images show() makes (MCP). */
+	bool display_last, display_latex;
 	/* Where the files the code leaves in $SAGE_SANDBOX_OUT go, or NULL for
 	 * nothing back. At the deadline the launcher kills the code and sends
 	 * them; the run is stopped OUT_GRACE_MS later whatever came. */

@@ -9,6 +9,8 @@
 
 /* ---- the settings table ---------------------------------------------- */
 
+static const char *const display_choices[] = {"none", "last", NULL};
+
 const struct setting settings[SETTING_COUNT] = {
 	[SET_IMAGE] = {"--image", "SAGE_SANDBOX_IMAGE", "IMAGE", "image", KIND_IMAGE, 0, 0, NULL,
 		"an image reference, not starting with '-', no white space",
@@ -49,6 +51,11 @@ const struct setting settings[SETTING_COUNT] = {
 		KIND_SIZE, 1l << 10, 256l << 20, NULL,
 		"a size from 1k to 256m: a number, a fraction allowed, with b, k, m or g (any case)",
 		"64m", "all files brought back together, at most"},
+	[SET_DISPLAY] = {"--display", "SAGE_SANDBOX_DISPLAY", "WHAT", "display", KIND_CHOICE, 0, 0,
+		display_choices, "last or none", "none",
+		"what is displayed besides what the code prints: last, the value of a bare last "
+		"expression, as a notebook cell shows it (mcp's default); none, as sage FILE (run's "
+		"and batch's default). show() of graphics gives images either way"},
 	[SET_WARM] = {"--warm", "SAGE_SANDBOX_WARM", "N", "warm", KIND_INTEGER, 0, 8, NULL,
 		"an integer from 0 to 8", "1",
 		"sandboxes kept started, with Sage imported, for the next calls (0: none)",

@@ -47,6 +47,7 @@ enum setting_id {
 	SET_OUTPUT_FILES,
 	SET_OUTPUT_FILE_SIZE,
 	SET_OUTPUT_SIZE,
+	SET_DISPLAY,
 	SET_WARM,        /* mcp only */
 	SET_CONCURRENCY, /* mcp only */
 	SET_SESSIONS,    /* mcp only */

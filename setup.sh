@@ -8,7 +8,8 @@
 #
 #   ./setup.sh            set up, install sage-sandbox in /usr/local, run the
 #                         seed example through the sandbox, say what to type next
-#   ./setup.sh check      set up, then run the whole test suite
+#   ./setup.sh check      set up (with Slurm and munge too, for the suite's
+#                         one-node cluster), then run the whole test suite
 #   ./setup.sh image      set up and build the image only
 #   ./setup.sh account   the account and its rootless podman configuration
 #                         only: no packages, no image (tests/podman5.sh
@@ -47,6 +48,10 @@ esac
 
 packages=(podman runc uidmap slirp4netns bats scdoc debootstrap make gcc libc6-dev
 	libjansson-dev nettle-dev pkg-config tar python3)
+# For check only, not for a machine that just runs sage-sandbox: the
+# suite's real one-node Slurm (tests/slurm.sh, for tests/140-slurm.bats),
+# and clang with its sanitizer and libFuzzer runtimes (make fuzz).
+[ "$action" != check ] || packages+=(slurmctld slurmd slurm-client munge clang libclang-rt-14-dev)
 
 install_packages() {
 	local missing=() p
@@ -269,9 +274,9 @@ fi
 suite_status=0
 run_action "$dir" as_account || suite_status=$?
 if [ "$action" = check ]; then
-	# A real single-node Slurm runs batch's example script as the account:
-	# its daemons need root, so this part of the suite runs as root, after
-	# the rest whatever its outcome.
+	# A real single-node Slurm (tests/slurm.sh) runs batch's example script
+	# as the account: its daemons need root, so this part of the suite runs
+	# as root, after the rest whatever its outcome.
 	(cd "$dir" && bats tests/140-slurm.bats) || suite_status=$?
 fi
 [ "$suite_status" -eq 0 ] || exit "$suite_status"

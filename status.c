@@ -3,6 +3,8 @@
  * prints it all as text or JSON. */
 #include "status.h"
 #include "batch.h"
+#include "buildid.h"
+#include "client.h"
 #include "json.h"
 #include "oneshot.h"
 #include "process.h"
@@ -74,6 +76,12 @@ static void try_sage(struct status_report *s)
 void status_from_host(const struct config *cfg, const struct host *h, struct status_report *s)
 {
 	*s = (struct status_report){.cfg = cfg, .host = *h};
+	/* The host check's image probe found the image, or said it is not
+	 * there; a probe that did not run (podman refused first) says nothing. */
+	if (h->image_checked || (h->refusal.status && strstr(h->refusal.message, "not present"))) {
+		s->image_asked = true;
+		s->image_present = h->image_checked && !h->refusal.status;
+	}
 }
 
 void status_gather(const struct config *cfg, struct status_report *s)
@@ -103,6 +111,52 @@ void status_gather(const struct config *cfg, struct status_report *s)
 	}
 	if (s->image_present && !s->host.refusal.status)
 		try_sage(s);
+	s->server = client_server_status();
+	json_t *build = json_object_get(s->server, "build");
+	json_t *environment = json_object_get(s->server, "environment");
+	char mine[65];
+	podman_environment_digest(mine);
+	if (json_is_string(build))
+		json_object_set_new(s->server, "serves_this_build",
+			json_boolean(strcmp(json_string_value(build), build_id()) == 0));
+	if (json_is_string(build))
+		json_object_set_new(s->server, "serves_this_environment",
+			json_boolean(json_is_string(environment) &&
+				strcmp(json_string_value(environment), mine) == 0));
+}
+
+void status_free(struct status_report *s)
+{
+	json_decref(s->server);
+	s->server = NULL;
+}
+
+/* The server's line: who answers, what it keeps, and whether it serves
+ * runs from here. */
+static void print_server(FILE *out, json_t *server)
+{
+	const char *socket = json_string_value(json_object_get(server, "socket"));
+	const char *problem_text = json_string_value(json_object_get(server, "problem"));
+	if (!json_is_true(json_object_get(server, "answers"))) {
+		fprintf(out, "server:    none answers at %s%s%s; runs start cold (start one with "
+				"sage-sandbox serve, or SAGE_SANDBOX_SERVER=start)\n", socket ? socket : "?",
+			problem_text ? ": " : "", problem_text ? problem_text : "");
+		return;
+	}
+	json_int_t pid = 0, up = 0, warm = 0, running = 0, queued = 0, served = 0, rss = 0;
+	json_unpack(server, "{s?I, s?I, s?I, s?I, s?I, s?I, s?I}", "pid", &pid, "uptime_seconds",
+		&up, "warm", &warm, "running", &running, "queued", &queued, "served", &served,
+		"rss_kib", &rss);
+	fprintf(out, "server:    pid %lld at %s: up %lld s, %lld warm, %lld running, %lld queued, "
+			"%lld served, its own RSS %lld MiB (stop: sage-sandbox serve --stop)\n",
+		(long long)pid, socket, (long long)up, (long long)warm, (long long)running,
+		(long long)queued, (long long)served, (long long)rss / 1024);
+	if (json_is_false(json_object_get(server, "serves_this_build")))
+		fprintf(out, "           ANOTHER BUILD of sage-sandbox: a run from here goes cold and "
+				"asks it to exit\n");
+	else if (json_is_false(json_object_get(server, "serves_this_environment")))
+		fprintf(out, "           ANOTHER ENVIRONMENT for podman (PATH, HOME, XDG_*, "
+				"CONTAINERS_*, TMPDIR): runs from here go cold\n");
 }
 
 /* The one problem in the way, and its fix; NULL when ready. */
@@ -187,7 +241,7 @@ static void print_settings_text(FILE *out, const struct status_report *s)
 		int n = setting_enforcement(id, &s->host.podman_host, by);
 		if (settings[id].server)
 			continue;
-		int at = snprintf(line, sizeof line, "  %-17s %-35s %-12s", settings[id].flag,
+		int at = snprintf(line, sizeof line, "  %-18s %-35s %-12s", settings[id].flag,
 			setting_text(s->cfg, id, value, sizeof value),
 			setting_source_name(s->cfg->source[id]));
 		if (n == 0)
@@ -236,6 +290,8 @@ void status_print_text(FILE *out, const struct status_report *s)
 	batch_default_jobs(s->cfg, jobs_why, sizeof jobs_why);
 	fprintf(out, "batch:     --jobs %s\n", jobs_why);
 	print_settings_text(out, s);
+	if (s->server)
+		print_server(out, s->server);
 	fprintf(out, "ready:     %s%s%s\n", why ? "no" : "yes", why ? ": " : "", why ? why : "");
 	if (hint && hint[0])
 		fprintf(out, "fix:       %s\n", hint);
@@ -347,6 +403,12 @@ void status_print_json(FILE *out, const struct status_report *s)
 	jw_integer(&j, batch_default_jobs(s->cfg, jobs_why, sizeof jobs_why));
 	jw_key(&j, "batch_jobs_detail");
 	jw_cstring(&j, jobs_why);
+	if (s->server) {
+		char *text = json_dumps(s->server, JSON_COMPACT | JSON_SORT_KEYS);
+		jw_key(&j, "server");
+		jw_raw(&j, text);
+		free(text);
+	}
 	jw_key(&j, "hint");
 	jw_cstring(&j, hint && hint[0] ? hint : NULL);
 	jw_end_object(&j);

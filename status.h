@@ -7,6 +7,7 @@
 
 #include "host.h"
 
+#include <jansson.h>
 #include <stdbool.h>
 #include <stdio.h>
 
@@ -21,12 +22,16 @@ struct status_report {
 	bool sage_starts;
 	struct error sage_refusal; /* when it does not */
 	char remote_answer[300];   /* what the remote service said when tried */
+	/* What the server said (client.c), with whether it serves this
+	 * build's and this environment's runs; NULL from status_from_host. */
+	json_t *server;
 };
 
 /* Asks everything, blocking (status in a terminal). */
 void status_gather(const struct config *cfg, struct status_report *s);
 /* From a host already checked, asking nothing more (the MCP tool). */
 void status_from_host(const struct config *cfg, const struct host *h, struct status_report *s);
+void status_free(struct status_report *s);
 /* Ready: a sandbox can run (and, where it was asked, Sage starts in it). */
 bool status_ready(const struct status_report *s);
 void status_print_text(FILE *out, const struct status_report *s);

@@ -50,6 +50,11 @@ class Call:
         self.inputs = limits["inputs"]
         out = limits.get("out")
         self.out = out and outdir.Limits(out["files"], out["file_bytes"], out["bytes"])
+        shown = limits.get("display") or {}
+        self.display_flags = ((child.DISPLAY_LAST if shown.get("last") else 0) |
+                              (child.FILES_BACK if self.out else 0) |
+                              (child.LATEX if shown.get("latex") else 0))
+        self.first_show = shown.get("first", 1)
 
 
 def parse_limits(data):
@@ -74,6 +79,11 @@ def parse_limits(data):
     if out is not None and not (isinstance(out, dict) and all(
             number(out.get(k)) for k in ("files", "file_bytes", "bytes"))):
         raise ProtocolError("out limits without files, file_bytes and bytes")
+    shown = limits.get("display")
+    if shown is not None and not (isinstance(shown, dict) and all(
+            isinstance(shown.get(k, False), bool) for k in ("last", "latex")) and
+            number(shown.get("first", 1)) and 0 < shown.get("first", 1) < 1 << 31):
+        raise ProtocolError("display without booleans last, latex and a first number")
     return limits
 
 
@@ -164,7 +174,9 @@ class Launcher:
     # ---- processes ------------------------------------------------------------
 
     def reap(self):
-        """Reaps every exited process (orphans are ours too, as init)."""
+        """Reaps every exited process (orphans are ours too, as init). A
+        stop is no end: wait reports a tracee's stops (a weakened profile
+        can let the call's process ask to be traced by this one)."""
         while True:
             try:
                 pid, status, usage = os.wait4(-1, os.WNOHANG)
@@ -172,7 +184,7 @@ class Launcher:
                 return
             if pid == 0:
                 return
-            if pid == self.child:
+            if pid == self.child and not os.WIFSTOPPED(status):
                 self.cpu_used = usage.ru_utime + usage.ru_stime
                 self.child_status = status
 
@@ -189,7 +201,7 @@ class Launcher:
                 pid, status, usage = os.wait4(-1, 0)
             except ChildProcessError:
                 return
-            if pid == self.child:
+            if pid == self.child and not os.WIFSTOPPED(status):
                 self.cpu_used = usage.ru_utime + usage.ru_stime
                 self.child_status = status
 
@@ -393,7 +405,8 @@ class Launcher:
         if self.frozen:
             self.thaw()
         try:
-            write_all(self.call_w, child.encode_call(call.cpu_seconds, call.argv, call.code))
+            write_all(self.call_w, child.encode_call(call.cpu_seconds, call.argv, call.code,
+                                                           call.display_flags, call.first_show))
         except OSError:
             pass  # the child is gone: its status says why, below
         if not self.session:

@@ -4,17 +4,21 @@
 #
 # The launcher and its child speak over pipes (docs/protocol.md, "The
 # launcher and its child"): the call pipe brings each call as a header
-# (">III": its CPU seconds, the length of its arguments, the length of its
-# code) and those bytes; in a session the done pipe takes "STATUS\n" after
+# (">IIIII": its CPU seconds, its display flags, the number of the first
+# image it shows, the length of its arguments, the length of its code) and
+# those bytes; in a session the done pipe takes "STATUS\n" after
 # each cell, and the child waits for the next call. The code's stdin,
 # stdout and stderr are three more pipes, relayed by the launcher.
 import os
 import struct
 import sys
 
-from launcher import parent
+from launcher import display, parent
 
-CALL_HEADER = struct.Struct(">III")
+CALL_HEADER = struct.Struct(">IIIII")
+# A call's display flags: show its last expression's value; its files come
+# back (images shown are kept); give formulas shown as LaTeX too.
+DISPLAY_LAST, FILES_BACK, LATEX = 1, 2, 4
 
 MISSING_FILE_NOTE = (
     "note: the sandbox holds only this code, the image's packages and the files\n"
@@ -39,9 +43,10 @@ class Pipes:
         return (self.stdin[0], self.stdout[1], self.stderr[1], self.call[0], self.done[1])
 
 
-def encode_call(cpu_seconds, argv, code):
+def encode_call(cpu_seconds, argv, code, flags=0, first_show=1):
     args = b"".join(os.fsencode(a) + b"\0" for a in argv)
-    return CALL_HEADER.pack(max(0, cpu_seconds), len(args), len(code)) + args + code
+    return CALL_HEADER.pack(max(0, cpu_seconds), flags, first_show, len(args),
+                            len(code)) + args + code
 
 
 def _read_exactly(fd, n):
@@ -60,17 +65,18 @@ def read_call(fd):
     header = _read_exactly(fd, CALL_HEADER.size)
     if header is None:
         return None
-    cpu, args_len, code_len = CALL_HEADER.unpack(header)
+    cpu, flags, first_show, args_len, code_len = CALL_HEADER.unpack(header)
     body = _read_exactly(fd, args_len + code_len)
     if body is None:
         return None
     argv = [os.fsdecode(a) for a in body[:args_len].split(b"\0")[:-1]] or ["-"]
-    return cpu, argv, body[args_len:]
+    return cpu, argv, body[args_len:], flags, first_show
 
 
-def run_code(source, namespace, filename, preparse_file):
+def run_code(source, namespace, filename, preparse_file, show_last=False):
     """The code as `sage FILE` runs it, in the namespace made before it
-    came; returns the exit status."""
+    came; returns the exit status. show_last: a last statement that is a
+    bare expression has its value displayed, as a notebook cell's."""
     import linecache
     import numbers
     import traceback
@@ -86,7 +92,18 @@ def run_code(source, namespace, filename, preparse_file):
             exec(compile(first, filename, "exec"), namespace)
             preparsed = rest
         linecache.cache[filename] = (len(text), None, text.splitlines(True), filename)
-        exec(compile(preparsed, filename, "exec"), namespace)
+        if not show_last:
+            exec(compile(preparsed, filename, "exec"), namespace)
+            return 0
+        import ast
+        # compile() makes the tree: a syntax error is reported as above,
+        # with no frame of ast's own.
+        tree = compile(preparsed, filename, "exec", ast.PyCF_ONLY_AST)
+        last = tree.body.pop() if tree.body and isinstance(tree.body[-1], ast.Expr) else None
+        exec(compile(tree, filename, "exec"), namespace)
+        if last is not None:
+            value = eval(compile(ast.Expression(last.value), filename, "eval"), namespace)
+            display.show_last(value)
         return 0
     except SystemExit as e:
         # As Python does, but a Sage Integer is an exit code too:
@@ -115,6 +132,22 @@ def run_code(source, namespace, filename, preparse_file):
         return 1
 
 
+def reseed():
+    """Random state of this process's own. The launcher's was drawn once, at
+    Sage's import; every child forked from it would repeat its numbers (a
+    serial container's calls would all print the same random()), where
+    fresh containers differ. Sage's randstate (its random(), PARI's, GAP's
+    and the rest, which it seeds as each is used) and Python's random
+    module draw new seeds from the kernel."""
+    import random
+    random.seed()
+    try:
+        from sage.misc.randstate import set_random_seed
+    except ImportError:  # no Sage: the launcher's unit tests
+        return
+    set_random_seed()
+
+
 def child_main(pipes, handlers, namespace, preparse_file, session):
     """The prepared child: made ready before its call comes, then runs it
     (a session's child runs every cell of the session). Never returns."""
@@ -125,6 +158,7 @@ def child_main(pipes, handlers, namespace, preparse_file, session):
     os.setsid()
     handlers.restore()
     parent.set_dumpable(True)
+    reseed()
     # The one rlimit podman cannot set (it has no name for it): the code's
     # address space, which counts the shared mappings RLIMIT_DATA does not.
     address_space = int(os.environ.get("SAGE_SANDBOX_RLIMIT_AS", resource.RLIM_INFINITY))
@@ -146,7 +180,8 @@ def child_main(pipes, handlers, namespace, preparse_file, session):
             continue  # an interrupt that came as a cell ended: nothing to stop
         if got is None:
             os._exit(0)  # no call came: the sandbox was stopped while waiting
-        cpu_seconds, argv, code = got
+        cpu_seconds, argv, code, flags, first_show = got
+        display.configure(bool(flags & FILES_BACK), bool(flags & LATEX), first_show)
         if first_call and not session:
             # The call's CPU time, where it is less than the container's:
             # a warm sandbox was started for the longest call it may
@@ -165,7 +200,7 @@ def child_main(pipes, handlers, namespace, preparse_file, session):
         filename = "<stdin>" if argv[0] == "-" else argv[0]
         namespace["__file__"] = filename
         sys.argv = argv
-        status = run_code(code, namespace, filename, preparse_file)
+        status = run_code(code, namespace, filename, preparse_file, bool(flags & DISPLAY_LAST))
         try:
             sys.stdout.flush()
             sys.stderr.flush()

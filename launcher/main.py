@@ -20,7 +20,7 @@ import os
 import signal
 import sys
 
-from launcher import calls, parent
+from launcher import calls, display, parent
 from launcher.frames import ProtocolError, Reader, Writer
 
 # Where sage-sandbox's environment points (podman.c): made here, empty.
@@ -91,8 +91,17 @@ def main(argv):
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     sage_all, preparse_file = import_sage(writer)
     # The handlers Sage installed, for every call's process to get back;
-    # this process catches no signal from here on (parent.py).
-    handlers = parent.Handlers(python={signal.SIGINT: signal.default_int_handler})
+    # this process catches no signal from here on (parent.py). SIGINT's
+    # Python-level one is cysignals' own, as Sage sets it (the import ran
+    # with SIGINT ignored): it raises KeyboardInterrupt through sig_check(),
+    # which clears cysignals' note of the interrupt; Python's default one
+    # would leave it, and a session's next cell would be interrupted at
+    # its first sig_on().
+    try:
+        from cysignals.signals import python_check_interrupt as on_interrupt
+    except ImportError:
+        on_interrupt = signal.default_int_handler
+    handlers = parent.Handlers(python={signal.SIGINT: on_interrupt})
     handlers.drop_all()
     try:
         from sage.version import version
@@ -108,6 +117,8 @@ def main(argv):
     import linecache  # noqa: F401
     import numbers  # noqa: F401
     import traceback  # noqa: F401
+    # show() and the last expression: images, not "Graphics object ...".
+    display.install()
     launcher = calls.Launcher(mode, reader, writer, handlers, namespace, preparse_file)
     try:
         launcher.serve()

@@ -84,3 +84,32 @@ remove_user() {
 	expect_equal "$(printf '%s\n' "$errors" | wc -l)" 1 "lines on stderr"
 	[ -z "$(podman ps -aq)" ]
 }
+
+@test "serve - a connection from root to the account's server is refused (SO_PEERCRED) before a byte of it is read" {
+	local account dir uid log
+	dir=$(cd "$BATS_TEST_DIRNAME/.." && pwd)
+	account=$(stat -c %U "$dir")
+	[ "$account" != root ] || skip "the tree is root's: no account to serve"
+	uid=$(id -u "$account")
+	log=/tmp/sage-sandbox-root-test-$$.log
+	runuser -l "$account" -c "cd '$dir' && SAGE_SANDBOX_SETTINGS=/dev/null ./sage-sandbox serve --warm 0 --idle 60" 2>"$log" &
+	local i
+	for ((i = 0; i < 300; i++)); do
+		[ ! -S "/tmp/sage-sandbox-$uid/server.sock" ] || break
+		sleep 0.1
+	done
+	local said
+	said=$(python3 -c 'import socket, sys
+s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+s.connect(sys.argv[1])
+s.send(b"SSR1S")
+s.settimeout(5)
+print(s.recv(100))' "/tmp/sage-sandbox-$uid/server.sock")
+	expect_equal "$said" "b''" "the server's answer to root"
+	expect_match "$(cat "$log")" "refused a connection of uid 0 \(pid [0-9]+\): only uid $uid may use this server"
+	# Its own user is answered.
+	expect_match "$(runuser -l "$account" -c "cd '$dir' && ./sage-sandbox status --json" | python3 -c 'import json, sys; print(json.load(sys.stdin)["server"]["answers"])')" True
+	runuser -l "$account" -c "cd '$dir' && ./sage-sandbox serve --stop"
+	wait
+	rm -f "$log"
+}

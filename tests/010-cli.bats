@@ -30,7 +30,7 @@ load helpers
 	expect_match "$output" "^Usage: sage-sandbox cleanup"
 	expect_no_match "$output" "--timeout"
 	run_ss 125 help frobnicate
-	expect_equal "$errors" "sage-sandbox: help takes one command name: run, batch, self-test, status, cleanup or mcp"
+	expect_equal "$errors" "sage-sandbox: help takes one command name: run, batch, self-test, status, serve, cleanup or mcp"
 }
 
 @test "--help, the man page and README - list the same options and variables" {
@@ -61,10 +61,10 @@ load helpers
 
 @test "no command or an unknown command - one line, status 125" {
 	run_ss 125
-	expect_equal "$errors" "sage-sandbox: missing command; use run, batch, self-test, status, cleanup, mcp or help (see sage-sandbox help)"
+	expect_equal "$errors" "sage-sandbox: missing command; use run, batch, self-test, status, serve, cleanup, mcp or help (see sage-sandbox help)"
 	expect_equal "$output" ""
 	run_ss 125 frobnicate
-	expect_equal "$errors" "sage-sandbox: unknown command 'frobnicate'; use run, batch, self-test, status, cleanup or mcp (see sage-sandbox help)"
+	expect_equal "$errors" "sage-sandbox: unknown command 'frobnicate'; use run, batch, self-test, status, serve, cleanup or mcp (see sage-sandbox help)"
 }
 
 # refuse ERROR-PATTERN ARGS...: sage-sandbox ARGS must refuse with status 125,

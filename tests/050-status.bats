@@ -100,12 +100,21 @@ load helpers
 	expect_match "$output" "PASS  rlimit_as +\(1610612736, 1610612736\)"
 }
 
+@test "status - CONTAINER_HOST pointing nowhere: the remote socket named, tried, and refused with why, status 1" {
+	CONTAINER_HOST=unix:///nowhere/podman.sock run_ss 1 status
+	expect_match "$output" "remote: +CONTAINER_HOST=unix:///nowhere/podman.sock; the service does not answer: "
+	expect_match "$output" "ready: +no: refusing to run: podman is remote \(CONTAINER_HOST is set"
+	CONTAINER_HOST=unix:///nowhere/podman.sock run_ss 1 status --json
+	expect_equal "$(json_get 'j["remote"], j["rootless"]')" '["CONTAINER_HOST=unix:///nowhere/podman.sock", null]'
+	expect_match "$(json_get 'j["remote_answer"]')" "^the service does not answer: "
+}
+
 @test "self-test --json - ok true, every check named with its outcome" {
 	run_ss 0 self-test --json
 	expect_equal "$(json_get 'j["ok"]')" true
 	expect_equal "$(json_get 'j["checks"][0]["name"], j["checks"][0]["outcome"]')" '["factorisation", "PASS"]'
 	expect_equal "$(json_get 'sorted({c["outcome"] for c in j["checks"]} - {"SKIP"})')" '["PASS"]'
-	expect_equal "$(json_get 'len(j["checks"])')" 33
+	expect_equal "$(json_get 'len(j["checks"])')" 37
 	expect_equal "$(json_get 'j["run"]["exit_code"]')" 0
 }
 

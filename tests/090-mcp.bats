@@ -5,11 +5,39 @@
 
 load helpers
 
-# A call's line for the raw protocol.
+# call_line ID CODE [PROGRESS_TOKEN]: a call's line for the raw protocol;
+# with a progress token, the server tells the call's output so far each
+# second (notifications/progress).
 call_line() {
-	python3 -c 'import json, sys; print(json.dumps({"jsonrpc": "2.0", "id": int(sys.argv[1]),
-		"method": "tools/call", "params": {"name": "run_sagemath",
-		"arguments": {"code": sys.argv[2]}}}))' "$1" "$2"
+	python3 -c 'import json, sys
+params = {"name": "run_sagemath", "arguments": {"code": sys.argv[2]}}
+if len(sys.argv) > 3:
+    params["_meta"] = {"progressToken": sys.argv[3]}
+print(json.dumps({"jsonrpc": "2.0", "id": int(sys.argv[1]), "method": "tools/call",
+                  "params": params}))' "$@"
+}
+
+# wait_until SECONDS WHAT COMMAND...: until COMMAND succeeds, looking every
+# 0.1 s; fails, saying WHAT it waited for, after SECONDS.
+wait_until() {
+	local seconds=$1 what=$2 i
+	shift 2
+	for ((i = 0; i < seconds * 10; i++)); do
+		"$@" && return 0
+		sleep 0.1
+	done
+	echo "# waited $seconds s for $what" >&2
+	return 1
+}
+
+# The time in ms, to tell how far apart two events came (EPOCHREALTIME's
+# decimal point is the locale's: every non-digit goes).
+now_ms() {
+	echo $((${EPOCHREALTIME//[!0-9]/} / 1000))
+}
+
+containers_at_least() {
+	[ "$(our_containers | wc -l)" -ge "$1" ]
 }
 
 # mcp_answer CODE [OPTIONS...]: one run_sagemath call of CODE to a server
@@ -79,26 +107,28 @@ mcp_answer() {
 	[[ $output != *"--warm"* ]]
 }
 
-@test "mcp: SIGTERM stops a running call and the pool, removes every container, exits 0" {
+@test "mcp: SIGTERM stops a running call and the pool, removes every container, exits 143" {
 	mkfifo "$BATS_TEST_TMPDIR/in"
 	"$SAGE_SANDBOX" mcp --warm 2 <"$BATS_TEST_TMPDIR/in" >"$BATS_TEST_TMPDIR/out" \
 		2>"$BATS_TEST_TMPDIR/log" &
-	local pid=$!
-	local writer
+	local pid=$! writer code=0
 	exec {writer}>"$BATS_TEST_TMPDIR/in"
 	call_line 1 'import time
 print("started", flush=True)
-time.sleep(100)' >&"$writer"
-	# Wait until the call runs and both warm sandboxes are there.
-	for ((i = 0; i < 240; i++)); do
-		[ "$(our_containers | wc -l)" -ge 3 ] && break
-		sleep 0.25
-	done
-	[ "$(our_containers | wc -l)" -ge 3 ]
-	sleep 2
+time.sleep(100)' progress-1 >&"$writer"
+	# The call's code runs: its progress shows what it printed (the JSON
+	# line holds the newline as \n).
+	wait_until 120 "the call's progress to show 'started'" \
+		grep -qF 'output so far ends with:\nstarted' "$BATS_TEST_TMPDIR/out"
+	# And the pool is there: its two warm sandboxes beside the call's, one
+	# of them ready at least.
+	wait_until 60 "3 containers" containers_at_least 3
+	wait_until 60 "a warm sandbox ready" grep -q "first warm sandbox ready" "$BATS_TEST_TMPDIR/log"
 	local started=$SECONDS
 	kill -TERM "$pid"
-	wait "$pid" || { echo "exit status $?"; false; }
+	wait "$pid" || code=$?
+	# Stopped by a signal: 128 + 15, as every command of sage-sandbox.
+	expect_equal "$code" 143 "mcp's exit status after SIGTERM"
 	exec {writer}>&-
 	[ $((SECONDS - started)) -le 15 ]
 	answer=$(cat "$BATS_TEST_TMPDIR/out")
@@ -135,20 +165,24 @@ json.dump(profile, sys.stdout)' "$BATS_TEST_DIRNAME/../seccomp.json" >"$BATS_TES
 	mkfifo "$BATS_TEST_TMPDIR/in"
 	"$SAGE_SANDBOX" mcp --seccomp-profile "$BATS_TEST_TMPDIR/nofork.json" <"$BATS_TEST_TMPDIR/in" \
 		>"$BATS_TEST_TMPDIR/out" 2>"$BATS_TEST_TMPDIR/log" &
-	local pid=$! writer
+	local pid=$! writer first second
 	exec {writer}>"$BATS_TEST_TMPDIR/in"
-	sleep 8
+	# The pool's first two failures, the second at least the first's
+	# backoff (1 s) after it: not a tight loop.
+	wait_until 60 "the first failed start" grep -q "next try in 1 s" "$BATS_TEST_TMPDIR/log"
+	first=$(now_ms)
+	wait_until 60 "the second failed start" grep -q "next try in 2 s" "$BATS_TEST_TMPDIR/log"
+	second=$(now_ms)
+	[ $((second - first)) -ge 900 ] || { echo "# failures $((second - first)) ms apart" >&2; false; }
 	call_line 1 'print(1)' >&"$writer"
-	sleep 5
+	wait_until 60 "the call's answer" grep -q '"id":1' "$BATS_TEST_TMPDIR/out"
 	exec {writer}>&-
 	wait "$pid"
 	cat "$BATS_TEST_TMPDIR/log"
-	# Tries 1 s apart, then 2 s, 4 s: not a tight loop.
+	# Tries 1 s apart, then 2 s, 4 s: a few, not a tight loop.
 	tries=$(grep -c "a warm sandbox did not start" "$BATS_TEST_TMPDIR/log")
 	[ "$tries" -ge 2 ] && [ "$tries" -le 5 ]
-	grep -q "next try in 1 s" "$BATS_TEST_TMPDIR/log"
-	grep -q "next try in 2 s" "$BATS_TEST_TMPDIR/log"
-	output=$(cat "$BATS_TEST_TMPDIR/out")
+	output=$(grep '"id":1' "$BATS_TEST_TMPDIR/out")
 	expect_equal "$(json_get 'j["result"]["isError"]')" true
 	expect_match "$(json_get 'j["result"]["structuredContent"]["error"]')" "^Sage did not start in the sandbox"
 }

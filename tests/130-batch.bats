@@ -169,6 +169,7 @@ after 0 None 1"
 	expect_match "$errors" "1 ok, 1 failed, 0 bad lines, 0 not run; 1 retried"
 }
 
+# bats test_tags=slow
 @test "batch - 200 generated jobs give what sage-sandbox run gives each: stdout, stderr, exit code" {
 	dir=$BATS_TEST_TMPDIR
 	mkdir "$dir/code"
@@ -269,6 +270,7 @@ after 0 None 1"
 	expect_equal "$(printf '%s\n' "$output" | python3 -c 'import json,sys; print([json.loads(l)["id"] for l in sys.stdin])')" "[3, 8]"
 }
 
+# bats test_tags=measures-rss
 @test "batch - 100,000 lines go through in constant memory" {
 	dir=$BATS_TEST_TMPDIR
 	# Every line is parsed whole and answered; one in 10,000 runs, the

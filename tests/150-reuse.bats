@@ -76,6 +76,20 @@ print("sent", len(sent))' victim "$VICTIM" victim2 "$VICTIM"
 	expect_as_fresh victim2 "$VICTIM"
 }
 
+@test "reuse - each job draws its own random numbers, as fresh runs do: Sage's random(), ZZ's, Python's random module's" {
+	# (PARI's own random() starts from the same seed in every fresh run:
+	# it is the same in each job too.)
+	local code='import random as stdlib_random
+print(random(), ZZ.random_element(10^30), stdlib_random.random())'
+	jobs_file one "$code" two "$code" three "$code"
+	run_ss 0 batch --jobs 1 "$jobs"
+	local draws
+	draws=$({ field one 'j["stdout"]'; field two 'j["stdout"]'; field three 'j["stdout"]'; } | grep .)
+	expect_equal "$(wc -l <<<"$draws")" 3
+	# Each number differs from the same number of every other job.
+	expect_equal "$(python3 -c 'import sys; rows = [l.split() for l in sys.stdin]; print(all(len({r[k] for r in rows}) == 3 for k in range(3)))' <<<"$draws")" True "$draws"
+}
+
 @test "reuse - files planted under directories chmod'ed 000 or 0300 are gone: no matplotlibrc, maxima init, GAP workspace; a later job's input stays unseen" {
 	local victim='import matplotlib, os
 print(open("secret.txt").read())

@@ -10,6 +10,9 @@ export SAGE_SANDBOX_SETTINGS=/dev/null
 unset SAGE_SANDBOX_PODMAN SAGE_SANDBOX_TIMEOUT SAGE_SANDBOX_MEMORY SAGE_SANDBOX_WARM \
 	SAGE_SANDBOX_OUTPUT_FILES SAGE_SANDBOX_OUTPUT_FILE_SIZE SAGE_SANDBOX_OUTPUT_SIZE \
 	SAGE_SANDBOX_CPUS SAGE_SANDBOX_PIDS_LIMIT SAGE_SANDBOX_OUTPUT_LIMIT SAGE_SANDBOX_CONCURRENCY
+# Every run cold, as the tests were written: the server's own tests
+# (160-serve.bats) turn it back on, and start and stop their servers.
+export SAGE_SANDBOX_SERVER=off
 
 # run_ss STATUS ARGS...: runs sage-sandbox ARGS (stdin from $input_file if
 # set) under a hard time limit and fails, showing everything, unless it

@@ -151,5 +151,6 @@ try:
 except subprocess.TimeoutExpired:
     sys.exit("the server did not exit within 20 s of the end of its input")
 if status != 0:
-    sys.exit("the server exited %d at the end of its input" % status)
+    sys.exit("the server exited %d at the end of its input; its stderr:\n%s" % (
+        status, server.stderr.read().decode(errors="replace")[-6000:]))
 print("ok")

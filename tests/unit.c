@@ -610,11 +610,11 @@ int main(void)
 	podman_info_parse("false\nv1\n[]\nrunc\noverlay\nfalse\n", 0, false, NULL, &host);
 	check(host.rootless == ROOTLESS_FALSE && rootless_verdict(&host, &err) < 0 &&
 		      strstr(err.message, "not rootless"), "podman info: rootful is refused");
-	podman_info_parse("", 125, false, "Error: cannot connect\nmore\n", &host);
+	podman_info_parse("", 125, false, "WARN[0000] a warning\nError: cannot connect\n", &host);
 	check(host.rootless == ROOTLESS_UNKNOWN &&
 		      strcmp(host.detail, "podman info exited with status 125: Error: cannot connect") == 0 &&
 		      rootless_verdict(&host, &err) < 0,
-		"podman info: a failure is unknown, with podman's first line, and refused");
+		"podman info: a failure is unknown, with podman's last line (its error), and refused");
 	podman_info_parse("maybe\n", 0, false, NULL, &host);
 	check(host.rootless == ROOTLESS_UNKNOWN, "podman info: an answer that is not true or false is unknown");
 	check(podman_said_no_image("Error: localhost/x:1: image not known\n") &&

@@ -86,8 +86,11 @@ export async function toolsProvider(ctl: ToolsProviderController): Promise<Tool[
     description: text`
       Run SageMath code and return what it printed. Use it for exact and symbolic mathematics:
       algebra, calculus, number theory, linear algebra, groups, polynomials, elliptic curves.
-      Sage syntax works (R.<x> = QQ[], x^2). Print every result you need: only printed output
-      comes back, in "stdout"; errors and tracebacks come back in "stderr" with ok false.
+      Sage syntax works (R.<x> = QQ[], x^2). What the code prints comes back in "stdout", and,
+      as in a notebook, the value of a bare expression on the last line; errors and tracebacks
+      come back in "stderr" with ok false. Graphics shown with show() or .show(), or left as
+      the last line (plot(sin(x), (x, 0, 2*pi))), are saved as images (show-1.png, ...) in
+      this chat's folder, with no path to choose: "saved_files" gives their paths.
       Calls in this chat usually share one Sage session: variables, functions, rings, imports
       and files in the working directory stay for your next call, so build on them instead of
       resending them; "session.state_kept" in each result says whether they survived (a call
@@ -96,11 +99,10 @@ export async function toolsProvider(ctl: ToolsProviderController): Promise<Tool[
       fresh. Background processes never outlive their call. There is no network and no file
       from the user but those given in "files"; each call runs under time, memory and output
       limits: "stopped_by" names the limit that stopped it and "error" says what to change.
-      Code is at most 50,000 bytes. To keep a file (a plot, a table), save it in the directory
-      named by the environment variable SAGE_SANDBOX_OUT, e.g. import os;
-      plot(sin(x), (x, 0, 2*pi)).save(os.environ["SAGE_SANDBOX_OUT"] + "/sin.png"): it is
-      saved in this chat's folder, and "saved_files" gives its path; "files" lists each with
-      its size and, for images, its pixel size.
+      Code is at most 50,000 bytes. To keep another file (a table, a plot under a name of your
+      own), save it in the directory named by the environment variable SAGE_SANDBOX_OUT, e.g.
+      import os; save(p, os.environ["SAGE_SANDBOX_OUT"] + "/sin.svg"): it is saved in this
+      chat's folder too; "files" lists each with its size and, for images, its pixel size.
     `,
     parameters: {
       code: z

@@ -126,7 +126,9 @@ test("run_sagemath: timeout_seconds and the chat's limits reach sage-sandbox as 
 test("run_sagemath: the largest answer (2 x 384 KiB of control characters) fits the SDK's 10 MiB message", async () => {
   const { run_sagemath } = await tools({ outputLimitKiB: 384 });
   const result = await run_sagemath.implementation(
-    { code: "import sys\nsys.stdout.write(chr(1) * (384 * 1024))\nsys.stderr.write(chr(1) * (384 * 1024))" },
+    // Statements, not a bare last expression: the value of write() would
+    // be shown as a notebook shows it, one line past the limit.
+    { code: "import sys\n_ = sys.stdout.write(chr(1) * (384 * 1024))\n_ = sys.stderr.write(chr(1) * (384 * 1024))" },
     fakeContext(),
   );
   assert.equal(result.ok, true, result.error);
@@ -289,6 +291,28 @@ print(1)
 ` }, fakeContext());
     assert.equal(fs.readFileSync(path.join(dir, "sum.txt"), "utf8"), "42");
     assert.match(again.files_not_saved[0].reason, /exists/);
+  } finally {
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test("a plot as the last line comes back into the chat's folder as show-N.png, with no path in the code", async () => {
+  const fs = require("node:fs");
+  const os = require("node:os");
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), "plugin-show-"));
+  try {
+    const list = await toolsProvider(fakeController({}, {}, dir));
+    const run = list.find((t) => t.name === "run_sagemath");
+    const first = await run.implementation({ code: "plot(sin(x), (x, 0, 2*pi))" }, fakeContext());
+    assert.equal(first.ok, true, JSON.stringify(first));
+    assert.deepEqual(first.saved_files, [path.join(dir, "show-1.png")]);
+    const png = fs.readFileSync(path.join(dir, "show-1.png"));
+    assert.equal(png.subarray(0, 8).toString("latin1"), "\x89PNG\r\n\x1a\n");
+    assert.ok(png.readUInt32BE(16) > 100 && png.readUInt32BE(20) > 100, "its pixel size");
+    // The next one is numbered after it: the first is kept.
+    const second = await run.implementation({ code: "p = plot(cos(x), (x, 0, 1))\np.show()" }, fakeContext());
+    assert.deepEqual(second.saved_files, [path.join(dir, "show-2.png")]);
+    assert.deepEqual(fs.readFileSync(path.join(dir, "show-1.png")), png);
   } finally {
     fs.rmSync(dir, { recursive: true, force: true });
   }

@@ -27,15 +27,15 @@ class CallPipeTest(unittest.TestCase):
         argv = ["prog.sage", "é", "x y", "\udcff\udcfe raw bytes", ""]
         code = "print('ü')\n".encode() + b"\xff\x00 not UTF-8"
         r, w = self.pipe()
-        write_all(w, child.encode_call(7, argv, code))
-        self.assertEqual(child.read_call(r), (7, argv, code))
+        write_all(w, child.encode_call(7, argv, code, child.DISPLAY_LAST | child.LATEX, 12))
+        self.assertEqual(child.read_call(r), (7, argv, code, child.DISPLAY_LAST | child.LATEX, 12))
 
     def test_arguments_as_bytes_on_the_pipe(self):
         data = child.encode_call(0, ["\udcff", "é"], b"")
-        self.assertEqual(data, child.CALL_HEADER.pack(0, 5, 0) + b"\xff\0\xc3\xa9\0")
+        self.assertEqual(data, child.CALL_HEADER.pack(0, 0, 1, 5, 0) + b"\xff\0\xc3\xa9\0")
 
     def test_several_calls_in_a_row(self):
-        calls = [(1, ["a"], b"1"), (0, ["-"], b""), (2, ["b", "c"], b"x" * 100000)]
+        calls = [(1, ["a"], b"1", 0, 1), (0, ["-"], b"", 2, 3), (2, ["b", "c"], b"x" * 100000, 7, 9)]
         r, w = self.pipe()
         # More than a pipe holds: written on a thread, as the launcher's
         # write and the child's read meet.
@@ -51,7 +51,7 @@ class CallPipeTest(unittest.TestCase):
     def test_no_arguments_reads_as_stdin(self):
         r, w = self.pipe()
         write_all(w, child.encode_call(0, [], b"pass"))
-        self.assertEqual(child.read_call(r), (0, ["-"], b"pass"))
+        self.assertEqual(child.read_call(r), (0, ["-"], b"pass", 0, 1))
 
     def test_negative_cpu_seconds_sent_as_none(self):
         r, w = self.pipe()
@@ -76,14 +76,44 @@ class CallPipeTest(unittest.TestCase):
 class RunCodeTest(unittest.TestCase):
     FILE = "test-code.sage"
 
-    def run_code(self, source, preparse=identity):
+    def run_code(self, source, preparse=identity, show_last=False):
         """run_code's status, what it wrote on stderr and the namespace."""
         namespace = {"__name__": "__main__", "__builtins__": __builtins__}
         self.addCleanup(linecache.cache.pop, self.FILE, None)
         err = io.StringIO()
         with contextlib.redirect_stderr(err):
-            status = child.run_code(source, namespace, self.FILE, preparse)
+            status = child.run_code(source, namespace, self.FILE, preparse, show_last)
         return status, err.getvalue(), namespace
+
+    def shown(self, source, show_last=True):
+        """What run_code printed on stdout, its status and stderr."""
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            status, err, _ = self.run_code(source, show_last=show_last)
+        return out.getvalue(), status, err
+
+    def test_the_last_expression_is_shown_when_asked(self):
+        self.assertEqual(self.shown(b"x = 2\nx * 21\n"), ("42\n", 0, ""))
+        self.assertEqual(self.shown(b"x = 2\nx * 21\n", show_last=False), ("", 0, ""))
+
+    def test_only_a_bare_last_expression_is_shown(self):
+        for source in (b"x = 1\n", b"print('once')\n", b"None\n", b"for i in []: i\n", b""):
+            with self.subTest(source):
+                out, status, _ = self.shown(source)
+                self.assertEqual((out, status), ("once\n" if b"print" in source else "", 0))
+
+    def test_an_error_in_the_last_expression_names_the_users_line(self):
+        out, status, err = self.shown(b"x = 0\n1 / x\n")
+        self.assertEqual((out, status), ("", 1))
+        self.assertIn('  File "%s", line 2, in <module>' % self.FILE, err.splitlines())
+        self.assertEqual(err.splitlines()[-1], "ZeroDivisionError: division by zero")
+        self.assertNotIn("ast.py", err)
+
+    def test_a_syntax_error_is_the_same_when_the_last_expression_is_shown(self):
+        for source in (b"x = 1\ny = (\n", b"1 +\n"):
+            with self.subTest(source):
+                self.assertEqual(self.run_code(source, show_last=True)[:2],
+                                 self.run_code(source)[:2])
 
     def test_status_0(self):
         status, err, namespace = self.run_code(b"x = 6 * 7\n")

@@ -1,0 +1,69 @@
+/* request.h: the messages between `run` and the server (docs/protocol.md,
+ * "run and the server"): a run's request, encoded for the socket and
+ * decoded from it, and the short messages that follow it.
+ *
+ * The socket is SOCK_SEQPACKET: one send is one message, whole. The first
+ * message of a connection says what it wants: a run (with the run's
+ * descriptors attached), the server's status, or its stop. */
+#ifndef SAGE_SANDBOX_REQUEST_H
+#define SAGE_SANDBOX_REQUEST_H
+
+#include "buffer.h"
+#include "infiles.h"
+#include "settings.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* A request is at most this long (a run's settings, names and arguments;
+ * the code and files come as descriptors). */
+#define REQUEST_MAX_BYTES (128 * 1024)
+/* stdin, stdout, stderr, the code's file, the output directory, inputs. */
+#define REQUEST_MAX_FDS (5 + INFILES_MAX_FILES)
+#define REQUEST_MAX_ARGS 4096
+/* A build's identity: its ELF build id in hex (buildid.c). */
+#define BUILD_ID_MAX 128
+
+enum request_kind { REQUEST_RUN = 'R', REQUEST_STATUS = 'S', REQUEST_STOP = 'Q' };
+
+struct request_input {
+	const char *name;
+	uint64_t size;
+};
+
+struct request {
+	enum request_kind kind;
+	/* A run's: */
+	char build[BUILD_ID_MAX + 1];  /* the client's build */
+	char environment[65];          /* what podman reads of it (client.c), sha256 */
+	unsigned umask;                /* the client's: files brought back get its modes */
+	int64_t started_at;            /* loop_now_ms() when the client started */
+	const char *value[SETTING_COUNT];
+	enum setting_source source[SETTING_COUNT];
+	const char *file;              /* NULL: the code is read from stdin */
+	const char **args;             /* the code's arguments after its name */
+	int argc;
+	bool json, show_control_chars, output_overwrite;
+	const char *output_dir;        /* as named, or NULL */
+	struct request_input *inputs;
+	size_t input_count;
+	/* private: every string above points into it */
+	char *storage;
+	size_t storage_used, storage_size;
+};
+
+/* The descriptors that come with a run, in this order: stdin, stdout,
+ * stderr, the code's file (file set), the output directory (output_dir
+ * set), then each input's. */
+size_t request_fd_count(const struct request *req);
+
+/* Encodes req (kind and, for a run, every field) into out. */
+void request_encode(const struct request *req, struct buffer *out);
+/* Decodes a message; -1 with why set on anything malformed: an unknown
+ * tag or kind, a field out of bounds or missing or twice, a NUL in a
+ * string, a setting of an unknown id. The strings are req's own. */
+int request_decode(const char *msg, size_t len, struct request *req, char *why, size_t why_size);
+void request_free(struct request *req);
+
+#endif

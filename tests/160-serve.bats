@@ -1,0 +1,350 @@
+#!/usr/bin/env bats
+# sage-sandbox serve: a run through the account's server gives what a cold
+# run gives, byte for byte (stdout, stderr, the exit status, the --json
+# object less its duration), from warm sandboxes; its clients' signals and
+# deaths, its own death, idling out, another build, garbage on the socket,
+# a directory that is not private, socket activation and a racing start
+# each end as the man page says. A connection from root is refused in
+# 000-root.bats (only root can make one).
+
+load helpers
+
+# The account has no XDG_RUNTIME_DIR (runuser -l, no logind).
+RUNDIR=/tmp/sage-sandbox-$(id -u)
+
+setup() {
+	unset SAGE_SANDBOX_SERVER XDG_RUNTIME_DIR
+	server_pid=
+	log=$BATS_TEST_TMPDIR/serve.log
+	mkdir -p "$RUNDIR" && chmod 0700 "$RUNDIR"
+	rm -f "$RUNDIR/server.log"
+}
+
+teardown() {
+	"$SAGE_SANDBOX" serve --stop >/dev/null 2>&1 || true
+	[ -z "$server_pid" ] || wait "$server_pid" || true
+	wait_no_containers 30
+	# A sanitizer's finding in a server (tests/sanitize.sh) is in its log.
+	if grep -s -E "AddressSanitizer|LeakSanitizer|runtime error" "$log" "$RUNDIR/server.log"; then
+		return 1
+	fi
+	if [ -e "$RUNDIR/server.sock" ]; then
+		printf '# a socket was left: %s\n' "$(ls -la "$RUNDIR")" >&2
+		rm -f "$RUNDIR/server.sock"
+		return 1
+	fi
+}
+
+# wait_for_line FILE REGEX SECONDS
+wait_for_line() {
+	local i
+	for ((i = 0; i < $3 * 10; i++)); do
+		grep -Eq "$2" "$1" 2>/dev/null && return 0
+		sleep 0.1
+	done
+	printf '# no line matching %s in %s:\n%s\n' "$2" "$1" "$(cat "$1" 2>/dev/null)" >&2
+	return 1
+}
+
+# start_server [OPTIONS]: a server in the background, logging to $log,
+# once its first warm sandbox is ready.
+start_server() {
+	"$SAGE_SANDBOX" serve "$@" 2>"$log" &
+	server_pid=$!
+	wait_for_line "$log" "first warm sandbox ready" 120
+}
+
+served_runs() {
+	grep -c "^sage-sandbox serve: run [0-9]* for pid" "$log" || true
+}
+
+# both ARGS...: sage-sandbox ARGS cold and through the server, stdin from
+# $input_file (or /dev/null); their stdout, stderr and status must be the
+# same, less run --json's duration_ms. Leaves $output, $errors, $status.
+both() {
+	local out=$BATS_TEST_TMPDIR/both before f
+	before=$(served_runs)
+	set +e
+	SAGE_SANDBOX_SERVER=off timeout 300 "$SAGE_SANDBOX" "$@" <"${input_file:-/dev/null}" \
+		>"$out.cold.1" 2>"$out.cold.2"
+	local cold=$?
+	timeout 300 "$SAGE_SANDBOX" "$@" <"${input_file:-/dev/null}" >"$out.warm.1" 2>"$out.warm.2"
+	status=$?
+	set -e
+	for f in "$out".*.1; do
+		sed -i -E 's/"duration_ms":[0-9]+/"duration_ms":0/' "$f"
+	done
+	expect_equal "$status" "$cold" "status through the server, and cold ($*)"
+	expect_equal "$(cat "$out.warm.1")" "$(cat "$out.cold.1")" "stdout ($*)"
+	expect_equal "$(cat "$out.warm.2")" "$(cat "$out.cold.2")" "stderr ($*)"
+	cmp -s "$out.warm.1" "$out.cold.1" || { echo "# stdout differs in bytes ($*)" >&2; return 1; }
+	cmp -s "$out.warm.2" "$out.cold.2" || { echo "# stderr differs in bytes ($*)" >&2; return 1; }
+	expect_equal "$(served_runs)" "$((before + 1))" "runs the server served ($*)"
+	output=$(cat "$out.warm.1")
+	errors=$(cat "$out.warm.2")
+}
+
+@test "serve - the corpus through the server and cold: the same stdout, stderr, status and --json" {
+	start_server --warm 2
+	local dir=$BATS_TEST_TMPDIR/corpus
+	mkdir -p "$dir"
+	printf '%s\n' 'print(factor(2^64 + 1))' >"$dir/factor.sage"
+	printf '%s\n' 'import sys' 'print("out"); print("err", file=sys.stderr)' 'sys.exit(3)' >"$dir/exit.sage"
+	printf '%s\n' 'def f(x):' '    return 1 / x' 'f(0)' >"$dir/traceback.sage"
+	printf '%s\n' 'print("é ∑ 😀 \x1b[31mred\x07 \x9b")' >"$dir/bytes.sage"
+	printf '%s\n' 'import sys; print(sys.argv); print(input()); print(sys.stdin.read())' >"$dir/args.sage"
+	printf '%s\n' 'print("x" * 300000)' >"$dir/flood.sage"
+	printf '%s\n' 'while True: pass' >"$dir/spin.sage"
+	printf '%s\n' 'import os, signal; print("bye", flush=True); os.kill(os.getpid(), signal.SIGKILL)' >"$dir/kill.sage"
+	printf '%s\n' 'x = bytearray(3 * 2^30)' >"$dir/alloc.sage"
+	printf '%s\n' 'import os' 'print(sorted(os.listdir(".")), os.getcwd(), os.umask(0))' >"$dir/look.sage"
+	printf '\xff\xfe not utf-8\n' >"$dir/bad.sage"
+	cd "$dir"
+	for f in factor exit traceback bytes flood kill look bad; do
+		both run "$f.sage"
+		both run --json "$f.sage"
+	done
+	both run --timeout 3 spin.sage
+	expect_equal "$status" 124
+	both run --json --memory 512m alloc.sage
+	printf 'line one\nrest\n' >"$dir/stdin"
+	input_file=$dir/stdin both run args.sage a 'b c'
+	expect_equal "$output" "['args.sage', 'a', 'b c']
+line one
+rest"
+	input_file=$dir/factor.sage both run --json -
+	input_file=$dir/flood.sage both run --output-limit 16 --show-control-chars
+	expect_equal "$status" 123
+	# Refused before anything runs, in the server as cold.
+	both run --image localhost/no-such-image:1 factor.sage
+	expect_equal "$status" 125
+}
+
+@test "serve - a pipeline reads its data through the server: seq 5 | run f.sage" {
+	start_server --warm 1
+	printf '%s\n' 'import sys' 'print(sum(int(l) for l in sys.stdin))' >"$BATS_TEST_TMPDIR/f.sage"
+	local out
+	out=$(seq 5 | "$SAGE_SANDBOX" run "$BATS_TEST_TMPDIR/f.sage" | tr -d '\n')
+	expect_equal "$out" 15
+	out=$(seq 100000 | "$SAGE_SANDBOX" run "$BATS_TEST_TMPDIR/f.sage" | head -c 20)
+	expect_equal "$out" 5000050000
+	expect_equal "$(served_runs)" 2
+}
+
+@test "serve - a Makefile of eight rules under make -j4: every rule's output, all through the server" {
+	start_server --warm 2
+	local dir=$BATS_TEST_TMPDIR/make
+	mkdir -p "$dir"
+	for n in 1 2 3 4 5 6 7 8; do
+		printf 'print(%d, factorial(%d) %% 1000003)\n' "$n" "$((n * 100))" >"$dir/n$n.sage"
+	done
+	printf 'SAGE_SANDBOX = %s\nall: %s\n%%.out: %%.sage\n\t$(SAGE_SANDBOX) run $< > $@\n' \
+		"$SAGE_SANDBOX" "$(printf 'n%d.out ' 1 2 3 4 5 6 7 8)" >"$dir/Makefile"
+	make -s -j4 -C "$dir"
+	for n in 1 2 3 4 5 6 7 8; do
+		expect_equal "$(cat "$dir/n$n.out")" \
+			"$(SAGE_SANDBOX_SERVER=off "$SAGE_SANDBOX" run "$dir/n$n.sage")" "n$n.out"
+	done
+	expect_equal "$(served_runs)" 8
+}
+
+@test "serve - --input and --output-dir named relative to the client's directory" {
+	start_server --warm 1
+	local dir=$BATS_TEST_TMPDIR/rel
+	mkdir -p "$dir/work/out-cold" "$dir/work/out-warm" "$dir/data/tree"
+	printf 'a,b\n1,2\n' >"$dir/data/table.csv"
+	printf 'deep\n' >"$dir/data/tree/leaf.txt"
+	printf '%s\n' 'import os' 'print(open("table.csv").read(), open("tree/leaf.txt").read())' \
+		'out = os.environ["SAGE_SANDBOX_OUT"]' 'os.makedirs(out + "/sub")' \
+		'open(out + "/sub/r.txt", "w").write("result")' >"$dir/work/f.sage"
+	cd "$dir/work"
+	umask 027
+	SAGE_SANDBOX_SERVER=off run_ss 0 run --input ../data/table.csv --input ../data/tree \
+		--output-dir out-cold f.sage
+	local cold=$output cold_errors=$errors
+	run_ss 0 run --input ../data/table.csv --input ../data/tree --output-dir out-warm f.sage
+	expect_equal "$output" "$cold"
+	expect_equal "$errors" "${cold_errors//out-cold/out-warm}"
+	expect_equal "$(cat out-warm/sub/r.txt)" result
+	# The modes the client's umask gives, as cold.
+	expect_equal "$(stat -c %a out-warm/sub out-warm/sub/r.txt)" \
+		"$(stat -c %a out-cold/sub out-cold/sub/r.txt)"
+	expect_equal "$(served_runs)" 1
+}
+
+@test "serve - SIGINT or SIGTERM to a client stops its run as cold: 130 or 143, the line, the next run clean" {
+	start_server --warm 1
+	printf '%s\n' 'import time' 'print("started", flush=True)' 'time.sleep(60)' >"$BATS_TEST_TMPDIR/s.sage"
+	for sig in INT TERM; do
+		# A shell's background job ignores SIGINT: the client gets it back.
+		python3 -c 'import os, signal, sys
+signal.signal(signal.SIGINT, signal.SIG_DFL)
+os.execv(sys.argv[1], sys.argv[1:])' "$SAGE_SANDBOX" run "$BATS_TEST_TMPDIR/s.sage" \
+			>"$BATS_TEST_TMPDIR/$sig.out" 2>"$BATS_TEST_TMPDIR/$sig.err" &
+		local pid=$!
+		wait_for_line "$BATS_TEST_TMPDIR/$sig.out" started 60
+		kill -"$sig" "$pid"
+		local status=0
+		wait "$pid" || status=$?
+		expect_equal "$status" "$((128 + $(kill -l "$sig")))"
+		expect_equal "$(cat "$BATS_TEST_TMPDIR/$sig.err")" \
+			"sage-sandbox: interrupted by SIG$sig; the container was stopped"
+	done
+	input_file=$BATS_TEST_DIRNAME/../examples/seed.sage both run
+	expect_equal "$(served_runs)" 3
+}
+
+@test "serve - kill -9 of a client stops its run within a second; kill -9 of the server: its client says so, 125, and cleanup removes what it left" {
+	start_server --warm 1
+	printf '%s\n' 'import time' 'print("started", flush=True)' 'time.sleep(60)' >"$BATS_TEST_TMPDIR/s.sage"
+	"$SAGE_SANDBOX" run "$BATS_TEST_TMPDIR/s.sage" >"$BATS_TEST_TMPDIR/s.out" 2>"$BATS_TEST_TMPDIR/s.err" &
+	local pid=$!
+	wait_for_line "$BATS_TEST_TMPDIR/s.out" started 60
+	kill -9 "$pid"
+	wait "$pid" || true
+	wait_for_line "$log" "exit 129 after [0-9]+ ms \(its client was gone\)" 1
+	expect_equal "$(cat "$BATS_TEST_TMPDIR/s.err")" "" "nothing written after the client died"
+	# Now the server dies under a run.
+	"$SAGE_SANDBOX" run "$BATS_TEST_TMPDIR/s.sage" >"$BATS_TEST_TMPDIR/t.out" 2>"$BATS_TEST_TMPDIR/t.err" &
+	pid=$!
+	wait_for_line "$BATS_TEST_TMPDIR/t.out" started 60
+	kill -9 "$server_pid"
+	local status=0
+	wait "$pid" || status=$?
+	expect_equal "$status" 125
+	expect_match "$(cat "$BATS_TEST_TMPDIR/t.err")" "^sage-sandbox: the server \(pid $server_pid\) ended during the run, whose output may be cut short; see $RUNDIR/server.log, and run again$"
+	server_pid=
+	# A stale socket: the next run goes cold, and works.
+	input_file=$BATS_TEST_DIRNAME/../examples/seed.sage run_ss 0 run
+	expect_equal "$errors" ""
+	run_ss 0 cleanup
+	expect_no_containers
+	rm -f "$RUNDIR/server.sock"
+}
+
+@test "serve - a socket directory that is not 0700 is refused: a one-line warning, the run cold; serve will not start" {
+	chmod 0755 "$RUNDIR"
+	input_file=$BATS_TEST_DIRNAME/../examples/seed.sage run_ss 0 run
+	expect_equal "$errors" "sage-sandbox: warning: the server's directory $RUNDIR is not mode 0700 (mode 0755, uid $(id -u)): nobody else may reach a server's socket; chmod 0700 it, or remove it; running without the server"
+	run_ss 125 serve
+	expect_match "$errors" "not mode 0700"
+	chmod 0700 "$RUNDIR"
+}
+
+@test "serve - garbage, a cut request, a huge one and a silent client each get the connection closed; the server serves on" {
+	start_server --warm 1
+	local out
+	out=$(python3 - "$RUNDIR/server.sock" <<-'EOF'
+	import socket, sys
+	def talk(payload, wait=2.0):
+	    s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+	    s.connect(sys.argv[1])
+	    if payload is not None:
+	        s.send(payload)
+	    s.settimeout(wait)
+	    try:
+	        got = s.recv(100)
+	    except socket.timeout:
+	        got = "no answer"
+	    s.close()
+	    return got
+	print(talk(b"GET / HTTP/1.0\r\n\r\n"))
+	print(talk(b"SSR1R\x01\x10\x00"))
+	print(talk(b"SSR1R" + b"\x07" + (150000).to_bytes(4, "little") + b"a" * 150000))
+	print(talk(None, wait=8))
+	EOF
+	)
+	expect_equal "$out" "b''
+b''
+b''
+b''"
+	expect_match "$(cat "$log")" "closed the connection of pid [0-9]+: not a sage-sandbox request"
+	expect_match "$(cat "$log")" "closed the connection of pid [0-9]+: a field cut short"
+	expect_match "$(cat "$log")" "closed the connection of pid [0-9]+: a request longer than 131072 bytes"
+	expect_match "$(cat "$log")" "closed the connection of pid [0-9]+: no request within 5 s"
+	input_file=$BATS_TEST_DIRNAME/../examples/seed.sage both run
+}
+
+@test "serve - --idle: no client for that long, and it exits 0 with no socket and no container left" {
+	start_server --warm 1 --idle 10
+	input_file=$BATS_TEST_DIRNAME/../examples/seed.sage both run
+	local status=0
+	timeout 30 tail --pid="$server_pid" -f /dev/null
+	wait "$server_pid" || status=$?
+	server_pid=
+	expect_equal "$status" 0
+	expect_match "$(cat "$log")" "stopping: no client for 10 s"
+	[ ! -e "$RUNDIR/server.sock" ]
+	expect_no_containers
+}
+
+@test "serve - a server of another build declines the run, which runs cold with a note, and exits" {
+	# The same program with another build id: another build.
+	local other=$BATS_TEST_TMPDIR/other-sage-sandbox
+	python3 - "$SAGE_SANDBOX" "$other" <<-'EOF'
+	import re, subprocess, sys
+	notes = subprocess.run(["readelf", "-n", sys.argv[1]], capture_output=True, text=True).stdout
+	build = bytes.fromhex(re.search(r"Build ID: ([0-9a-f]+)", notes).group(1))
+	data = open(sys.argv[1], "rb").read()
+	assert data.count(build) == 1
+	open(sys.argv[2], "wb").write(data.replace(build, bytes(b ^ 0xff for b in build)))
+	EOF
+	chmod +x "$other"
+	"$other" serve --warm 1 2>"$log" &
+	server_pid=$!
+	wait_for_line "$log" "first warm sandbox ready" 120
+	input_file=$BATS_TEST_DIRNAME/../examples/seed.sage
+	SAGE_SANDBOX_SERVER=off run_ss 0 run
+	local cold=$output
+	run_ss 0 run
+	expect_equal "$output" "$cold"
+	expect_match "$errors" "^sage-sandbox: note: the server \(pid $server_pid\) is another build of sage-sandbox \(the server's [0-9a-f]{12}, the run's [0-9a-f]{12}\); it was asked to exit, and this run goes without it$"
+	wait "$server_pid"
+	server_pid=
+	expect_match "$(cat "$log")" "a client of another build"
+}
+
+@test "serve - socket activation: systemd-socket-activate hands it the socket (LISTEN_FDS), and a run goes through it" {
+	command -v systemd-socket-activate >/dev/null || skip "systemd-socket-activate is not installed"
+	systemd-socket-activate --seqpacket -l "$RUNDIR/server.sock" \
+		"$SAGE_SANDBOX" serve --warm 1 --idle 60 2>"$log" &
+	server_pid=$!
+	local i
+	for ((i = 0; i < 100; i++)); do
+		[ ! -S "$RUNDIR/server.sock" ] || break
+		sleep 0.1
+	done
+	# The first connection starts the server.
+	input_file=$BATS_TEST_DIRNAME/../examples/seed.sage
+	SAGE_SANDBOX_SERVER=off run_ss 0 run
+	local cold=$output
+	run_ss 0 run
+	expect_equal "$output" "$cold"
+	expect_match "$(cat "$log")" "serves at $RUNDIR/server.sock \(socket activated\)"
+	expect_equal "$(served_runs)" 1
+	"$SAGE_SANDBOX" serve --stop
+	wait "$server_pid"
+	server_pid=
+	# The socket is the service manager's: the server leaves it.
+	rm -f "$RUNDIR/server.sock"
+}
+
+@test "serve - SAGE_SANDBOX_SERVER=start from two shells at once: both runs cold and right, one server left" {
+	rm -f "$RUNDIR/server.log"
+	input_file=$BATS_TEST_DIRNAME/../examples/seed.sage
+	SAGE_SANDBOX_SERVER=off run_ss 0 run
+	local cold=$output
+	SAGE_SANDBOX_SERVER=start "$SAGE_SANDBOX" run <"$input_file" >"$BATS_TEST_TMPDIR/a" &
+	local a=$!
+	SAGE_SANDBOX_SERVER=start "$SAGE_SANDBOX" run <"$input_file" >"$BATS_TEST_TMPDIR/b" &
+	wait "$a"
+	wait $!
+	expect_equal "$(cat "$BATS_TEST_TMPDIR/a")" "$cold"
+	expect_equal "$(cat "$BATS_TEST_TMPDIR/b")" "$cold"
+	wait_for_line "$RUNDIR/server.log" "first warm sandbox ready" 120
+	expect_equal "$(pgrep -u "$(id -u)" -fc 'sage-sandbox serve$')" 1 "servers"
+	# The next run goes through it.
+	SAGE_SANDBOX_SERVER=start run_ss 0 run
+	expect_equal "$output" "$cold"
+	expect_equal "$(grep -c '^sage-sandbox serve: run [0-9]* for pid' "$RUNDIR/server.log")" 1
+}
