@@ -33,7 +33,7 @@ HEADERS = $(SOURCES:.c=.h)
 EMBEDDED = seccomp.json launcher-bundle.py checks.py mcp-tools.json
 LAUNCHER = $(wildcard launcher/*.py)
 MANPAGES = man/sage-sandbox.1 man/sage-sandbox.5 man/sage-sandbox-mcp.7
-UNIT_TESTS = tests/unit tests/unit-loop tests/unit-sandbox
+UNIT_TESTS = tests/unit tests/unit-loop tests/unit-sandbox tests/unit-memwatch
 FUZZ_TARGETS = fuzz-frames fuzz-jobs fuzz-jsonrpc fuzz-settings fuzz-request
 FUZZ_SECONDS ?= 600
 
@@ -75,6 +75,7 @@ check-unit: sage-sandbox $(UNIT_TESTS)
 	./tests/unit
 	./tests/unit-loop
 	./tests/unit-sandbox
+	./tests/unit-memwatch
 	./tests/unit-cli.sh
 	$(PYTHON) -m unittest discover -s tests/launcher -t . -q
 	$(PYTHON) tests/unit-checks.py

@@ -622,6 +622,8 @@ static void summary(struct batch *b)
 		cpu, self.ru_maxrss);
 }
 
+/* Long: the front end's whole life in order (inputs, host check, runner,
+ * loop, drain, summary), each step a few lines. */
 int batch_run(const struct batch_options *o)
 {
 	struct batch b = {.o = o};

@@ -23,6 +23,7 @@
 #include "loop.h"
 #include "podman.h"
 #include "request.h"
+#include "result.h"
 #include "rundir.h"
 #include "signals.h"
 
@@ -219,6 +220,7 @@ struct client {
 	struct queue *relay;  /* the terminal's bytes into the run's stdin pipe */
 	struct stop_signals *signals;
 	struct loop_timer *backstop;
+	const struct client_run *run;
 	int status;
 	bool over;
 };
@@ -230,10 +232,25 @@ static void client_done(struct client *c, int status)
 	loop_quit(c->loop);
 }
 
+/* The run's end when the server could not give it one: the line, and
+ * with --json the object, as a cold run's refusal. */
+static void say_failure(const struct client_run *run, const struct error *err)
+{
+	struct printed p = {.err = err, .cfg = run->cfg};
+	print_error_line(stderr, &p);
+	if (run->json) {
+		print_error_object(stdout, &p);
+		fflush(stdout);
+	}
+}
+
 static void server_gone(struct client *c, const char *how)
 {
-	fprintf(stderr, "sage-sandbox: the server (pid %ld) %s during the run, whose output may "
-			"be cut short; see %s, and run again\n", (long)c->server, how, c->dir->log);
+	struct error err;
+	error_set(&err, EXIT_REFUSED, NULL, "the server (pid %ld) %s during the run, whose output "
+		"may be cut short", (long)c->server, how);
+	snprintf(err.hint, sizeof err.hint, "see %s, and run again", c->dir->log);
+	say_failure(c->run, &err);
 	client_done(c, EXIT_REFUSED);
 }
 
@@ -410,13 +427,27 @@ static int follow_run(struct client *c, const struct client_run *run, int relay_
 	return c->status;
 }
 
+static void client_close(struct client *c)
+{
+	if (c->tty_watch)
+		stop_relay(c);
+	queue_free(c->relay);
+	loop_unwatch(c->sock_watch);
+	loop_timer_cancel(c->backstop);
+	stop_signals_free(c->signals);
+	if (c->tty >= 0)
+		close(c->tty);
+	close(c->sock);
+	loop_free(c->loop);
+}
+
 int client_run(const struct client_run *run, enum server_use use)
 {
 	struct rundir dir;
 	struct error err;
 	if (use == SERVER_OFF || rundir_locate(&dir, &err) < 0)
 		return CLIENT_COLD;
-	struct client c = {.sock = -1, .tty = -1, .dir = &dir, .status = CLIENT_COLD};
+	struct client c = {.sock = -1, .tty = -1, .dir = &dir, .run = run, .status = CLIENT_COLD};
 	int rc = connect_server(&dir, &c.sock, &c.server, &err);
 	if (rc < 0)
 		warn(&err);
@@ -451,7 +482,7 @@ int client_run(const struct client_run *run, enum server_use use)
 			status = follow_run(&c, run, pipe_fds[1]);
 			pipe_fds[1] = -1; /* the relay's */
 		} else if (rc < 0) {
-			fprintf(stderr, "sage-sandbox: %s; %s\n", err.message, err.hint);
+			say_failure(run, &err);
 			status = err.status;
 		}
 	} else if (pipe_fds[0] >= 0) {
@@ -459,16 +490,7 @@ int client_run(const struct client_run *run, enum server_use use)
 	}
 	if (pipe_fds[1] >= 0)
 		close(pipe_fds[1]);
-	if (c.tty_watch)
-		stop_relay(&c);
-	queue_free(c.relay);
-	loop_unwatch(c.sock_watch);
-	loop_timer_cancel(c.backstop);
-	stop_signals_free(c.signals);
-	if (c.tty >= 0)
-		close(c.tty);
-	close(c.sock);
-	loop_free(c.loop);
+	client_close(&c);
 	return status;
 }
 

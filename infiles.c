@@ -60,7 +60,8 @@ static int add_file(struct infiles *in, const char *name, int fd, uint64_t size,
 }
 
 /* The tree below the open directory tree_fd, named name inside the sandbox
- * and shown as shown on the host. */
+ * and shown as shown on the host. Long: each entry's kind (link,
+ * directory, file, other) is refused or taken in place. */
 static int add_tree(struct infiles *in, int tree_fd, const char *name, const char *shown,
 		int depth, struct error *err)
 {

@@ -70,6 +70,7 @@ static long long count_lines(int fd)
 	return n < 0 ? -1 : lines + filled;
 }
 
+/* Long: the three forms of --shard, each checked for its own mistakes. */
 int parse_shard(const char *text, long long *index, long long *count, struct error *err)
 {
 	const char *hint = "give --shard K/N (0 <= K < N), auto (in a Slurm array job) or "
@@ -256,7 +257,8 @@ static void refuse(struct job *j, const char *where, const char *hint, const cha
 	error_set(&j->err, EXIT_REFUSED, hint, "%s: %s", where, what);
 }
 
-/* One line, checked whole: a bad line is a job with its reason. */
+/* One line, checked whole: a bad line is a job with its reason. Long: one
+ * check per field of a job. */
 static void parse_line(struct job *j, const char *line, size_t len)
 {
 	char where[600], what[700];
@@ -390,7 +392,8 @@ static struct job *sage_file_job(struct job_source *s)
 }
 
 /* Takes the next line of the input being read: 1 with it, 0 when none is
- * whole yet, -1 at the input's end. */
+ * whole yet, -1 at the input's end. Long: a line's reading, its bounds
+ * and its end-of-input cases. */
 static int next_line_of(struct job_source *s, struct job **out)
 {
 	for (;;) {

@@ -737,92 +737,148 @@ static void end_session_tool(struct server *s, json_t *id, const char *name)
 		"calls", (json_int_t)(calls >= 0 ? calls : 0), "isError", 0));
 }
 
-/* tools/call: checked whole before anything runs. */
-static void call_tool(struct server *s, json_t *id, json_t *params)
+/* What a tools/call names: its tool, arguments and _meta, checked. */
+struct call_request {
+	int tool;
+	json_t *code, *files, *token, *out_dir, *overwrite;
+	const char *session;
+	long timeout;
+};
+
+/* The envelope: the tool's name, arguments an object, the progress token
+ * and _meta's output directory. -1 once the error is sent. */
+static int check_envelope(struct server *s, json_t *id, json_t *params, struct call_request *r)
 {
 	json_t *name = json_object_get(params, "name");
 	json_t *args = json_object_get(params, "arguments");
 	json_t *meta = json_object_get(params, "_meta");
-	json_t *token = json_is_object(meta) ? json_object_get(meta, "progressToken") : NULL;
-	const char *key;
-	json_t *value;
-	int tool;
-
+	r->token = json_is_object(meta) ? json_object_get(meta, "progressToken") : NULL;
 	if (!json_is_string(name)) {
 		send_error(s, id, INVALID_PARAMS, "tools/call needs params.name, a tool's name");
-		return;
+		return -1;
 	}
-	for (tool = 0; tool < TOOL_COUNT; tool++)
-		if (strcmp(json_string_value(name), tool_names[tool]) == 0)
+	for (r->tool = 0; r->tool < TOOL_COUNT; r->tool++)
+		if (strcmp(json_string_value(name), tool_names[r->tool]) == 0)
 			break;
-	if (tool == TOOL_COUNT) {
+	if (r->tool == TOOL_COUNT) {
 		send_error(s, id, INVALID_PARAMS, "unknown tool '%s'; tools/list lists them",
 			json_string_value(name));
-		return;
+		return -1;
 	}
 	if (args && !json_is_object(args) && !json_is_null(args)) {
 		send_error(s, id, INVALID_PARAMS, "params.arguments must be an object");
-		return;
+		return -1;
 	}
-	if (token && !json_is_string(token) && !json_is_integer(token)) {
+	if (r->token && !json_is_string(r->token) && !json_is_integer(r->token)) {
 		send_error(s, id, INVALID_PARAMS, "a progressToken is a string or an integer");
-		return;
+		return -1;
 	}
-	json_t *out_dir = json_is_object(meta) ? json_object_get(meta, META_OUTPUT_DIR) : NULL;
-	json_t *overwrite = json_is_object(meta) ? json_object_get(meta, META_OUTPUT_OVERWRITE) : NULL;
-	if (out_dir && (!json_is_string(out_dir) || json_string_value(out_dir)[0] != '/')) {
+	r->out_dir = json_is_object(meta) ? json_object_get(meta, META_OUTPUT_DIR) : NULL;
+	r->overwrite = json_is_object(meta) ? json_object_get(meta, META_OUTPUT_OVERWRITE) : NULL;
+	if (r->out_dir && (!json_is_string(r->out_dir) || json_string_value(r->out_dir)[0] != '/')) {
 		send_error(s, id, INVALID_PARAMS, "_meta." META_OUTPUT_DIR " is an absolute path");
-		return;
+		return -1;
 	}
-	if (overwrite && !json_is_boolean(overwrite)) {
+	if (r->overwrite && !json_is_boolean(r->overwrite)) {
 		send_error(s, id, INVALID_PARAMS, "_meta." META_OUTPUT_OVERWRITE " is true or false");
-		return;
+		return -1;
 	}
-	long timeout = s->cfg->number[SET_TIMEOUT];
-	json_t *code = NULL, *files = NULL;
-	const char *session = "";
-	json_object_foreach(json_is_object(args) ? args : NULL, key, value) {
-		if ((tool == TOOL_RUN || tool == TOOL_END_SESSION) && strcmp(key, "session") == 0) {
-			session = json_is_string(value) ? json_string_value(value) : NULL;
-			size_t n = session ? strlen(session) : 0;
-			if (n == 0 || n > SESSION_NAME_MAX || n != json_string_length(value) ||
-			    strspn(session, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
-				    "0123456789-_") != n) {
-				send_error(s, id, INVALID_PARAMS, "session is a name of 1 to %d letters, "
-					"digits, - and _", SESSION_NAME_MAX);
-				return;
-			}
-		} else if (tool == TOOL_RUN && strcmp(key, "code") == 0) {
-			code = value;
-		} else if (tool == TOOL_RUN && strcmp(key, "files") == 0) {
-			if (!json_is_object(value)) {
-				send_error(s, id, INVALID_PARAMS, "files is an object: {\"name\": \"text\"} "
-					"or {\"name\": {\"base64\": \"...\"}}");
-				return;
-			}
-			files = value;
-		} else if (tool == TOOL_RUN && strcmp(key, "timeout_seconds") == 0) {
-			double t = json_is_integer(value) ? (double)json_integer_value(value) :
-				json_is_real(value) ? json_real_value(value) : -1;
-			if (t != (long)t || t < 1 || t > s->cfg->number[SET_TIMEOUT]) {
-				send_error(s, id, INVALID_PARAMS, "timeout_seconds must be an integer from "
-					"1 to %ld (this server's --timeout)", s->cfg->number[SET_TIMEOUT]);
-				return;
-			}
-			timeout = (long)t;
-		} else {
-			send_error(s, id, INVALID_PARAMS, "%s takes %s; unknown argument '%s'",
-				tool_names[tool], tool == TOOL_RUN ?
-				"code, timeout_seconds, files and session" :
-				tool == TOOL_END_SESSION ? "session" : "no arguments", key);
-			return;
+	return 0;
+}
+
+/* One argument of the tool's. -1 once the error is sent. */
+static int take_argument(struct server *s, json_t *id, const char *key, json_t *value,
+		struct call_request *r)
+{
+	int tool = r->tool;
+	if ((tool == TOOL_RUN || tool == TOOL_END_SESSION) && strcmp(key, "session") == 0) {
+		r->session = json_is_string(value) ? json_string_value(value) : NULL;
+		size_t n = r->session ? strlen(r->session) : 0;
+		if (n == 0 || n > SESSION_NAME_MAX || n != json_string_length(value) ||
+		    strspn(r->session, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+			    "0123456789-_") != n) {
+			send_error(s, id, INVALID_PARAMS, "session is a name of 1 to %d letters, "
+				"digits, - and _", SESSION_NAME_MAX);
+			return -1;
 		}
+	} else if (tool == TOOL_RUN && strcmp(key, "code") == 0) {
+		r->code = value;
+	} else if (tool == TOOL_RUN && strcmp(key, "files") == 0) {
+		if (!json_is_object(value)) {
+			send_error(s, id, INVALID_PARAMS, "files is an object: {\"name\": \"text\"} "
+				"or {\"name\": {\"base64\": \"...\"}}");
+			return -1;
+		}
+		r->files = value;
+	} else if (tool == TOOL_RUN && strcmp(key, "timeout_seconds") == 0) {
+		double t = json_is_integer(value) ? (double)json_integer_value(value) :
+			json_is_real(value) ? json_real_value(value) : -1;
+		if (t != (long)t || t < 1 || t > s->cfg->number[SET_TIMEOUT]) {
+			send_error(s, id, INVALID_PARAMS, "timeout_seconds must be an integer from "
+				"1 to %ld (this server's --timeout)", s->cfg->number[SET_TIMEOUT]);
+			return -1;
+		}
+		r->timeout = (long)t;
+	} else {
+		send_error(s, id, INVALID_PARAMS, "%s takes %s; unknown argument '%s'",
+			tool_names[tool], tool == TOOL_RUN ? "code, timeout_seconds, files and session" :
+			tool == TOOL_END_SESSION ? "session" : "no arguments", key);
+		return -1;
 	}
-	if (tool == TOOL_END_SESSION) {
-		end_session_tool(s, id, session);
+	return 0;
+}
+
+/* The call, made from a checked request: the server's from here on. */
+static struct mcp_call *make_call(struct server *s, json_t *id, const struct call_request *r,
+		struct infiles *in)
+{
+	struct mcp_call *c = calloc(1, sizeof *c);
+	if (!c)
+		abort();
+	c->in = *in;
+	c->out_dir = r->out_dir ? strdup(json_string_value(r->out_dir)) : NULL;
+	c->out_overwrite = json_is_true(r->overwrite);
+	c->srv = s;
+	c->id = json_incref(id);
+	c->progress_token = json_incref(r->token);
+	c->tool = (enum tool)r->tool;
+	snprintf(c->session_name, sizeof c->session_name, "%s", r->session);
+	c->cfg = *s->cfg;
+	c->cfg.number[SET_TIMEOUT] = r->timeout;
+	snprintf(c->timeout_text, sizeof c->timeout_text, "%ld", r->timeout);
+	c->cfg.value[SET_TIMEOUT] = c->timeout_text;
+	if (r->code) {
+		/* Longer code is refused when the call starts, with its size: only
+		 * one byte past the limit is kept to say so. */
+		c->code_len = json_string_length(r->code);
+		if (c->code_len > MAX_CODE_BYTES + 1)
+			c->code_len = MAX_CODE_BYTES + 1;
+		c->code = malloc(c->code_len + 1);
+		if (!c->code)
+			abort();
+		memcpy(c->code, json_string_value(r->code), c->code_len);
+		c->code[c->code_len] = '\0';
+	}
+	return c;
+}
+
+/* tools/call: checked whole before anything runs. */
+static void call_tool(struct server *s, json_t *id, json_t *params)
+{
+	struct call_request r = {.session = "", .timeout = s->cfg->number[SET_TIMEOUT]};
+	json_t *args = json_object_get(params, "arguments");
+	const char *key;
+	json_t *value;
+	if (check_envelope(s, id, params, &r) < 0)
+		return;
+	json_object_foreach(json_is_object(args) ? args : NULL, key, value)
+		if (take_argument(s, id, key, value, &r) < 0)
+			return;
+	if (r.tool == TOOL_END_SESSION) {
+		end_session_tool(s, id, r.session);
 		return;
 	}
-	if (tool == TOOL_RUN && !json_is_string(code)) {
+	if (r.tool == TOOL_RUN && !json_is_string(r.code)) {
 		send_error(s, id, INVALID_PARAMS, "run_sagemath needs arguments.code, a string of "
 			"Sage code");
 		return;
@@ -839,39 +895,12 @@ static void call_tool(struct server *s, json_t *id, json_t *params)
 			"send more once some are answered", MAX_WAITING_CALLS);
 		return;
 	}
-
 	struct infiles in = {0};
-	if (files && take_files(files, &in, s, id) < 0) {
+	if (r.files && take_files(r.files, &in, s, id) < 0) {
 		infiles_free(&in);
 		return;
 	}
-	struct mcp_call *c = calloc(1, sizeof *c);
-	if (!c)
-		abort();
-	c->in = in;
-	c->out_dir = out_dir ? strdup(json_string_value(out_dir)) : NULL;
-	c->out_overwrite = json_is_true(overwrite);
-	c->srv = s;
-	c->id = json_incref(id);
-	c->progress_token = json_incref(token);
-	c->tool = (enum tool)tool;
-	snprintf(c->session_name, sizeof c->session_name, "%s", session);
-	c->cfg = *s->cfg;
-	c->cfg.number[SET_TIMEOUT] = timeout;
-	snprintf(c->timeout_text, sizeof c->timeout_text, "%ld", timeout);
-	c->cfg.value[SET_TIMEOUT] = c->timeout_text;
-	if (code) {
-		/* Longer code is refused when the call starts, with its size: only
-		 * one byte past the limit is kept to say so. */
-		c->code_len = json_string_length(code);
-		if (c->code_len > MAX_CODE_BYTES + 1)
-			c->code_len = MAX_CODE_BYTES + 1;
-		c->code = malloc(c->code_len + 1);
-		if (!c->code)
-			abort();
-		memcpy(c->code, json_string_value(code), c->code_len);
-		c->code[c->code_len] = '\0';
-	}
+	struct mcp_call *c = make_call(s, id, &r, &in);
 	struct mcp_call **end = &s->calls;
 	while (*end)
 		end = &(*end)->next;

@@ -67,6 +67,7 @@
 #include "memwatch.h"
 
 #include <dirent.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
@@ -95,22 +96,32 @@ struct proc {
 	unsigned long long start; /* starttime: with pid, the process's identity */
 	pid_t ppid;
 	pid_t session;
-	char state;
+	char state;       /* its leader's, or a live thread's where the leader exited */
+	uint64_t threads;
+	/* Where its memory is read below /proc: "PID", or "PID/task/TID" of a
+	 * live thread once its leader exited (a zombie leader shows no memory
+	 * while its threads hold all of it). */
+	char at[40];
 	bool init;        /* the first process of its pid namespace */
 	uint64_t own_cpu; /* utime + stime, clock ticks */
 	uint64_t faults;  /* minor faults: every page it made or copied is one */
 	uint64_t children_cpu; /* cutime + cstime: its reaped children's */
 	uint64_t rss;     /* bytes */
 	uint64_t fds, pte; /* descriptors; page tables in bytes */
-	uint64_t cpu_at_fds, rss_at_pte; /* when fds and pte were read */
+	uint64_t rss_at_pte; /* when pte was read */
 	bool walked;      /* pss exact then; bounded since (memory_bound) */
 	uint64_t pss, rss_at_walk, faults_at_walk;
 	uint64_t walk_generation; /* w->departures when it was walked */
+	uint64_t walk_arrivals;   /* w->arrivals when it was walked */
 	bool maps_known;  /* maps at cpu_at_maps; else charged the cap */
 	bool maps_counted; /* ... counted in its own /proc/PID/maps, not its parent's bound */
 	uint64_t maps, cpu_at_maps;
 	bool asked_parent; /* its mappings were looked for in its parent's */
 	bool stopped;     /* SIGSTOP by the watchdog */
+	/* A walk found it gone: it keeps its bound until the next look lists
+	 * it departed (a PSS of 0 would drop its share of what its sharers
+	 * hold, before their walks show it). */
+	bool vanished;
 };
 
 struct memwatch {
@@ -121,6 +132,10 @@ struct memwatch {
 	 * instead: kept in the bound until every process was walked since
 	 * the last departure (departures counts them). */
 	uint64_t departed, departures;
+	/* New processes seen: a fork shares its parent's pages with one more
+	 * process, which lowers the PSS of all who held them. A walk before
+	 * it still bounds the process, but no longer adds up exactly. */
+	uint64_t arrivals;
 	int64_t budget_ns; /* for exact measurements */
 	uint64_t cpu_ns;   /* the watchdog's own, all looks */
 	/* The throttle: the run's CPU time at the last look (ticks), and its
@@ -242,6 +257,7 @@ static bool read_stat(int proc_fd, const char *pid, struct proc *p)
 	p->faults = v[6];
 	p->own_cpu = v[10] + v[11];
 	p->children_cpu = v[12] + v[13];
+	p->threads = v[16];
 	p->start = v[18];
 	p->rss = v[20] * (uint64_t)page_size;
 	return true;
@@ -265,10 +281,10 @@ static bool namespace_init(int proc_fd, const char *pid)
 }
 
 /* A process's page tables, from status: 0 where it cannot be read. */
-static uint64_t page_tables(int proc_fd, pid_t pid)
+static uint64_t page_tables(int proc_fd, const char *at)
 {
 	char path[64], text[4096];
-	snprintf(path, sizeof path, "%d/status", (int)pid);
+	snprintf(path, sizeof path, "%s/status", at);
 	if (read_small(proc_fd, path, text, sizeof text) <= 0)
 		return 0;
 	const char *field = strstr(text, "\nVmPTE:");
@@ -298,38 +314,45 @@ static int64_t count_entries(int proc_fd, const char *path)
  * which the account lacks for a dumpable process of another uid. Before,
  * /proc/PID/fdinfo is listed, which needs what reading smaps_rollup does
  * (ptrace read access, which the owner of the run's user namespace has). */
-static uint64_t process_descriptors(int proc_fd, pid_t pid)
+static uint64_t process_descriptors(int proc_fd, const char *at)
 {
 	char path[64];
 	struct stat st;
-	snprintf(path, sizeof path, "%d/fd", (int)pid);
+	snprintf(path, sizeof path, "%s/fd", at);
 	if (fstatat(proc_fd, path, &st, 0) == 0 && st.st_size > 0)
 		return (uint64_t)st.st_size;
-	snprintf(path, sizeof path, "%d/fdinfo", (int)pid);
+	snprintf(path, sizeof path, "%s/fdinfo", at);
 	int64_t n = count_entries(proc_fd, path);
 	if (n < 0) {
-		snprintf(path, sizeof path, "%d/fd", (int)pid);
+		snprintf(path, sizeof path, "%s/fd", at);
 		n = count_entries(proc_fd, path);
 	}
 	return n > 0 ? (uint64_t)n : 0;
 }
 
-/* "Pss:" of /proc/PID/smaps_rollup, or its RSS if that cannot be read. */
-static uint64_t process_pss(int proc_fd, const struct proc *p)
+/* "Pss:" of /proc/PID/smaps_rollup, or its RSS if that cannot be read;
+ * false if the process is gone. */
+static bool process_pss(int proc_fd, const struct proc *p, uint64_t *pss)
 {
 	char path[64], text[4096];
-	snprintf(path, sizeof path, "%d/smaps_rollup", (int)p->pid);
-	if (read_small(proc_fd, path, text, sizeof text) <= 0)
-		return p->rss;
+	snprintf(path, sizeof path, "%s/smaps_rollup", p->at);
+	*pss = p->rss;
+	ssize_t n = read_small(proc_fd, path, text, sizeof text);
+	if (n == 0)
+		return false; /* no memory left: it is exiting */
+	if (n < 0)
+		return errno != ESRCH && errno != ENOENT;
 	const char *field = strstr(text, "\nPss:");
-	return field ? strtoull(field + 5, NULL, 10) * 1024 : p->rss;
+	if (field)
+		*pss = strtoull(field + 5, NULL, 10) * 1024;
+	return true;
 }
 
 /* The lines of /proc/PID/maps: its mappings. */
-static bool count_mappings(int proc_fd, pid_t pid, uint64_t *count)
+static bool count_mappings(int proc_fd, const char *at, uint64_t *count)
 {
 	char path[64], text[65536];
-	snprintf(path, sizeof path, "%d/maps", (int)pid);
+	snprintf(path, sizeof path, "%s/maps", at);
 	int fd = openat(proc_fd, path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return false;
@@ -405,6 +428,12 @@ static uint64_t count_locks(const pid_t *pids, int n)
 
 /* ---- bounds ------------------------------------------------------------- */
 
+/* It exited: a zombie, or on its way to one. Its memory is gone. */
+static bool exited(const struct proc *p)
+{
+	return p->state == 'Z' || p->state == 'X';
+}
+
 /* Its PSS at most. Since its walk a process's PSS grows only by pages it
  * comes to hold, each of which raised its RSS (a new page; 2 MiB at a
  * time for a huge page) or its minor faults (a page it made or copied: a
@@ -415,6 +444,8 @@ static uint64_t count_locks(const pid_t *pids, int n)
  * RSS, which no PSS exceeds. */
 static uint64_t memory_bound(const struct proc *p)
 {
+	if (exited(p))
+		return 0; /* in departed from the look that saw it exit */
 	if (!p->walked)
 		return p->rss;
 	uint64_t grown = p->rss > p->rss_at_walk ? p->rss - p->rss_at_walk : 0;
@@ -428,13 +459,24 @@ static bool walk_stands(const struct memwatch *w, const struct proc *p)
 		p->faults == p->faults_at_walk && p->rss <= p->rss_at_walk;
 }
 
+/* Its walk stands and nobody forked since: its PSS adds up with the
+ * others' to what the run holds. A walk from before a fork counts the
+ * pages the fork shared again, in the child's PSS (a fork bomb at
+ * --pids-limit 48 summed to 1088 MiB, 8 of its 15 processes walked alone
+ * at 127 MiB before they forked, the rest at 4 to 6), so the verdict
+ * waits for a walk after it. */
+static bool walk_exact(const struct memwatch *w, const struct proc *p)
+{
+	return walk_stands(w, p) && p->walk_arrivals == w->arrivals;
+}
+
 /* Its mappings at most: counted, plus what its CPU time since could
  * have made; the kernel's cap where they were never counted. */
 static uint64_t mappings_bound(const struct proc *p)
 {
 	/* A zombie's mappings went with its memory, at its exit: a fork
 	 * bomb's dead are not each the kernel's cap. */
-	if (p->state == 'Z' || p->state == 'X')
+	if (exited(p))
 		return 0;
 	if (!p->maps_known)
 		return max_map_count;
@@ -465,13 +507,49 @@ static bool signal_process(int proc_fd, const struct proc *p, uid_t uid, int sig
 	return sent;
 }
 
+/* Where p's memory is read (p->at), and its state and resident size
+ * there. A leader that exited (pthread_exit, or a raw exit) leaves a
+ * zombie whose stat and smaps show nothing, while its threads hold the
+ * memory: those are read through a live thread. */
+static void find_memory(int proc_fd, struct proc *p)
+{
+	snprintf(p->at, sizeof p->at, "%d", (int)p->pid);
+	if (!exited(p) || p->threads <= 1)
+		return;
+	char path[64];
+	snprintf(path, sizeof path, "%d/task", (int)p->pid);
+	int fd = openat(proc_fd, path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	DIR *dir = fd < 0 ? NULL : fdopendir(fd);
+	if (!dir) {
+		if (fd >= 0)
+			close(fd);
+		return;
+	}
+	struct dirent *entry;
+	while ((entry = readdir(dir))) {
+		pid_t tid = (pid_t)strtol(entry->d_name, NULL, 10);
+		if (tid <= 0 || tid == p->pid)
+			continue;
+		char at[sizeof p->at];
+		struct proc thread = {0};
+		snprintf(at, sizeof at, "%d/task/%d", (int)p->pid, (int)tid);
+		if (read_stat(proc_fd, at, &thread) && !exited(&thread)) {
+			memcpy(p->at, at, sizeof p->at);
+			p->state = thread.state;
+			p->rss = thread.rss;
+			break;
+		}
+	}
+	closedir(dir);
+}
+
 /* Stops every process of the run that runs, but the launcher; a process a
  * timer of its own continued is stopped again at the next look. */
 static void freeze(struct memwatch *w, int proc_fd)
 {
 	for (size_t i = 0; i < TABLE_SIZE; i++) {
 		struct proc *p = &w->table[i];
-		if (!p->pid || p->init || p->state == 'Z' || p->state == 'X')
+		if (!p->pid || p->init || exited(p))
 			continue;
 		if (p->state == 'T' && p->stopped)
 			continue;
@@ -493,7 +571,8 @@ void memwatch_release(struct memwatch *w)
 
 /* This look's table from /proc, each process carried over from the last
  * look where it is the same process. Fills pids (sorted, the launcher
- * left out) and returns their count, or -1. */
+ * left out) and returns their count, or -1. Long: reading and carrying
+ * over each process is one loop. */
 static int list_run(struct memwatch *w, int proc_fd, pid_t *pids, struct proc **init)
 {
 	struct proc *swap = w->previous;
@@ -519,6 +598,7 @@ static int list_run(struct memwatch *w, int proc_fd, pid_t *pids, struct proc **
 		if (!read_stat(proc_fd, entry->d_name, &now) ||
 		    (w->opt.session > 0 && now.session != w->opt.session))
 			continue;
+		find_memory(proc_fd, &now);
 		struct proc *was = slot(w->previous, now.pid);
 		struct proc *p = slot(w->table, now.pid);
 		if (was->pid == now.pid && was->start == now.start) {
@@ -528,38 +608,42 @@ static int list_run(struct memwatch *w, int proc_fd, pid_t *pids, struct proc **
 			p->own_cpu = now.own_cpu;
 			p->children_cpu = now.children_cpu;
 			p->rss = now.rss;
+			p->threads = now.threads;
+			memcpy(p->at, now.at, sizeof p->at);
+			p->vanished = false;
 		} else {
 			*p = now;
 			p->init = w->opt.spare_init && namespace_init(proc_fd, entry->d_name);
-			p->cpu_at_fds = p->rss_at_pte = UINT64_MAX;
+			p->rss_at_pte = UINT64_MAX;
+			w->arrivals++;
 		}
 		listed++;
 		if (p->init) {
 			*init = p;
 			continue;
 		}
-		/* Descriptors change only by the process's own doing (it ran),
-		 * page tables only with its pages (they map them). */
-		if (p->own_cpu != p->cpu_at_fds) {
-			p->fds = process_descriptors(proc_fd, p->pid);
-			p->cpu_at_fds = p->own_cpu;
-		}
+		/* Descriptors at every look: hundreds are opened in less CPU
+		 * time than the clock tick that stat counts in, so its CPU time
+		 * need not change (a stat of /proc/PID/fd, one system call).
+		 * Page tables change only with its pages (they map them). */
+		p->fds = process_descriptors(proc_fd, p->at);
 		if (p->rss != p->rss_at_pte) {
-			p->pte = page_tables(proc_fd, p->pid);
+			p->pte = page_tables(proc_fd, p->at);
 			p->rss_at_pte = p->rss;
 		}
 		pids[n++] = p->pid;
 	}
 	closedir(dir);
 	qsort(pids, (size_t)n, sizeof *pids, compare_pids);
-	/* Who left since the last look: what it held of pages shared with
-	 * the rest is theirs now. */
+	/* Who left since the last look, or exited and waits to be reaped
+	 * (a zombie's memory went at its exit): what it held of pages shared
+	 * with the rest is theirs now. */
 	for (size_t i = 0; i < TABLE_SIZE; i++) {
 		const struct proc *was = &w->previous[i];
-		if (!was->pid || was->init)
+		if (!was->pid || was->init || exited(was))
 			continue;
 		const struct proc *now = slot(w->table, was->pid);
-		if (now->pid == was->pid && now->start == was->start)
+		if (now->pid == was->pid && now->start == was->start && !exited(now))
 			continue;
 		w->departed += memory_bound(was);
 		w->departures++;
@@ -594,19 +678,29 @@ static void inherit_mappings(struct memwatch *w, const pid_t *pids, int n)
 struct totals {
 	uint64_t own, kernel, descriptors, mappings;
 	uint64_t exact; /* of what is measured exactly: the run holds at least this */
+	bool departed_in_walks; /* every process walked since the last departure */
+	bool vanished;          /* one left while measured: not exact until the next look */
 };
 
 static uint64_t sum(const struct memwatch *w, const pid_t *pids, int n, struct totals *t)
 {
 	*t = (struct totals){0};
 	uint64_t tables = 0, exact_maps = 0;
+	/* Walked since the last departure, a process's PSS holds its share of
+	 * what those who left shared with it: departed is counted once. */
+	t->departed_in_walks = true;
 	for (int i = 0; i < n; i++) {
 		const struct proc *p = slot((struct proc *)w->table, pids[i]);
+		if (exited(p))
+			continue; /* its memory, descriptors and page tables went at its exit */
+		t->departed_in_walks = t->departed_in_walks && p->walked &&
+			p->walk_generation == w->departures;
 		t->own += memory_bound(p);
+		t->vanished = t->vanished || p->vanished;
 		t->mappings += mappings_bound(p);
 		tables += p->pte;
 		t->descriptors += p->fds;
-		if (walk_stands(w, p) && p->maps_counted && p->own_cpu == p->cpu_at_maps) {
+		if (walk_exact(w, p) && p->maps_counted && p->own_cpu == p->cpu_at_maps) {
 			t->exact += p->pss;
 			exact_maps += p->maps * VMA_CHARGE_BYTES;
 		}
@@ -615,7 +709,8 @@ static uint64_t sum(const struct memwatch *w, const pid_t *pids, int n, struct t
 	t->kernel = tables + (maps > VMA_ALLOWANCE_BYTES ? maps - VMA_ALLOWANCE_BYTES : 0);
 	t->exact += tables + t->descriptors * DESCRIPTOR_CHARGE_BYTES +
 		(exact_maps > VMA_ALLOWANCE_BYTES ? exact_maps - VMA_ALLOWANCE_BYTES : 0);
-	t->own += w->departed;
+	if (!t->departed_in_walks)
+		t->own += w->departed;
 	return t->own + t->kernel + t->descriptors * DESCRIPTOR_CHARGE_BYTES;
 }
 
@@ -629,11 +724,13 @@ static struct proc *next_to_measure(struct memwatch *w, const pid_t *pids, int n
 	uint64_t most = 0;
 	for (int i = 0; i < n; i++) {
 		struct proc *p = slot(w->table, pids[i]);
-		if (p->state == 'Z')
+		if (exited(p) || p->vanished)
 			continue;
-		if (!walk_stands(w, p)) {
+		if (!walk_exact(w, p)) {
+			/* Past a fork, its PSS may have halved. */
 			uint64_t bound = memory_bound(p);
-			uint64_t gain = p->walked && p->pss < bound ? bound - p->pss : bound / 2 + 1;
+			uint64_t gain = walk_stands(w, p) ? p->pss / 2 + 1 :
+				p->walked && p->pss < bound ? bound - p->pss : bound / 2 + 1;
 			if (gain > most) {
 				most = gain;
 				best = p;
@@ -660,13 +757,20 @@ static void measure(struct memwatch *w, int proc_fd, struct proc *p, bool walk)
 {
 	int64_t begin = thread_cpu_ns();
 	if (walk) {
-		p->pss = process_pss(proc_fd, p);
+		uint64_t pss;
+		if (!process_pss(proc_fd, p, &pss)) {
+			p->vanished = true;
+			w->budget_ns -= thread_cpu_ns() - begin;
+			return;
+		}
+		p->pss = pss;
 		p->walked = true;
 		p->rss_at_walk = p->rss;
 		p->faults_at_walk = p->faults;
 		p->walk_generation = w->departures;
+		p->walk_arrivals = w->arrivals;
 	} else {
-		if (!count_mappings(proc_fd, p->pid, &p->maps))
+		if (!count_mappings(proc_fd, p->at, &p->maps))
 			p->maps = 0; /* gone meanwhile: it holds nothing */
 		p->maps_known = p->maps_counted = true;
 		p->cpu_at_maps = p->own_cpu;
@@ -698,6 +802,8 @@ static bool over_cpu(struct memwatch *w, const pid_t *pids, int n, const struct 
 	return w->allowance_us < 0;
 }
 
+/* Long: one look is one sequence (list, bound, measure within the budget,
+ * verdict, freeze or thaw, throttle) whose steps share its totals. */
 enum memwatch_verdict memwatch_look(struct memwatch *w, int64_t now_ms,
 		struct memwatch_reading *r)
 {
@@ -723,15 +829,13 @@ enum memwatch_verdict memwatch_look(struct memwatch *w, int64_t now_ms,
 	}
 	/* The launcher's mappings, which the first call's process is forked
 	 * with: counted once. */
-	if (init && !init->maps_known && count_mappings(proc_fd, init->pid, &init->maps))
+	if (init && !init->maps_known && count_mappings(proc_fd, init->at, &init->maps))
 		init->maps_known = init->maps_counted = true;
 	inherit_mappings(w, pids, n);
 	struct totals t;
 	uint64_t limit = w->opt.limit;
 	int64_t measured_ns = 0; /* paid from the budget already */
 	uint64_t total = sum(w, pids, n, &t);
-	/* Past the limit by the bound: measure, as the budget allows (at least
-	 * one measurement a look while anything is left to measure). */
 	/* Past the limit by the bound: measure, as the budget allows. The run
 	 * stays frozen until every process is measured (then its bound is its
 	 * exact size), so that what it does meanwhile cannot outrun the
@@ -746,23 +850,14 @@ enum memwatch_verdict memwatch_look(struct memwatch *w, int64_t now_ms,
 			total = sum(w, pids, n, &t);
 		}
 		measured_ns = before - w->budget_ns;
-		bool exact = !next_to_measure(w, pids, n, &walk);
+		bool exact = !next_to_measure(w, pids, n, &walk) && !t.vanished;
 		/* Past it exactly, or past it already by what is measured. */
 		if ((exact && total > limit) || t.exact > limit)
 			verdict = MEMWATCH_OVER;
 		w->frozen_memory = !exact;
 	}
-	/* Every process walked since the last departure: the shares of those
-	 * who left are in the walks. */
-	if (w->departed) {
-		bool all = true;
-		for (int i = 0; i < n && all; i++) {
-			const struct proc *p = slot(w->table, pids[i]);
-			all = p->walked && p->walk_generation == w->departures;
-		}
-		if (all)
-			w->departed = 0;
-	}
+	if (t.departed_in_walks)
+		w->departed = 0;
 	if (total <= limit)
 		r->locks = count_locks(pids, n);
 	if (r->locks > LOCKS_MAX)

@@ -149,8 +149,16 @@ static void on_deadline(struct loop_timer *t, void *data)
 {
 	struct oneshot *o = data;
 	o->deadline_timer = NULL;
-	if (o->call)
-		return; /* the call has its own deadline */
+	if (o->call) {
+		/* A started call has its own deadline; one that still waits
+		 * for a server's busy sandboxes ends here, nothing run. */
+		struct error err;
+		error_set(&err, EXIT_TIMEOUT, "raise --timeout, or give the server more sandboxes "
+			"(serve --warm N)", "timed out after %ld s waiting for a warm sandbox; "
+			"nothing was run", o->cfg->number[SET_TIMEOUT]);
+		call_refuse_waiting(o->call, &err);
+		return;
+	}
 	error_set(&o->err, EXIT_TIMEOUT, "close standard input, name a FILE, or raise --timeout",
 		"timed out after %ld s %s; nothing was run", o->cfg->number[SET_TIMEOUT],
 		o->code_watch ? "reading the code" : "checking podman");
@@ -263,6 +271,11 @@ static void start_call(struct oneshot *o, struct runner *runner)
 static void on_host(struct host *h, void *data)
 {
 	struct oneshot *o = data;
+	o->host_checking = false;
+	if (o->closed_while_checking) {
+		o->closed(o);
+		return;
+	}
 	if (o->finished)
 		return;
 	if (loop_now_ms() >= o->deadline) {
@@ -288,6 +301,7 @@ static void check_host(struct oneshot *o)
 		refuse(o);
 		return;
 	}
+	o->host_checking = true;
 	host_check(o->loop, o->cfg, o->deadline, true, &o->host, on_host, o);
 }
 
@@ -487,6 +501,11 @@ static void closing(struct loop_timer *t, void *data)
 		close(o->input_fd);
 	o->code_read_fd = o->input_fd = -1;
 	buffer_free(&o->code_read);
+	/* A loop of its own ends the check as it is freed. */
+	if (o->host_checking && !o->own_loop) {
+		o->closed_while_checking = true;
+		return;
+	}
 	o->closed(o);
 }
 

@@ -67,6 +67,10 @@ struct oneshot {
 	int code_read_fd, input_fd;
 	struct buffer code_read;
 	struct host host;        /* owned: what the host check found */
+	/* The host check cannot be cancelled: on a shared loop (the
+	 * server's), a run closed meanwhile is handed back (closed) only once
+	 * its answer has come, which writes into host. */
+	bool host_checking, closed_while_checking;
 	struct runner *runner;   /* owned unless runner_for gave it */
 	struct call *call;       /* the runner's, until the close frees it */
 	const char **argv;       /* the call's arguments: owned, kept until its end */

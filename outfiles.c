@@ -431,13 +431,20 @@ unsigned outfiles_first_show(const struct outfiles *o)
 			close(fd);
 		return 1;
 	}
+	/* The copy shares the directory's offset: from its start, each time. */
+	rewinddir(dir);
+	/* show-N.ANYTHING, N digits only: the names launcher/display.py
+	 * counts as taken. */
 	struct dirent *e;
 	while ((e = readdir(dir))) {
-		unsigned n;
-		int end = 0;
-		if (sscanf(e->d_name, "show-%u.%*[^.]%n", &n, &end) == 1 && end &&
-		    e->d_name[end] == '\0' && n > last && n < 1000000)
-			last = n;
+		if (strncmp(e->d_name, "show-", 5) != 0)
+			continue;
+		const char *digits = e->d_name + 5, *end = digits;
+		unsigned long n = 0;
+		while (*end >= '0' && *end <= '9' && n < 1000000)
+			n = n * 10 + (unsigned long)(*end++ - '0');
+		if (end > digits && *end == '.' && n < 1000000 && n > last)
+			last = (unsigned)n;
 	}
 	closedir(dir);
 	return last + 1;

@@ -247,6 +247,8 @@ static void read_only_root_args(struct argv_builder *a)
 	arg_add(a, "--workdir=/tmp");
 }
 
+/* Long: one flag a line, each with the attack it closes beside it; split,
+ * the reasoning would be read in pieces. */
 void podman_run_args(struct argv_builder *a, const struct config *cfg,
 		const struct podman_host *host, const struct sage_image *image, const char *podman,
 		const char *name, const char *owner, unsigned long uid, long idle_seconds,

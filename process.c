@@ -91,6 +91,9 @@ static int set_nonblocking(int fd)
 	return flags < 0 ? -1 : fcntl(fd, F_SETFL, flags | O_NONBLOCK);
 }
 
+/* Long: the child's side between fork and exec is one straight sequence
+ * (descriptors, signals, rlimits, the exec-error pipe) that must stay in
+ * order and async-signal-safe. */
 int process_spawn(struct loop *loop, struct process *p, const struct process_spec *spec)
 {
 	int in[2] = {-1, -1}, out[2] = {-1, -1}, err[2] = {-1, -1}, error_pipe[2] = {-1, -1};

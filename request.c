@@ -115,6 +115,8 @@ static const char *take_string(struct request *req, const char *bytes, size_t le
 
 #define FAIL(...) do { snprintf(why, why_size, __VA_ARGS__); request_free(req); return -1; } while (0)
 
+/* Long: one case per field, each checked in place; a table of parsers
+ * would hide the checks that make it safe. */
 int request_decode(const char *msg, size_t len, struct request *req, char *why, size_t why_size)
 {
 	*req = (struct request){0};

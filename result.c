@@ -98,6 +98,8 @@ const char *stopped_by(const struct run_result *r)
 	return NULL;
 }
 
+/* Long: one sentence per way a run is stopped, in the order they are
+ * tested: a table would be no shorter. */
 bool describe_stop(const struct run_result *r, const struct config *cfg,
 		const struct timeout_knob *knob, char *buf, size_t size)
 {
@@ -160,8 +162,8 @@ bool describe_stop(const struct run_result *r, const struct config *cfg,
 			"--cpus) and the kernel killed it; raise --timeout or --cpus",
 			(unsigned long long)rl[RL_CPU].value);
 	} else if (r->session_ended)
-		snprintf(buf, size, "its session was ended while it ran (sage_sandbox_end_session, "
-			"or the server stopping); the session's state is lost");
+		snprintf(buf, size, "its session was ended while it ran (sage_sandbox_end_session); "
+			"the session's state is lost");
 	else if (r->interrupted_by == SIGPIPE)
 		snprintf(buf, size, "standard output was closed; the container was stopped");
 	else

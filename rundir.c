@@ -65,9 +65,12 @@ int rundir_check(const struct rundir *d, bool create, struct error *err)
 		st.st_uid != geteuid() ? "owned by another user" :
 		(st.st_mode & 07777) != 0700 ? "not mode 0700" : NULL;
 	if (wrong) {
-		error_set(err, EXIT_REFUSED, st.st_uid == geteuid() && S_ISDIR(st.st_mode) ?
-				"chmod 0700 it, or remove it" : "remove it, or set XDG_RUNTIME_DIR to a "
-				"directory of your own",
+		/* Another user's (in sticky /tmp) is not ours to remove. */
+		const char *fix = st.st_uid != geteuid() ? "set XDG_RUNTIME_DIR to a directory of "
+				"your own (mode 0700)" :
+			S_ISDIR(st.st_mode) ? "chmod 0700 it, or remove it" :
+			"remove it, or set XDG_RUNTIME_DIR to a directory of your own";
+		error_set(err, EXIT_REFUSED, fix,
 			"the server's directory %s is %s (mode %04o, uid %u): nobody else may reach "
 			"a server's socket", d->dir, wrong, (unsigned)(st.st_mode & 07777),
 			(unsigned)st.st_uid);

@@ -255,6 +255,16 @@ void call_cancel(struct call *c, int sig)
 	}
 }
 
+bool call_refuse_waiting(struct call *c, const struct error *err)
+{
+	if (c->state != CALL_WAITING)
+		return false;
+	struct runner *r = c->r;
+	refuse(c, err);
+	pump(r);
+	return true;
+}
+
 void call_free(struct call *c)
 {
 	if (!c)

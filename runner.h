@@ -98,6 +98,9 @@ void call_pause_output(struct call *c, bool paused);
 /* Ends the call early (as by signal sig: the result says so); on_done
  * follows, at once for a call that had not started. */
 void call_cancel(struct call *c, int sig);
+/* A call still waiting for a sandbox ends with err (on_done at once, which
+ * may free it); true if it was waiting. A started call is left alone. */
+bool call_refuse_waiting(struct call *c, const struct error *err);
 void call_free(struct call *c);
 
 /* Ends a session: its running call is stopped (the result says the

@@ -77,7 +77,8 @@ static const struct command_help *find_help(const char *name)
 	return NULL;
 }
 
-/* The whole usage (command NULL) or one command's. */
+/* The whole usage (command NULL) or one command's. Long: the help text,
+ * in the order it is printed. */
 static void print_usage(FILE *out, const struct command_help *command)
 {
 	bool settings_apply = !command || command->settings;
@@ -90,12 +91,19 @@ static void print_usage(FILE *out, const struct command_help *command)
 	}
 	if (!command)
 		fprintf(out, "       sage-sandbox --help | --version\n");
-	fprintf(out, "\nOptions come before FILE; everything after FILE (or after --) is the\n"
-		"code's. A repeated option: the last one wins (each --input adds). Each\n"
-		"setting is also read from its environment variable and from the\n"
-		"settings file ($SAGE_SANDBOX_SETTINGS, or ~/.config/sage-sandbox/settings,\n"
-		"NAME = VALUE lines); a flag beats the environment, which beats the file,\n"
-		"which beats the default.\n");
+	bool batch = command && strcmp(command->name, "batch") == 0;
+	if (!command || command->run_options)
+		fprintf(out, "\nOptions come before FILE; everything after FILE (or after --) is the\n"
+			"code's. A repeated option: the last one wins (each --input adds).\n");
+	else if (batch)
+		fprintf(out, "\nOptions come before the first FILE; every argument after it is\n"
+			"another FILE. A repeated option: the last one wins.\n");
+	else
+		fprintf(out, "\nA repeated option: the last one wins.\n");
+	fprintf(out, "Each setting is also read from its environment variable and from the\n"
+		"settings file ($SAGE_SANDBOX_SETTINGS, else $XDG_CONFIG_HOME/sage-sandbox/\n"
+		"settings, that is ~/.config/sage-sandbox/settings: NAME = VALUE lines); a\n"
+		"flag beats the environment, which beats the file, which beats the default.\n");
 	for (int id = 0; id < SETTING_COUNT; id++) {
 		const struct setting *s = &settings[id];
 		if ((!settings_apply && id != SET_PODMAN) || (s->server && command && !command->server))
@@ -104,7 +112,7 @@ static void print_usage(FILE *out, const struct command_help *command)
 			s->flag, s->metavar, s->env, s->server && !command ? "mcp only: " : "", s->help,
 			s->allowed, s->fallback);
 	}
-	if (!command || !command->server)
+	if (!command || (!command->server && !batch && strcmp(command->name, "serve") != 0))
 		fprintf(out, "  --json\n        print one JSON object on stdout (see sage-sandbox(5))\n");
 	if (!command || command->run_options)
 		fprintf(out,
@@ -152,13 +160,15 @@ static void print_usage(FILE *out, const struct command_help *command)
 		fprintf(out,
 			"  --warm N\n"
 			"        serve only: sandboxes kept warm for each kind of settings, 0 to %d\n"
-			"        (default: batch's --jobs); runs past them wait their turn\n"
+			"        (default: batch's --jobs, at most %d); runs past them wait their turn\n"
 			"  --idle SECONDS\n"
-			"        serve only: exit after that long with no client (default %d; 0\n"
-			"        never)\n"
+			"        serve only: exit after that long with no client, 0 (never) to\n"
+			"        %ld (default %d)\n"
 			"  --stop\n"
-			"        serve only: stop the server that answers, and wait until it has\n",
-			POOL_MAX_SIZE, SERVER_IDLE_SECONDS);
+			"        serve only: stop the server that answers, and wait until it has\n"
+			"        (status 0; 1 when none answers; %d when it does not stop)\n",
+			POOL_MAX_SIZE, POOL_MAX_SIZE, SERVER_IDLE_MAX_SECONDS, SERVER_IDLE_SECONDS,
+			EXIT_REFUSED);
 	if (command && strcmp(command->name, "batch") == 0) {
 		fprintf(out,
 			"\nJobs: one JSON object a line, {\"id\", \"code\", \"stdin\", \"args\",\n"
@@ -190,12 +200,23 @@ static void print_usage(FILE *out, const struct command_help *command)
 			MCP_MAX_OUTPUT_KIB, EXIT_REFUSED);
 		return;
 	}
-	fprintf(out,
-		"Exit status: the code's own (0, 1, n of sys.exit(n), 128+N for signal N);\n"
-		"%d memory limit (the run's total); %d output limit; %d timeout; %d not\n"
-		"run (bad usage, podman missing or not rootless, no image).\n"
-		"See sage-sandbox(1).\n",
-		EXIT_MEMORY_LIMIT, EXIT_OUTPUT_LIMIT, EXIT_TIMEOUT, EXIT_REFUSED);
+	if (command && strcmp(command->name, "self-test") == 0)
+		fprintf(out, "\nExit status: 0 every check passed; 1 one failed; %d not run (bad\n"
+			"usage, podman missing or not rootless, no image); 128+N after signal N.\n"
+			"See sage-sandbox(1).\n", EXIT_REFUSED);
+	else if (command && strcmp(command->name, "status") == 0)
+		fprintf(out, "\nExit status: 0 ready; 1 not ready (the line says why, and the fix);\n"
+			"%d bad usage. See sage-sandbox(1).\n", EXIT_REFUSED);
+	else if (command && strcmp(command->name, "cleanup") == 0)
+		fprintf(out, "\nExit status: 0, also when nothing was left; %d podman could not\n"
+			"list or remove them. See sage-sandbox(1).\n", EXIT_REFUSED);
+	else
+		fprintf(out,
+			"\nExit status: the code's own (0, 1, n of sys.exit(n), 128+N for signal N);\n"
+			"%d memory limit (the run's total); %d output limit; %d timeout; %d not\n"
+			"run (bad usage, podman missing or not rootless, no image).\n"
+			"See sage-sandbox(1).\n",
+			EXIT_MEMORY_LIMIT, EXIT_OUTPUT_LIMIT, EXIT_TIMEOUT, EXIT_REFUSED);
 }
 
 /* ---- errors ------------------------------------------------------------- */
@@ -230,7 +251,8 @@ static bool is_option(const char *arg, size_t name_len, const char *name)
  * that is not an option (or follows --) is FILE, and the rest are the
  * code's, as with `podman run IMAGE ARG...` and `sage FILE ARG...`. Flags
  * are checked first, then only the environment variables they do not
- * override. */
+ * override. Long: one branch per kind of option, in the order they are
+ * tried. */
 static int parse_options(int argc, char **argv, bool takes_file, bool server, bool batch,
 		struct options *o, struct error *err)
 {
@@ -652,7 +674,7 @@ static int serve_options(int *argc, char **argv, long *idle, long *warm, bool *s
 		}
 		const char *value = arg[name_len] == '=' ? arg + name_len + 1 :
 			i + 1 < *argc ? argv[++i] : NULL;
-		long max = is_idle ? 86400L * 365 : POOL_MAX_SIZE;
+		long max = is_idle ? SERVER_IDLE_MAX_SECONDS : POOL_MAX_SIZE;
 		char *end;
 		errno = 0;
 		long v = value ? strtol(value, &end, 10) : -1;

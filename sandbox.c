@@ -557,6 +557,8 @@ void sandbox_stop(struct sandbox *sb, enum stop_reason reason, int signal)
 	start_remove(sb);
 }
 
+/* Long: one branch per way a run ends (stop reasons, the launcher's
+ * trailer, podman's exit), each setting its fields: read as one table. */
 static void finish_result(struct sandbox *sb)
 {
 	struct run_result *r = &sb->result;

@@ -72,7 +72,7 @@ struct fleet {
 
 /* One connection, and its run: owned by the server from accept to
  * client_free. */
-struct client {
+struct connection {
 	struct server *srv;
 	int sock;
 	pid_t pid;
@@ -89,7 +89,7 @@ struct client {
 	bool running, gone;
 	struct fleet *fleet;        /* counted in its users while the run is on it */
 	int status;
-	struct client *next;
+	struct connection *next;
 };
 
 struct server {
@@ -105,7 +105,7 @@ struct server {
 	struct host host;           /* its own settings', checked at start */
 	bool host_checking;         /* that check is on its way: its query is the loop's */
 	struct fleet *fleets;
-	struct client *clients;
+	struct connection *clients;
 	char environment[65];
 	long served;
 	int64_t started;
@@ -131,7 +131,7 @@ static void stop(struct server *srv, int sig, int status, const char *why);
 static int count_clients(const struct server *srv)
 {
 	int n = 0;
-	for (const struct client *c = srv->clients; c; c = c->next)
+	for (const struct connection *c = srv->clients; c; c = c->next)
 		n++;
 	return n;
 }
@@ -190,12 +190,14 @@ static void trim_fleets(struct server *srv)
 	}
 }
 
-/* What shapes a container: every setting, the seccomp profile's file,
- * podman with its configuration, the image as the storage has it. */
+/* What shapes a container: every setting a run has (not mcp's own, which
+ * no run reads), the seccomp profile's file, podman with its
+ * configuration, the image as the storage has it. */
 static void fleet_key(const struct config *cfg, const struct host *h, struct buffer *key)
 {
 	for (int id = 0; id < SETTING_COUNT; id++)
-		cache_key_text(key, cfg->value[id]);
+		if (!settings[id].server)
+			cache_key_text(key, cfg->value[id]);
 	if (strcmp(cfg->value[SET_SECCOMP_PROFILE], "builtin") != 0)
 		cache_key_file(key, cfg->value[SET_SECCOMP_PROFILE]);
 	image_cache_key(h->podman, cfg, &h->podman_host, key);
@@ -236,16 +238,17 @@ static struct fleet *fleet_for(struct server *srv, const struct config *cfg, con
 	say("%d warm sandbox%s for %s%s", srv->opt.warm, srv->opt.warm == 1 ? "" : "es",
 		cfg == srv->opt.cfg ? "its own settings" : "the settings of a run",
 		srv->fleets->next ? " (another kind)" : "");
-	trim_fleets(srv);
 	return f;
 }
 
 /* oneshot's runner_for: the run's fleet, made where there is none. */
 static struct runner *runner_for(struct oneshot *o, const struct host *h)
 {
-	struct client *c = o->owner;
+	struct connection *c = o->owner;
 	c->fleet = fleet_for(c->srv, o->cfg, h);
 	c->fleet->users++;
+	/* Only now: a new fleet is in use, never the one trimmed. */
+	trim_fleets(c->srv);
 	return c->fleet->runner;
 }
 
@@ -269,9 +272,29 @@ static void rearm_idle(struct server *srv)
 			on_idle, srv);
 }
 
-static void send_text(struct client *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* What writer prints, onto a client's descriptor: what fits now (a line
+ * or one object), never waiting for a reader that does not read. */
+static void write_printed(int client_fd, printer *writer, const void *arg)
+{
+	int fd = reopen_nonblocking(client_fd, O_WRONLY);
+	size_t len;
+	char *text = print_to_memory(writer, arg, &len);
+	for (size_t done = 0; fd >= 0 && done < len;) {
+		ssize_t n = write(fd, text + done, len - done);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			break;
+		done += (size_t)n;
+	}
+	free(text);
+	if (fd >= 0)
+		close(fd);
+}
 
-static void send_text(struct client *c, const char *fmt, ...)
+static void send_text(struct connection *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static void send_text(struct connection *c, const char *fmt, ...)
 {
 	char msg[1024];
 	va_list ap;
@@ -285,10 +308,10 @@ static void send_text(struct client *c, const char *fmt, ...)
 		c->gone = true;
 }
 
-static void client_free(struct client *c)
+static void client_free(struct connection *c)
 {
 	struct server *srv = c->srv;
-	for (struct client **at = &srv->clients; *at; at = &(*at)->next)
+	for (struct connection **at = &srv->clients; *at; at = &(*at)->next)
 		if (*at == c) {
 			*at = c->next;
 			break;
@@ -315,7 +338,7 @@ static void client_free(struct client *c)
 
 static void on_run_closed(struct oneshot *o)
 {
-	struct client *c = o->owner;
+	struct connection *c = o->owner;
 	struct server *srv = c->srv;
 	srv->served++;
 	send_text(c, "exit %d", c->status);
@@ -326,14 +349,14 @@ static void on_run_closed(struct oneshot *o)
 
 static void on_run_finished(struct oneshot *o)
 {
-	struct client *c = o->owner;
+	struct connection *c = o->owner;
 	c->status = oneshot_report_run(o, c->req.json);
 	oneshot_close(o, on_run_closed);
 }
 
 /* The client is gone (its connection ended): its run stops as by SIGHUP,
  * its terminal's. */
-static void client_gone(struct client *c)
+static void client_gone(struct connection *c)
 {
 	c->gone = true;
 	loop_unwatch(c->watch);
@@ -346,10 +369,10 @@ static void client_gone(struct client *c)
 		client_free(c);
 }
 
-static void decline(struct client *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void decline(struct connection *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* Says "cold WHY" and closes: the client runs the run itself. */
-static void decline(struct client *c, const char *fmt, ...)
+static void decline(struct connection *c, const char *fmt, ...)
 {
 	char why[512];
 	va_list ap;
@@ -363,7 +386,7 @@ static void decline(struct client *c, const char *fmt, ...)
 
 /* The request's settings as a config; -1 with why when one is refused
  * (the client checked them: only another build's would be). */
-static int request_config(struct client *c, char *why, size_t why_size)
+static int request_config(struct connection *c, char *why, size_t why_size)
 {
 	for (int id = 0; id < SETTING_COUNT; id++)
 		if (setting_set(&c->cfg, id, c->req.value[id], c->req.source[id], why, why_size) < 0)
@@ -381,7 +404,7 @@ static int request_config(struct client *c, char *why, size_t why_size)
 }
 
 /* The descriptors of the request, given to the run's parts. */
-static int adopt_files(struct client *c, char *why, size_t why_size)
+static int adopt_files(struct connection *c, char *why, size_t why_size)
 {
 	size_t next = 3 + (c->req.file != NULL);
 	struct error err;
@@ -405,7 +428,7 @@ static int adopt_files(struct client *c, char *why, size_t why_size)
 	return 0;
 }
 
-static void start_run(struct client *c)
+static void start_run(struct connection *c)
 {
 	struct server *srv = c->srv;
 	char why[512];
@@ -424,7 +447,7 @@ static void start_run(struct client *c)
 	}
 	if (strcmp(c->req.environment, srv->environment) != 0) {
 		decline(c, "another environment for podman (PATH, HOME, XDG_*, CONTAINERS_*, "
-			"TMPDIR) than the server's");
+			"TMPDIR, DBUS_SESSION_BUS_ADDRESS, CONTAINER_HOST) than the server's");
 		return;
 	}
 	if (c->nfds != request_fd_count(&c->req)) {
@@ -447,7 +470,11 @@ static void start_run(struct client *c)
 		.out = c->has_out ? &c->out : NULL, .loop = srv->loop, .fds = c->fds,
 		.runner_for = runner_for, .on_finished = on_run_finished, .owner = c};
 	if (oneshot_begin(&c->run) < 0) {
-		dprintf(c->fds[2], "sage-sandbox: %s\n", c->run.err.message);
+		/* As a cold run's refusal: the line, and with --json the object. */
+		struct printed p = {.err = &c->run.err, .cfg = &c->cfg};
+		write_printed(c->fds[2], print_error_line, &p);
+		if (c->req.json)
+			write_printed(c->fds[1], print_error_object, &p);
 		c->status = c->run.err.status;
 		c->running = true;
 		oneshot_close(&c->run, on_run_closed);
@@ -457,7 +484,7 @@ static void start_run(struct client *c)
 	oneshot_start(&c->run);
 }
 
-static void answer_status(struct client *c)
+static void answer_status(struct connection *c)
 {
 	struct server *srv = c->srv;
 	int warm = 0, running = 0, queued = 0, fleets = 0;
@@ -499,7 +526,7 @@ static void answer_status(struct client *c)
 
 static void on_wait_timeout(struct loop_timer *t, void *data)
 {
-	struct client *c = data;
+	struct connection *c = data;
 	c->wait_timer = NULL;
 	say("closed the connection of pid %ld: no request within %d s", (long)c->pid,
 		REQUEST_WAIT_MS / 1000);
@@ -507,7 +534,7 @@ static void on_wait_timeout(struct loop_timer *t, void *data)
 }
 
 /* The request: one message, its descriptors with it. */
-static void read_request(struct client *c)
+static void read_request(struct connection *c)
 {
 	static char buf[REQUEST_MAX_BYTES + 1];
 	union {
@@ -522,6 +549,11 @@ static void read_request(struct client *c)
 		;
 	if (n < 0 && errno == EAGAIN)
 		return;
+	if (n < 0) {
+		/* The control buffer was not written: nothing in it is ours. */
+		client_free(c);
+		return;
+	}
 	for (struct cmsghdr *cm = CMSG_FIRSTHDR(&msg); cm; cm = CMSG_NXTHDR(&msg, cm)) {
 		if (cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS)
 			continue;
@@ -537,7 +569,7 @@ static void read_request(struct client *c)
 	}
 	loop_timer_cancel(c->wait_timer);
 	c->wait_timer = NULL;
-	if (n <= 0) {
+	if (n == 0) {
 		client_free(c); /* it left without a word */
 		return;
 	}
@@ -568,7 +600,7 @@ static void read_request(struct client *c)
 
 static void on_client(struct loop_watch *w, int fd, unsigned events, void *data)
 {
-	struct client *c = data;
+	struct connection *c = data;
 	if (!c->req.kind) {
 		read_request(c);
 		return;
@@ -624,10 +656,10 @@ static void on_listen(struct loop_watch *w, int fd, unsigned events, void *data)
 			close(s);
 			continue;
 		}
-		struct client *c = calloc(1, sizeof *c);
+		struct connection *c = calloc(1, sizeof *c);
 		if (!c)
 			abort();
-		*c = (struct client){.srv = srv, .sock = s, .pid = peer.pid};
+		*c = (struct connection){.srv = srv, .sock = s, .pid = peer.pid};
 		c->next = srv->clients;
 		srv->clients = c;
 		loop_timer_cancel(srv->idle_timer);
@@ -668,7 +700,7 @@ static void stop(struct server *srv, int sig, int status, const char *why)
 {
 	if (srv->stopping) {
 		if (sig)
-			for (struct client *c = srv->clients; c; c = c->next)
+			for (struct connection *c = srv->clients; c; c = c->next)
 				if (c->running)
 					oneshot_signal(&c->run, sig);
 		return;
@@ -679,7 +711,7 @@ static void stop(struct server *srv, int sig, int status, const char *why)
 	close_listener(srv);
 	loop_timer_cancel(srv->idle_timer);
 	srv->idle_timer = NULL;
-	for (struct client *c = srv->clients, *next; c; c = next) {
+	for (struct connection *c = srv->clients, *next; c; c = next) {
 		next = c->next;
 		if (c->running) {
 			if (sig)

@@ -8,8 +8,9 @@
 
 #include <stdint.h>
 
-/* Default --idle: a server with no client this long exits. */
+/* Default --idle: a server with no client this long exits; at most a year. */
 #define SERVER_IDLE_SECONDS 900
+#define SERVER_IDLE_MAX_SECONDS (86400L * 365)
 /* Keys of settings kept warm at once (each its own sandboxes). */
 #define SERVER_FLEETS_MAX 4
 

@@ -236,6 +236,7 @@ static bool blank(char c)
 	return c == ' ' || c == '\t' || c == '\r';
 }
 
+/* Long: one pass over the lines, each refusal naming its line. */
 int settings_file_parse(char *text, size_t len, const char *name,
 		const char *values[SETTING_COUNT], int line[SETTING_COUNT], char *why,
 		size_t why_size)

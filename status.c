@@ -156,7 +156,8 @@ static void print_server(FILE *out, json_t *server)
 				"asks it to exit\n");
 	else if (json_is_false(json_object_get(server, "serves_this_environment")))
 		fprintf(out, "           ANOTHER ENVIRONMENT for podman (PATH, HOME, XDG_*, "
-				"CONTAINERS_*, TMPDIR): runs from here go cold\n");
+				"CONTAINERS_*, TMPDIR, DBUS_SESSION_BUS_ADDRESS, CONTAINER_HOST): runs "
+				"from here go cold\n");
 }
 
 /* The one problem in the way, and its fix; NULL when ready. */

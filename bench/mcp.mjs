@@ -25,6 +25,9 @@
 //     ready (4 s after anything that made one import Sage), as above;
 //   - a session call: calls 2..N of session "bench" (the first starts its
 //     container and is not counted),
+//   - a warm call whose last line is a 2D plot: the display's cost (this
+//     build renders a PNG and sends it back; a build before the display
+//     backend computes the plot and shows nothing),
 // and prints each build's medians and the ratio this / baseline.
 //
 // Run it as the account with rootless podman and the image, after
@@ -47,6 +50,9 @@ const { StdioClientTransport } = require("@modelcontextprotocol/sdk/client/stdio
 const SAGE_SANDBOX = process.env.SAGE_SANDBOX ?? join(ROOT, "sage-sandbox");
 const CODE = "print(factor(2^64+1))";
 const EXPECTED = "274177 * 67280421310721\n";
+// A 2D plot as the cell's last line: this build displays it (a PNG back);
+// a build before the display backend computes it and shows nothing.
+const PLOT = "plot(sin(x), (x, 0, 2*pi))";
 const options = { "--rounds": "15", "--baseline": null };
 for (let i = 2; i < process.argv.length; i += 2) {
   const name = process.argv[i];
@@ -92,13 +98,14 @@ async function startServer(args, build = SAGE_SANDBOX) {
   return { client, started, ready: () => readyAt, log: () => log };
 }
 
-async function timedCall(client, session) {
+async function timedCall(client, session, code = CODE) {
   const t0 = performance.now();
-  const r = await client.callTool({ name: "run_sagemath", arguments: { code: CODE, ...(session ? { session } : {}) } });
+  const r = await client.callTool({ name: "run_sagemath", arguments: { code, ...(session ? { session } : {}) } });
   const ms = performance.now() - t0;
-  const text = r.content.map((c) => c.text).join("");
-  if (text !== EXPECTED) throw new Error(`unexpected output: ${JSON.stringify(text)}`);
-  return { ms, warm: r._meta?.warm === true };
+  const text = r.content.map((c) => c.text ?? "").join("");
+  if (code === CODE && text !== EXPECTED) throw new Error(`unexpected output: ${JSON.stringify(text)}`);
+  if (r.isError) throw new Error(`the call failed: ${JSON.stringify(r.content)}`);
+  return { ms, warm: r._meta?.warm === true, images: r.content.filter((c) => c.type === "image").length };
 }
 
 // The fork floor's server: what a fresh process per call costs at least.
@@ -196,7 +203,7 @@ async function compareBuilds() {
   const times = {};
   for (const b of names) {
     servers[b] = await startServer(["--warm", "1"], builds[b]);
-    times[b] = { warm: [], session: [], notWarm: 0 };
+    times[b] = { warm: [], session: [], plot: [], images: 0, notWarm: 0 };
   }
   const deadline = performance.now() + 180000;
   for (const b of names) {
@@ -214,6 +221,13 @@ async function compareBuilds() {
       await sleep(4000);
       const w = await timedCall(servers[b].client);
       if (w.warm) times[b].warm.push(w.ms);
+      else times[b].notWarm++;
+    }
+    for (const b of order) {
+      await sleep(4000);
+      const p = await timedCall(servers[b].client, null, PLOT);
+      times[b].images += p.images;
+      if (p.warm) times[b].plot.push(p.ms);
       else times[b].notWarm++;
     }
     console.error(`round ${i + 1}: ` + names.map((b) => `${b} warm ${times[b].warm.at(-1)?.toFixed(1) ?? "-"} ms, `
@@ -235,6 +249,9 @@ async function compareBuilds() {
     + `${ms(me.warm)}${range(me.warm)} | ${ms(base.warm)}${range(base.warm)} | ${ratio(me.warm, base.warm)} |`);
   console.log(`| session call, 2nd on (${me.session.length} / ${base.session.length} calls) | `
     + `${ms(me.session)}${range(me.session)} | ${ms(base.session)}${range(base.session)} | ${ratio(me.session, base.session)} |`);
+  console.log(`| tools/call of ${PLOT} as the last line, warm (${me.plot.length} / ${base.plot.length} calls; `
+    + `images back: ${me.images} / ${base.images}) | `
+    + `${ms(me.plot)}${range(me.plot)} | ${ms(base.plot)}${range(base.plot)} | ${ratio(me.plot, base.plot)} |`);
   console.log(`\nwarm calls that found no ready sandbox: this build ${me.notWarm}, baseline ${base.notWarm}`);
 }
 

@@ -73,6 +73,23 @@ def read_call(fd):
     return cpu, argv, body[args_len:], flags, first_show
 
 
+def ends_quietly(code):
+    """The code's last token is a semicolon: a notebook shows nothing of
+    its last expression then (`plot(x);`)."""
+    import io
+    import tokenize
+    last = None
+    skip = (tokenize.NEWLINE, tokenize.NL, tokenize.COMMENT, tokenize.INDENT,
+            tokenize.DEDENT, tokenize.ENDMARKER)
+    try:
+        for token in tokenize.generate_tokens(io.StringIO(code).readline):
+            if token.type not in skip:
+                last = token
+    except (tokenize.TokenError, SyntaxError):
+        return False
+    return last is not None and last.type == tokenize.OP and last.string == ";"
+
+
 def run_code(source, namespace, filename, preparse_file, show_last=False):
     """The code as `sage FILE` runs it, in the namespace made before it
     came; returns the exit status. show_last: a last statement that is a
@@ -99,7 +116,9 @@ def run_code(source, namespace, filename, preparse_file, show_last=False):
         # compile() makes the tree: a syntax error is reported as above,
         # with no frame of ast's own.
         tree = compile(preparsed, filename, "exec", ast.PyCF_ONLY_AST)
-        last = tree.body.pop() if tree.body and isinstance(tree.body[-1], ast.Expr) else None
+        last = None
+        if tree.body and isinstance(tree.body[-1], ast.Expr) and not ends_quietly(preparsed):
+            last = tree.body.pop()
         exec(compile(tree, filename, "exec"), namespace)
         if last is not None:
             value = eval(compile(ast.Expression(last.value), filename, "eval"), namespace)

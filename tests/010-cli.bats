@@ -210,7 +210,9 @@ refuse() {
 	local dest=$BATS_TEST_TMPDIR/dest
 	make -s -C "$BATS_TEST_DIRNAME/.." install DESTDIR="$dest" PREFIX=/usr/local >/dev/null
 	expect_equal "$(cd "$dest" && find . -name '*sage-sandbox*' | sort | tr '\n' ' ')" \
-		"./usr/local/bin/sage-sandbox ./usr/local/share/man/man1/sage-sandbox.1 ./usr/local/share/man/man5/sage-sandbox.5 ./usr/local/share/man/man7/sage-sandbox-mcp.7 ./usr/local/share/sage-sandbox "
+		"./usr/local/bin/sage-sandbox ./usr/local/lib/systemd/user/sage-sandbox.service ./usr/local/lib/systemd/user/sage-sandbox.socket ./usr/local/share/man/man1/sage-sandbox.1 ./usr/local/share/man/man5/sage-sandbox.5 ./usr/local/share/man/man7/sage-sandbox-mcp.7 ./usr/local/share/sage-sandbox "
+	expect_equal "$(grep ExecStart "$dest/usr/local/lib/systemd/user/sage-sandbox.service")" \
+		"ExecStart=/usr/local/bin/sage-sandbox serve"
 	make -s -C "$BATS_TEST_DIRNAME/.." uninstall DESTDIR="$dest" PREFIX=/usr/local
 	expect_equal "$(cd "$dest" && find . -name '*sage-sandbox*')" ""
 }

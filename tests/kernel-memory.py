@@ -1,6 +1,6 @@
 # kernel-memory.py: code that makes the kernel allocate memory on its behalf,
 # one route at a time, as a model's code could: the attacks of the kernel
-# memory tests (120-kernel-memory.bats) and of the figures in README.md.
+# memory tests (120-kernel-memory.bats) and of the figures in docs/design.md.
 # Run inside the sandbox as plain Python (kernel_attack in that file wraps
 # it so that Sage's preparser leaves it alone), with ROUTE, PROCS and
 # HOLD set before it. Each of PROCS processes makes objects until the kernel

@@ -1,7 +1,7 @@
 #!/bin/sh
-# tests/sanitize.sh: the MCP, session, batch, reuse and server tests once
-# more, as the account, against sage-sandbox built with AddressSanitizer and
-# UndefinedBehaviorSanitizer (make sanitize): any finding (a use after free,
+# tests/sanitize.sh: the core, MCP, session, batch, reuse and server tests
+# once more, as the account, against sage-sandbox built with AddressSanitizer
+# and UndefinedBehaviorSanitizer (make sanitize): any finding (a use after free,
 # a leak at exit, undefined behaviour) aborts sage-sandbox, and the test
 # that ran it fails. The slowest tests (tagged slow) and those that measure
 # sage-sandbox's own memory (ASan's shadow would be measured) are left to
@@ -15,5 +15,5 @@ SAGE_SANDBOX=$(pwd)/build-sanitize/sage-sandbox
 ASAN_OPTIONS=abort_on_error=1:detect_leaks=1:detect_stack_use_after_return=1
 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
 export SAGE_SANDBOX ASAN_OPTIONS UBSAN_OPTIONS
-exec ${BATS:-bats} --filter-tags '!slow,!measures-rss' tests/090-mcp.bats \
+exec ${BATS:-bats} --filter-tags '!slow,!measures-rss' tests/070-core.bats tests/090-mcp.bats \
 	tests/130-batch.bats tests/150-reuse.bats tests/160-serve.bats

@@ -323,6 +323,15 @@ static void test_outfiles(void)
 	outfiles_stopped(&o);
 	snprintf(path, sizeof path, "%s/out/half", dir);
 	check(stat(path, &st) < 0, "outfiles: a file cut by a stop is not kept");
+	check(outfiles_first_show(&o) == 1, "outfiles: show-1 first where no show-N is there");
+	static const char *const shows[] = {"show-2.png", "show-4.tar.gz", "show-+9.png",
+		"show-7", "show-x.png", "show-12345678.png", NULL};
+	for (const char *const *n = shows; *n; n++) {
+		snprintf(path, sizeof path, "%s/out/%s", dir, *n);
+		close(open(path, O_WRONLY | O_CREAT, 0600));
+	}
+	check(outfiles_first_show(&o) == 5, "outfiles: show-N after the highest show-N.ANYTHING "
+		"there, N digits only (as launcher/display.py counts)");
 	outfiles_close(&o);
 	snprintf(path, sizeof path, "%s/out", dir);
 	outfiles_remove_dir(path);

@@ -102,6 +102,12 @@ class RunCodeTest(unittest.TestCase):
                 out, status, _ = self.shown(source)
                 self.assertEqual((out, status), ("once\n" if b"print" in source else "", 0))
 
+    def test_a_semicolon_after_the_last_expression_shows_nothing(self):
+        self.assertEqual(self.shown(b"x = 2\nx * 21;\n"), ("", 0, ""))
+        self.assertEqual(self.shown(b"x = 2\nx * 21;  # quiet\n\n"), ("", 0, ""))
+        self.assertEqual(self.shown(b"x = 2; x * 21\n"), ("42\n", 0, ""))
+        self.assertEqual(self.shown(b"x = ';'\nx\n"), ("';'\n", 0, ""))
+
     def test_an_error_in_the_last_expression_names_the_users_line(self):
         out, status, err = self.shown(b"x = 0\n1 / x\n")
         self.assertEqual((out, status), ("", 1))

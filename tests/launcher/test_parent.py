@@ -97,6 +97,10 @@ class HandlersTest(unittest.TestCase):
     def test_dropped_then_restored(self):
         def body():
             caught = []
+            # Python's own SIGINT handler, also where the test was started
+            # with SIGINT ignored (a shell's background job): then Python
+            # installs none.
+            signal.signal(signal.SIGINT, signal.default_int_handler)
             signal.signal(signal.SIGUSR1, lambda sig, frame: caught.append(sig))
             signal.signal(signal.SIGUSR2, signal.SIG_IGN)
             signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGTERM])
