@@ -217,11 +217,15 @@ class Launcher:
                     continue
                 try:
                     with open("/proc/%s/stat" % name, "rb") as f:
-                        if f.read().rpartition(b")")[2].split()[0] == b"Z":
-                            continue
+                        fields = f.read().rpartition(b")")[2].split()
+                    # A zombie is dead unless threads of it live on: a
+                    # process whose main thread exited by itself shows Z
+                    # while the rest of it runs.
+                    if fields[0] == b"Z" and int(fields[17]) <= 1:
+                        continue
                     os.kill(int(name), signal.SIGKILL)
                     alive = True
-                except (OSError, IndexError):
+                except (OSError, IndexError, ValueError):
                     pass
             self.reap()
             if not alive:

@@ -166,11 +166,23 @@ sched_setaffinity Operation not permitted"
 	expect_as_fresh victim "$probe"
 }
 
-@test "reuse - a session's cell leaves a thread spinning and a helper allocating: nothing of it runs between cells" {
+@test "reuse - a session's cell leaves a thread spinning, a helper allocating and one whose leader exited: nothing of it runs between cells" {
 	calls=$BATS_TEST_TMPDIR/calls.json
 	python3 - >"$calls" <<-'EOF'
 	import json
-	start = r'''import os, threading, time, resource
+	start = r'''import os, threading, time, resource, ctypes
+	# A process whose main thread exits by itself is a zombie to /proc while
+	# its other thread writes on: so it is by the cell's end.
+	if os.fork() == 0:
+	    def write():
+	        while True:
+	            with open("/tmp/leak", "a") as f:
+	                f.write("x")
+	            time.sleep(float(0.05))
+	    threading.Thread(target=write).start()
+	    time.sleep(float(0.2))
+	    ctypes.CDLL(None).syscall(int(60), int(0))
+	time.sleep(float(0.6))
 	def spin():
 	    while True:
 	        pass
@@ -180,17 +192,21 @@ sched_setaffinity Operation not permitted"
 	    held = []
 	    while True:
 	        held.append(bytearray(64 << 20))
-	        time.sleep(0.05)
+	        time.sleep(float(0.05))
 	kept = 7
 	u = resource.getrusage(resource.RUSAGE_SELF)
 	print("started", int(u.ru_utime + u.ru_stime))'''
-	look = r'''import os, resource
+	look = r'''import os, resource, time
 	u = resource.getrusage(resource.RUSAGE_SELF)
-	def state(p):
-	    return open("/proc/%s/stat" % p).read().rpartition(")")[2].split()[0]
+	def alive(p):
+	    fields = open("/proc/%s/stat" % p).read().rpartition(")")[2].split()
+	    return fields[0] != "Z" or int(fields[17]) > 1
 	others = [p for p in os.listdir("/proc") if p.isdigit() and int(p) not in (1, os.getpid())
-	          and state(p) != "Z"]
-	print("kept", kept, "cpu", int(u.ru_utime + u.ru_stime), "others", others)'''
+	          and alive(p)]
+	size = os.path.getsize("/tmp/leak")
+	time.sleep(float(0.5))
+	print("kept", kept, "cpu", int(u.ru_utime + u.ru_stime), "others", others,
+	      "grew", os.path.getsize("/tmp/leak") - size)'''
 	run = lambda code: {"name": "run_sagemath", "arguments": {"code": code, "session": "s", "timeout_seconds": 20}}
 	print(json.dumps([run(start), 4, run(look)]))
 	EOF
@@ -198,10 +214,11 @@ sched_setaffinity Operation not permitted"
 	out=$(timeout 200 python3 "$BATS_TEST_DIRNAME/mcp-calls.py" "$SAGE_SANDBOX" "$calls" --memory 512m 2>"$BATS_TEST_TMPDIR/stderr")
 	printf '# %s\n' "$out" >&3
 	# The first cell ran for a moment; 4 s between cells added no CPU
-	# time (a spinning thread would have added 4 s), and its helper is gone
-	# (a zombie at most, its parent the session's stopped Sage).
+	# time (a spinning thread would have added 4 s), its helpers are gone
+	# (zombies at most, their parent the session's stopped Sage), and
+	# nothing writes to /tmp/leak any more.
 	expect_match "$(sed -n 1p <<<"$out")" '"started [0-1]\\n"'
-	expect_match "$(sed -n 2p <<<"$out")" '"kept 7 cpu [0-2] others \[\]\\n"'
+	expect_match "$(sed -n 2p <<<"$out")" '"kept 7 cpu [0-2] others \[\] grew 0\\n"'
 	expect_equal "$(sed -n 3p <<<"$out")" '{"exit": 0}'
 }
 
