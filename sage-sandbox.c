@@ -17,6 +17,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <malloc.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -745,6 +746,11 @@ int main(int argc, char **argv)
 	signal(SIGCHLD, SIG_DFL);
 	/* A closed pipe is an error from write(), not a death. */
 	signal(SIGPIPE, SIG_IGN);
+	/* A fixed threshold, not glibc's sliding one: once a run's 512 KiB
+	 * output queue was freed, glibc took later ones from the heap, which
+	 * then grew in a long-lived server (+3.2 MiB of RSS over 10,000 runs
+	 * through serve; flat with this). Mapped, each goes back when freed. */
+	mallopt(M_MMAP_THRESHOLD, 128 * 1024);
 	/* With 0, 1 or 2 closed, the pipes and files opened later could take
 	 * their numbers and be mistaken for them in the child. */
 	for (int fd = 0; fd < 3; fd++)
