@@ -718,7 +718,8 @@ static uint64_t sum(const struct memwatch *w, const pid_t *pids, int n, struct t
  * bound most, a walk of a process whose PSS is unknown or stale (its RSS
  * over its last PSS, or half its RSS) or a count of a process's mappings
  * (its bound over its last count). NULL when everything is measured. */
-static struct proc *next_to_measure(struct memwatch *w, const pid_t *pids, int n, bool *walk)
+static struct proc *next_to_measure(struct memwatch *w, const pid_t *pids, int n, bool *walk,
+		bool strict)
 {
 	struct proc *best = NULL;
 	uint64_t most = 0;
@@ -726,7 +727,7 @@ static struct proc *next_to_measure(struct memwatch *w, const pid_t *pids, int n
 		struct proc *p = slot(w->table, pids[i]);
 		if (exited(p) || p->vanished)
 			continue;
-		if (!walk_exact(w, p)) {
+		if (strict ? !walk_exact(w, p) : !walk_stands(w, p)) {
 			/* Past a fork, its PSS may have halved. */
 			uint64_t bound = memory_bound(p);
 			uint64_t gain = walk_stands(w, p) ? p->pss / 2 + 1 :
@@ -751,6 +752,22 @@ static struct proc *next_to_measure(struct memwatch *w, const pid_t *pids, int n
 		}
 	}
 	return best;
+}
+
+static void measure(struct memwatch *w, int proc_fd, struct proc *p, bool walk);
+
+/* Measures, the most telling first, while the budget lasts and what is
+ * measured exactly is not already past the limit; the totals follow. */
+static void measure_within_budget(struct memwatch *w, int proc_fd, const pid_t *pids, int n,
+		bool strict, struct totals *t, uint64_t *total)
+{
+	bool walk = false;
+	struct proc *next;
+	while ((next = next_to_measure(w, pids, n, &walk, strict)) && w->budget_ns > 0 &&
+	       t->exact <= w->opt.limit) {
+		measure(w, proc_fd, next, walk);
+		*total = sum(w, pids, n, t);
+	}
 }
 
 static void measure(struct memwatch *w, int proc_fd, struct proc *p, bool walk)
@@ -841,20 +858,25 @@ enum memwatch_verdict memwatch_look(struct memwatch *w, int64_t now_ms,
 	 * exact size), so that what it does meanwhile cannot outrun the
 	 * measures, nor thawing on a partial answer make it stop and go. */
 	if (total > limit || w->frozen_memory) {
-		bool walk = false;
-		struct proc *next;
 		int64_t before = w->budget_ns;
-		while ((next = next_to_measure(w, pids, n, &walk)) && w->budget_ns > 0 &&
-		       t.exact <= limit) {
-			measure(w, proc_fd, next, walk);
-			total = sum(w, pids, n, &t);
-		}
+		bool walk;
+		/* First the bound: a walk that stands (a fork since only lowers
+		 * the PSS) may bring it under the limit, which thaws the run. */
+		measure_within_budget(w, proc_fd, pids, n, false, &t, &total);
+		bool settled = !next_to_measure(w, pids, n, &walk, false) && !t.vanished;
+		/* Still past it: before a kill, walks from before a fork are made
+		 * again (they count the pages it shared twice). Only here: a
+		 * fork bomb under the limit would otherwise stay frozen while
+		 * every process is walked again after each fork (one of 96 Sage
+		 * processes did not reach its pids limit in 50 s). */
+		if (settled && total > limit)
+			measure_within_budget(w, proc_fd, pids, n, true, &t, &total);
+		bool exact = settled && !next_to_measure(w, pids, n, &walk, true);
 		measured_ns = before - w->budget_ns;
-		bool exact = !next_to_measure(w, pids, n, &walk) && !t.vanished;
 		/* Past it exactly, or past it already by what is measured. */
 		if ((exact && total > limit) || t.exact > limit)
 			verdict = MEMWATCH_OVER;
-		w->frozen_memory = !exact;
+		w->frozen_memory = !settled || total > limit;
 	}
 	if (t.departed_in_walks)
 		w->departed = 0;
