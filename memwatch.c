@@ -55,7 +55,15 @@
  * processes unmeasured, the run is frozen (SIGSTOP, every process but the
  * launcher) until they are measured: a frozen process cannot grow, so the
  * measure converges, and no fill passes between two looks. Past --memory
- * exactly measured, the run is stopped.
+ * exactly measured, the run is stopped. Processes come and go meanwhile:
+ * - one that exited (a zombie) holds nothing; what it shared is the
+ *   others' now, kept in the bound (departed) until each is walked again;
+ *   one gone while walked keeps its bound until the next look lists it so;
+ * - a leader that exited while its threads run shows nothing: it is read
+ *   through a live thread (find_memory);
+ * - a fork lowers the PSS of everyone who shared with the child: a walk
+ *   from before it still bounds, and thaws a run under the limit, but is
+ *   walked again before a kill (walk_exact).
  *
  * The CPU throttle (--cpus where no cpu cgroup holds it) uses the same
  * freeze: the run's CPU time (its live processes' own and their reaped
