@@ -92,6 +92,18 @@ running() {
 	echo "$pid"
 }
 
+# gone NAME: NAME's pid file names no live process for a whole second. One
+# look is not enough: a pid file is seen empty while it is written, and a
+# daemon may write it anew as it starts (1 start in 5 failed on one look).
+gone() {
+	local i
+	for ((i = 0; i < 10; i++)); do
+		running "$1" >/dev/null && return 1
+		sleep 0.1
+	done
+	return 0
+}
+
 # started NAME LOG...: waits (at most pid_wait seconds) for NAME's pid file
 # and its live process: slurmctld and slurmd return before their daemon has
 # written it, and a daemon that ends at once (a port in use) writes none.
@@ -100,7 +112,7 @@ started() {
 	shift
 	for ((i = 0; i < pid_wait * 10; i++)); do
 		running "$name" >/dev/null && return
-		[ ! -e "$(pid_file "$name")" ] || fail "$name exited" "$@"
+		[ ! -e "$(pid_file "$name")" ] || ! gone "$name" || fail "$name exited" "$@"
 		sleep 0.1
 	done
 	fail "$name wrote no pid file in ${pid_wait}s" "$@"
@@ -186,7 +198,7 @@ start_slurmctld() {
 	started slurmctld "$log" "$err"
 	for ((i = 0; i < ctld_wait; i++)); do
 		scontrol ping 2>/dev/null | grep -q 'is UP' && break
-		running slurmctld >/dev/null || fail "slurmctld exited" "$log" "$err"
+		! gone slurmctld || fail "slurmctld exited" "$log" "$err"
 		sleep 1
 	done
 	[ "$i" -lt "$ctld_wait" ] || fail "slurmctld did not answer in ${ctld_wait}s" "$log" "$err"
@@ -199,8 +211,8 @@ start_slurmd() {
 	started slurmd "$log" "$err"
 	for ((i = 0; i < idle_wait; i++)); do
 		[ "$(node_state)" = idle ] && break
-		running slurmd >/dev/null || fail "slurmd exited" "$log" "$err"
-		running slurmctld >/dev/null || fail "slurmctld exited" "$dir/slurmctld.log" "$dir/slurmctld.err"
+		! gone slurmd || fail "slurmd exited" "$log" "$err"
+		! gone slurmctld || fail "slurmctld exited" "$dir/slurmctld.log" "$dir/slurmctld.err"
 		sleep 1
 	done
 	if [ "$i" -ge "$idle_wait" ]; then
