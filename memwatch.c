@@ -62,8 +62,10 @@
  * - a leader that exited while its threads run shows nothing: it is read
  *   through a live thread (find_memory);
  * - a fork lowers the PSS of everyone who shared with the child: a walk
- *   from before it still bounds, and thaws a run under the limit, but is
- *   walked again before a kill (walk_exact).
+ *   from before it still stands (its PSS then counts pages the child
+ *   shares again: an overcount, bounded by the processes walked before
+ *   they forked; walking every process again after each fork kept the
+ *   kernel-memory attacks five times longer, 15 s against 74).
  *
  * The CPU throttle (--cpus where no cpu cgroup holds it) uses the same
  * freeze: the run's CPU time (its live processes' own and their reaped
@@ -120,7 +122,6 @@ struct proc {
 	bool walked;      /* pss exact then; bounded since (memory_bound) */
 	uint64_t pss, rss_at_walk, faults_at_walk;
 	uint64_t walk_generation; /* w->departures when it was walked */
-	uint64_t walk_arrivals;   /* w->arrivals when it was walked */
 	bool maps_known;  /* maps at cpu_at_maps; else charged the cap */
 	bool maps_counted; /* ... counted in its own /proc/PID/maps, not its parent's bound */
 	uint64_t maps, cpu_at_maps;
@@ -140,10 +141,6 @@ struct memwatch {
 	 * instead: kept in the bound until every process was walked since
 	 * the last departure (departures counts them). */
 	uint64_t departed, departures;
-	/* New processes seen: a fork shares its parent's pages with one more
-	 * process, which lowers the PSS of all who held them. A walk before
-	 * it still bounds the process, but no longer adds up exactly. */
-	uint64_t arrivals;
 	int64_t budget_ns; /* for exact measurements */
 	uint64_t cpu_ns;   /* the watchdog's own, all looks */
 	/* The throttle: the run's CPU time at the last look (ticks), and its
@@ -467,17 +464,6 @@ static bool walk_stands(const struct memwatch *w, const struct proc *p)
 		p->faults == p->faults_at_walk && p->rss <= p->rss_at_walk;
 }
 
-/* Its walk stands and nobody forked since: its PSS adds up with the
- * others' to what the run holds. A walk from before a fork counts the
- * pages the fork shared again, in the child's PSS (a fork bomb at
- * --pids-limit 48 summed to 1088 MiB, 8 of its 15 processes walked alone
- * at 127 MiB before they forked, the rest at 4 to 6), so the verdict
- * waits for a walk after it. */
-static bool walk_exact(const struct memwatch *w, const struct proc *p)
-{
-	return walk_stands(w, p) && p->walk_arrivals == w->arrivals;
-}
-
 /* Its mappings at most: counted, plus what its CPU time since could
  * have made; the kernel's cap where they were never counted. */
 static uint64_t mappings_bound(const struct proc *p)
@@ -623,7 +609,6 @@ static int list_run(struct memwatch *w, int proc_fd, pid_t *pids, struct proc **
 			*p = now;
 			p->init = w->opt.spare_init && namespace_init(proc_fd, entry->d_name);
 			p->rss_at_pte = UINT64_MAX;
-			w->arrivals++;
 		}
 		listed++;
 		if (p->init) {
@@ -708,10 +693,11 @@ static uint64_t sum(const struct memwatch *w, const pid_t *pids, int n, struct t
 		t->mappings += mappings_bound(p);
 		tables += p->pte;
 		t->descriptors += p->fds;
-		if (walk_exact(w, p) && p->maps_counted && p->own_cpu == p->cpu_at_maps) {
+		/* Each part exact on its own. */
+		if (walk_stands(w, p))
 			t->exact += p->pss;
+		if (p->maps_counted && p->own_cpu == p->cpu_at_maps)
 			exact_maps += p->maps * VMA_CHARGE_BYTES;
-		}
 	}
 	uint64_t maps = t->mappings * VMA_CHARGE_BYTES;
 	t->kernel = tables + (maps > VMA_ALLOWANCE_BYTES ? maps - VMA_ALLOWANCE_BYTES : 0);
@@ -726,8 +712,7 @@ static uint64_t sum(const struct memwatch *w, const pid_t *pids, int n, struct t
  * bound most, a walk of a process whose PSS is unknown or stale (its RSS
  * over its last PSS, or half its RSS) or a count of a process's mappings
  * (its bound over its last count). NULL when everything is measured. */
-static struct proc *next_to_measure(struct memwatch *w, const pid_t *pids, int n, bool *walk,
-		bool strict)
+static struct proc *next_to_measure(struct memwatch *w, const pid_t *pids, int n, bool *walk)
 {
 	struct proc *best = NULL;
 	uint64_t most = 0;
@@ -735,11 +720,9 @@ static struct proc *next_to_measure(struct memwatch *w, const pid_t *pids, int n
 		struct proc *p = slot(w->table, pids[i]);
 		if (exited(p) || p->vanished)
 			continue;
-		if (strict ? !walk_exact(w, p) : !walk_stands(w, p)) {
-			/* Past a fork, its PSS may have halved. */
+		if (!walk_stands(w, p)) {
 			uint64_t bound = memory_bound(p);
-			uint64_t gain = walk_stands(w, p) ? p->pss / 2 + 1 :
-				p->walked && p->pss < bound ? bound - p->pss : bound / 2 + 1;
+			uint64_t gain = p->walked && p->pss < bound ? bound - p->pss : bound / 2 + 1;
 			if (gain > most) {
 				most = gain;
 				best = p;
@@ -762,22 +745,6 @@ static struct proc *next_to_measure(struct memwatch *w, const pid_t *pids, int n
 	return best;
 }
 
-static void measure(struct memwatch *w, int proc_fd, struct proc *p, bool walk);
-
-/* Measures, the most telling first, while the budget lasts and what is
- * measured exactly is not already past the limit; the totals follow. */
-static void measure_within_budget(struct memwatch *w, int proc_fd, const pid_t *pids, int n,
-		bool strict, struct totals *t, uint64_t *total)
-{
-	bool walk = false;
-	struct proc *next;
-	while ((next = next_to_measure(w, pids, n, &walk, strict)) && w->budget_ns > 0 &&
-	       t->exact <= w->opt.limit) {
-		measure(w, proc_fd, next, walk);
-		*total = sum(w, pids, n, t);
-	}
-}
-
 static void measure(struct memwatch *w, int proc_fd, struct proc *p, bool walk)
 {
 	int64_t begin = thread_cpu_ns();
@@ -793,7 +760,6 @@ static void measure(struct memwatch *w, int proc_fd, struct proc *p, bool walk)
 		p->rss_at_walk = p->rss;
 		p->faults_at_walk = p->faults;
 		p->walk_generation = w->departures;
-		p->walk_arrivals = w->arrivals;
 	} else {
 		if (!count_mappings(proc_fd, p->at, &p->maps))
 			p->maps = 0; /* gone meanwhile: it holds nothing */
@@ -866,25 +832,20 @@ enum memwatch_verdict memwatch_look(struct memwatch *w, int64_t now_ms,
 	 * exact size), so that what it does meanwhile cannot outrun the
 	 * measures, nor thawing on a partial answer make it stop and go. */
 	if (total > limit || w->frozen_memory) {
+		bool walk = false;
+		struct proc *next;
 		int64_t before = w->budget_ns;
-		bool walk;
-		/* First the bound: a walk that stands (a fork since only lowers
-		 * the PSS) may bring it under the limit, which thaws the run. */
-		measure_within_budget(w, proc_fd, pids, n, false, &t, &total);
-		bool settled = !next_to_measure(w, pids, n, &walk, false) && !t.vanished;
-		/* Still past it: before a kill, walks from before a fork are made
-		 * again (they count the pages it shared twice). Only here: a
-		 * fork bomb under the limit would otherwise stay frozen while
-		 * every process is walked again after each fork (one of 96 Sage
-		 * processes did not reach its pids limit in 50 s). */
-		if (settled && total > limit)
-			measure_within_budget(w, proc_fd, pids, n, true, &t, &total);
-		bool exact = settled && !next_to_measure(w, pids, n, &walk, true);
+		while ((next = next_to_measure(w, pids, n, &walk)) && w->budget_ns > 0 &&
+		       t.exact <= limit) {
+			measure(w, proc_fd, next, walk);
+			total = sum(w, pids, n, &t);
+		}
 		measured_ns = before - w->budget_ns;
+		bool exact = !next_to_measure(w, pids, n, &walk) && !t.vanished;
 		/* Past it exactly, or past it already by what is measured. */
 		if ((exact && total > limit) || t.exact > limit)
 			verdict = MEMWATCH_OVER;
-		w->frozen_memory = !settled || total > limit;
+		w->frozen_memory = !exact;
 	}
 	if (t.departed_in_walks)
 		w->departed = 0;
