@@ -216,7 +216,9 @@ test("with --warm 0 every call starts its own sandbox", { timeout: 300_000 }, as
 test("a call at its pids or memory limit changes nothing for a call beside it or a warm sandbox", { timeout: 300_000 }, async () => {
   // 1g: 96 forked Sage processes hold about 700 MiB with their page tables
   // and descriptors (memwatch.c charges them): the bomb is held by its
-  // pids limit, not stopped for memory.
+  // pids limit, not stopped for memory. It is frozen while the watchdog
+  // measures each child (about 13 ms each): 12 s alone, 60 s of margin
+  // for a loaded machine (at 30 s, it once timed out in CI).
   const s = await connect(["--warm", "3", "--concurrency", "3", "--memory", "1g"]);
   try {
     await waitFor(() => containers().length >= 3, 60, "3 warm containers");
@@ -225,7 +227,7 @@ test("a call at its pids or memory limit changes nothing for a call beside it or
       name: "run_sagemath",
       arguments: {
         code: "import os, time\nn = 0\ntry:\n    while True:\n        if os.fork() == 0:\n            time.sleep(20)\n            os._exit(0)\n        n += 1\nexcept OSError:\n    print('fork refused after', n, flush=True)\ntime.sleep(5)",
-        timeout_seconds: 30,
+        timeout_seconds: 60,
       },
     });
     const hog = s.client.callTool({
