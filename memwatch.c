@@ -50,14 +50,19 @@
  * mappings, page tables and descriptors. Below --memory, that is all. Past
  * it, the processes that ran since their walk are walked, largest first,
  * as far as a budget allows (MEMWATCH_CPU_SHARE_PERCENT of a core over
- * time, more while the run is frozen: a process with 65,000 mappings takes
- * 12 ms to walk, and a run cannot make the watchdog's measures spend more
- * than their share; the cheap pass costs a few system calls a process,
- * --pids-limit at most).
+ * time, more while the run holds still frozen: a process with 65,000
+ * mappings takes 12 ms to walk, and a run cannot make the watchdog's
+ * measures, and the sums between them, spend more than their share). The
+ * cheap pass is not paid from it: a listing of the host's /proc and a few
+ * system calls for each of the run's processes (--pids-limit at most;
+ * before Linux 6.2, a listing of each one's descriptors too).
  * Still past it with processes unmeasured, the run is frozen (SIGSTOP,
  * every process but the launcher) until the bound is back under it: a
- * frozen process cannot grow, so the measure converges, and no fill passes
- * between two looks. Past --memory exactly measured, the run is stopped. Processes come and go meanwhile:
+ * frozen process cannot grow, so the measure converges; thawed, what the
+ * run makes until the next look is in that look's bound (one look's worth
+ * of growth past the limit at most, as at any first crossing). Past
+ * --memory exactly measured, the run is stopped. Processes come and go
+ * meanwhile:
  * - one that exited (a zombie) holds nothing; what it shared is the
  *   others' now, kept in the bound (departed) until each is walked again;
  *   one gone while walked keeps its bound until the next look lists it so;
@@ -68,6 +73,17 @@
  *   shares again: an overcount, bounded by the processes walked before
  *   they forked; walking every process again after each fork kept the
  *   kernel-memory attacks five times longer, 15 s against 74).
+ *
+ * What the bound misses, known and open (a review's findings, each shown
+ * on this machine kind with a small program, not yet closed):
+ * - a page shared copy-on-write that a process drops and makes again as
+ *   part of a huge page (MADV_HUGEPAGE where THP is "madvise", or
+ *   MADV_COLLAPSE) is one fault for 2 MiB, counted as a page;
+ * - a page written into another process through /proc/PID/mem is the
+ *   writer's fault, counted only if the writer was walked;
+ * - a process that a timer of its own continues (SIGCONT) runs on while
+ *   the run is frozen: the freeze, and the CPU throttle with it, do not
+ *   hold it. Seen running, it costs the run the frozen budget's share.
  *
  * The CPU throttle (--cpus where no cpu cgroup holds it) uses the same
  * freeze: the run's CPU time (its live processes' own and their reaped
@@ -151,6 +167,9 @@ struct memwatch {
 	uint64_t cpu_ticks;
 	int64_t allowance_us;
 	bool frozen_memory, frozen_cpu;
+	/* A process it stopped was seen running at the last look (a timer of
+	 * its own sent SIGCONT): the freeze did not hold. */
+	bool escaped;
 };
 
 static long ticks_per_second;
@@ -337,13 +356,13 @@ static uint64_t process_descriptors(int proc_fd, const char *at)
 	return n > 0 ? (uint64_t)n : 0;
 }
 
-/* "Pss:" of /proc/PID/smaps_rollup, or its RSS if that cannot be read;
- * false if the process is gone. */
-static bool process_pss(int proc_fd, const struct proc *p, uint64_t *pss)
+/* "Pss:" and "Rss:" of /proc/PID/smaps_rollup, or its RSS for both if
+ * that cannot be read; false if the process is gone. */
+static bool process_pss(int proc_fd, const struct proc *p, uint64_t *pss, uint64_t *rss)
 {
 	char path[64], text[4096];
 	snprintf(path, sizeof path, "%s/smaps_rollup", p->at);
-	*pss = p->rss;
+	*pss = *rss = p->rss;
 	ssize_t n = read_small(proc_fd, path, text, sizeof text);
 	if (n == 0)
 		return false; /* no memory left: it is exiting */
@@ -352,6 +371,9 @@ static bool process_pss(int proc_fd, const struct proc *p, uint64_t *pss)
 	const char *field = strstr(text, "\nPss:");
 	if (field)
 		*pss = strtoull(field + 5, NULL, 10) * 1024;
+	field = strstr(text, "\nRss:");
+	if (field)
+		*rss = strtoull(field + 5, NULL, 10) * 1024;
 	return true;
 }
 
@@ -576,6 +598,7 @@ static int list_run(struct memwatch *w, int proc_fd, pid_t *pids, struct proc **
 	w->table = swap;
 	memset(w->table, 0, TABLE_SIZE * sizeof *w->table);
 	*init = NULL;
+	w->escaped = false;
 	int dir_fd = dup(proc_fd);
 	DIR *dir = dir_fd < 0 ? NULL : fdopendir(dir_fd);
 	if (!dir) {
@@ -607,6 +630,7 @@ static int list_run(struct memwatch *w, int proc_fd, pid_t *pids, struct proc **
 			p->threads = now.threads;
 			memcpy(p->at, now.at, sizeof p->at);
 			p->vanished = false;
+			w->escaped = w->escaped || (p->stopped && (p->state == 'R' || p->state == 'S'));
 		} else {
 			*p = now;
 			p->init = w->opt.spare_init && namespace_init(proc_fd, entry->d_name);
@@ -749,17 +773,20 @@ static struct proc *next_to_measure(struct memwatch *w, const pid_t *pids, int n
 
 static void measure(struct memwatch *w, int proc_fd, struct proc *p, bool walk)
 {
-	int64_t begin = thread_cpu_ns();
 	if (walk) {
-		uint64_t pss;
-		if (!process_pss(proc_fd, p, &pss)) {
+		uint64_t pss, rss;
+		if (!process_pss(proc_fd, p, &pss, &rss)) {
 			p->vanished = true;
-			w->budget_ns -= thread_cpu_ns() - begin;
 			return;
 		}
 		p->pss = pss;
 		p->walked = true;
-		p->rss_at_walk = p->rss;
+		/* Growth is counted from the lesser of the RSS that stat showed
+		 * and the walk's own: a process that runs while it is walked
+		 * (a run thaws between looks) and dropped pages after stat was
+		 * read must not have its refill of them taken as already in
+		 * its PSS. */
+		p->rss_at_walk = rss < p->rss ? rss : p->rss;
 		p->faults_at_walk = p->faults;
 		p->walk_generation = w->departures;
 	} else {
@@ -768,7 +795,6 @@ static void measure(struct memwatch *w, int proc_fd, struct proc *p, bool walk)
 		p->maps_known = p->maps_counted = true;
 		p->cpu_at_maps = p->own_cpu;
 	}
-	w->budget_ns -= thread_cpu_ns() - begin;
 }
 
 /* The throttle: the run's CPU time since the last look against its
@@ -809,7 +835,7 @@ enum memwatch_verdict memwatch_look(struct memwatch *w, int64_t now_ms,
 	 * bounded by --pids-limit), whatever the budget says: charged to the
 	 * budget, it left a run of 95 Sage processes 1.5 ms of the 5 each look
 	 * for walks of 8 ms, and a fork bomb that finishes in 3 s took 27. */
-	w->budget_ns += elapsed_ms * 1000000LL / 100 * (w->frozen_memory ?
+	w->budget_ns += elapsed_ms * 1000000LL / 100 * (w->frozen_memory && !w->escaped ?
 		MEMWATCH_FROZEN_CPU_SHARE_PERCENT : MEMWATCH_CPU_SHARE_PERCENT);
 	if (w->budget_ns > BUDGET_MAX_NS)
 		w->budget_ns = BUDGET_MAX_NS;
@@ -836,19 +862,26 @@ enum memwatch_verdict memwatch_look(struct memwatch *w, int64_t now_ms,
 	 * allows, until the bound is back under it or the run is proven past
 	 * it. Meanwhile the run is frozen: what it does cannot outrun the
 	 * measures. It thaws once the bound is under the limit, measured or
-	 * not: a bound is a bound, and what a thawed run makes shows in the
-	 * next look's. (Frozen until every process was measured, a fork bomb
-	 * of 95 Sage processes, 14 ms of measures each, crawled at the
-	 * budget's pace.) */
+	 * not (the bound holds what a frozen run could be, but for what the
+	 * opening comment lists as missed), and what a thawed run makes shows
+	 * in the next look's. (Frozen until every process was measured, a
+	 * fork bomb of 95 Sage processes, 14 ms of measures each, crawled at
+	 * the budget's pace.) */
 	if (total > limit) {
+		/* The budget pays for the whole of it: the sums and choices
+		 * between measures too (10 us each at 512 processes). */
+		int64_t measuring = thread_cpu_ns();
 		bool walk = false;
 		struct proc *next = NULL;
 		while (total > limit && t.exact <= limit && w->budget_ns > 0 &&
 		       (next = next_to_measure(w, pids, n, &walk))) {
 			measure(w, proc_fd, next, walk);
 			total = sum(w, pids, n, &t);
+			w->budget_ns -= thread_cpu_ns() - measuring;
+			measuring = thread_cpu_ns();
 		}
 		bool exact = !next_to_measure(w, pids, n, &walk) && !t.vanished;
+		w->budget_ns -= thread_cpu_ns() - measuring;
 		/* Past it exactly, or past it already by what is measured. */
 		if ((exact && total > limit) || t.exact > limit)
 			verdict = MEMWATCH_OVER;

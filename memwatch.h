@@ -35,13 +35,15 @@
 
 /* How often a run is looked at, and how much of a core the exact
  * measurements of its looks may take (paid from a budget that refills at
- * this rate; the cheap pass of a look is a few system calls a process). */
+ * this rate; the cheap pass of a look is not: a listing of /proc and a few
+ * system calls for each of the run's processes). */
 #define MEMWATCH_INTERVAL_MS 50
 #define MEMWATCH_CPU_SHARE_PERCENT 10
-/* The same while the run is frozen for its memory: its processes are
- * stopped then, and what they would have run on measures them instead
- * (a fork bomb of 95 Sage processes at --memory 1g, 13 ms of measures a
- * child, ran its loop in 11 s at 10%, 7 at 25%). */
+/* The same while the run is frozen for its memory and holds still: its
+ * processes are stopped then, and what they would have run on measures
+ * them instead (a fork bomb of 95 Sage processes at --memory 1g, 13 ms of
+ * measures a child, ran its loop in 11 s at 10%, 7 at 25%). A run one of
+ * whose stopped processes was seen running gets the share above. */
 #define MEMWATCH_FROZEN_CPU_SHARE_PERCENT 25
 
 struct memwatch;
@@ -67,7 +69,8 @@ struct memwatch_reading {
 	uint64_t locks;       /* their byte-range locks, counted up to
 				 LOCKS_MAX + 1 */
 	int processes;
-	bool frozen;          /* stopped (SIGSTOP) by the watchdog now */
+	bool frozen;          /* stopped (SIGSTOP) by the watchdog now, or
+				 being killed (MEMWATCH_OVER) */
 	bool throttled;       /* ... and for the CPU throttle */
 	uint64_t cpu_ms;      /* the run's CPU time so far, as seen */
 };
@@ -77,8 +80,8 @@ enum memwatch_verdict { MEMWATCH_OK, MEMWATCH_OVER };
 struct memwatch *memwatch_new(const struct memwatch_options *opt);
 /* One look at now_ms (loop_now_ms() clock). MEMWATCH_OVER when the run's
  * memory, exactly measured, is past the limit, or its locks past
- * LOCKS_MAX: the caller kills it. While the cheap upper bound is past the
- * limit and the exact measure is not done, the run is frozen (SIGSTOP);
+ * LOCKS_MAX: the caller kills it. While the upper bound, after this
+ * look's measures, is still past the limit, the run is frozen (SIGSTOP);
  * and while it has used more than --cpus cores, too. */
 enum memwatch_verdict memwatch_look(struct memwatch *w, int64_t now_ms,
 		struct memwatch_reading *r);
