@@ -36,6 +36,15 @@ MAX_ESCAPES = 3
 TICKS = os.sysconf("SC_CLK_TCK")
 
 
+def parse_status(line):
+    """A status the child wrote on the done pipe, or None."""
+    try:
+        status = int(line.split()[0])
+    except (IndexError, ValueError):
+        return None
+    return status if 0 <= status <= 255 else None
+
+
 def now_ms():
     return time.clock_gettime_ns(time.CLOCK_MONOTONIC) // 1000000
 
@@ -126,7 +135,7 @@ class Launcher:
         self.reader, self.writer = reader, writer
         self.handlers, self.namespace, self.preparse_file = handlers, namespace, preparse_file
         self.recorded = None  # /tmp as recorded, for serial
-        self.state = None     # this process's state, checked before each fork
+        self.state = None     # this process's state, checked before each call is handed on
         self.child = 0
         self.pidfd = -1
         self.pipes = None
@@ -138,8 +147,14 @@ class Launcher:
     # ---- the prepared child -------------------------------------------------
 
     def prepare_child(self):
-        self.pipes = child.Pipes(self.session)
-        pid = os.fork()
+        self.pipes = child.Pipes(with_done=self.session or self.mode == "serial")
+        try:
+            pid = os.fork()
+        except OSError:
+            for fd in self.pipes.child_ends() + self.pipes.launcher_ends():
+                if fd >= 0:
+                    os.close(fd)
+            raise
         if pid == 0:
             try:
                 child.child_main(self.pipes, self.handlers, self.namespace,
@@ -408,6 +423,15 @@ class Launcher:
         """Runs the call to its end; returns the X frame's trailer."""
         if self.frozen:
             self.thaw()
+        elif not self.session:
+            # A serial call's child is forked as the last call ends, while
+            # the host's watchdog still watches that call: its freeze (for
+            # --memory or --cpus) may have stopped this child too, and the
+            # call's end released the freeze without continuing it.
+            try:
+                os.kill(self.child, signal.SIGCONT)
+            except ProcessLookupError:
+                pass
         try:
             write_all(self.call_w, child.encode_call(call.cpu_seconds, call.argv, call.code,
                                                            call.display_flags, call.first_show))
@@ -421,10 +445,12 @@ class Launcher:
         self.input_ended = False
         self.poller = select.poll()
         for fd in list(self.streams) + [self.pidfd] + (
-                [self.pipes.done[0]] if self.session else []):
+                [self.pipes.done[0]] if self.pipes.done[0] >= 0 else []):
             self.poller.register(fd, select.POLLIN)
         self.take_input()
-        cell_status = None  # a session's cell ended, the child still alive
+        # The child said its code ended (a session's cell; a serial call's
+        # child about to exit): its status.
+        cell_status = None
         interrupted = None  # why a session's cell was interrupted: timeout, cpu
         interrupted_at = 0
         killed_at_deadline = False
@@ -463,12 +489,13 @@ class Launcher:
             for fd, events in self.poller.poll(wait_ms):
                 if fd in self.streams:
                     self.relay(fd)
-                elif self.session and fd == self.pipes.done[0]:
-                    # A session's cell ended; the end of the pipe is the
-                    # child's own, which reap() tells.
+                elif fd == self.pipes.done[0]:
+                    # The code ended; the end of the pipe is the child's
+                    # own, which reap() tells. The pipe is in the code's
+                    # reach: what is not a status is not taken for one.
                     line = os.read(fd, 64)
                     if line:
-                        cell_status = int(line.split()[0])
+                        cell_status = parse_status(line)
                     else:
                         self.poller.unregister(fd)
                 elif fd == self.reader.fd:
@@ -508,19 +535,69 @@ class Launcher:
             except KeyError:
                 pass
 
+    def end_serial_call(self, reported):
+        """A serial call's end, and the next call's child forked meanwhile.
+        Every process of the call is sent SIGKILL first (kill(-1): no fork
+        outruns it), so the new child, forked after, is out of its reach;
+        then the call's processes are reaped while the new child makes
+        itself ready. The kernel tears the call's process down (its page
+        tables: about as long as a fork) on one core while the fork runs on
+        the other. Nothing of the next call reaches the new child before
+        /tmp and this process are checked (reset(), then X). Returns the
+        call's process's wait status and CPU seconds."""
+        called = self.child
+        status, cpu = self.child_status, self.cpu_used  # if already reaped
+        try:
+            os.kill(-1, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        self.close_child_pipes()
+        try:
+            self.prepare_child()
+            ready = self.child
+        except OSError:
+            # The call's processes, dying, still count against the pids
+            # limit (a fork bomb's do): the fork waits until they are gone.
+            ready = 0
+        me = os.getpid()
+        while any(name.isdigit() and int(name) not in (me, ready)
+                  for name in os.listdir("/proc")):
+            try:
+                pid, wait_status, usage = os.wait4(-1, 0)
+            except ChildProcessError:
+                break
+            if os.WIFSTOPPED(wait_status):
+                continue
+            if pid == called:
+                status, cpu = wait_status, usage.ru_utime + usage.ru_stime
+            elif ready and pid == ready:  # the new child died: its call will say so
+                self.cpu_used = usage.ru_utime + usage.ru_stime
+                self.child_status = wait_status
+        if not ready:
+            self.prepare_child()
+        if reported is not None and status is not None and os.WIFSIGNALED(status) \
+                and os.WTERMSIG(status) == signal.SIGKILL:
+            status = reported << 8  # it had said its status, and was exiting
+        return status, cpu
+
     def finish(self, call, cell_status, interrupted, killed_at_deadline, deadline):
         self.drain()
         ended_at = now_ms()
         if killed_at_deadline:
             ended_at = max(ended_at, deadline)
         trailer = {"ended_at": ended_at}
-        session_goes_on = self.session and self.child_status is None
+        status, cpu = self.child_status, self.cpu_used
+        session_goes_on = self.session and status is None
         if session_goes_on:
             session_goes_on = self.kill_all_but(self.child) and self.freeze()
             if not session_goes_on:
                 self.kill_the_rest()
+                status, cpu = self.child_status, self.cpu_used
+        elif self.mode == "serial" and self.recorded is not None:
+            status, cpu = self.end_serial_call(cell_status)
         elif call.out or self.session or self.mode == "serial":
             self.kill_the_rest()
+            status, cpu = self.child_status, self.cpu_used
         if call.out:
             outdir.send(self.writer, call.out)
             if session_goes_on and not outdir.empty():
@@ -531,13 +608,12 @@ class Launcher:
             if interrupted:
                 trailer["interrupted"] = interrupted
             return trailer
-        status = self.child_status
         if status is None:  # the session's Sage could not be stopped
             trailer.update({"signal": signal.SIGKILL, "container": "lost"})
             return trailer
         if os.WIFSIGNALED(status):
             trailer["signal"] = os.WTERMSIG(status)
-            if self.at_cpu_limit(call, status) and not (self.session and interrupted):
+            if self.at_cpu_limit(call, status, cpu) and not (self.session and interrupted):
                 trailer["cpu_limit"] = True
         else:
             trailer["exit"] = os.WEXITSTATUS(status)
@@ -554,7 +630,7 @@ class Launcher:
             trailer["container"] = "ends"
         return trailer
 
-    def at_cpu_limit(self, call, status):
+    def at_cpu_limit(self, call, status, cpu_used):
         """At RLIMIT_CPU (soft = hard) the kernel sends SIGKILL: told from
         any other SIGKILL by the CPU time the process had used (90% of the
         limit: the kernel's precise clock and rusage's can differ under
@@ -565,7 +641,7 @@ class Launcher:
                 cpu_limit == resource.RLIM_INFINITY or call.cpu_seconds < cpu_limit):
             cpu_limit = call.cpu_seconds
         return os.WTERMSIG(status) in (signal.SIGKILL, signal.SIGXCPU) and \
-            cpu_limit != resource.RLIM_INFINITY and self.cpu_used >= cpu_limit * 0.9
+            cpu_limit != resource.RLIM_INFINITY and cpu_used >= cpu_limit * 0.9
 
     def reset(self):
         """Between the calls of a serial container, with no process of the
@@ -600,8 +676,6 @@ class Launcher:
                 os._exit(0)  # the host went away before sending the program
             trailer = self.run(call)
             self.writer.send(b"X", json.dumps(trailer, sort_keys=True).encode())
+            # next: end_serial_call forked the next call's child.
             if trailer["container"] not in ("next", "kept"):
                 os._exit(0)
-            if trailer["container"] == "next":
-                self.close_child_pipes()
-                self.prepare_child()

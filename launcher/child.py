@@ -6,8 +6,9 @@
 # launcher and its child"): the call pipe brings each call as a header
 # (">IIIII": its CPU seconds, its display flags, the number of the first
 # image it shows, the length of its arguments, the length of its code) and
-# those bytes; in a session the done pipe takes "STATUS\n" after
-# each cell, and the child waits for the next call. The code's stdin,
+# those bytes; the done pipe takes "STATUS\n" after each cell of a
+# session, and the child waits for the next call, or (serial) just before
+# the child exits with that status. The code's stdin,
 # stdout and stderr are three more pipes, relayed by the launcher.
 import os
 import struct
@@ -29,12 +30,12 @@ class Pipes:
     """The pipes of one prepared child, made by the launcher before the
     fork: each side closes the other's ends."""
 
-    def __init__(self, session):
+    def __init__(self, with_done):
         self.stdin = os.pipe()
         self.stdout = os.pipe()
         self.stderr = os.pipe()
         self.call = os.pipe()
-        self.done = os.pipe() if session else (-1, -1)
+        self.done = os.pipe() if with_done else (-1, -1)
 
     def launcher_ends(self):
         return (self.stdin[1], self.stdout[0], self.stderr[0], self.call[1], self.done[0])
@@ -192,6 +193,7 @@ def child_main(pipes, handlers, namespace, preparse_file, session):
         if fd >= 0:
             os.close(fd)
     first_call = True
+    me = os.getpid()
     while True:
         try:
             got = read_call(call)
@@ -225,7 +227,20 @@ def child_main(pipes, handlers, namespace, preparse_file, session):
             sys.stderr.flush()
         except BaseException:
             pass
+        if os.getpid() != me:
+            # A process the code forked that ran to the end of the code:
+            # it ends there, as under `sage FILE`, and says nothing on the
+            # done pipe (the launcher would take the call for ended).
+            os._exit(status)
         if not session:
+            # A serial container's launcher is told before the exit: it
+            # forks the next call's child while the kernel tears this one
+            # down (calls.py, end_serial_call).
+            if done >= 0:
+                try:
+                    os.write(done, b"%d\n" % status)
+                except OSError:
+                    pass
             os._exit(status)
         while True:
             try:

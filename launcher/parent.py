@@ -18,8 +18,8 @@
 # mask) no call can change: the seccomp profile lets prlimit64,
 # setpriority, sched_set* and ioprio_set act on the caller only, and the
 # rest is a process's own. state() records all of it, and changed() is
-# asked before every fork: a difference, should one ever appear, ends the
-# container rather than pass to the next call.
+# asked before each call is handed to a child: a difference, should one
+# ever appear, ends the container rather than pass to the next call.
 import ctypes
 import os
 import resource
@@ -28,6 +28,9 @@ import signal
 libc = ctypes.CDLL(None, use_errno=True)
 PR_SET_DUMPABLE = 4
 SIGACTION_BYTES = 512  # more than any libc's struct sigaction
+# glibc's struct sigaction opens with the handler everywhere but on MIPS
+# (where sa_flags comes first): there, every action counts as changed.
+HANDLER_FIRST = not os.uname().machine.startswith("mips")
 
 # Every signal a handler can be set for.
 SIGNALS = sorted(s for s in signal.valid_signals() if s not in (signal.SIGKILL, signal.SIGSTOP))
@@ -39,9 +42,15 @@ def set_dumpable(on):
     libc.prctl(PR_SET_DUMPABLE, 1 if on else 0, 0, 0, 0)
 
 
+def dropped(sig):
+    """A signal's action in the launcher."""
+    return signal.SIG_IGN if sig in (signal.SIGPIPE, signal.SIGXFSZ) else signal.SIG_DFL
+
+
 class Handlers:
     """The signal handlers as Sage's import left them: each signal's C-level
-    action (cysignals installs its own) and its Python-level handler."""
+    action (cysignals installs its own) and its Python-level handler, for
+    every signal whose action is not already the launcher's (dropped())."""
 
     def __init__(self, python=None):
         """python: Python-level handlers to give a call's process where the
@@ -53,18 +62,22 @@ class Handlers:
             action = ctypes.create_string_buffer(SIGACTION_BYTES)
             if libc.sigaction(sig, None, action) == 0:
                 handler = (python or {}).get(sig, signal.getsignal(sig))
-                self.actions[sig] = (action, handler)
+                if not (HANDLER_FIRST and handler == dropped(sig) and
+                        (ctypes.c_void_p.from_buffer(action).value or 0) == int(handler)):
+                    self.actions[sig] = (action, handler)
 
     def drop_all(self):
         """In the launcher: no signal is caught, none is blocked. SIGPIPE and
         SIGXFSZ are ignored, as Python has them: a write to a pipe nobody
         reads is EPIPE, not a death, even where this process is not its
-        namespace's init (which the kernel would spare anyway)."""
+        namespace's init (which the kernel would spare anyway). A signal
+        already so, at both levels, is not in actions: left alone here, it
+        needs nothing given back in a call's process (most signals: each
+        fork restores a few, not all 62)."""
         signal.pthread_sigmask(signal.SIG_SETMASK, [])
         for sig in self.actions:
             try:
-                signal.signal(sig, signal.SIG_IGN if sig in (signal.SIGPIPE, signal.SIGXFSZ)
-                              else signal.SIG_DFL)
+                signal.signal(sig, dropped(sig))
             except (OSError, ValueError):
                 pass
 

@@ -120,7 +120,7 @@ b $more 1 125 line 1 of $more: id \"b\" is already the id of line 2 of $jobs"
 	expect_match "$errors" "0 jobs in .* 0 bad lines, 0 not run; 0 retried, 4 skipped"
 }
 
-@test "batch - hostile jobs in one container leave nothing for the next: processes, files, environment, directory, Sage's names" {
+@test "batch - hostile jobs in one container leave nothing for the next: processes, files, environment, directory, Sage's names; a fork that runs to the code's end ends nothing" {
 	jobs=$BATS_TEST_TMPDIR/jobs.jsonl
 	python3 - >"$jobs" <<-'EOF'
 	import json
@@ -128,6 +128,7 @@ b $more 1 125 line 1 of $more: id \"b\" is already the id of line 2 of $jobs"
 	    ("background", "import subprocess, os\nsubprocess.Popen(['sleep', '1000'])\nos.system('sleep 999 &')\nprint('left')"),
 	    ("files", "import os\nfor d in ('/tmp', os.environ['HOME'], os.environ['DOT_SAGE'], os.environ['SAGE_SANDBOX_OUT']):\n    open(d + '/left', 'w').write('x')\nos.makedirs('/tmp/deep/a/b')\nos.chmod('/tmp/deep/a', 0)\nos.symlink('/etc/passwd', '/tmp/link')\nimport glob\np = glob.glob(os.environ['DOT_SAGE'] + '/cache/*')[0]\nopen(p, 'ab').write(b'poison')\nprint('left')"),
 	    ("state", "import os, sys\nos.environ['LEAK'] = '1'\nos.chdir('/tmp/sage-home')\nimport sage.all\nsage.all.factor = lambda n: 'PATCHED'\nsys.modules['sage.all_cmdline'].factor = lambda n: 'PATCHED'\nleaked = 1\nprint(factor(6))"),
+	    ("forked", "import os, time\nif os.fork():\n    time.sleep(1)\n    print('waited')\nelse:\n    print('forked')"),
 	    ("forkbomb", "import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        print('refused'); break"),
 	    ("hog", "x = bytearray(3 * 1024**3)"),
 	    ("check", "import os, glob\nprocs = sorted(open('/proc/%s/comm' % p).read().strip() for p in os.listdir('/proc') if p.isdigit())\nleft = sorted(r + '/' + f for r, ds, fs in os.walk('/tmp') for f in fs + ds if 'left' in f or f in ('deep', 'link'))\ncache = [open(p, 'rb').read() for p in glob.glob(os.environ['DOT_SAGE'] + '/cache/*')]\nprint(procs, left, b'poison' in b''.join(cache), os.environ.get('LEAK'), os.getcwd(), factor(6), 'leaked' in globals())"),
@@ -145,9 +146,14 @@ b $more 1 125 line 1 of $more: id \"b\" is already the id of line 2 of $jobs"
 "background 0 1
 files 0 1
 state 0 1
+forked 0 1
 forkbomb 0 1
 hog 1 1
 check 0 1"
+	# The forked process ran to the end first: the job is its process's,
+	# which still had a line to print.
+	expect_equal "$(results "$BATS_TEST_TMPDIR/out.jsonl" 'j["stdout"].split() if j["id"] == "forked" else None' | grep -v None)" \
+		"['forked', 'waited']"
 	# Only the launcher and the job's own process; nothing of the earlier
 	# jobs, and Sage's names are Sage's.
 	expect_equal "$(results "$BATS_TEST_TMPDIR/out.jsonl" 'j["stdout"].strip()' | tail -1)" \

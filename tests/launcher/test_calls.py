@@ -1,7 +1,8 @@
 # tests/launcher/test_calls.py: what launcher/calls.py takes from the host
-# without a container: the L frame's limits, and the input files written
-# below the working directory, replacing whatever a session's earlier call
-# left in their way without following it anywhere.
+# and its child without a container: the L frame's limits, the statuses on
+# the done pipe, and the input files written below the working directory,
+# replacing whatever a session's earlier call left in their way without
+# following it anywhere.
 import json
 import os
 import stat
@@ -15,6 +16,18 @@ from .support import as_root, snapshot, temporary_directory, write_file
 # As sandbox.c writes it.
 HOST_LIMITS = (b'{"cpu": 30, "deadline": 123456789, "inputs": 2, '
                b'"out": {"files": 100, "file_bytes": 1048576, "bytes": 10485760}}')
+
+
+class ParseStatusTest(unittest.TestCase):
+    # The done pipe is in the code's reach: only a status is taken for one.
+    def test_statuses(self):
+        self.assertEqual(calls.parse_status(b"0\n"), 0)
+        self.assertEqual(calls.parse_status(b"255\n"), 255)
+        self.assertEqual(calls.parse_status(b"3\n4\n"), 3)
+
+    def test_not_statuses(self):
+        for line in (b"\n", b"x\n", b"256\n", b"-1\n", b"1.5\n", b"\xff\n"):
+            self.assertIsNone(calls.parse_status(line), line)
 
 
 class ParseLimitsTest(unittest.TestCase):

@@ -165,6 +165,20 @@ class HandlersTest(unittest.TestCase):
 
         self.assertTrue(in_child(body))
 
+    def test_only_what_differs_from_the_launchers_is_kept(self):
+        # A signal at its default (or SIGPIPE ignored, as Python has it)
+        # is neither dropped nor given back: a fork restores a few.
+        def body():
+            signal.signal(signal.SIGUSR1, lambda *_: None)
+            signal.signal(signal.SIGUSR2, signal.SIG_DFL)
+            signal.signal(signal.SIGPIPE, signal.SIG_IGN)
+            return sorted(parent.Handlers().actions)
+
+        kept = in_child(body)
+        self.assertIn(signal.SIGUSR1, kept)
+        self.assertNotIn(signal.SIGUSR2, kept)
+        self.assertNotIn(signal.SIGPIPE, kept)
+
     def test_every_signal_but_kill_and_stop(self):
         self.assertNotIn(signal.SIGKILL, parent.SIGNALS)
         self.assertNotIn(signal.SIGSTOP, parent.SIGNALS)
