@@ -143,14 +143,24 @@ class Launcher:
         self.cpu_used = 0.0
         self.frozen = False   # a session's child, stopped between cells
         self.no_reset = None  # why /tmp could not be recorded (serial)
+        self.unprepared = None  # why the next call's child could not be forked (serial)
 
     # ---- the prepared child -------------------------------------------------
 
     def prepare_child(self):
-        self.pipes = child.Pipes(with_done=self.session or self.mode == "serial")
+        """Forks the next call's child. It starts with every signal blocked
+        (it may be forked while the last call's processes die, and a
+        process's exit can still send signals: SIGIO to an owner it named,
+        such as this process's group, which the child is in until its
+        setsid()); it throws away what came meanwhile, and unblocks, only
+        once its call came, when none of them is left (child.py)."""
+        self.pipes = child.Pipes(
+            with_done=self.session or (self.mode == "serial" and self.recorded is not None))
+        mask = signal.pthread_sigmask(signal.SIG_BLOCK, signal.valid_signals())
         try:
             pid = os.fork()
         except OSError:
+            signal.pthread_sigmask(signal.SIG_SETMASK, mask)
             for fd in self.pipes.child_ends() + self.pipes.launcher_ends():
                 if fd >= 0:
                     os.close(fd)
@@ -161,8 +171,17 @@ class Launcher:
                                  self.preparse_file, self.session)
             finally:
                 os._exit(70)
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
         self.child = pid
-        self.pidfd = os.pidfd_open(pid)
+        try:
+            self.pidfd = os.pidfd_open(pid)
+        except OSError:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+            for fd in self.pipes.child_ends() + self.pipes.launcher_ends():
+                if fd >= 0:
+                    os.close(fd)
+            raise
         for fd in self.pipes.child_ends():
             if fd >= 0:
                 os.close(fd)
@@ -423,13 +442,13 @@ class Launcher:
         """Runs the call to its end; returns the X frame's trailer."""
         if self.frozen:
             self.thaw()
-        elif not self.session:
+        elif self.mode == "serial":
             # A serial call's child is forked as the last call ends, while
             # the host's watchdog still watches that call: its freeze (for
             # --memory or --cpus) may have stopped this child too, and the
             # call's end released the freeze without continuing it.
             try:
-                os.kill(self.child, signal.SIGCONT)
+                signal.pidfd_send_signal(self.pidfd, signal.SIGCONT)
             except ProcessLookupError:
                 pass
         try:
@@ -538,13 +557,16 @@ class Launcher:
     def end_serial_call(self, reported):
         """A serial call's end, and the next call's child forked meanwhile.
         Every process of the call is sent SIGKILL first (kill(-1): no fork
-        outruns it), so the new child, forked after, is out of its reach;
-        then the call's processes are reaped while the new child makes
-        itself ready. The kernel tears the call's process down (its page
-        tables: about as long as a fork) on one core while the fork runs on
-        the other. Nothing of the next call reaches the new child before
-        /tmp and this process are checked (reset(), then X). Returns the
-        call's process's wait status and CPU seconds."""
+        outruns it, and none of them runs a line of code again), then the
+        next call's child is forked, and the call's processes are reaped
+        while it makes itself ready: the kernel tears the call's process
+        down (its page tables: about as long as a fork) on one core while
+        the fork runs on the other. A dying process can still signal the new
+        child (prepare_child says how, and why that comes to nothing but its
+        death); one that died is forked again once none is left. Nothing of
+        the next call reaches the new child before /tmp and this process are
+        checked (reset(), then X). Returns the call's process's wait status
+        and CPU seconds."""
         called = self.child
         status, cpu = self.child_status, self.cpu_used  # if already reaped
         try:
@@ -559,22 +581,34 @@ class Launcher:
             # The call's processes, dying, still count against the pids
             # limit (a fork bomb's do): the fork waits until they are gone.
             ready = 0
-        me = os.getpid()
-        while any(name.isdigit() and int(name) not in (me, ready)
-                  for name in os.listdir("/proc")):
+        prepared, me, blocking = bool(ready), os.getpid(), False
+        while True:
             try:
-                pid, wait_status, usage = os.wait4(-1, 0)
+                pid, wait_status, usage = os.wait4(-1, 0 if blocking else os.WNOHANG)
             except ChildProcessError:
                 break
+            if pid == 0:
+                # What had ended is reaped (/proc is listed once for all
+                # of it): is anything of the call left to wait for?
+                if not any(name.isdigit() and int(name) not in (me, ready)
+                           for name in os.listdir("/proc")):
+                    break
+                blocking = True
+                continue
+            blocking = False
             if os.WIFSTOPPED(wait_status):
                 continue
-            if pid == called:
+            if ready and pid == ready:
+                ready = 0  # the new child died (a signal, above): forked again below
+            elif pid == called and status is None:
                 status, cpu = wait_status, usage.ru_utime + usage.ru_stime
-            elif ready and pid == ready:  # the new child died: its call will say so
-                self.cpu_used = usage.ru_utime + usage.ru_stime
-                self.child_status = wait_status
         if not ready:
-            self.prepare_child()
+            if prepared:
+                self.close_child_pipes()
+            try:
+                self.prepare_child()
+            except OSError as e:
+                self.unprepared = "the next call's process could not be forked: %s" % e
         if reported is not None and status is not None and os.WIFSIGNALED(status) \
                 and os.WTERMSIG(status) == signal.SIGKILL:
             status = reported << 8  # it had said its status, and was exiting
@@ -603,6 +637,7 @@ class Launcher:
             if session_goes_on and not outdir.empty():
                 session_goes_on = False
                 self.kill_the_rest()
+                status, cpu = self.child_status, self.cpu_used
         if session_goes_on:
             trailer.update({"exit": cell_status, "container": "kept"})
             if interrupted:
@@ -649,6 +684,8 @@ class Launcher:
         or why the container cannot serve another call."""
         if self.recorded is None:
             return self.no_reset
+        if self.unprepared:
+            return self.unprepared
         try:
             tmpreset.reset(self.recorded)
         except tmpreset.CannotReset as e:

@@ -168,6 +168,20 @@ def reseed():
     set_random_seed()
 
 
+def unblock_signals():
+    """The call came: the last call's processes are gone (the launcher
+    hands a call on only then). The signals they sent as they died, held
+    blocked since the fork (calls.py, prepare_child), are thrown away, and
+    the code runs with none blocked, as in a fresh container."""
+    import signal
+    while True:
+        pending = signal.sigpending()
+        if not pending:
+            break
+        signal.sigtimedwait(pending, 0)
+    signal.pthread_sigmask(signal.SIG_SETMASK, [])
+
+
 def child_main(pipes, handlers, namespace, preparse_file, session):
     """The prepared child: made ready before its call comes, then runs it
     (a session's child runs every cell of the session). Never returns."""
@@ -201,6 +215,8 @@ def child_main(pipes, handlers, namespace, preparse_file, session):
             continue  # an interrupt that came as a cell ended: nothing to stop
         if got is None:
             os._exit(0)  # no call came: the sandbox was stopped while waiting
+        if first_call:
+            unblock_signals()
         cpu_seconds, argv, code, flags, first_show = got
         display.configure(bool(flags & FILES_BACK), bool(flags & LATEX), first_show)
         if first_call and not session:

@@ -1,9 +1,12 @@
 # tests/launcher/test_child.py: the prepared child (launcher/child.py): a
-# call over the call pipe as it was sent, and the code run as `sage FILE`
-# runs it, with its exit status and a traceback of the user's own lines.
+# call over the call pipe as it was sent, the signals held since its fork
+# thrown away, and the code run as `sage FILE` runs it, with its exit
+# status and a traceback of the user's own lines.
 import contextlib
 import io
 import linecache
+import os
+import signal
 import threading
 import unittest
 from unittest import mock
@@ -11,7 +14,7 @@ from unittest import mock
 from launcher import child
 from launcher.frames import write_all
 
-from .support import Pipe
+from .support import Pipe, in_child
 
 
 def identity(text):
@@ -71,6 +74,27 @@ class CallPipeTest(unittest.TestCase):
                 pipe.write(whole[:cut])
                 pipe.close_write()
                 self.assertIsNone(child.read_call(pipe.r))
+
+
+class UnblockSignalsTest(unittest.TestCase):
+    # What dying processes sent the prepared child while it held every
+    # signal blocked is thrown away: the call's code never sees it.
+    def test_pending_signals_are_thrown_away(self):
+        def body():
+            caught = []
+            signal.signal(signal.SIGUSR1, lambda *_: caught.append("USR1"))
+            signal.signal(signal.SIGALRM, lambda *_: caught.append("ALRM"))
+            signal.pthread_sigmask(signal.SIG_BLOCK, signal.valid_signals())
+            for sig in (signal.SIGUSR1, signal.SIGALRM, signal.SIGRTMIN, signal.SIGRTMIN):
+                os.kill(os.getpid(), sig)
+            before = sorted(signal.sigpending())
+            child.unblock_signals()
+            return before, sorted(signal.sigpending()), \
+                sorted(signal.pthread_sigmask(signal.SIG_BLOCK, [])), caught
+
+        before, after, mask, caught = in_child(body)
+        self.assertEqual(before, sorted([signal.SIGALRM, signal.SIGUSR1, signal.SIGRTMIN]))
+        self.assertEqual((after, mask, caught), ([], [], []))
 
 
 class RunCodeTest(unittest.TestCase):
