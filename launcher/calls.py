@@ -161,9 +161,7 @@ class Launcher:
             pid = os.fork()
         except OSError:
             signal.pthread_sigmask(signal.SIG_SETMASK, mask)
-            for fd in self.pipes.child_ends() + self.pipes.launcher_ends():
-                if fd >= 0:
-                    os.close(fd)
+            self.pipes.close()
             raise
         if pid == 0:
             try:
@@ -178,9 +176,7 @@ class Launcher:
         except OSError:
             os.kill(pid, signal.SIGKILL)
             os.waitpid(pid, 0)
-            for fd in self.pipes.child_ends() + self.pipes.launcher_ends():
-                if fd >= 0:
-                    os.close(fd)
+            self.pipes.close()
             raise
         for fd in self.pipes.child_ends():
             if fd >= 0:
@@ -620,24 +616,25 @@ class Launcher:
         if killed_at_deadline:
             ended_at = max(ended_at, deadline)
         trailer = {"ended_at": ended_at}
-        status, cpu = self.child_status, self.cpu_used
-        session_goes_on = self.session and status is None
+        # The call's process's wait status and CPU seconds: its own once
+        # every kill below is done, but for a serial call's, whose child is
+        # the next call's by then.
+        ended = None
+        session_goes_on = self.session and self.child_status is None
         if session_goes_on:
             session_goes_on = self.kill_all_but(self.child) and self.freeze()
             if not session_goes_on:
                 self.kill_the_rest()
-                status, cpu = self.child_status, self.cpu_used
         elif self.mode == "serial" and self.recorded is not None:
-            status, cpu = self.end_serial_call(cell_status)
+            ended = self.end_serial_call(cell_status)
         elif call.out or self.session or self.mode == "serial":
             self.kill_the_rest()
-            status, cpu = self.child_status, self.cpu_used
         if call.out:
             outdir.send(self.writer, call.out)
             if session_goes_on and not outdir.empty():
                 session_goes_on = False
                 self.kill_the_rest()
-                status, cpu = self.child_status, self.cpu_used
+        status, cpu = ended or (self.child_status, self.cpu_used)
         if session_goes_on:
             trailer.update({"exit": cell_status, "container": "kept"})
             if interrupted:

@@ -40,6 +40,12 @@ class Pipes:
     def launcher_ends(self):
         return (self.stdin[1], self.stdout[0], self.stderr[0], self.call[1], self.done[0])
 
+    def close(self):
+        """Both sides' ends: the fork did not happen, or its child is gone."""
+        for fd in self.child_ends() + self.launcher_ends():
+            if fd >= 0:
+                os.close(fd)
+
     def child_ends(self):
         return (self.stdin[0], self.stdout[1], self.stderr[1], self.call[0], self.done[1])
 
