@@ -103,7 +103,8 @@ lmstudio/node_modules: lmstudio/package.json lmstudio/package-lock.json
 # sage-sandbox built with AddressSanitizer and UndefinedBehaviorSanitizer,
 # in build-sanitize/: ./setup.sh check runs the MCP, session, batch and core
 # tests against it (tests/sanitize.sh). Any finding aborts the process.
-SANITIZE = -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
+SANITIZE = -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer \
+	-DLOOP_STRICT
 sanitize: build-sanitize/sage-sandbox
 
 build-sanitize/%.o: %.c $(HEADERS)
@@ -123,7 +124,7 @@ FUZZ_FLAGS = -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all -g -O
 build-fuzz/%.o: %.c $(HEADERS)
 	@mkdir -p build-fuzz
 	$(CLANG) $(ALL_CPPFLAGS) -std=c11 -Wall -g -O1 -fsanitize=fuzzer-no-link,address,undefined \
-		-DFRAME_MAX=64 -c -o $@ $<
+		-DFRAME_MAX=64 -DLOOP_STRICT -c -o $@ $<
 
 build-fuzz/fuzz-%: tests/fuzz/fuzz-%.c $(addprefix build-fuzz/,$(CORE_OBJECTS)) $(HEADERS)
 	$(CLANG) $(ALL_CPPFLAGS) -std=c11 $(FUZZ_FLAGS) -o $@ $< \

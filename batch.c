@@ -58,12 +58,13 @@ struct idset {
 struct batch {
 	const struct batch_options *o;
 	struct loop *loop;
+	struct loop_scope scope; /* the progress line's and the shutdown's timers */
 	struct host host;      /* owned: what the host check found */
+	struct host_check *host_check; /* while podman is asked */
 	bool host_ok;
 	struct runner *runner; /* owned, once the host is known */
-	struct job_source *src;
+	struct job_source *src; /* owns its descriptors and their watch */
 	bool input_done;
-	struct loop_watch *input_watch;
 	long long read_seq; /* jobs read so far */
 	int jobs;
 	struct queue *out;
@@ -368,11 +369,10 @@ static void submit(struct batch *b, struct job *j)
 
 /* ---- the input ---------------------------------------------------------------- */
 
-static void on_input(struct loop_watch *w, int fd, unsigned events, void *data)
+/* The input has more: job_source_wait's call back. */
+static void on_input(void *data)
 {
-	struct batch *b = data;
-	loop_watch_events(w, 0);
-	pump(b);
+	pump(data);
 }
 
 /* A job's id is its own: --resume finds a job by its id, and a result
@@ -407,14 +407,10 @@ static void read_jobs(struct batch *b)
 		int got = job_source_next(b->src, &j);
 		if (got < 0) {
 			b->input_done = true;
-			loop_unwatch(b->input_watch);
-			b->input_watch = NULL;
 			return;
 		}
 		if (got == 0) {
-			int fd = job_source_fd(b->src);
-			loop_unwatch(b->input_watch);
-			b->input_watch = loop_watch(b->loop, fd, LOOP_READ, on_input, b);
+			job_source_wait(b->src, b->loop, on_input, b);
 			return;
 		}
 		b->read_seq++;
@@ -454,11 +450,12 @@ static void progress_line(struct batch *b, bool final)
 		done, total, b->ok, b->failed + b->bad + b->not_run, rate, eta, final ? "\r\033[K" : "");
 }
 
-static void on_progress(struct loop_timer *t, void *data)
+static void on_progress(void *data)
 {
 	struct batch *b = data;
 	progress_line(b, false);
-	b->progress_timer = loop_timer(b->loop, loop_now_ms() + PROGRESS_INTERVAL_MS, on_progress, b);
+	loop_timer_arm(&b->scope, &b->progress_timer, loop_now_ms() + PROGRESS_INTERVAL_MS,
+		on_progress, b);
 }
 
 static void maybe_quit(struct batch *b)
@@ -480,25 +477,24 @@ static void on_drained(void *data)
 }
 
 /* Everything stops: running jobs are not done (no line), every
- * container is removed. */
+ * container is removed. No more jobs are read: a wait for input still on
+ * calls pump, which does nothing now. */
 static void stop_all(struct batch *b, int sig)
 {
 	if (b->stop_signal)
 		return;
 	b->stop_signal = sig;
-	loop_unwatch(b->input_watch);
-	b->input_watch = NULL;
 	b->input_done = true;
+	host_check_cancel(&b->host_check);
 	if (b->runner)
 		runner_drain(b->runner, sig, "the batch is stopping", on_drained, b);
 	else
 		maybe_quit(b);
 }
 
-static void on_shutdown_limit(struct loop_timer *t, void *data)
+static void on_shutdown_limit(void *data)
 {
 	struct batch *b = data;
-	b->shutdown_timer = NULL;
 	loop_quit(b->loop);
 }
 
@@ -506,7 +502,7 @@ static void on_shutdown_limit(struct loop_timer *t, void *data)
 static void on_signal(int sig, void *data)
 {
 	struct batch *b = data;
-	b->shutdown_timer = loop_timer(b->loop, loop_now_ms() + SHUTDOWN_LIMIT_MS,
+	loop_timer_arm(&b->scope, &b->shutdown_timer, loop_now_ms() + SHUTDOWN_LIMIT_MS,
 		on_shutdown_limit, b);
 	stop_all(b, sig);
 }
@@ -643,6 +639,7 @@ int batch_run(const struct batch_options *o)
 			abort();
 	}
 	b.loop = loop_new();
+	loop_scope_init(&b.scope, b.loop, "batch");
 	int out_fd = reopen_nonblocking(1, O_WRONLY);
 	if (out_fd < 0) {
 		error_set(&err, EXIT_REFUSED, NULL, "batch cannot use stdout: %s", strerror(errno));
@@ -657,11 +654,11 @@ int batch_run(const struct batch_options *o)
 	b.out = queue_new(b.loop, out_fd, OUT_QUEUE_BYTES, on_out_drained, on_out_error, &b);
 	b.began = loop_now_ms();
 	if (o->progress)
-		b.progress_timer = loop_timer(b.loop, loop_now_ms() + PROGRESS_INTERVAL_MS, on_progress, &b);
-	host_check(b.loop, o->cfg, loop_now_ms() + HOST_CHECK_TIMEOUT_MS, true, &b.host, on_host, &b);
-	/* The answer may have come at once (as root, or from the cache) and
-	 * ended the batch already. */
-	if (!b.quitting && loop_run(b.loop) < 0)
+		loop_timer_arm(&b.scope, &b.progress_timer, loop_now_ms() + PROGRESS_INTERVAL_MS,
+			on_progress, &b);
+	host_check(b.loop, &b.host_check, o->cfg, loop_now_ms() + HOST_CHECK_TIMEOUT_MS, true,
+		&b.host, on_host, &b);
+	if (loop_run(b.loop) < 0)
 		fprintf(stderr, "sage-sandbox batch: the event loop failed: %s\n", strerror(errno));
 	queue_flush_now(b.out);
 	if (o->progress)
@@ -683,10 +680,9 @@ int batch_run(const struct batch_options *o)
 		free(b.held[i]);
 	free(b.held);
 	free(b.held_len);
-	loop_timer_cancel(b.progress_timer);
-	loop_timer_cancel(b.shutdown_timer);
+	loop_scope_end(&b.scope);
+	host_check_cancel(&b.host_check);
 	stop_signals_free(b.signals);
-	loop_unwatch(b.input_watch);
 	queue_free(b.out);
 	job_source_close(b.src);
 	idset_free(&b.done_ids);

@@ -212,6 +212,7 @@ static void start_server(const struct rundir *d)
 
 struct client {
 	struct loop *loop;
+	struct loop_scope scope; /* its watches and backstop, ended by client_close */
 	int sock;
 	pid_t server;
 	const struct rundir *dir;
@@ -254,7 +255,7 @@ static void server_gone(struct client *c, const char *how)
 	client_done(c, EXIT_REFUSED);
 }
 
-static void on_server(struct loop_watch *w, int fd, unsigned events, void *data)
+static void on_server(int fd, unsigned events, void *data)
 {
 	struct client *c = data;
 	char buf[256];
@@ -273,10 +274,9 @@ static void on_server(struct loop_watch *w, int fd, unsigned events, void *data)
 		client_done(c, status);
 }
 
-static void on_backstop(struct loop_timer *t, void *data)
+static void on_backstop(void *data)
 {
 	struct client *c = data;
-	c->backstop = NULL;
 	server_gone(c, "did not finish a minute past the timeout");
 }
 
@@ -291,19 +291,18 @@ static void on_first_signal(int sig, void *data)
 
 static void stop_relay(struct client *c)
 {
-	loop_unwatch(c->tty_watch);
-	c->tty_watch = NULL;
+	loop_unwatch(&c->tty_watch);
 	if (c->relay && !queue_closed(c->relay))
 		queue_close_when_empty(c->relay);
 }
 
-static void on_tty(struct loop_watch *w, int fd, unsigned events, void *data)
+static void on_tty(int fd, unsigned events, void *data)
 {
 	struct client *c = data;
 	char chunk[4096];
 	size_t room = queue_room(c->relay);
 	if (room == 0) {
-		loop_watch_events(w, 0);
+		loop_watch_events(c->tty_watch, 0);
 		return;
 	}
 	ssize_t n;
@@ -322,16 +321,14 @@ static void on_tty(struct loop_watch *w, int fd, unsigned events, void *data)
 static void on_relay_drained(struct queue *q, void *data)
 {
 	struct client *c = data;
-	if (c->tty_watch)
-		loop_watch_events(c->tty_watch, LOOP_READ);
+	loop_watch_events(c->tty_watch, LOOP_READ);
 }
 
 static void on_relay_error(struct queue *q, void *data)
 {
 	struct client *c = data;
 	/* The run reads no more: its stdin's end is closed. */
-	loop_unwatch(c->tty_watch);
-	c->tty_watch = NULL;
+	loop_unwatch(&c->tty_watch);
 }
 
 /* Fills in the request's run fields. */
@@ -412,13 +409,15 @@ static int follow_run(struct client *c, const struct client_run *run, int relay_
 		c->relay = queue_new(c->loop, relay_fd, RELAY_BYTES, on_relay_drained, on_relay_error,
 			c);
 		c->tty = reopen_nonblocking(0, O_RDONLY);
-		c->tty_watch = c->tty < 0 ? NULL : loop_watch(c->loop, c->tty, LOOP_READ, on_tty, c);
-		if (!c->tty_watch)
+		if (c->tty < 0 || loop_watch(&c->scope, &c->tty_watch, c->tty, LOOP_READ, on_tty, c) < 0)
 			stop_relay(c);
 	}
-	c->sock_watch = loop_watch(c->loop, c->sock, LOOP_READ, on_server, c);
-	c->backstop = loop_timer(c->loop, run->started_at + run->cfg->number[SET_TIMEOUT] * 1000 +
-		BACKSTOP_MS, on_backstop, c);
+	if (loop_watch(&c->scope, &c->sock_watch, c->sock, LOOP_READ, on_server, c) < 0) {
+		server_gone(c, "could not be followed");
+		return c->status;
+	}
+	loop_timer_arm(&c->scope, &c->backstop, run->started_at +
+		run->cfg->number[SET_TIMEOUT] * 1000 + BACKSTOP_MS, on_backstop, c);
 	while (!c->over)
 		if (loop_run(c->loop) < 0) {
 			server_gone(c, "could not be followed");
@@ -429,11 +428,8 @@ static int follow_run(struct client *c, const struct client_run *run, int relay_
 
 static void client_close(struct client *c)
 {
-	if (c->tty_watch)
-		stop_relay(c);
+	loop_scope_end(&c->scope);
 	queue_free(c->relay);
-	loop_unwatch(c->sock_watch);
-	loop_timer_cancel(c->backstop);
 	stop_signals_free(c->signals);
 	if (c->tty >= 0)
 		close(c->tty);
@@ -461,6 +457,7 @@ int client_run(const struct client_run *run, enum server_use use)
 		close(c.sock);
 		return CLIENT_COLD;
 	}
+	loop_scope_init(&c.scope, c.loop, "the client");
 	/* Signals from here on wait for the server to hear of them (or for
 	 * the cold run, whose own watch takes them over). */
 	c.signals = stop_signals_watch(c.loop, true, on_first_signal, &c, &err);

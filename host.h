@@ -27,12 +27,18 @@ struct host {
 
 typedef void host_callback(struct host *host, void *data);
 
+struct host_check;
+
 /* Fills *h on the loop, from the per-user caches where they hold: podman,
  * the rootless verdict, and (with_image) the image. done is called once,
- * maybe before this returns; h->refusal says why nothing can run, in one
- * line with its fix. The deadline bounds podman's answers. */
-void host_check(struct loop *loop, const struct config *cfg, int64_t deadline, bool with_image,
-		struct host *h, host_callback *done, void *data);
+ * from the loop, never inside this call; h->refusal says why nothing can
+ * run, in one line with its fix. The deadline bounds podman's answers.
+ * *slot holds the check until done is called: host_check_cancel() ends it
+ * without an answer (a run stopped meanwhile goes at once; what podman was
+ * asked runs on to its end, unread). */
+void host_check(struct loop *loop, struct host_check **slot, const struct config *cfg,
+		int64_t deadline, bool with_image, struct host *h, host_callback *done, void *data);
+void host_check_cancel(struct host_check **slot);
 /* The same to its end, on a loop of its own. */
 void host_check_now(const struct config *cfg, bool with_image, struct host *h);
 

@@ -184,6 +184,25 @@ static int probe_answer(const struct capture *cap, const struct config *cfg,
 			"image '%s' is not present locally (runs never pull)", cfg->value[SET_IMAGE]);
 		return -1;
 	}
+	/* The probe's first line is /bin/sh's: without it podman never ran the
+	 * image's shell, and a failure is podman's own, whatever the image
+	 * holds (a podman that fails without a word was reported as the
+	 * image's failure, with --python as the fix). */
+	bool shell_ran = cap->out.data && strncmp(cap->out.data, "user ", 5) == 0;
+	if (cap->status != 0 && !shell_ran) {
+		size_t len;
+		const char *last = last_line(errors, strlen(errors), &len);
+		if (len)
+			error_set(err, EXIT_REFUSED, "see podman's message; check 'sage-sandbox status'",
+				"podman could not run a container of image '%s' (status %d): %.*s",
+				cfg->value[SET_IMAGE], cap->status, (int)len, last);
+		else
+			error_set(err, EXIT_REFUSED, "run 'podman run --rm IMAGE true' as this user to "
+				"see why, and 'sage-sandbox status'",
+				"podman failed to start a container (status %d) and said nothing",
+				cap->status);
+		return -1;
+	}
 	if (cap->status != 0) {
 		char why[400];
 		size_t len;
@@ -197,6 +216,8 @@ static int probe_answer(const struct capture *cap, const struct config *cfg,
 }
 
 struct image_query {
+	struct image_query **slot; /* the caller's, cleared at the end */
+	struct capture_run *probe; /* the probe container, until it answers */
 	struct argv_builder args;
 	const char *podman;
 	const struct config *cfg;
@@ -204,6 +225,22 @@ struct image_query {
 	image_callback *done;
 	void *data;
 };
+
+/* The one end of a query: answered, cancelled or never started. */
+static void query_free(struct image_query *q)
+{
+	capture_abandon(&q->probe);
+	if (q->slot)
+		*q->slot = NULL;
+	args_free(&q->args);
+	free(q);
+}
+
+void image_cancel(struct image_query **slot)
+{
+	if (*slot)
+		query_free(*slot);
+}
 
 /* The probe's answer, cached when positive. */
 static int probe_answer_cached(const struct capture *cap, const char *podman,
@@ -231,8 +268,7 @@ static void probe_answered(struct capture *cap, void *data)
 	capture_free(cap);
 	image_callback *done = q->done;
 	void *done_data = q->data;
-	args_free(&q->args);
-	free(q);
+	query_free(q);
 	done(rc == 0 ? &image : NULL, rc == 0 ? NULL : &err, done_data);
 }
 
@@ -244,9 +280,11 @@ static void probe_args(struct argv_builder *a, const char *podman, const struct 
 	podman_probe_args(a, cfg, podman, name, owner, probe_script);
 }
 
-int image_check(struct loop *loop, const char *podman, const struct config *cfg,
-		const struct podman_host *host, int64_t deadline, image_callback *done, void *data)
+int image_check(struct loop *loop, struct image_query **slot, const char *podman,
+		const struct config *cfg, const struct podman_host *host, int64_t deadline,
+		image_callback *done, void *data)
 {
+	*slot = NULL;
 	struct buffer key = {0}, cached = {0};
 	char name[64];
 	image_cache_key(podman, cfg, host, &key);
@@ -273,14 +311,15 @@ int image_check(struct loop *loop, const char *podman, const struct config *cfg,
 	q->data = data;
 	probe_args(&q->args, podman, cfg);
 	int64_t limit = loop_now_ms() + PROBE_TIMEOUT_MS;
-	if (capture_start(loop, q->args.arg, podman_environment(), deadline < limit ? deadline : limit,
-		    probe_answered, q) < 0) {
+	if (capture_start(loop, &q->probe, q->args.arg, podman_environment(),
+		    deadline < limit ? deadline : limit, probe_answered, q) < 0) {
 		int saved = errno;
-		args_free(&q->args);
-		free(q);
+		query_free(q);
 		errno = saved;
 		return -1;
 	}
+	q->slot = slot;
+	*slot = q;
 	return 0;
 }
 

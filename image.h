@@ -25,13 +25,20 @@ struct sage_image {
 typedef void image_callback(const struct sage_image *image, const struct error *refusal,
 		void *data);
 
+struct image_query;
+
 /* Finds Sage's Python in cfg's image, on the loop: from the cache when its
  * key (podman's, the image's name, --python, the storage's image index)
  * matches, with no process started; else by one probe container as the
  * image's user, whose positive answer is cached. done may be called before
- * this returns. -1 with errno when podman could not be started. */
-int image_check(struct loop *loop, const char *podman, const struct config *cfg,
-		const struct podman_host *host, int64_t deadline, image_callback *done, void *data);
+ * this returns; else *slot holds the query until done is called, and
+ * image_cancel() ends it without an answer (the probe, started with
+ * podman's --rm and --timeout, runs on to its end, unread). -1 with errno
+ * when podman could not be started. */
+int image_check(struct loop *loop, struct image_query **slot, const char *podman,
+		const struct config *cfg, const struct podman_host *host, int64_t deadline,
+		image_callback *done, void *data);
+void image_cancel(struct image_query **slot);
 /* The same without reading the cache, to its end (status): a positive
  * answer is cached, so a run right after it asks nothing. 0, or -1 with err. */
 int image_probe_now(const char *podman, const struct config *cfg,

@@ -1,5 +1,6 @@
 /* jobs.c: a batch's jobs, read one line at a time from JSON Lines files,
- * stdin or .sage files, each checked whole before it may run. */
+ * stdin or .sage files, each checked whole before it may run; the wait
+ * for more of an input that is not all there yet. */
 #include "jobs.h"
 #include "buffer.h"
 #include "loop.h"
@@ -32,6 +33,18 @@ struct job_source {
 	long line;
 	struct buffer buf;
 	size_t scanned; /* bytes of buf known to hold no newline */
+	/* The wait for more input (job_source_wait): a watch of fd, which
+	 * this source owns and so unwatches before it closes fd. The scope
+	 * begins at the first wait (a source read to its end without one,
+	 * from regular files, never needs the loop) and ends in
+	 * job_source_close. */
+	struct loop_scope scope;
+	struct loop_watch *watch;
+	struct loop_timer *soon; /* a wait that could not watch: ready on the next turn */
+	int wait_errno;          /* why it could not, for the next job_source_next */
+	bool waiting;
+	void (*ready)(void *data);
+	void *ready_data;
 };
 
 static bool is_sage_file(const char *name)
@@ -146,10 +159,23 @@ static int open_jobs_file(const char *name, struct error *err)
 	return fd;
 }
 
+/* The input being read is over: its watch goes first, then its
+ * descriptor. */
+static void close_input(struct job_source *s)
+{
+	loop_unwatch(&s->watch);
+	loop_timer_cancel(&s->soon);
+	s->waiting = false;
+	if (s->fd >= 0)
+		close(s->fd);
+	s->fd = -1;
+}
+
 static int open_input(struct job_source *s, struct error *err)
 {
 	s->line = 0;
 	s->at_eof = s->skipping = false;
+	s->wait_errno = 0;
 	s->scanned = 0;
 	s->buf.len = 0;
 	s->fd = open_jobs_file(s->files[s->at], err);
@@ -455,13 +481,16 @@ static int next_line_of(struct job_source *s, struct job **out)
 		ssize_t n = read(s->fd, chunk, sizeof chunk);
 		if (n < 0 && errno == EINTR)
 			continue;
-		if (n < 0 && errno == EAGAIN)
+		if (n < 0 && errno == EAGAIN && !s->wait_errno)
 			return 0;
 		if (n < 0) {
+			/* A wait that could not watch the input fails it as a
+			 * read would: it could never be read on. */
+			int e = errno == EAGAIN ? s->wait_errno : errno;
 			struct job *j = new_job(s, "-");
 			j->bad = true;
 			error_set(&j->err, EXIT_REFUSED, "check the input file",
-				"reading %s failed after line %ld: %s", j->source, s->line, strerror(errno));
+				"reading %s failed after line %ld: %s", j->source, s->line, strerror(e));
 			s->at_eof = true;
 			s->buf.len = s->scanned = 0;
 			*out = j;
@@ -484,8 +513,7 @@ int job_source_next(struct job_source *s, struct job **out)
 					(*out)->seq = s->seq++;
 				return got;
 			}
-			close(s->fd);
-			s->fd = -1;
+			close_input(s);
 		}
 		if (++s->at >= s->count)
 			return -1;
@@ -511,9 +539,43 @@ int job_source_next(struct job_source *s, struct job **out)
 	}
 }
 
-int job_source_fd(const struct job_source *s)
+static void on_readable(int fd, unsigned events, void *data)
 {
-	return s->fd;
+	struct job_source *s = data;
+	/* Paused until the next wait: a reader that stops reading (the
+	 * runner has enough jobs) is not woken on every turn. */
+	loop_watch_events(s->watch, 0);
+	if (!s->waiting)
+		return; /* a hangup told to a paused watch */
+	s->waiting = false;
+	s->ready(s->ready_data);
+}
+
+static void on_cannot_watch(void *data)
+{
+	struct job_source *s = data;
+	s->waiting = false;
+	s->ready(s->ready_data);
+}
+
+void job_source_wait(struct job_source *s, struct loop *loop, void (*ready)(void *data),
+		void *data)
+{
+	if (!s->scope.loop)
+		loop_scope_init(&s->scope, loop, "a batch's input of jobs");
+	s->ready = ready;
+	s->ready_data = data;
+	s->waiting = true;
+	if (s->watch) {
+		loop_watch_events(s->watch, LOOP_READ);
+		return;
+	}
+	if (s->fd >= 0 && loop_watch(&s->scope, &s->watch, s->fd, LOOP_READ, on_readable, s) == 0)
+		return;
+	/* Called back anyway, never from inside this call: the next
+	 * job_source_next ends the input with why. */
+	s->wait_errno = s->fd >= 0 ? errno : EBADF;
+	loop_timer_arm(&s->scope, &s->soon, 0, on_cannot_watch, s);
 }
 
 long long job_source_total(const struct job_source *s)
@@ -525,8 +587,8 @@ void job_source_close(struct job_source *s)
 {
 	if (!s)
 		return;
-	if (s->fd >= 0)
-		close(s->fd);
+	loop_scope_end(&s->scope);
+	close_input(s);
 	buffer_free(&s->buf);
 	free(s);
 }

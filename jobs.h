@@ -5,6 +5,7 @@
 
 #include "error.h"
 #include "infiles.h"
+#include "loop.h"
 #include "settings.h"
 
 #include <stdbool.h>
@@ -51,15 +52,20 @@ struct job_source;
 struct job_source *job_source_open(char *const *files, int count, const struct config *cfg,
 		long long shard_index, long long shard_count, bool count_ahead, struct error *err);
 /* The next job: 1 with *out (bad or not), 0 when the input has no whole
- * line yet (wait until job_source_fd() is readable), -1 at its end. A
- * read error is a bad job that ends its source. */
+ * line yet (job_source_wait()), -1 at its end. A read error is a bad job
+ * that ends its source. */
 int job_source_next(struct job_source *s, struct job **out);
-/* The descriptor to wait on after a 0, or -1. */
-int job_source_fd(const struct job_source *s);
+/* After a 0: calls ready once, from the loop, when the input being read
+ * has more (or ended). The source watches its own descriptor and stops
+ * watching it before it closes it, at the input's end or in
+ * job_source_close(). */
+void job_source_wait(struct job_source *s, struct loop *loop, void (*ready)(void *data),
+		void *data);
 /* How many jobs the input holds for this shard, counted ahead where the
  * inputs are regular files; -1 when a pipe makes it unknown, or when not
  * counted. */
 long long job_source_total(const struct job_source *s);
+/* Ends the wait, if any, and closes the input being read. */
 void job_source_close(struct job_source *s);
 void job_free(struct job *j);
 /* Where a job came from, for its messages: "line N of FILE" ("standard

@@ -21,12 +21,34 @@
 #include <time.h>
 #include <unistd.h>
 
-struct loop_watch {
+/* The sanitizer build and the unit tests abort on a handle that outlives
+ * its owner; elsewhere it is reported, and the handles are never called. */
+#ifdef LOOP_STRICT
+bool loop_strict = true;
+#else
+bool loop_strict;
+#endif
+
+enum handle_kind { HANDLE_TIMER, HANDLE_WATCH };
+
+/* What timers and watches share: the scope that holds them while they
+ * live and the slot that points at them. Memory of the loop's own: a dead
+ * handle stays until the next turn's sweep, so that a dispatch in progress
+ * can still see that it is dead. */
+struct loop_handle {
+	enum handle_kind kind;
+	bool dead;
 	struct loop *loop;
-	int fd;
+	struct loop_scope *scope;
+	struct loop_handle *scope_next, **scope_prev;
+	void **slot;
+};
+
+struct loop_watch {
+	struct loop_handle h;
+	int fd;            /* the loop's own duplicate, closed on unwatch */
 	unsigned events;
 	bool always_ready; /* epoll refused it: a file that never blocks */
-	bool dead;         /* unwatched; freed after the current turn */
 	/* Out of epoll: paused (no events asked for) when the kernel said
 	 * hangup or error, which epoll reports whatever was asked for. */
 	bool parked;
@@ -36,18 +58,26 @@ struct loop_watch {
 };
 
 struct loop_timer {
+	struct loop_handle h;
 	int64_t when;
-	bool dead;
 	loop_timer_callback *cb;
 	void *data;
 	struct loop_timer *next;
 };
 
+struct deferred {
+	void (*destroy)(void *);
+	void *obj;
+	struct deferred *next;
+};
+
 struct loop {
 	int epoll_fd;
 	bool quit;
+	int turning; /* inside loop_run's dispatch: releases wait for its end */
 	struct loop_watch *watches;
 	struct loop_timer *timers;
+	struct deferred *deferred, **deferred_tail;
 };
 
 int64_t loop_now_ms(void)
@@ -67,14 +97,65 @@ struct loop *loop_new(void)
 		free(loop);
 		return NULL;
 	}
+	loop->deferred_tail = &loop->deferred;
 	return loop;
+}
+
+/* ---- scopes and handles ------------------------------------------------- */
+
+void loop_scope_init(struct loop_scope *scope, struct loop *loop, const char *owner)
+{
+	*scope = (struct loop_scope){.loop = loop, .owner = owner};
+}
+
+static void handle_attach(struct loop_handle *h, struct loop_scope *scope, void **slot)
+{
+	h->loop = scope->loop;
+	h->scope = scope;
+	h->slot = slot;
+	h->scope_next = scope->handles;
+	if (scope->handles)
+		scope->handles->scope_prev = &h->scope_next;
+	h->scope_prev = &scope->handles;
+	scope->handles = h;
+	*slot = h;
+}
+
+/* Dead from here on: out of its scope, its slot cleared. The memory waits
+ * for the sweep. */
+static void handle_kill(struct loop_handle *h)
+{
+	if (h->dead)
+		return;
+	h->dead = true;
+	*h->scope_prev = h->scope_next;
+	if (h->scope_next)
+		h->scope_next->scope_prev = h->scope_prev;
+	h->scope = NULL;
+	if (*h->slot == h)
+		*h->slot = NULL;
+	h->slot = NULL;
+	if (h->kind == HANDLE_WATCH) {
+		struct loop_watch *w = (struct loop_watch *)h;
+		if (!w->always_ready && !w->parked)
+			epoll_ctl(h->loop->epoll_fd, EPOLL_CTL_DEL, w->fd, NULL);
+		close(w->fd);
+		w->fd = -1;
+		w->events = 0;
+	}
+}
+
+void loop_scope_end(struct loop_scope *scope)
+{
+	while (scope->handles)
+		handle_kill(scope->handles);
 }
 
 static void sweep(struct loop *loop)
 {
 	for (struct loop_watch **p = &loop->watches; *p;) {
 		struct loop_watch *w = *p;
-		if (w->dead) {
+		if (w->h.dead) {
 			*p = w->next;
 			free(w);
 		} else {
@@ -83,7 +164,7 @@ static void sweep(struct loop *loop)
 	}
 	for (struct loop_timer **p = &loop->timers; *p;) {
 		struct loop_timer *t = *p;
-		if (t->dead) {
+		if (t->h.dead) {
 			*p = t->next;
 			free(t);
 		} else {
@@ -92,10 +173,61 @@ static void sweep(struct loop *loop)
 	}
 }
 
+static void run_deferred(struct loop *loop)
+{
+	while (loop->deferred) {
+		struct deferred *d = loop->deferred;
+		loop->deferred = d->next;
+		if (!loop->deferred)
+			loop->deferred_tail = &loop->deferred;
+		d->destroy(d->obj);
+		free(d);
+	}
+}
+
+void loop_release(struct loop *loop, void (*destroy)(void *), void *obj)
+{
+	if (!obj)
+		return;
+	if (!loop->turning) {
+		destroy(obj);
+		return;
+	}
+	struct deferred *d = malloc(sizeof *d);
+	if (!d)
+		abort();
+	*d = (struct deferred){.destroy = destroy, .obj = obj};
+	*loop->deferred_tail = d;
+	loop->deferred_tail = &d->next;
+}
+
 void loop_free(struct loop *loop)
 {
 	if (!loop)
 		return;
+	run_deferred(loop);
+	int live = 0;
+	const char *owner = NULL;
+	for (struct loop_watch *w = loop->watches; w; w = w->next)
+		if (!w->h.dead && ++live)
+			owner = w->h.scope->owner;
+	for (struct loop_timer *t = loop->timers; t; t = t->next)
+		if (!t->h.dead && ++live)
+			owner = t->h.scope->owner;
+	if (live) {
+		fprintf(stderr, "sage-sandbox: internal error: %d timers or watches outlive their "
+			"owners (one of %s)\n", live, owner ? owner : "an unnamed scope");
+		if (loop_strict)
+			abort();
+		/* Never called back again, whatever their owners did. */
+		for (struct loop_watch *w = loop->watches; w; w = w->next)
+			if (!w->h.dead) {
+				w->h.dead = true;
+				close(w->fd);
+			}
+		for (struct loop_timer *t = loop->timers; t; t = t->next)
+			t->h.dead = true;
+	}
 	sweep(loop);
 	close(loop->epoll_fd);
 	free(loop);
@@ -106,67 +238,83 @@ static uint32_t epoll_events(unsigned events)
 	return (events & LOOP_READ ? EPOLLIN : 0) | (events & LOOP_WRITE ? EPOLLOUT : 0);
 }
 
-struct loop_watch *loop_watch(struct loop *loop, int fd, unsigned events, loop_fd_callback *cb,
-		void *data)
+int loop_watch(struct loop_scope *scope, struct loop_watch **slot, int fd, unsigned events,
+		loop_fd_callback *cb, void *data)
 {
+	loop_unwatch(slot);
+	struct loop *loop = scope->loop;
+	/* The loop's own descriptor: what epoll holds is closed by the loop
+	 * alone, so unwatching always takes it out, whatever became of fd. */
+	int own = fcntl(fd, F_DUPFD_CLOEXEC, 3);
+	if (own < 0)
+		return -1;
 	struct loop_watch *w = calloc(1, sizeof *w);
 	if (!w)
 		abort();
-	*w = (struct loop_watch){.loop = loop, .fd = fd, .events = events, .cb = cb, .data = data};
+	*w = (struct loop_watch){.h.kind = HANDLE_WATCH, .fd = own, .events = events, .cb = cb,
+		.data = data};
 	struct epoll_event ev = {.events = epoll_events(events), .data.ptr = w};
-	if (epoll_ctl(loop->epoll_fd, EPOLL_CTL_ADD, fd, &ev) < 0) {
+	if (epoll_ctl(loop->epoll_fd, EPOLL_CTL_ADD, own, &ev) < 0) {
 		if (errno != EPERM) {
 			int saved = errno;
+			close(own);
 			free(w);
 			errno = saved;
-			return NULL;
+			return -1;
 		}
 		w->always_ready = true;
 	}
 	w->next = loop->watches;
 	loop->watches = w;
-	return w;
+	handle_attach(&w->h, scope, (void **)slot);
+	return 0;
 }
 
 void loop_watch_events(struct loop_watch *w, unsigned events)
 {
-	if (w->dead || w->events == events)
+	if (!w || w->h.dead || w->events == events)
 		return;
 	w->events = events;
 	if (!w->always_ready) {
 		struct epoll_event ev = {.events = epoll_events(events), .data.ptr = w};
 		/* A parked watch asked for events again: back into epoll, which
 		 * reports the hangup or error at once if it still holds. */
-		epoll_ctl(w->loop->epoll_fd, w->parked ? EPOLL_CTL_ADD : EPOLL_CTL_MOD, w->fd, &ev);
+		epoll_ctl(w->h.loop->epoll_fd, w->parked ? EPOLL_CTL_ADD : EPOLL_CTL_MOD, w->fd, &ev);
 		w->parked = false;
 	}
 }
 
-void loop_unwatch(struct loop_watch *w)
+void loop_unwatch(struct loop_watch **slot)
 {
-	if (!w || w->dead)
-		return;
-	if (!w->always_ready && !w->parked)
-		epoll_ctl(w->loop->epoll_fd, EPOLL_CTL_DEL, w->fd, NULL);
-	w->dead = true;
-	w->events = 0;
+	if (*slot)
+		handle_kill(&(*slot)->h);
+	*slot = NULL;
 }
 
-struct loop_timer *loop_timer(struct loop *loop, int64_t when, loop_timer_callback *cb,
-		void *data)
+void loop_timer_arm(struct loop_scope *scope, struct loop_timer **slot, int64_t when,
+		loop_timer_callback *cb, void *data)
 {
+	loop_timer_cancel(slot);
+	struct loop *loop = scope->loop;
 	struct loop_timer *t = calloc(1, sizeof *t);
 	if (!t)
 		abort();
-	*t = (struct loop_timer){.when = when, .cb = cb, .data = data, .next = loop->timers};
+	*t = (struct loop_timer){.h.kind = HANDLE_TIMER, .when = when, .cb = cb, .data = data,
+		.next = loop->timers};
 	loop->timers = t;
-	return t;
+	handle_attach(&t->h, scope, (void **)slot);
 }
 
-void loop_timer_cancel(struct loop_timer *t)
+void loop_timer_cancel(struct loop_timer **slot)
 {
-	if (t)
-		t->dead = true;
+	if (*slot)
+		handle_kill(&(*slot)->h);
+	*slot = NULL;
+}
+
+bool loop_timer_armed(struct loop_timer *const *slot)
+{
+	return *slot != NULL;
 }
 
 void loop_quit(struct loop *loop)
@@ -180,14 +328,14 @@ static bool has_work(struct loop *loop, int64_t *next_timer, bool *ready_now)
 	*next_timer = INT64_MAX;
 	*ready_now = false;
 	for (struct loop_watch *w = loop->watches; w; w = w->next) {
-		if (w->dead)
+		if (w->h.dead)
 			continue;
 		any = true;
 		if (w->always_ready && w->events)
 			*ready_now = true;
 	}
 	for (struct loop_timer *t = loop->timers; t; t = t->next) {
-		if (t->dead)
+		if (t->h.dead)
 			continue;
 		any = true;
 		if (t->when < *next_timer)
@@ -199,13 +347,44 @@ static bool has_work(struct loop *loop, int64_t *next_timer, bool *ready_now)
 static void fire_timers(struct loop *loop)
 {
 	int64_t now = loop_now_ms();
-	/* Timers added by a callback wait for the next turn. */
+	/* Timers added by a callback are put in front: they wait for the next
+	 * turn. */
 	for (struct loop_timer *t = loop->timers; t; t = t->next) {
-		if (!t->dead && t->when <= now) {
-			t->dead = true;
-			t->cb(t, t->data);
+		if (!t->h.dead && t->when <= now) {
+			loop_timer_callback *cb = t->cb;
+			void *data = t->data;
+			/* Dead, out of its scope and its slot cleared before the
+			 * call: the callback may arm the same slot again, or free
+			 * its owner. */
+			handle_kill(&t->h);
+			cb(data);
 		}
 	}
+}
+
+static void dispatch(struct loop *loop, struct epoll_event *events, int n)
+{
+	for (int i = 0; i < n; i++) {
+		struct loop_watch *w = events[i].data.ptr;
+		unsigned got = (events[i].events & EPOLLIN ? LOOP_READ : 0) |
+			(events[i].events & EPOLLOUT ? LOOP_WRITE : 0) |
+			(events[i].events & EPOLLHUP ? LOOP_HANGUP : 0) |
+			(events[i].events & EPOLLERR ? LOOP_ERROR : 0);
+		/* A watch unwatched earlier in this turn is not called. */
+		if (!w->h.dead && (w->events || (got & (LOOP_HANGUP | LOOP_ERROR))))
+			w->cb(w->fd, got, w->data);
+		/* Told once: a paused watch whose descriptor hung up or failed
+		 * would otherwise wake every turn (a pipe whose reader exited,
+		 * while its writer waits for the exit). */
+		if (!w->h.dead && !w->events && (got & (LOOP_HANGUP | LOOP_ERROR)) && !w->parked) {
+			epoll_ctl(loop->epoll_fd, EPOLL_CTL_DEL, w->fd, NULL);
+			w->parked = true;
+		}
+	}
+	for (struct loop_watch *w = loop->watches; w; w = w->next)
+		if (!w->h.dead && w->always_ready && w->events)
+			w->cb(w->fd, w->events, w->data);
+	fire_timers(loop);
 }
 
 int loop_run(struct loop *loop)
@@ -228,33 +407,20 @@ int loop_run(struct loop *loop)
 		int n = epoll_wait(loop->epoll_fd, events, 32, wait);
 		if (n < 0 && errno != EINTR)
 			return -1;
-		for (int i = 0; i < n; i++) {
-			struct loop_watch *w = events[i].data.ptr;
-			unsigned got = (events[i].events & EPOLLIN ? LOOP_READ : 0) |
-				(events[i].events & EPOLLOUT ? LOOP_WRITE : 0) |
-				(events[i].events & EPOLLHUP ? LOOP_HANGUP : 0) |
-				(events[i].events & EPOLLERR ? LOOP_ERROR : 0);
-			/* A watch unwatched earlier in this turn is not called. */
-			if (!w->dead && (w->events || (got & (LOOP_HANGUP | LOOP_ERROR))))
-				w->cb(w, w->fd, got, w->data);
-			/* Told once: a paused watch whose descriptor hung up or
-			 * failed would otherwise wake every turn (a pipe whose
-			 * reader exited, while its writer waits for the exit). */
-			if (!w->dead && !w->events && (got & (LOOP_HANGUP | LOOP_ERROR)) && !w->parked) {
-				epoll_ctl(loop->epoll_fd, EPOLL_CTL_DEL, w->fd, NULL);
-				w->parked = true;
-			}
-		}
-		for (struct loop_watch *w = loop->watches; w; w = w->next)
-			if (!w->dead && w->always_ready && w->events)
-				w->cb(w, w->fd, w->events, w->data);
-		fire_timers(loop);
+		loop->turning++;
+		dispatch(loop, events, n < 0 ? 0 : n);
+		loop->turning--;
+		/* The turn's end: objects freed from inside its callbacks go
+		 * now, when nothing up the stack can hold them. */
+		if (!loop->turning)
+			run_deferred(loop);
 	}
 }
 
 /* ---- queues ----------------------------------------------------------- */
 
 struct queue {
+	struct loop_scope scope;
 	struct loop_watch *watch;
 	int fd;
 	char *data;
@@ -266,8 +432,7 @@ struct queue {
 
 static void queue_finish(struct queue *q)
 {
-	loop_unwatch(q->watch);
-	q->watch = NULL;
+	loop_scope_end(&q->scope);
 	if (q->fd >= 0)
 		close(q->fd);
 	q->fd = -1;
@@ -310,7 +475,7 @@ static void queue_write_some(struct queue *q)
 		q->on_drained(q, q->cb_data);
 }
 
-static void queue_writable(struct loop_watch *w, int fd, unsigned events, void *data)
+static void queue_writable(int fd, unsigned events, void *data)
 {
 	queue_write_some(data);
 }
@@ -326,8 +491,8 @@ struct queue *queue_new(struct loop *loop, int fd, size_t limit, queue_callback 
 	q->data = malloc(limit ? limit : 1);
 	if (!q->data)
 		abort();
-	q->watch = loop_watch(loop, fd, 0, queue_writable, q);
-	if (!q->watch) {
+	loop_scope_init(&q->scope, loop, "a queue");
+	if (loop_watch(&q->scope, &q->watch, fd, 0, queue_writable, q) < 0) {
 		free(q->data);
 		free(q);
 		return NULL;
@@ -435,8 +600,8 @@ int reopen_nonblocking(int fd, int flags)
 	return copy;
 }
 
-struct loop_watch *loop_watch_stop_signals(struct loop *loop, bool keep_ignored, int *fd,
-		loop_fd_callback *cb, void *data)
+int loop_watch_stop_signals(struct loop_scope *scope, struct loop_watch **slot,
+		bool keep_ignored, int *fd, loop_fd_callback *cb, void *data)
 {
 	static const int stop_signals[] = {SIGINT, SIGTERM, SIGHUP};
 	sigset_t set;
@@ -449,9 +614,9 @@ struct loop_watch *loop_watch_stop_signals(struct loop *loop, bool keep_ignored,
 		sigaddset(&set, stop_signals[i]);
 	}
 	if (sigprocmask(SIG_BLOCK, &set, NULL) < 0)
-		return NULL;
+		return -1;
 	*fd = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
 	if (*fd < 0)
-		return NULL;
-	return loop_watch(loop, *fd, LOOP_READ, cb, data);
+		return -1;
+	return loop_watch(scope, slot, *fd, LOOP_READ, cb, data);
 }

@@ -6,7 +6,8 @@
  * Everything is on one loop: the request reader, the answer queue, the
  * warm pool and every call's sandbox. Nothing a client sends ends the
  * server: each bad message gets the JSON-RPC error the specification gives
- * it, and the next line is read. */
+ * it, and the next line is read. The end of input ends it as a Unix filter
+ * ends: every request already read is run and answered first. */
 #include "mcp.h"
 #include "base64.h"
 #include "embedded.h"
@@ -86,6 +87,7 @@ struct server;
 
 struct mcp_call {
 	struct server *srv;
+	struct loop_scope scope; /* its progress timer; ended by free_call */
 	json_t *id;
 	json_t *progress_token; /* or NULL */
 	enum tool tool;
@@ -97,7 +99,12 @@ struct mcp_call {
 	/* The runner's call, from its submission until its answer: owned
 	 * (call_free), and freed before this call is. */
 	struct call *run;
+	bool submitted;         /* handed to the runner (run may follow) */
 	bool answered, cancelled;
+	/* free_call was called: out of the server's list, its memory freed
+	 * at the end of the loop's turn (loop_release), so that a caller up
+	 * the stack that still holds it sees this. */
+	bool ended;
 	struct loop_timer *progress_timer;
 	struct infiles in;      /* arguments.files */
 	struct outfiles out;    /* $SAGE_SANDBOX_OUT's files, once it ran */
@@ -111,12 +118,13 @@ struct mcp_call {
 
 struct server {
 	struct loop *loop;
+	struct loop_scope scope; /* the stdin watch and the shutdown's timer */
 	const struct config *cfg;
 	/* What the host check found: owned; asked at the start, and again
 	 * by the next call after a refusal (an image built meanwhile is
 	 * found). Calls that need a sandbox wait for it. */
 	struct host host;
-	bool host_checking;
+	struct host_check *host_check; /* while podman is asked */
 	struct runner *runner;  /* owned, once the host can run sandboxes */
 	struct queue *out;
 	int in_fd;
@@ -126,7 +134,10 @@ struct server {
 	struct stop_signals *signals;
 	struct mcp_call *calls; /* every call not yet answered, in the order they came */
 	json_t *tools;
-	bool stopping, drained;
+	/* input_ended: stdin is over, and the calls already read are being
+	 * answered; stopping: the shutdown began (after the last of them, or
+	 * at once for a signal or a closed stdout). */
+	bool input_ended, stopping, drained;
 	struct loop_timer *shutdown_timer;
 };
 
@@ -196,16 +207,9 @@ static void send_error(struct server *s, json_t *id, int code, const char *fmt, 
 
 /* ---- calls -------------------------------------------------------------- */
 
-static void free_call(struct mcp_call *c)
+static void destroy_call(void *data)
 {
-	struct server *s = c->srv;
-	call_free(c->run);
-	for (struct mcp_call **at = &s->calls; *at; at = &(*at)->next)
-		if (*at == c) {
-			*at = c->next;
-			break;
-		}
-	loop_timer_cancel(c->progress_timer);
+	struct mcp_call *c = data;
 	if (c->out_open)
 		outfiles_close(&c->out);
 	if (c->temp_dir) {
@@ -219,6 +223,25 @@ static void free_call(struct mcp_call *c)
 	free(c->code);
 	buffer_free(&c->self_test_code);
 	free(c);
+}
+
+/* The one end of every call: its timers and its runner's call go now, its
+ * memory at the end of the turn. */
+static void free_call(struct mcp_call *c)
+{
+	struct server *s = c->srv;
+	if (c->ended)
+		return;
+	c->ended = true;
+	loop_scope_end(&c->scope);
+	call_free(c->run);
+	c->run = NULL;
+	for (struct mcp_call **at = &s->calls; *at; at = &(*at)->next)
+		if (*at == c) {
+			*at = c->next;
+			break;
+		}
+	loop_release(s->loop, destroy_call, c);
 	maybe_quit(s);
 }
 
@@ -227,8 +250,7 @@ static void answer(struct mcp_call *c, json_t *content_text, json_t *structured,
 		json_t *more_content)
 {
 	struct server *s = c->srv;
-	loop_timer_cancel(c->progress_timer);
-	c->progress_timer = NULL;
+	loop_timer_cancel(&c->progress_timer);
 	c->answered = true;
 	if (!c->cancelled) {
 		json_t *result = json_pack("{s:[{s:s, s:o}], s:o, s:b}", "content", "type", "text",
@@ -515,25 +537,28 @@ static void answer_run(struct mcp_call *c)
 	free(table);
 }
 
-static void on_progress(struct loop_timer *t, void *data);
+static void on_progress(void *data);
 
 /* The call has a sandbox: its progress is told from now on. */
 static void on_run_start(struct call *run, void *data)
 {
 	struct mcp_call *c = data;
-	if (c->progress_token && !c->progress_timer)
-		c->progress_timer = loop_timer(c->srv->loop, loop_now_ms() + PROGRESS_INTERVAL_MS,
+	c->run = run;
+	if (c->progress_token && !loop_timer_armed(&c->progress_timer))
+		loop_timer_arm(&c->scope, &c->progress_timer, loop_now_ms() + PROGRESS_INTERVAL_MS,
 			on_progress, c);
 }
 
 /* The runner says the call is over: its answer (unless cancelled) leaves
  * at once, before the warm sandbox that replaces its own starts (a fork
- * and an exec of podman cost milliseconds). */
+ * and an exec of podman cost milliseconds). After the end of input, the
+ * last call's end begins the shutdown from here (free_call), before the
+ * runner could start that sandbox. */
 static void on_run_done(struct call *run, void *data)
 {
 	struct mcp_call *c = data;
 	struct server *s = c->srv;
-	c->run = run; /* a refusal is answered before runner_submit returns */
+	c->run = run;
 	answer_run(c);
 	if (s->out)
 		queue_flush_now(s->out);
@@ -542,14 +567,14 @@ static void on_run_done(struct call *run, void *data)
 
 /* ---- progress ------------------------------------------------------------- */
 
-static void on_progress(struct loop_timer *t, void *data)
+static void on_progress(void *data)
 {
 	struct mcp_call *c = data;
 	struct server *s = c->srv;
 	char message[128];
 	int64_t elapsed = loop_now_ms() - call_started_at(c->run);
-	c->progress_timer = loop_timer(s->loop, loop_now_ms() + PROGRESS_INTERVAL_MS, on_progress,
-		c);
+	loop_timer_arm(&c->scope, &c->progress_timer, loop_now_ms() + PROGRESS_INTERVAL_MS,
+		on_progress, c);
 	snprintf(message, sizeof message, "running for %lld s", (long long)(elapsed / 1000));
 	struct buffer text = {0};
 	buffer_append(&text, message, strlen(message));
@@ -656,23 +681,36 @@ static void submit(struct mcp_call *c)
 		.timeout_ms = c->cfg.number[SET_TIMEOUT] * 1000L,
 		.session = c->session_name[0] ? c->session_name : NULL, .keep_output = true,
 		.on_start = on_run_start, .on_done = on_run_done, .data = c};
-	c->run = runner_submit(s->runner, &spec);
+	c->submitted = true;
+	struct call *run = runner_submit(s->runner, &spec);
+	/* on_done comes on a later turn, never inside runner_submit (runner.h).
+	 * Were it ever to come sooner, c would be answered and ended by now,
+	 * its memory still there until the turn ends: its run is not kept. */
+	if (!c->ended)
+		c->run = run;
 }
 
 static void check_host(struct server *s);
 
+/* The first call that waits for the runner: not yet handed to it. */
+static struct mcp_call *first_waiting(struct server *s)
+{
+	for (struct mcp_call *c = s->calls; c; c = c->next)
+		if (!c->submitted && c->tool != TOOL_STATUS)
+			return c;
+	return NULL;
+}
+
 /* Hands the calls that wait for the host to the runner, in order, once it
- * can run sandboxes; asks the host again when it could not. */
+ * can run sandboxes; asks the host again when it could not. The list is
+ * looked at again after each: a submission may answer and end calls (its
+ * own refused, or every waiting one when stdout fails meanwhile). */
 static void pump(struct server *s)
 {
-	if (s->stopping)
-		return;
-	for (struct mcp_call *c = s->calls, *next; c; c = next) {
-		next = c->next;
-		if (c->run || c->tool == TOOL_STATUS)
-			continue;
+	struct mcp_call *c;
+	while (!s->stopping && (c = first_waiting(s))) {
 		if (!s->runner) {
-			if (!s->host_checking)
+			if (!s->host_check)
 				check_host(s);
 			return;
 		}
@@ -685,7 +723,7 @@ static void cancel_call(struct mcp_call *c)
 	if (c->cancelled || c->answered)
 		return;
 	c->cancelled = true;
-	if (!c->run) {
+	if (!c->submitted) {
 		free_call(c);
 		return;
 	}
@@ -839,6 +877,7 @@ static struct mcp_call *make_call(struct server *s, json_t *id, const struct cal
 	c->out_dir = r->out_dir ? strdup(json_string_value(r->out_dir)) : NULL;
 	c->out_overwrite = json_is_true(r->overwrite);
 	c->srv = s;
+	loop_scope_init(&c->scope, s->loop, "an MCP call");
 	c->id = json_incref(id);
 	c->progress_token = json_incref(r->token);
 	c->tool = (enum tool)r->tool;
@@ -1020,7 +1059,9 @@ static void take_line(struct server *s, const char *line, size_t len)
 	json_decref(msg);
 }
 
-static void on_request_bytes(struct loop_watch *w, int fd, unsigned events, void *data)
+static void end_of_input(struct server *s, const char *why);
+
+static void on_request_bytes(int fd, unsigned events, void *data)
 {
 	struct server *s = data;
 	char chunk[65536];
@@ -1032,7 +1073,8 @@ static void on_request_bytes(struct loop_watch *w, int fd, unsigned events, void
 	if (n <= 0) {
 		if (s->line.len && !s->discarding)
 			take_line(s, s->line.data, s->line.len);
-		shut_down(s, SIGTERM, n < 0 ? "cannot read stdin" : "end of input");
+		buffer_free(&s->line);
+		end_of_input(s, n < 0 ? "cannot read stdin" : "end of input");
 		return;
 	}
 	for (const char *p = chunk, *end = chunk + n; p < end;) {
@@ -1063,9 +1105,17 @@ static void on_request_bytes(struct loop_watch *w, int fd, unsigned events, void
 
 static void maybe_quit(struct server *s)
 {
-	/* A host check on its way is waited for (its podman has a deadline):
-	 * its query is the loop's until it answers. */
-	if (s->stopping && (s->drained || !s->runner) && !s->calls && !s->host_checking &&
+	/* After the end of input, the last call's answer begins the shutdown:
+	 * nothing is left to run, only sandboxes to remove. */
+	if (s->input_ended && !s->stopping && !s->calls) {
+		shut_down(s, SIGTERM, "end of input");
+		return;
+	}
+	/* Stopping, a host check on its way is not waited for: no call is
+	 * left for its answer. */
+	if (s->stopping && !s->calls)
+		host_check_cancel(&s->host_check);
+	if (s->stopping && (s->drained || !s->runner) && !s->calls &&
 	    (!s->out || queue_closed(s->out) || queue_pending(s->out) == 0))
 		loop_quit(s->loop);
 }
@@ -1077,33 +1127,30 @@ static void on_drained(void *data)
 	maybe_quit(s);
 }
 
-static void on_shutdown_limit(struct loop_timer *t, void *data)
+static void on_shutdown_limit(void *data)
 {
 	struct server *s = data;
-	s->shutdown_timer = NULL;
 	fprintf(stderr, "sage-sandbox mcp: stopping took too long; leaving the rest to "
 			"podman's --timeout and 'sage-sandbox cleanup'\n");
 	loop_quit(s->loop);
 }
 
 /* Stops reading, stops every call (those that wait are answered as not
- * run) and every warm sandbox, and quits once their containers are
- * removed and the answers are written. */
+ * run) and every warm sandbox and session, and quits once their
+ * containers are removed and the answers are written. From here on
+ * nothing starts: the runner's drain starts no sandbox. */
 static void shut_down(struct server *s, int sig, const char *why)
 {
 	if (s->stopping)
 		return;
 	s->stopping = true;
 	fprintf(stderr, "sage-sandbox mcp: %s; stopping\n", why);
-	loop_unwatch(s->in_watch);
-	s->in_watch = NULL;
-	s->shutdown_timer = loop_timer(s->loop, loop_now_ms() + SHUTDOWN_LIMIT_MS,
+	loop_unwatch(&s->in_watch);
+	loop_timer_arm(&s->scope, &s->shutdown_timer, loop_now_ms() + SHUTDOWN_LIMIT_MS,
 		on_shutdown_limit, s);
 	/* Calls that wait for the host never reach the runner. */
-	for (struct mcp_call *c = s->calls, *next; c; c = next) {
-		next = c->next;
-		if (c->run)
-			continue;
+	struct mcp_call *c;
+	while ((c = first_waiting(s))) {
 		send_error(s, c->id, INTERNAL_ERROR, "the server is shutting down (%s)", why);
 		free_call(c);
 	}
@@ -1111,6 +1158,28 @@ static void shut_down(struct server *s, int sig, const char *why)
 	snprintf(reason, sizeof reason, "the server is shutting down (%s)", why);
 	if (s->runner)
 		runner_drain(s->runner, sig, reason, on_drained, s);
+	maybe_quit(s);
+}
+
+/* The end of stdin: no more requests come. Those already read run to
+ * their ends, each within its own timeout, and are answered; then the
+ * shutdown (maybe_quit). A signal meanwhile still stops everything at
+ * once. */
+static void end_of_input(struct server *s, const char *why)
+{
+	loop_unwatch(&s->in_watch);
+	if (s->input_ended || s->stopping)
+		return;
+	s->input_ended = true;
+	/* Nothing is started for calls that will not come. */
+	if (s->runner)
+		runner_stop_warming(s->runner);
+	int open = 0;
+	for (struct mcp_call *c = s->calls; c; c = c->next)
+		open++;
+	if (open)
+		fprintf(stderr, "sage-sandbox mcp: %s; answering the %d call%s already read, then "
+			"stopping\n", why, open, open == 1 ? "" : "s");
 	maybe_quit(s);
 }
 
@@ -1143,7 +1212,6 @@ static void on_out_error(struct queue *q, void *data)
 static void on_host(struct host *h, void *data)
 {
 	struct server *s = data;
-	s->host_checking = false;
 	if (s->stopping) {
 		maybe_quit(s);
 		return;
@@ -1151,18 +1219,18 @@ static void on_host(struct host *h, void *data)
 	if (h->refusal.status) {
 		fprintf(stderr, "sage-sandbox mcp: no sandbox can run yet: %s; %s\n",
 			h->refusal.message, h->refusal.hint);
-		for (struct mcp_call *c = s->calls, *next; c; c = next) {
-			next = c->next;
-			if (c->run || c->tool == TOOL_STATUS)
-				continue;
+		struct mcp_call *c;
+		while (!s->stopping && (c = first_waiting(s))) {
 			answer_refusal(c, &h->refusal);
 			free_call(c);
 		}
 		return;
 	}
+	/* After the end of input no call is coming for a warm sandbox: only
+	 * the calls already read get theirs. */
 	struct runner_options ro = {.loop = s->loop, .host = &s->host, .cfg = s->cfg,
 		.who = "mcp", .log = true, .running_max = (int)s->cfg->number[SET_CONCURRENCY],
-		.warm = (int)s->cfg->number[SET_WARM],
+		.warm = s->input_ended ? 0 : (int)s->cfg->number[SET_WARM],
 		.sessions_max = (int)s->cfg->number[SET_SESSIONS],
 		.session_idle_seconds = s->cfg->number[SET_SESSION_IDLE]};
 	s->runner = runner_new(&ro);
@@ -1171,8 +1239,8 @@ static void on_host(struct host *h, void *data)
 
 static void check_host(struct server *s)
 {
-	s->host_checking = true;
-	host_check(s->loop, s->cfg, loop_now_ms() + HOST_CHECK_TIMEOUT_MS, true, &s->host, on_host, s);
+	host_check(s->loop, &s->host_check, s->cfg, loop_now_ms() + HOST_CHECK_TIMEOUT_MS, true,
+		&s->host, on_host, s);
 }
 
 /* The tools' descriptions and schemas, with this server's limits in. */
@@ -1207,6 +1275,8 @@ int mcp_serve(const struct config *cfg)
 	struct server s = {.cfg = cfg};
 	struct error err;
 	s.loop = loop_new();
+	if (s.loop)
+		loop_scope_init(&s.scope, s.loop, "the MCP server");
 	s.tools = tool_list(cfg);
 	s.in_fd = reopen_nonblocking(0, O_RDONLY);
 	int out_fd = reopen_nonblocking(1, O_WRONLY);
@@ -1217,8 +1287,8 @@ int mcp_serve(const struct config *cfg)
 		return EXIT_REFUSED;
 	}
 	s.out = queue_new(s.loop, out_fd, OUT_PAUSE_BYTES, on_out_drained, on_out_error, &s);
-	s.in_watch = loop_watch(s.loop, s.in_fd, LOOP_READ, on_request_bytes, &s);
-	if (!s.out || !s.in_watch) {
+	if (!s.out || loop_watch(&s.scope, &s.in_watch, s.in_fd, LOOP_READ, on_request_bytes,
+			&s) < 0) {
 		fprintf(stderr, "sage-sandbox: mcp cannot watch stdin or stdout: %s\n",
 			strerror(errno));
 		return EXIT_REFUSED;
@@ -1232,12 +1302,14 @@ int mcp_serve(const struct config *cfg)
 	queue_flush_now(s.out);
 
 	/* What is left after the shutdown's limit is abandoned to podman's
-	 * backstop: calls' sandboxes, warm ones. */
+	 * backstop: calls' sandboxes, warm ones. Nothing starts a shutdown
+	 * from here. */
+	s.stopping = true;
 	while (s.calls)
 		free_call(s.calls);
 	runner_free(s.runner);
-	loop_timer_cancel(s.shutdown_timer);
-	loop_unwatch(s.in_watch);
+	loop_scope_end(&s.scope);
+	host_check_cancel(&s.host_check);
 	/* Stopped by a signal: 128+N, as every command of sage-sandbox. */
 	int sig = stop_signals_first(s.signals);
 	stop_signals_free(s.signals);
@@ -1264,6 +1336,9 @@ void mcp_take_line_offline(const char *line, size_t len)
 			abort();
 		s.cfg = &cfg;
 		s.loop = loop_new();
+		if (!s.loop)
+			abort();
+		loop_scope_init(&s.scope, s.loop, "the offline MCP server");
 		s.tools = tool_list(&cfg);
 		int out = open("/dev/null", O_WRONLY | O_NONBLOCK | O_CLOEXEC);
 		s.out = out < 0 ? NULL : queue_new(s.loop, out, OUT_PAUSE_BYTES, NULL, NULL, &s);

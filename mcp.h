@@ -33,9 +33,10 @@ struct not_shown {
  * passes; a raster image whose header gives none does not. */
 bool mcp_image_fits(const struct sniffed *k, struct not_shown *r);
 
-/* Serves until stdin ends (then returns 0) or SIGTERM, SIGINT or SIGHUP
- * (then 128+N), having stopped every call and removed every container;
- * 125 when it cannot start (stdin or stdout unusable). */
+/* Serves until stdin ends and every request read has its answer (then
+ * returns 0), or until SIGTERM, SIGINT or SIGHUP (then 128+N, every call
+ * stopped at once), having removed every container; 125 when it cannot
+ * start (stdin or stdout unusable). */
 int mcp_serve(const struct config *cfg);
 
 /* One JSON-RPC line to a server that can run nothing, answers dropped: the

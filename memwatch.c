@@ -82,16 +82,28 @@
  * - a page written into another process through /proc/PID/mem is the
  *   writer's fault, counted only if the writer was walked;
  * - a process that a timer of its own continues (SIGCONT) runs on while
- *   the run is frozen: the freeze, and the CPU throttle with it, do not
- *   hold it. Seen running, it costs the run the frozen budget's share.
+ *   the run is frozen for its memory: seen running, it costs the run the
+ *   frozen budget's share. (For the CPU, below, such a process is stopped
+ *   for good.)
  *
  * The CPU throttle (--cpus where no cpu cgroup holds it) uses the same
- * freeze: the run's CPU time (its live processes' own and their reaped
+ * freeze: the call's CPU time (its live processes' own and their reaped
  * children's, and the launcher's reaped children's) is charged against
  * --cpus cores of allowance, half a second of it banked at most; while the
- * allowance is spent, the run is frozen. Processes that a parent ignoring
- * SIGCHLD reaps at once and that live less than a look are not seen: the
- * tolerance of the throttle. */
+ * allowance is spent, the run is frozen. Each call has an account of its
+ * own, opened full when it starts (memwatch_release() closes the last):
+ * what one call overdrew is never charged to the next in the same
+ * container. A stopped process uses no CPU, so what a process the throttle
+ * stopped used by the next look (past a clock tick of rounding) is a
+ * freeze that did not hold: a process that continues itself (a SIGCONT
+ * from a timer of its own, or from another process of the run). Past
+ * CPU_ESCAPE_MS of that, the run is stopped with the CPU verdict
+ * (MEMWATCH_CPU_OVER), as memory's is. So over any T seconds a
+ * call uses at most --cpus x (T + 0.5) CPU seconds, plus what it runs
+ * between two looks before a freeze (one look's interval on each core),
+ * plus CPU_ESCAPE_MS. Processes that a parent ignoring SIGCHLD reaps at
+ * once and that live less than a look are not seen: the tolerance of the
+ * throttle. */
 #include "memwatch.h"
 
 #include <dirent.h>
@@ -118,6 +130,10 @@ enum { MAX_PROCESSES = 1024, TABLE_SIZE = 2048 };
  * core of --cpus: over any T seconds a run uses at most --cpus x (T +
  * 0.5) CPU seconds. */
 #define CPU_BURST_MS 500
+/* The CPU that processes the throttle stopped may use, past a tick each
+ * look, before the run is stopped: only a process that continues itself
+ * uses any. */
+#define CPU_ESCAPE_MS 500
 
 struct proc {
 	pid_t pid; /* 0: an empty slot */
@@ -166,6 +182,9 @@ struct memwatch {
 	bool cpu_seen;
 	uint64_t cpu_ticks;
 	int64_t allowance_us;
+	/* CPU time, in clock ticks, that processes the throttle had stopped
+	 * used before the next look: a freeze that did not hold. */
+	uint64_t escaped_ticks;
 	bool frozen_memory, frozen_cpu;
 	/* A process it stopped was seen running at the last look (a timer of
 	 * its own sent SIGCONT): the freeze did not hold. */
@@ -583,6 +602,10 @@ void memwatch_release(struct memwatch *w)
 	for (size_t i = 0; i < TABLE_SIZE; i++)
 		w->table[i].stopped = false;
 	w->frozen_memory = w->frozen_cpu = false;
+	/* The next call's account: full, and counted from its first look. */
+	w->cpu_seen = false;
+	w->allowance_us = w->opt.cpus_milli * CPU_BURST_MS;
+	w->escaped_ticks = 0;
 }
 
 /* ---- a look ---------------------------------------------------------------- */
@@ -631,6 +654,12 @@ static int list_run(struct memwatch *w, int proc_fd, pid_t *pids, struct proc **
 			memcpy(p->at, now.at, sizeof p->at);
 			p->vanished = false;
 			w->escaped = w->escaped || (p->stopped && (p->state == 'R' || p->state == 'S'));
+			/* Stopped for the CPU at the last look, it ran since: by a
+			 * SIGCONT of its own. A tick is the clock's rounding (and
+			 * the moment between the last look's reading and its
+			 * SIGSTOP). */
+			if (was->stopped && w->frozen_cpu && now.own_cpu > was->own_cpu + 1)
+				w->escaped_ticks += now.own_cpu - was->own_cpu - 1;
 		} else {
 			*p = now;
 			p->init = w->opt.spare_init && namespace_init(proc_fd, entry->d_name);
@@ -894,6 +923,9 @@ enum memwatch_verdict memwatch_look(struct memwatch *w, int64_t now_ms,
 	if (r->locks > LOCKS_MAX)
 		verdict = MEMWATCH_OVER;
 	w->frozen_cpu = over_cpu(w, pids, n, init, elapsed_ms, &r->cpu_ms);
+	if (verdict == MEMWATCH_OK &&
+	    w->escaped_ticks * 1000 > (uint64_t)CPU_ESCAPE_MS * (uint64_t)ticks_per_second)
+		verdict = MEMWATCH_CPU_OVER;
 	if (verdict == MEMWATCH_OK && (w->frozen_memory || w->frozen_cpu)) {
 		freeze(w, proc_fd);
 	} else if (verdict == MEMWATCH_OK) {
@@ -911,7 +943,8 @@ enum memwatch_verdict memwatch_look(struct memwatch *w, int64_t now_ms,
 	r->kernel_bytes = t.kernel;
 	r->processes = n;
 	r->frozen = w->frozen_memory;
-	r->throttled = w->frozen_cpu;
+	r->throttled = w->frozen_cpu || verdict == MEMWATCH_CPU_OVER;
+	r->cpu_escaped_ms = w->escaped_ticks * 1000 / (uint64_t)ticks_per_second;
 	w->cpu_ns += (uint64_t)(thread_cpu_ns() - begin);
 	return verdict;
 }

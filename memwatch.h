@@ -73,21 +73,26 @@ struct memwatch_reading {
 				 being killed (MEMWATCH_OVER) */
 	bool throttled;       /* ... and for the CPU throttle */
 	uint64_t cpu_ms;      /* the run's CPU time so far, as seen */
+	uint64_t cpu_escaped_ms; /* ... of it used while frozen for the CPU */
 };
 
-enum memwatch_verdict { MEMWATCH_OK, MEMWATCH_OVER };
+/* MEMWATCH_CPU_OVER: the run used CPU while frozen for --cpus (its
+ * processes continue themselves): stopping cannot hold it to --cpus. */
+enum memwatch_verdict { MEMWATCH_OK, MEMWATCH_OVER, MEMWATCH_CPU_OVER };
 
 struct memwatch *memwatch_new(const struct memwatch_options *opt);
 /* One look at now_ms (loop_now_ms() clock). MEMWATCH_OVER when the run's
  * memory, exactly measured, is past the limit, or its locks past
  * LOCKS_MAX: the caller kills it. While the upper bound, after this
  * look's measures, is still past the limit, the run is frozen (SIGSTOP);
- * and while it has used more than --cpus cores, too. */
+ * and while it has used more than --cpus cores, too. MEMWATCH_CPU_OVER
+ * when that freeze does not hold: the caller kills it. */
 enum memwatch_verdict memwatch_look(struct memwatch *w, int64_t now_ms,
 		struct memwatch_reading *r);
 /* The call is over: what the watchdog stopped is let go of, without a
  * SIGCONT (it was killed with the call, or a session's launcher stopped
- * it for the wait until the next cell). */
+ * it for the wait until the next cell); the CPU account is the next
+ * call's, full. */
 void memwatch_release(struct memwatch *w);
 /* Forgets what it stopped without continuing it (the run is over). */
 void memwatch_free(struct memwatch *w);

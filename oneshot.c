@@ -33,11 +33,14 @@
 
 static const char read_hint[] = "name a readable file, or - for standard input";
 
+/* Once: a refusal, the call's end and a late deadline may each arrive
+ * after another has finished the run. */
 static void run_finished(struct oneshot *o)
 {
+	if (o->finished)
+		return;
 	o->finished = true;
-	loop_timer_cancel(o->deadline_timer);
-	o->deadline_timer = NULL;
+	loop_timer_cancel(&o->deadline_timer);
 	if (o->on_finished)
 		o->on_finished(o);
 	else
@@ -87,16 +90,15 @@ void oneshot_emit_printed(struct oneshot *o, int stream, printer *writer, const 
 }
 
 static bool pending_output(const struct oneshot *o);
-static void closing(struct loop_timer *t, void *data);
+static void close_at(struct oneshot *o, int64_t when);
+static void closing(struct oneshot *o);
 
 static void on_sink_drained(struct queue *q, void *data)
 {
 	struct oneshot *o = data;
-	if (o->flushing && !pending_output(o)) {
-		/* All delivered: close now, not at the deadline. */
-		loop_timer_cancel(o->close_timer);
-		o->close_timer = loop_timer(o->loop, 0, closing, o);
-	}
+	/* All delivered: close now, not at the deadline. */
+	if (o->flushing && !pending_output(o))
+		close_at(o, 0);
 	if (o->call && queue_pending(o->sink[0]) < SINK_PAUSE_AT &&
 	    queue_pending(o->sink[1]) < SINK_PAUSE_AT)
 		call_pause_output(o->call, false);
@@ -132,7 +134,14 @@ static void on_signal(int sig, void *data)
 
 void oneshot_signal(struct oneshot *o, int sig)
 {
-	if (o->signalled || o->finished)
+	if (o->flushing) {
+		/* Over, its output still on its way: who wants out does not
+		 * wait for a slow reader past the grace, and a client that is
+		 * gone (mute) not at all. */
+		close_at(o, o->mute ? 0 : loop_now_ms() + FLUSH_GRACE_MS);
+		return;
+	}
+	if (o->signalled || o->finished || o->closing)
 		return;
 	o->signalled = sig;
 	if (o->call) {
@@ -145,10 +154,11 @@ void oneshot_signal(struct oneshot *o, int sig)
 
 /* ---- the stages --------------------------------------------------------- */
 
-static void on_deadline(struct loop_timer *t, void *data)
+/* The deadline came (or had passed when the host check answered). */
+static void time_out(struct oneshot *o)
 {
-	struct oneshot *o = data;
-	o->deadline_timer = NULL;
+	if (o->finished)
+		return;
 	if (o->call) {
 		/* A started call has its own deadline; one that still waits
 		 * for a server's busy sandboxes ends here, nothing run. */
@@ -156,6 +166,7 @@ static void on_deadline(struct loop_timer *t, void *data)
 		error_set(&err, EXIT_TIMEOUT, "raise --timeout, or give the server more sandboxes "
 			"(serve --warm N)", "timed out after %ld s waiting for a warm sandbox; "
 			"nothing was run", o->cfg->number[SET_TIMEOUT]);
+		/* Its on_done, on a later turn, finishes the run. */
 		call_refuse_waiting(o->call, &err);
 		return;
 	}
@@ -165,13 +176,17 @@ static void on_deadline(struct loop_timer *t, void *data)
 	refuse(o);
 }
 
+static void on_deadline(void *data)
+{
+	time_out(data);
+}
+
 static void on_call_done(struct call *c, void *data)
 {
 	struct oneshot *o = data;
 	o->result = call_result_mutable(c);
 	/* The code is gone: nothing more of our stdin is wanted. */
-	loop_unwatch(o->input_watch);
-	o->input_watch = NULL;
+	loop_unwatch(&o->input_watch);
 	for (int s = 0; s < 2; s++)
 		if (o->stream)
 			oneshot_emit_code_output(o, s, NULL, 0, true);
@@ -187,14 +202,13 @@ static void on_call_done(struct call *c, void *data)
 static void end_input(struct oneshot *o)
 {
 	call_input_end(o->call);
-	loop_unwatch(o->input_watch);
-	o->input_watch = NULL;
+	loop_unwatch(&o->input_watch);
 	if (o->input_fd >= 0)
 		close(o->input_fd);
 	o->input_fd = -1;
 }
 
-static void on_input_readable(struct loop_watch *w, int fd, unsigned events, void *data)
+static void on_input_readable(int fd, unsigned events, void *data)
 {
 	struct oneshot *o = data;
 	char chunk[65536];
@@ -202,7 +216,7 @@ static void on_input_readable(struct loop_watch *w, int fd, unsigned events, voi
 	ssize_t n;
 	if (room == 0) {
 		/* The code is not reading: leave the rest in our stdin. */
-		loop_watch_events(w, 0);
+		loop_watch_events(o->input_watch, 0);
 		return;
 	}
 	while ((n = read(fd, chunk, room < sizeof chunk ? room : sizeof chunk)) < 0 &&
@@ -223,8 +237,7 @@ static void on_input_readable(struct loop_watch *w, int fd, unsigned events, voi
 static void on_input_room(struct call *c, void *data)
 {
 	struct oneshot *o = data;
-	if (o->input_watch)
-		loop_watch_events(o->input_watch, LOOP_READ);
+	loop_watch_events(o->input_watch, LOOP_READ);
 }
 
 /* Our stdin, when the code came from a file, is the code's, as with `sage
@@ -236,9 +249,8 @@ static void relay_input(struct oneshot *o)
 	if (!o->fds && isatty(0))
 		signal(SIGTTIN, SIG_IGN);
 	o->input_fd = reopen_nonblocking(fd_of(o, 0), O_RDONLY);
-	o->input_watch = o->input_fd < 0 ? NULL :
-		loop_watch(o->loop, o->input_fd, LOOP_READ, on_input_readable, o);
-	if (!o->input_watch)
+	if (o->input_fd < 0 ||
+	    loop_watch(&o->scope, &o->input_watch, o->input_fd, LOOP_READ, on_input_readable, o) < 0)
 		end_input(o);
 }
 
@@ -263,23 +275,22 @@ static void start_call(struct oneshot *o, struct runner *runner)
 		.display_last = strcmp(o->cfg->value[SET_DISPLAY], "last") == 0},
 		.keep_output = !o->stream, .on_output = on_call_output,
 		.on_input_room = on_input_room, .on_done = on_call_done, .data = o};
+	/* Its on_done comes on a later turn, a refusal's too: the call is
+	 * ours to feed until then, and a refused one takes nothing. */
 	o->call = runner_submit(runner, &spec);
-	if (from_file && !o->finished)
+	if (from_file)
 		relay_input(o);
 }
 
 static void on_host(struct host *h, void *data)
 {
 	struct oneshot *o = data;
-	o->host_checking = false;
-	if (o->closed_while_checking) {
-		o->closed(o);
-		return;
-	}
 	if (o->finished)
 		return;
+	/* A run whose deadline passed while podman was asked, or had passed
+	 * before it began (a client's start time long gone), runs nothing. */
 	if (loop_now_ms() >= o->deadline) {
-		on_deadline(NULL, o);
+		time_out(o);
 	} else if (h->refusal.status) {
 		o->err = h->refusal;
 		refuse(o);
@@ -301,12 +312,11 @@ static void check_host(struct oneshot *o)
 		refuse(o);
 		return;
 	}
-	o->host_checking = true;
-	host_check(o->loop, o->cfg, o->deadline, true, &o->host, on_host, o);
+	host_check(o->loop, &o->host_check, o->cfg, o->deadline, true, &o->host, on_host, o);
 }
 
 /* Reads what is there; at the end (or past the size limit) goes on. */
-static void on_code_readable(struct loop_watch *w, int fd, unsigned events, void *data)
+static void on_code_readable(int fd, unsigned events, void *data)
 {
 	struct oneshot *o = data;
 	char chunk[65536];
@@ -319,8 +329,7 @@ static void on_code_readable(struct loop_watch *w, int fd, unsigned events, void
 	if (n < 0) {
 		error_set(&o->err, EXIT_REFUSED, read_hint, "cannot read %s: %s", code_origin(o),
 			strerror(errno));
-		loop_unwatch(w);
-		o->code_watch = NULL;
+		loop_unwatch(&o->code_watch);
 		refuse(o);
 		return;
 	}
@@ -331,8 +340,7 @@ static void on_code_readable(struct loop_watch *w, int fd, unsigned events, void
 			return;
 	}
 	/* End of file, or one byte too many: enough to decide. */
-	loop_unwatch(w);
-	o->code_watch = NULL;
+	loop_unwatch(&o->code_watch);
 	if (!o->code_read.data)
 		buffer_append(&o->code_read, "", 0);
 	o->code = o->code_read.data;
@@ -375,8 +383,8 @@ static void read_code(struct oneshot *o)
 		refuse(o);
 		return;
 	}
-	o->code_watch = loop_watch(o->loop, o->code_read_fd, LOOP_READ, on_code_readable, o);
-	if (!o->code_watch) {
+	if (loop_watch(&o->scope, &o->code_watch, o->code_read_fd, LOOP_READ, on_code_readable,
+			o) < 0) {
 		error_set(&o->err, EXIT_REFUSED, read_hint, "cannot read %s: %s", code_origin(o),
 			strerror(errno));
 		refuse(o);
@@ -398,6 +406,7 @@ int oneshot_begin(struct oneshot *o)
 			return -1;
 		}
 	}
+	loop_scope_init(&o->scope, o->loop, "a run");
 	for (int s = 0; s < 2; s++) {
 		o->escape[s] = !o->show_control_chars && isatty(fd_of(o, 1 + s));
 		int fd = reopen_nonblocking(fd_of(o, 1 + s), O_WRONLY);
@@ -422,7 +431,7 @@ int oneshot_begin(struct oneshot *o)
 void oneshot_start(struct oneshot *o)
 {
 	o->deadline = o->started_at + o->cfg->number[SET_TIMEOUT] * 1000;
-	o->deadline_timer = loop_timer(o->loop, o->deadline, on_deadline, o);
+	loop_timer_arm(&o->scope, &o->deadline_timer, o->deadline, on_deadline, o);
 	if (o->code)
 		check_host(o);
 	else
@@ -473,12 +482,21 @@ static bool pending_output(const struct oneshot *o)
 	return false;
 }
 
-/* Delivered, or out of time: everything goes. */
-static void closing(struct loop_timer *t, void *data)
+/* The one place where everything the run holds goes: its watches and
+ * timers (its scope), the signals, the queues with what they still hold,
+ * the call, a runner of its own, its descriptors. */
+static void release(struct oneshot *o)
 {
-	struct oneshot *o = data;
-	loop_timer_cancel(o->close_timer);
-	o->close_timer = NULL;
+	if (o->released)
+		return;
+	o->released = true;
+	o->flushing = false;
+	loop_scope_end(&o->scope);
+	/* A check still asking podman is cancelled: it would write into
+	 * o->host. */
+	host_check_cancel(&o->host_check);
+	stop_signals_free(o->signals);
+	o->signals = NULL;
 	for (int s = 0; s < 2; s++) {
 		queue_free(o->sink[s]);
 		o->sink[s] = NULL;
@@ -501,53 +519,74 @@ static void closing(struct loop_timer *t, void *data)
 		close(o->input_fd);
 	o->code_read_fd = o->input_fd = -1;
 	buffer_free(&o->code_read);
-	/* A loop of its own ends the check as it is freed. */
-	if (o->host_checking && !o->own_loop) {
-		o->closed_while_checking = true;
-		return;
-	}
+}
+
+/* Delivered, or out of time: everything goes, and the owner hears of it. */
+static void closing(struct oneshot *o)
+{
+	o->flushing = false;
+	loop_timer_cancel(&o->close_timer);
+	release(o);
 	o->closed(o);
+}
+
+static void on_close_timer(void *data)
+{
+	closing(data);
+}
+
+/* The flush ends at when, or sooner: never later than already set. */
+static void close_at(struct oneshot *o, int64_t when)
+{
+	if (!o->flushing || (loop_timer_armed(&o->close_timer) && when >= o->close_at))
+		return;
+	o->close_at = when;
+	loop_timer_arm(&o->scope, &o->close_timer, when, on_close_timer, o);
 }
 
 void oneshot_close(struct oneshot *o, void (*closed)(struct oneshot *o))
 {
+	if (o->closing)
+		return;
+	o->closing = true;
+	/* Over, whether or not it finished: nothing later finishes it. */
+	o->finished = true;
 	/* An interrupted run gets the grace only: the caller wants out. */
 	int64_t until = loop_now_ms() + FLUSH_GRACE_MS;
 	bool interrupted = o->signalled || (o->result && o->result->interrupted_by);
 	if (o->deadline > until && !interrupted)
 		until = o->deadline;
 	o->closed = closed;
-	stop_signals_free(o->signals);
-	o->signals = NULL;
-	loop_unwatch(o->code_watch);
-	o->code_watch = NULL;
-	loop_unwatch(o->input_watch);
-	o->input_watch = NULL;
-	loop_timer_cancel(o->deadline_timer);
-	o->deadline_timer = NULL;
+	loop_unwatch(&o->code_watch);
+	loop_unwatch(&o->input_watch);
+	loop_timer_cancel(&o->deadline_timer);
 	/* Deliver what is queued; a reader that stopped reading gets until
 	 * the deadline, never forever. Out of the caller's stack either way:
 	 * it may be the runner's. */
 	o->flushing = true;
-	o->close_timer = loop_timer(o->loop, pending_output(o) && !o->mute ? until : 0, closing, o);
+	close_at(o, pending_output(o) && !o->mute ? until : 0);
 }
 
 static void quit_own_loop(struct oneshot *o)
 {
 	loop_quit(o->loop);
-	o->flushing = false; /* over: the loop below stops */
 }
 
 void oneshot_end(struct oneshot *o)
 {
-	oneshot_close(o, quit_own_loop);
-	while (o->flushing) {
-		if (loop_run(o->loop) < 0) {
-			closing(NULL, o);
-			break;
-		}
+	if (o->loop) {
+		oneshot_close(o, quit_own_loop);
+		/* To the close's end. A loop that failed, or that has nothing
+		 * left to wait for, ends it here. */
+		loop_run(o->loop);
 	}
+	release(o);
 	if (o->own_loop)
 		loop_free(o->loop);
 	o->loop = NULL;
+}
+
+void oneshot_discard(struct oneshot *o)
+{
+	release(o);
 }

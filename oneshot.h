@@ -56,6 +56,9 @@ struct oneshot {
 	struct run_result *result; /* when it ran: the call's */
 
 	/* private */
+	/* Its watches and timers: ended, with everything else it holds, in
+	 * one place (release() in oneshot.c). */
+	struct loop_scope scope;
 	bool own_loop;
 	struct queue *sink[2];
 	bool escape[2]; /* that stream is a terminal: the code's controls are shown */
@@ -67,15 +70,16 @@ struct oneshot {
 	int code_read_fd, input_fd;
 	struct buffer code_read;
 	struct host host;        /* owned: what the host check found */
-	/* The host check cannot be cancelled: on a shared loop (the
-	 * server's), a run closed meanwhile is handed back (closed) only once
-	 * its answer has come, which writes into host. */
-	bool host_checking, closed_while_checking;
+	struct host_check *host_check; /* while it asks podman: cancelled at release */
 	struct runner *runner;   /* owned unless runner_for gave it */
 	struct call *call;       /* the runner's, until the close frees it */
 	const char **argv;       /* the call's arguments: owned, kept until its end */
-	bool finished, flushing;
-	int64_t deadline;
+	/* finished: the result or the refusal is known (on_finished was
+	 * called, once). closing: oneshot_close was called (once is all it
+	 * takes). flushing: the queued output is on its way, until close_at.
+	 * released: everything above has gone. */
+	bool finished, closing, flushing, released;
+	int64_t deadline, close_at;
 	void (*closed)(struct oneshot *o);
 };
 
@@ -110,9 +114,15 @@ void oneshot_emit_printed(struct oneshot *o, int stream, printer *writer, const 
  * object. The exit status of the run. */
 int oneshot_report_run(struct oneshot *o, bool json);
 /* Delivers what is queued (until the run's deadline, and at least one more
- * second), frees everything, then calls closed (which may free o). */
+ * second; a stop signal meanwhile cuts that short), frees everything, then
+ * calls closed (which may free o), never from inside this call. Finished or
+ * not, the run is over: a second close, a signal, a late deadline change
+ * nothing. */
 void oneshot_close(struct oneshot *o, void (*closed)(struct oneshot *o));
 /* oneshot_close on its own loop, to its end. */
 void oneshot_end(struct oneshot *o);
+/* Frees everything now, closed never called: for a run abandoned with its
+ * loop (the server's, when the loop itself failed). Idempotent. */
+void oneshot_discard(struct oneshot *o);
 
 #endif

@@ -59,7 +59,7 @@ fail:;
 	_exit(127);
 }
 
-static void on_exit_ready(struct loop_watch *w, int fd, unsigned events, void *data)
+static void on_exit_ready(int fd, unsigned events, void *data)
 {
 	struct process *p = data;
 	siginfo_t info = {0};
@@ -77,10 +77,10 @@ static void on_exit_ready(struct loop_watch *w, int fd, unsigned events, void *d
 	} else {
 		status = 128 + info.si_status;
 	}
-	loop_unwatch(p->exit_watch);
-	p->exit_watch = NULL;
+	loop_unwatch(&p->exit_watch);
 	p->exited = true;
 	p->status = status;
+	/* Last: on_exit may free the struct p lives in. */
 	if (p->on_exit)
 		p->on_exit(p, status, p->data);
 }
@@ -101,6 +101,7 @@ int process_spawn(struct loop *loop, struct process *p, const struct process_spe
 
 	*p = (struct process){.pid = -1, .pidfd = -1, .stdin_fd = -1, .stdout_fd = -1,
 		.stderr_fd = -1, .on_exit = spec->on_exit, .data = spec->data};
+	loop_scope_init(&p->scope, loop, "a child process");
 	if ((!spec->pipe_stdin || !spec->pipe_stdout || !spec->pipe_stderr) &&
 	    (null_fd = open("/dev/null", O_RDWR | O_CLOEXEC)) < 0)
 		return -1;
@@ -146,8 +147,7 @@ int process_spawn(struct loop *loop, struct process *p, const struct process_spe
 	close(error_pipe[0]);
 	error_pipe[0] = -1;
 
-	p->exit_watch = loop_watch(loop, p->pidfd, LOOP_READ, on_exit_ready, p);
-	if (!p->exit_watch) {
+	if (loop_watch(&p->scope, &p->exit_watch, p->pidfd, LOOP_READ, on_exit_ready, p) < 0) {
 		saved = errno;
 		pidfd_send_signal(p->pidfd, SIGKILL, NULL, 0);
 		while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
@@ -197,6 +197,18 @@ int process_signal(struct process *p, int sig)
 	return pidfd_send_signal(p->pidfd, sig, NULL, 0);
 }
 
+/* The one place a process's watch is released and its descriptors closed. */
+static void process_close(struct process *p)
+{
+	loop_scope_end(&p->scope);
+	int *fds[] = {&p->pidfd, &p->stdin_fd, &p->stdout_fd, &p->stderr_fd};
+	for (size_t i = 0; i < sizeof fds / sizeof fds[0]; i++) {
+		if (*fds[i] >= 0)
+			close(*fds[i]);
+		*fds[i] = -1;
+	}
+}
+
 void process_release(struct process *p)
 {
 	if (p->pidfd >= 0 && !p->exited) {
@@ -206,14 +218,19 @@ void process_release(struct process *p)
 			;
 		p->exited = true;
 	}
-	loop_unwatch(p->exit_watch);
-	p->exit_watch = NULL;
-	int *fds[] = {&p->pidfd, &p->stdin_fd, &p->stdout_fd, &p->stderr_fd};
-	for (size_t i = 0; i < sizeof fds / sizeof fds[0]; i++) {
-		if (*fds[i] >= 0)
-			close(*fds[i]);
-		*fds[i] = -1;
+	process_close(p);
+}
+
+void process_abandon(struct process *p)
+{
+	if (p->pidfd >= 0 && !p->exited) {
+		/* Ended already, its exit not yet heard of: reaped now, not
+		 * left a zombie. */
+		siginfo_t info = {0};
+		if (waitid(P_PIDFD, (id_t)p->pidfd, &info, WEXITED | WNOHANG) == 0 && info.si_pid)
+			p->exited = true;
 	}
+	process_close(p);
 }
 
 ssize_t read_available(int fd, struct buffer *b, size_t max)
@@ -238,63 +255,77 @@ ssize_t read_available(int fd, struct buffer *b, size_t max)
 #define CAPTURE_DRAIN_MS 1000
 
 struct capture_run {
-	struct loop *proc_loop;
+	struct loop_scope scope; /* the pipes' watches and the timer */
+	struct capture_run **slot; /* the owner's, or NULL */
 	struct process proc;
 	struct loop_watch *out_watch, *err_watch;
 	struct loop_timer *timer;
 	struct capture cap;
 	capture_callback *done;
 	void *data;
-	bool finished;
 };
 
+/* The one end of a run: its handles released, its child released (killed
+ * and reaped if it still runs) or abandoned, the owner's slot cleared. */
+static void capture_run_free(struct capture_run *r, bool abandon)
+{
+	loop_scope_end(&r->scope);
+	if (abandon)
+		process_abandon(&r->proc);
+	else
+		process_release(&r->proc);
+	if (r->slot)
+		*r->slot = NULL;
+	free(r);
+}
+
+/* Called last by every callback of the run: done may free its owner, and
+ * the run is gone before done runs. */
 static void capture_maybe_done(struct capture_run *r)
 {
-	if (!r->proc.exited || r->out_watch || r->err_watch || r->finished)
+	if (!r->proc.exited || r->out_watch || r->err_watch)
 		return;
-	r->finished = true;
-	loop_timer_cancel(r->timer);
-	r->timer = NULL;
-	process_release(&r->proc);
 	capture_callback *done = r->done;
 	void *data = r->data;
 	struct capture cap = r->cap;
-	free(r);
+	capture_run_free(r, false);
 	done(&cap, data);
 }
 
-static void capture_stream(struct loop_watch *w, int fd, unsigned events, void *data)
+static void capture_stream(struct capture_run *r, int fd, bool is_out)
 {
-	struct capture_run *r = data;
-	bool is_out = w == r->out_watch;
 	ssize_t n = read_available(fd, is_out ? &r->cap.out : &r->cap.err, CAPTURE_MAX);
 	if (n > 0 || (n < 0 && errno == EAGAIN))
 		return;
-	loop_unwatch(w);
-	if (is_out)
-		r->out_watch = NULL;
-	else
-		r->err_watch = NULL;
+	loop_unwatch(is_out ? &r->out_watch : &r->err_watch);
 	capture_maybe_done(r);
 }
 
-static void capture_timeout(struct loop_timer *t, void *data);
+static void capture_out(int fd, unsigned events, void *data)
+{
+	capture_stream(data, fd, true);
+}
+
+static void capture_err(int fd, unsigned events, void *data)
+{
+	capture_stream(data, fd, false);
+}
+
+static void capture_timeout(void *data);
 
 static void capture_exit(struct process *p, int status, void *data)
 {
 	struct capture_run *r = data;
 	r->cap.status = status;
-	if (r->out_watch || r->err_watch) {
-		loop_timer_cancel(r->timer);
-		r->timer = loop_timer(r->proc_loop, loop_now_ms() + CAPTURE_DRAIN_MS, capture_timeout, r);
-	}
+	if (r->out_watch || r->err_watch)
+		loop_timer_arm(&r->scope, &r->timer, loop_now_ms() + CAPTURE_DRAIN_MS,
+			capture_timeout, r);
 	capture_maybe_done(r);
 }
 
-static void capture_timeout(struct loop_timer *t, void *data)
+static void capture_timeout(void *data)
 {
 	struct capture_run *r = data;
-	r->timer = NULL;
 	/* Past its deadline while running: killed. Past the drain after its
 	 * exit: its status stands, the pipes are let go. */
 	if (!r->proc.exited) {
@@ -302,14 +333,13 @@ static void capture_timeout(struct loop_timer *t, void *data)
 		process_signal(&r->proc, SIGKILL);
 	}
 	/* A descendant may hold the pipes: stop listening to them. */
-	loop_unwatch(r->out_watch);
-	loop_unwatch(r->err_watch);
-	r->out_watch = r->err_watch = NULL;
+	loop_unwatch(&r->out_watch);
+	loop_unwatch(&r->err_watch);
 	capture_maybe_done(r);
 }
 
-int capture_start(struct loop *loop, char *const argv[], char *const envp[], int64_t deadline,
-		capture_callback *done, void *data)
+int capture_start(struct loop *loop, struct capture_run **slot, char *const argv[],
+		char *const envp[], int64_t deadline, capture_callback *done, void *data)
 {
 	struct capture_run *r = calloc(1, sizeof *r);
 	if (!r)
@@ -317,23 +347,45 @@ int capture_start(struct loop *loop, char *const argv[], char *const envp[], int
 	struct process_spec spec = {.argv = argv, .envp = envp, .pipe_stdout = true,
 		.pipe_stderr = true, .pass_fd = -1, .on_exit = capture_exit, .data = r};
 	r->cap.status = -1;
-	r->proc_loop = loop;
 	r->done = done;
 	r->data = data;
+	loop_scope_init(&r->scope, loop, "a captured command");
 	if (process_spawn(loop, &r->proc, &spec) < 0) {
 		int saved = errno;
 		free(r);
 		errno = saved;
 		return -1;
 	}
-	r->out_watch = loop_watch(loop, r->proc.stdout_fd, LOOP_READ, capture_stream, r);
-	r->err_watch = loop_watch(loop, r->proc.stderr_fd, LOOP_READ, capture_stream, r);
-	r->timer = loop_timer(loop, deadline, capture_timeout, r);
+	/* Output that cannot be watched could not be captured: the command
+	 * is killed, and counts as not started. */
+	if (loop_watch(&r->scope, &r->out_watch, r->proc.stdout_fd, LOOP_READ, capture_out, r) < 0 ||
+	    loop_watch(&r->scope, &r->err_watch, r->proc.stderr_fd, LOOP_READ, capture_err, r) < 0) {
+		int saved = errno;
+		capture_run_free(r, false);
+		errno = saved;
+		return -1;
+	}
+	loop_timer_arm(&r->scope, &r->timer, deadline, capture_timeout, r);
+	if (slot) {
+		capture_abandon(slot);
+		*slot = r;
+		r->slot = slot;
+	}
 	return 0;
+}
+
+void capture_abandon(struct capture_run **slot)
+{
+	struct capture_run *r = *slot;
+	if (!r)
+		return;
+	capture_free(&r->cap);
+	capture_run_free(r, true);
 }
 
 struct capture_wait {
 	struct loop *loop;
+	struct capture_run *run;
 	struct capture *cap;
 };
 
@@ -350,12 +402,15 @@ int capture_command(char *const argv[], char *const envp[], int timeout_ms, stru
 	*cap = (struct capture){.status = -1};
 	if (!w.loop)
 		return -1;
-	if (capture_start(w.loop, argv, envp, loop_now_ms() + timeout_ms, capture_waited, &w) < 0) {
+	if (capture_start(w.loop, &w.run, argv, envp, loop_now_ms() + timeout_ms, capture_waited,
+		    &w) < 0) {
 		cap->exec_errno = errno;
 		loop_free(w.loop);
 		return -1;
 	}
 	int rc = loop_run(w.loop);
+	/* Only a loop that failed leaves the run unfinished. */
+	capture_abandon(&w.run);
 	loop_free(w.loop);
 	return rc;
 }

@@ -34,7 +34,9 @@ struct process {
 	int stdin_fd, stdout_fd, stderr_fd;
 	bool exited;
 	int status;
-	/* private */
+	/* private: the exit watch lives in the process's scope, released by
+	 * process_release() or process_abandon(). */
+	struct loop_scope scope;
 	struct loop_watch *exit_watch;
 	process_exit_callback *on_exit;
 	void *data;
@@ -51,6 +53,11 @@ int process_signal(struct process *p, int sig);
 /* Stops watching the child and closes our ends; kills and reaps it first if
  * it is still running. */
 void process_release(struct process *p);
+/* Stops watching the child and closes our ends, but lets it run on to its
+ * own end: for a child whose work must outlive its owner (a `podman rm`).
+ * Reaped here if it has already ended; else never by us (it stays a zombie
+ * once it ends, until sage-sandbox exits). on_exit is never called. */
+void process_abandon(struct process *p);
 
 /* What a captured command did. */
 struct capture {
@@ -63,11 +70,21 @@ struct capture {
  * was killed and reaped). The callee owns cap's buffers. */
 typedef void capture_callback(struct capture *cap, void *data);
 
+/* A capture on its way: held in a slot of its owner, which it clears
+ * before done is called. */
+struct capture_run;
 /* Runs argv on the loop with no input, capturing up to 64 KiB of each
  * stream, killing it at deadline (loop_now_ms() clock). 0, or -1 with errno
- * when it could not be started (done is then not called). */
-int capture_start(struct loop *loop, char *const argv[], char *const envp[], int64_t deadline,
-		capture_callback *done, void *data);
+ * when it could not be started (done is then not called). slot: where the
+ * run is held until done (so that its owner can abandon it; a run it still
+ * held is abandoned first), or NULL for a run whose done always comes. */
+int capture_start(struct loop *loop, struct capture_run **slot, char *const argv[],
+		char *const envp[], int64_t deadline, capture_callback *done, void *data);
+/* Lets go of the run in *slot, if any, and clears the slot: done is never
+ * called, nothing of the run points at its owner any more, and the command
+ * runs on to its own end (process_abandon()), its output unread. For an
+ * owner freed while a command it started must still finish. */
+void capture_abandon(struct capture_run **slot);
 /* The same to its end on a loop of its own: for commands that only ask
  * podman something (status, cleanup). 0 if it ran, -1 with cap->exec_errno
  * set if it could not be started. */

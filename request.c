@@ -34,6 +34,11 @@ size_t request_fd_count(const struct request *req)
 	return 3 + (req->file != NULL) + (req->output_dir != NULL) + req->input_count;
 }
 
+int64_t request_started_at(const struct request *req, int64_t now)
+{
+	return req->started_at < now ? req->started_at : now;
+}
+
 static void put_le(struct buffer *out, uint64_t v, int bytes)
 {
 	for (int i = 0; i < bytes; i++) {

@@ -58,6 +58,13 @@ struct request {
  * set), then each input's. */
 size_t request_fd_count(const struct request *req);
 
+/* When the run started, as its deadline (start + --timeout) counts: the
+ * client's start, but never later than now, so that a start time from the
+ * future buys no time past --timeout (nor a deadline past INT64_MAX). A
+ * start long gone is kept: the deadline has passed, and the run times out
+ * with nothing run, as the client's own would have. */
+int64_t request_started_at(const struct request *req, int64_t now);
+
 /* Encodes req (kind and, for a run, every field) into out. */
 void request_encode(const struct request *req, struct buffer *out);
 /* Decodes a message; -1 with why set on anything malformed: an unknown

@@ -104,7 +104,7 @@ bool describe_stop(const struct run_result *r, const struct config *cfg,
 		const struct timeout_knob *knob, char *buf, size_t size)
 {
 	static const struct timeout_knob option = {"--timeout", 600};
-	char name[32], memory[32];
+	char name[32], memory[32], cpus[32];
 	if (!knob)
 		knob = &option;
 	const char *by = stopped_by(r);
@@ -127,6 +127,14 @@ bool describe_stop(const struct run_result *r, const struct config *cfg,
 		snprintf(buf, size, "did not stop within %d s of its interrupt at %s; the session "
 			"ended and its state is lost; raise %s (at most %ld) or split the work",
 			SESSION_INTERRUPT_GRACE_MS / 1000, limit, knob->name, knob->most);
+	else if (r->timed_out && r->throttled)
+		/* The CPU limit shaped the outcome: it held the run to its share
+		 * until the clock ran out. */
+		snprintf(buf, size, "timed out after %ld s, held back to --cpus %s by the CPU "
+			"throttle; %s; raise %s (at most %ld) or --cpus",
+			cfg->number[SET_TIMEOUT], setting_text(cfg, SET_CPUS, cpus, sizeof cpus),
+			r->after == AFTER_NEXT ? "its processes were killed and the container serves "
+			"the next call" : "the container was stopped", knob->name, knob->most);
 	else if (r->timed_out && r->after == AFTER_NEXT)
 		snprintf(buf, size, "timed out after %ld s; its processes were killed and the "
 			"container serves the next call; raise %s (at most %ld)",
@@ -157,7 +165,12 @@ bool describe_stop(const struct run_result *r, const struct config *cfg,
 			(unsigned long long)(r->kernel_seen >> 20),
 			(unsigned long long)r->mappings_seen);
 	}
-	else if (r->cpu_limit_exceeded) {
+	else if (r->cpu_limit_exceeded && r->cpu_escaped) {
+		snprintf(buf, size, "the run's processes went on using the CPU while the throttle "
+			"held them stopped for --cpus %s (a process that continues itself); the "
+			"container was stopped; let the code's processes be stopped",
+			setting_text(cfg, SET_CPUS, cpus, sizeof cpus));
+	} else if (r->cpu_limit_exceeded) {
 		snprintf(buf, size, "the code used its CPU time limit of %llu s (--timeout x "
 			"--cpus) and the kernel killed it; raise --timeout or --cpus",
 			(unsigned long long)rl[RL_CPU].value);
@@ -195,6 +208,8 @@ void write_run_fields(struct json *j, const struct run_result *r, const struct c
 	jw_bool(j, r->memory_limit_exceeded);
 	jw_key(j, "cpu_limit_exceeded");
 	jw_bool(j, r->cpu_limit_exceeded);
+	jw_key(j, "throttled");
+	jw_bool(j, r->throttled);
 	jw_key(j, "stdout");
 	jw_string(j, r->out.data ? r->out.data : "", r->out.len);
 	jw_key(j, "stderr");

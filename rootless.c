@@ -82,11 +82,24 @@ static void parse_and_cache(const struct capture *cap, const struct buffer *key,
 }
 
 struct rootless_query {
+	struct rootless_query **slot; /* the caller's, cleared at the end */
+	struct capture_run *info;     /* podman info, until it answers */
 	struct buffer key;
 	struct argv_builder args;
 	rootless_callback *done;
 	void *data;
 };
+
+/* The one end of a query: answered, cancelled or never started. */
+static void query_free(struct rootless_query *q)
+{
+	capture_abandon(&q->info);
+	if (q->slot)
+		*q->slot = NULL;
+	buffer_free(&q->key);
+	args_free(&q->args);
+	free(q);
+}
 
 static void info_answered(struct capture *cap, void *data)
 {
@@ -96,15 +109,20 @@ static void info_answered(struct capture *cap, void *data)
 	capture_free(cap);
 	rootless_callback *done = q->done;
 	void *done_data = q->data;
-	buffer_free(&q->key);
-	args_free(&q->args);
-	free(q);
+	query_free(q);
 	done(&host, done_data);
 }
 
-int rootless_check(struct loop *loop, const char *podman, int64_t deadline,
-		rootless_callback *done, void *data)
+void rootless_cancel(struct rootless_query **slot)
 {
+	if (*slot)
+		query_free(*slot);
+}
+
+int rootless_check(struct loop *loop, struct rootless_query **slot, const char *podman,
+		int64_t deadline, rootless_callback *done, void *data)
+{
+	*slot = NULL;
 	struct podman_host host;
 	if (refused_early(&host)) {
 		done(&host, data);
@@ -124,15 +142,15 @@ int rootless_check(struct loop *loop, const char *podman, int64_t deadline,
 	q->data = data;
 	podman_info_args(&q->args, podman);
 	int64_t limit = loop_now_ms() + PODMAN_INFO_TIMEOUT_MS;
-	if (capture_start(loop, q->args.arg, podman_environment(), deadline < limit ? deadline : limit,
-		    info_answered, q) < 0) {
+	if (capture_start(loop, &q->info, q->args.arg, podman_environment(),
+		    deadline < limit ? deadline : limit, info_answered, q) < 0) {
 		int saved = errno;
-		buffer_free(&q->key);
-		args_free(&q->args);
-		free(q);
+		query_free(q);
 		errno = saved;
 		return -1;
 	}
+	q->slot = slot;
+	*slot = q;
 	return 0;
 }
 

@@ -7,6 +7,11 @@
  * A slot points at the call it runs only between handing it over and the
  * sandbox's on_done, where the result moves into the call and the slot
  * lets go of it: a call freed after its answer is pointed at by nothing.
+ * A call freed while it runs is let go of at call_free, its program too.
+ * A call's on_done comes from the loop, never from inside a call of the
+ * front end's into the runner: a call that ends without a sandbox's word
+ * (refused, cancelled, drained) hears of it on the loop's next look at its
+ * timers.
  *
  * Kinds of slot, by the policy of runner_options:
  *   once     one call, then the container ends: started for a call, or
@@ -41,6 +46,7 @@ enum slot_kind { SLOT_ONCE, SLOT_SERIAL, SLOT_SESSION };
 
 struct slot {
 	struct runner *r;
+	struct loop_scope scope; /* its timers, released by slot_free() */
 	struct sandbox *sb; /* owned: freed at on_released */
 	enum slot_kind kind;
 	struct call *call;  /* the call it runs, from hand-over to on_done */
@@ -58,6 +64,8 @@ enum call_state { CALL_WAITING, CALL_RUNNING, CALL_DONE };
 
 struct call {
 	struct runner *r;
+	struct loop_scope scope;        /* released by call_destroy() */
+	struct loop_timer *done_timer;  /* on_done on its way, for a call that never ran */
 	struct call_spec spec;
 	enum call_state state;
 	struct slot *slot;        /* while running */
@@ -71,11 +79,13 @@ struct call {
 
 struct runner {
 	struct runner_options opt;
+	struct loop_scope scope; /* its timers, released by runner_free() */
 	struct slot *slots;
 	struct call *calls;
 	int warm_failures;   /* warm starts in a row that never got ready */
 	int serial_failures; /* serial starts in a row that never got ready */
 	struct loop_timer *refill_timer;
+	struct loop_timer *drain_check; /* a drain's end looked at, later */
 	bool backoff_over;   /* the refill timer fired: the next start goes now */
 	int64_t created_at;
 	bool first_ready_logged;
@@ -228,13 +238,31 @@ void call_pause_output(struct call *c, bool paused)
 		sandbox_pause_output(c->slot->sb, paused);
 }
 
+static void check_drained(struct runner *r);
+
+static void on_drain_check(void *data)
+{
+	check_drained(data);
+}
+
+static void deliver_done(void *data)
+{
+	struct call *c = data;
+	struct runner *r = c->r;
+	c->spec.on_done(c, c->spec.data); /* may free c, never r */
+	if (r->draining)
+		check_drained(r); /* last: its done may free the runner */
+}
+
 /* The call is over without a sandbox's word: refused, cancelled or drained
- * before it ran. */
+ * before it ran. Its result is there at once; on_done comes later, from
+ * the loop, so that whoever asked (runner_submit, call_cancel, a refusal)
+ * returns first with the call still theirs. */
 static void end_unstarted(struct call *c, const struct run_result *why)
 {
 	c->result = *why;
 	c->state = CALL_DONE;
-	c->spec.on_done(c, c->spec.data);
+	loop_timer_arm(&c->scope, &c->done_timer, 0, deliver_done, c);
 }
 
 static void refuse(struct call *c, const struct error *err)
@@ -248,10 +276,8 @@ void call_cancel(struct call *c, int sig)
 	if (c->state == CALL_RUNNING) {
 		sandbox_stop(c->slot->sb, STOP_SIGNAL, sig);
 	} else if (c->state == CALL_WAITING) {
-		/* on_done may free the call (as runner_drain allows). */
-		struct runner *r = c->r;
 		end_unstarted(c, &(struct run_result){.interrupted_by = sig, .exit_code = 128 + sig});
-		pump(r);
+		pump(c->r);
 	}
 }
 
@@ -259,10 +285,19 @@ bool call_refuse_waiting(struct call *c, const struct error *err)
 {
 	if (c->state != CALL_WAITING)
 		return false;
-	struct runner *r = c->r;
 	refuse(c, err);
-	pump(r);
+	pump(c->r);
 	return true;
+}
+
+/* The one place a call's on_done on its way is dropped and its memory
+ * freed. */
+static void call_destroy(struct call *c)
+{
+	loop_scope_end(&c->scope);
+	buffer_free(&c->result.out);
+	buffer_free(&c->result.err);
+	free(c);
 }
 
 void call_free(struct call *c)
@@ -270,17 +305,24 @@ void call_free(struct call *c)
 	if (!c)
 		return;
 	struct runner *r = c->r;
+	bool done_coming = loop_timer_armed(&c->done_timer);
 	if (c->state == CALL_RUNNING) {
 		/* Freed before its end (the front end was stopped): the slot
-		 * lets go of it, and the container goes. */
+		 * lets go of it, and the container goes. The sandbox lets go
+		 * of the program as well (code, arguments, files in and out),
+		 * which the front end frees next. */
 		c->slot->call = NULL;
 		c->slot->leaving = true;
 		sandbox_stop(c->slot->sb, STOP_SIGNAL, SIGTERM);
+		sandbox_drop_program(c->slot->sb);
 	}
 	unlink_call(c);
-	buffer_free(&c->result.out);
-	buffer_free(&c->result.err);
-	free(c);
+	call_destroy(c);
+	/* A drain that waited for this call's on_done waits no more: it is
+	 * looked at from the loop, never inside call_free (its done may free
+	 * the runner). */
+	if (done_coming && r->draining)
+		loop_timer_arm(&r->scope, &r->drain_check, 0, on_drain_check, r);
 	pump(r);
 }
 
@@ -290,6 +332,7 @@ struct call *runner_submit(struct runner *r, const struct call_spec *spec)
 	if (!c)
 		abort();
 	c->r = r;
+	loop_scope_init(&c->scope, r->opt.loop, "a call");
 	c->spec = *spec;
 	struct call **end = &r->calls;
 	while (*end)
@@ -316,10 +359,14 @@ static void unlink_slot(struct slot *gone)
 		}
 }
 
+/* Drained: every sandbox released, and every on_done delivered. */
 static void check_drained(struct runner *r)
 {
 	if (!r->draining || r->slots || !r->drained)
 		return;
+	for (const struct call *c = r->calls; c; c = c->next)
+		if (loop_timer_armed(&c->done_timer))
+			return;
 	void (*done)(void *) = r->drained;
 	r->drained = NULL;
 	done(r->drained_data);
@@ -329,10 +376,8 @@ static void check_drained(struct runner *r)
 static void retire(struct slot *s, bool stop)
 {
 	s->leaving = true;
-	loop_timer_cancel(s->idle_timer);
-	s->idle_timer = NULL;
-	loop_timer_cancel(s->start_timer);
-	s->start_timer = NULL;
+	loop_timer_cancel(&s->idle_timer);
+	loop_timer_cancel(&s->start_timer);
 	if (stop)
 		sandbox_stop(s->sb, STOP_SIGNAL, s->r->drain_signal ? s->r->drain_signal : SIGTERM);
 }
@@ -349,8 +394,7 @@ static void on_ready(struct sandbox *sb, void *data)
 {
 	struct slot *s = data;
 	struct runner *r = s->r;
-	loop_timer_cancel(s->start_timer);
-	s->start_timer = NULL;
+	loop_timer_cancel(&s->start_timer);
 	s->was_ready = true;
 	if (s->kind == SLOT_SERIAL)
 		r->serial_failures = 0;
@@ -379,10 +423,9 @@ static void on_input_room(struct sandbox *sb, void *data)
 		s->call->spec.on_input_room(s->call, s->call->spec.data);
 }
 
-static void on_session_idle(struct loop_timer *t, void *data)
+static void on_session_idle(void *data)
 {
 	struct slot *s = data;
-	s->idle_timer = NULL;
 	say(s->r, "session %s ended after %ld s without a call", s->session,
 		s->r->opt.session_idle_seconds);
 	retire(s, true);
@@ -405,7 +448,9 @@ static void on_done(struct sandbox *sb, void *data)
 	struct call *c = s->call;
 	s->call = NULL;
 	s->calls++;
-	if (!s->was_ready) {
+	/* A sandbox stopped before it was ready (the drain, a retirement) did
+	 * not fail to start. */
+	if (!s->was_ready && !r->draining && !s->leaving) {
 		int *failures = s->kind == SLOT_SERIAL ? &r->serial_failures : &r->warm_failures;
 		if (s->kind == SLOT_SERIAL || s->warm)
 			(*failures)++;
@@ -425,7 +470,7 @@ static void on_done(struct sandbox *sb, void *data)
 		 * ends, or was stopped, by itself. */
 		retire(s, SERVES_NEXT(res));
 	} else if (s->kind == SLOT_SESSION) {
-		s->idle_timer = loop_timer(r->opt.loop, loop_now_ms() +
+		loop_timer_arm(&s->scope, &s->idle_timer, loop_now_ms() +
 			r->opt.session_idle_seconds * 1000LL, on_session_idle, s);
 	}
 	if (c) {
@@ -450,6 +495,19 @@ static void on_done(struct sandbox *sb, void *data)
 	pump(r);
 }
 
+/* The one place a slot's timers are released and its memory freed; its
+ * sandbox is its caller's to free. */
+static void slot_free(struct slot *s)
+{
+	loop_scope_end(&s->scope);
+	free(s);
+}
+
+static void destroy_sandbox(void *sb)
+{
+	sandbox_free(sb);
+}
+
 static void on_released(struct sandbox *sb, void *data)
 {
 	struct slot *s = data;
@@ -461,10 +519,12 @@ static void on_released(struct sandbox *sb, void *data)
 		s->call = NULL;
 	}
 	unlink_slot(s);
-	loop_timer_cancel(s->start_timer);
-	loop_timer_cancel(s->idle_timer);
-	sandbox_free(sb);
-	free(s);
+	slot_free(s);
+	/* Freed at the end of the loop's turn: this is the sandbox's own
+	 * callback, and its code is still up the stack. Until then it calls
+	 * nobody back. */
+	sandbox_set_callbacks(sb, &(struct sandbox_callbacks){0});
+	loop_release(r->opt.loop, destroy_sandbox, sb);
 	if (r->draining) {
 		check_drained(r); /* last: its done may free the runner */
 		return;
@@ -473,10 +533,9 @@ static void on_released(struct sandbox *sb, void *data)
 	pump(r);
 }
 
-static void on_start_limit(struct loop_timer *t, void *data)
+static void on_start_limit(void *data)
 {
 	struct slot *s = data;
-	s->start_timer = NULL;
 	sandbox_stop(s->sb, STOP_TIMEOUT, 0);
 }
 
@@ -490,6 +549,7 @@ static struct slot *start_slot(struct runner *r, enum slot_kind kind, struct cal
 	if (!s)
 		abort();
 	s->r = r;
+	loop_scope_init(&s->scope, r->opt.loop, "a runner's sandbox slot");
 	s->kind = kind;
 	s->born = loop_now_ms();
 	s->warm = !c;
@@ -512,11 +572,11 @@ static struct slot *start_slot(struct runner *r, enum slot_kind kind, struct cal
 		so.cb.keep_output = c->spec.keep_output;
 	s->sb = sandbox_start(r->opt.loop, &so, err);
 	if (!s->sb) {
-		free(s);
+		slot_free(s);
 		return NULL;
 	}
 	if (!c)
-		s->start_timer = loop_timer(r->opt.loop, loop_now_ms() + START_LIMIT_MS,
+		loop_timer_arm(&s->scope, &s->start_timer, loop_now_ms() + START_LIMIT_MS,
 			on_start_limit, s);
 	s->next = r->slots;
 	r->slots = s;
@@ -527,10 +587,8 @@ static struct slot *start_slot(struct runner *r, enum slot_kind kind, struct cal
 static void hand_over(struct slot *s, struct call *c)
 {
 	struct runner *r = s->r;
-	loop_timer_cancel(s->idle_timer);
-	s->idle_timer = NULL;
-	loop_timer_cancel(s->start_timer);
-	s->start_timer = NULL;
+	loop_timer_cancel(&s->idle_timer);
+	loop_timer_cancel(&s->start_timer);
 	c->warm = s->warm || s->calls > 0;
 	s->warm = false;
 	s->call = c;
@@ -554,10 +612,9 @@ static void hand_over(struct slot *s, struct call *c)
 
 /* ---- the pool ------------------------------------------------------------------------ */
 
-static void on_refill_timer(struct loop_timer *t, void *data)
+static void on_refill_timer(void *data)
 {
 	struct runner *r = data;
-	r->refill_timer = NULL;
 	r->backoff_over = true;
 	refill(r);
 }
@@ -573,6 +630,12 @@ static int64_t start_delay(struct runner *r, int failures)
 	return backoff_ms(failures);
 }
 
+void runner_stop_warming(struct runner *r)
+{
+	r->opt.warm = 0;
+	loop_timer_cancel(&r->refill_timer);
+}
+
 /* Brings the warm sandboxes back to their number: now, or after the
  * backoff of failed starts. With serial sandboxes (serve), those are
  * started ahead, up to opt.warm of opt.serial; else one-call ones. */
@@ -584,7 +647,7 @@ static void refill(struct runner *r)
 	while (r->opt.serial > 0 && count_slots(r, SLOT_SERIAL, false) < ahead) {
 		int64_t delay = start_delay(r, r->serial_failures);
 		if (delay) {
-			r->refill_timer = loop_timer(r->opt.loop, loop_now_ms() + delay,
+			loop_timer_arm(&r->scope, &r->refill_timer, loop_now_ms() + delay,
 				on_refill_timer, r);
 			return;
 		}
@@ -597,7 +660,7 @@ static void refill(struct runner *r)
 	while (r->opt.serial == 0 && count_warm(r) < r->opt.warm) {
 		int64_t delay = start_delay(r, r->warm_failures);
 		if (delay) {
-			r->refill_timer = loop_timer(r->opt.loop, loop_now_ms() + delay,
+			loop_timer_arm(&r->scope, &r->refill_timer, loop_now_ms() + delay,
 				on_refill_timer, r);
 			return;
 		}
@@ -708,8 +771,7 @@ long runner_end_session(struct runner *r, const char *name)
 	long calls = s->calls + (s->call != NULL);
 	say(r, "session %s ended", name);
 	s->leaving = true;
-	loop_timer_cancel(s->idle_timer);
-	s->idle_timer = NULL;
+	loop_timer_cancel(&s->idle_timer);
 	sandbox_stop(s->sb, s->call ? STOP_ENDED : STOP_SIGNAL, SIGTERM);
 	return calls;
 }
@@ -720,6 +782,7 @@ struct runner *runner_new(const struct runner_options *opt)
 	if (!r)
 		abort();
 	r->opt = *opt;
+	loop_scope_init(&r->scope, opt->loop, "the runner");
 	if (r->opt.warm > POOL_MAX_SIZE)
 		r->opt.warm = POOL_MAX_SIZE;
 	if (r->opt.running_max < 1)
@@ -739,21 +802,15 @@ void runner_drain(struct runner *r, int sig, const char *why, void (*done)(void 
 	snprintf(r->drain_why, sizeof r->drain_why, "%s", why);
 	r->drained = done;
 	r->drained_data = data;
-	loop_timer_cancel(r->refill_timer);
-	r->refill_timer = NULL;
-	/* Calls that never started end now, in order; a front end's on_done
-	 * may free them, so the list is walked again each time. */
-	for (bool again = true; again;) {
-		again = false;
-		for (struct call *c = r->calls; c; c = c->next) {
-			if (c->state != CALL_WAITING)
-				continue;
-			struct error err;
-			error_set(&err, 128 + sig, NULL, "%s", why);
-			refuse(c, &err);
-			again = true;
-			break;
-		}
+	loop_timer_cancel(&r->refill_timer);
+	/* Calls that never started end now, in order (their on_done on the
+	 * loop's next look at its timers; the drain is done after them). */
+	for (struct call *c = r->calls; c; c = c->next) {
+		if (c->state != CALL_WAITING)
+			continue;
+		struct error err;
+		error_set(&err, 128 + sig, NULL, "%s", why);
+		refuse(c, &err);
 	}
 	for (struct slot *s = r->slots; s; s = s->next)
 		if (!s->leaving || s->call)
@@ -765,21 +822,17 @@ void runner_free(struct runner *r)
 {
 	if (!r)
 		return;
-	loop_timer_cancel(r->refill_timer);
+	loop_scope_end(&r->scope);
 	while (r->slots) {
 		struct slot *s = r->slots;
 		r->slots = s->next;
-		loop_timer_cancel(s->start_timer);
-		loop_timer_cancel(s->idle_timer);
 		sandbox_free(s->sb);
-		free(s);
+		slot_free(s);
 	}
 	while (r->calls) {
 		struct call *c = r->calls;
 		r->calls = c->next;
-		buffer_free(&c->result.out);
-		buffer_free(&c->result.err);
-		free(c);
+		call_destroy(c);
 	}
 	free(r);
 }

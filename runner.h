@@ -40,15 +40,17 @@ struct runner_options {
 };
 
 /* One call: owned by the runner from runner_submit until call_free, which
- * the front end calls once it has used the result (after on_done). The
- * runner never points into a freed call: the sandbox that ran it lets go
- * of it at its on_done. */
+ * the front end calls once it has used the result (after on_done), or to
+ * drop it early (then its on_done never comes). The runner never points
+ * into a freed call: the sandbox that ran it lets go of it at its on_done,
+ * or at call_free. */
 struct call;
 
 struct call_spec {
-	/* Borrowed from the front end until on_done: code, arguments, files.
-	 * program.deadline, if set, is the call's; else it is timeout_ms from
-	 * when the call starts (a call that waits does not lose its time). */
+	/* Borrowed from the front end until on_done or call_free, whichever
+	 * comes first: code, arguments, files. program.deadline, if set, is
+	 * the call's; else it is timeout_ms from when the call starts (a call
+	 * that waits does not lose its time). */
 	struct program program;
 	long timeout_ms;
 	const char *session; /* the session it runs in, or NULL */
@@ -58,13 +60,17 @@ struct call_spec {
 	 * pause it (call_pause_output). */
 	void (*on_output)(struct call *c, int stream, const char *bytes, size_t len, void *data);
 	/* The call was handed to a sandbox (again, when it is retried): its
-	 * stdin may be sent from the start. */
+	 * stdin may be sent from the start. This one can come inside
+	 * runner_submit (a sandbox was ready): it must not free the call. */
 	void (*on_start)(struct call *c, void *data);
 	/* The code's stdin has room again (call_input). */
 	void (*on_input_room)(struct call *c, void *data);
-	/* The result is known: call_result(). Always called once, for every
-	 * call: also for one refused, cancelled or drained before it ran (a
-	 * refusal is called back before runner_submit returns). */
+	/* The result is known: call_result(). Called once for every call not
+	 * freed before: also for one refused, cancelled or drained before it
+	 * ran. Always from the loop, never inside a call into the runner
+	 * (runner_submit, call_cancel, call_refuse_waiting, runner_drain): a
+	 * call that ends without running hears of it on the loop's next look
+	 * at its timers. It may free the call; never the runner. */
 	void (*on_done)(struct call *c, void *data);
 	void *data;
 };
@@ -73,7 +79,8 @@ struct runner;
 
 struct runner *runner_new(const struct runner_options *opt);
 /* Queues a call (it starts as soon as the policy allows: at once, when a
- * sandbox is free, after the calls before it). */
+ * sandbox is free, after the calls before it). Returns the call, live
+ * until call_free: also one refused at once, whose on_done comes later. */
 struct call *runner_submit(struct runner *r, const struct call_spec *spec);
 /* Calls waiting for their turn, and running. */
 int runner_waiting(const struct runner *r);
@@ -96,10 +103,12 @@ size_t call_input_room(const struct call *c);
 void call_input_end(struct call *c);
 void call_pause_output(struct call *c, bool paused);
 /* Ends the call early (as by signal sig: the result says so); on_done
- * follows, at once for a call that had not started. */
+ * follows, from the loop: once its container is removed, or on the loop's
+ * next look at its timers for a call that had not started. */
 void call_cancel(struct call *c, int sig);
-/* A call still waiting for a sandbox ends with err (on_done at once, which
- * may free it); true if it was waiting. A started call is left alone. */
+/* A call still waiting for a sandbox ends with err; true if it was
+ * waiting. Its result says so at once; on_done comes on the loop's next
+ * look at its timers. A started call is left alone. */
 bool call_refuse_waiting(struct call *c, const struct error *err);
 void call_free(struct call *c);
 
@@ -109,10 +118,15 @@ void call_free(struct call *c);
 long runner_end_session(struct runner *r, const char *name);
 int runner_sessions(const struct runner *r);
 
-/* Stops everything: calls waiting end as not run (on_done with
- * failure.status 128 + sig and why), running ones are stopped, every
- * container is removed; done once all are gone (at once when none is).
- * done may free the runner. */
+/* No more sandboxes are started ahead of calls (the front end's input
+ * ended: no call is coming for them); those there serve the calls left. */
+void runner_stop_warming(struct runner *r);
+
+/* Stops everything: calls waiting end as not run (on_done, from the loop,
+ * with failure.status 128 + sig and why), running ones are stopped, every
+ * container is removed; done once all are gone and every on_done was
+ * delivered (at once when there is nothing to wait for). done may free
+ * the runner. */
 void runner_drain(struct runner *r, int sig, const char *why, void (*done)(void *data),
 		void *data);
 /* Frees the runner: only after the drain's done, or to abandon what is

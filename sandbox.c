@@ -38,6 +38,8 @@
 
 struct sandbox {
 	struct loop *loop;
+	/* Its watches and timers below, released by sandbox_free() alone. */
+	struct loop_scope scope;
 	struct sandbox_options opt;
 	enum sandbox_state state;
 	char name[64];
@@ -50,12 +52,13 @@ struct sandbox {
 	struct queue *input;
 	bool input_open; /* more stdin may come */
 	/* The program's input files, sent after the code and before stdin;
-	 * the call's, borrowed until its on_done (see program below). */
+	 * the call's, borrowed until its on_done or sandbox_drop_program (see
+	 * program below). */
 	const struct infiles *in;
 	size_t in_next;     /* the file being sent */
 	uint64_t in_offset; /* of it, sent; 0 before its F frame */
 	bool in_begun, inputs_done;
-	struct outfiles *out; /* the call's, borrowed until its on_done */
+	struct outfiles *out; /* the call's, borrowed as in is */
 	struct loop_watch *out_watch, *err_watch;
 	struct loop_timer *deadline_timer, *grace_timer, *retry_timer, *memwatch_timer;
 	long host_uid; /* the run's own, for the memory watchdog; -1: not watched */
@@ -76,16 +79,18 @@ struct sandbox {
 	int stop_signal;
 	struct argv_builder rm_args;
 	int rm_tries;
-	bool rm_running, rm_done;
+	struct capture_run *rm; /* the stop's `podman rm`, while it runs */
+	bool rm_done;
 	bool done_reported, released_reported;
 	/* The program as submitted, to be sent again after a start race:
 	 * borrowed from its caller from sandbox_submit until the call's
-	 * on_done, and dropped then (with in and out above); starts so far;
-	 * removals of the containers those races left, still running. */
+	 * on_done (or sandbox_drop_program), and dropped then (with in and out
+	 * above); starts so far; removals of the containers those races left,
+	 * while they run (one a race). */
 	struct program program;
 	bool submitted;
 	int starts;
-	int discarding;
+	struct capture_run *discards[START_TRIES - 1];
 	/* The launcher waits for the next call (a session's next cell, or a
 	 * serial sandbox's next call): the container lives on past the last
 	 * call's result. */
@@ -316,12 +321,10 @@ static void parse_frames(struct sandbox *sb)
 
 static void close_stream(struct sandbox *sb, bool out)
 {
-	struct loop_watch **w = out ? &sb->out_watch : &sb->err_watch;
-	loop_unwatch(*w);
-	*w = NULL;
+	loop_unwatch(out ? &sb->out_watch : &sb->err_watch);
 }
 
-static void on_launcher_stream(struct loop_watch *w, int fd, unsigned events, void *data)
+static void on_launcher_stream(int fd, unsigned events, void *data)
 {
 	struct sandbox *sb = data;
 	/* At most one frame's worth a turn: what on_output gets stays bounded. */
@@ -344,7 +347,7 @@ static void on_launcher_stream(struct loop_watch *w, int fd, unsigned events, vo
 	sandbox_advance(sb);
 }
 
-static void on_podman_errors(struct loop_watch *w, int fd, unsigned events, void *data)
+static void on_podman_errors(int fd, unsigned events, void *data)
 {
 	struct sandbox *sb = data;
 	ssize_t n = read_available(fd, &sb->podman_errors, PODMAN_ERRORS_MAX);
@@ -359,10 +362,17 @@ static void on_podman_errors(struct loop_watch *w, int fd, unsigned events, void
 static int spawn_podman(struct sandbox *sb, struct error *err);
 static void queue_program(struct sandbox *sb);
 
+static bool discarding(const struct sandbox *sb)
+{
+	for (size_t i = 0; i < sizeof sb->discards / sizeof sb->discards[0]; i++)
+		if (sb->discards[i])
+			return true;
+	return false;
+}
+
 static void on_discarded(struct capture *cap, void *data)
 {
 	struct sandbox *sb = data;
-	sb->discarding--;
 	capture_free(cap);
 	sandbox_advance(sb);
 }
@@ -393,13 +403,11 @@ static bool start_again(struct sandbox *sb)
 		return false;
 	struct argv_builder rm = {0};
 	podman_rm_args(&rm, sb->opt.podman, sb->name);
-	if (capture_start(sb->loop, rm.arg, podman_environment(), loop_now_ms() + REMOVE_TIMEOUT_MS,
-		    on_discarded, sb) == 0)
-		sb->discarding++;
+	capture_start(sb->loop, &sb->discards[sb->starts], rm.arg, podman_environment(),
+		loop_now_ms() + REMOVE_TIMEOUT_MS, on_discarded, sb);
 	args_free(&rm);
 	sb->starts++;
-	loop_timer_cancel(sb->grace_timer);
-	sb->grace_timer = NULL;
+	loop_timer_cancel(&sb->grace_timer);
 	close_stream(sb, true);
 	close_stream(sb, false);
 	queue_free(sb->input);
@@ -431,24 +439,22 @@ static void on_podman_exit(struct process *p, int status, void *data)
 	sandbox_advance(sb);
 }
 
-static void on_grace_over(struct loop_timer *t, void *data)
+static void on_grace_over(void *data)
 {
 	struct sandbox *sb = data;
-	sb->grace_timer = NULL;
 	close_stream(sb, true);
 	close_stream(sb, false);
 	sandbox_advance(sb);
 }
 
-static void on_deadline(struct loop_timer *t, void *data)
+static void on_deadline(void *data)
 {
 	struct sandbox *sb = data;
-	sb->deadline_timer = NULL;
 	/* A run whose podman already exited ended before its deadline: only
 	 * its pipes were still draining. */
 	if (sb->podman.exited) {
-		loop_timer_cancel(sb->grace_timer);
-		on_grace_over(NULL, sb);
+		loop_timer_cancel(&sb->grace_timer);
+		on_grace_over(sb);
 		return;
 	}
 	sandbox_stop(sb, STOP_TIMEOUT, 0);
@@ -460,11 +466,10 @@ static void start_remove(struct sandbox *sb);
  * MEMWATCH_INTERVAL_MS while a call runs, and while a session waits for
  * its next cell (its processes are stopped then, and cost nothing to
  * look at); the run is stopped past --memory. */
-static void on_memwatch(struct loop_timer *t, void *data)
+static void on_memwatch(void *data)
 {
 	struct sandbox *sb = data;
 	struct memwatch_reading look;
-	sb->memwatch_timer = NULL;
 	enum memwatch_verdict verdict = memwatch_look(sb->memwatch, loop_now_ms(), &look);
 	struct run_result *r = &sb->result;
 	if (!sb->between_cells) {
@@ -475,41 +480,38 @@ static void on_memwatch(struct loop_timer *t, void *data)
 		r->locks_seen = look.locks;
 		r->throttled |= look.throttled;
 	}
-	if (verdict == MEMWATCH_OVER) {
+	if (verdict != MEMWATCH_OK) {
 		memwatch_kill((uid_t)sb->host_uid);
-		sandbox_stop(sb, STOP_MEMORY_LIMIT, 0);
+		sandbox_stop(sb, verdict == MEMWATCH_OVER ? STOP_MEMORY_LIMIT : STOP_CPU_ESCAPED, 0);
 		return;
 	}
-	sb->memwatch_timer = loop_timer(sb->loop, loop_now_ms() + MEMWATCH_INTERVAL_MS, on_memwatch, sb);
+	loop_timer_arm(&sb->scope, &sb->memwatch_timer, loop_now_ms() + MEMWATCH_INTERVAL_MS,
+		on_memwatch, sb);
 }
 
 static void watch_memory(struct sandbox *sb)
 {
 	if (sb->memwatch && !sb->memwatch_timer)
-		sb->memwatch_timer = loop_timer(sb->loop, loop_now_ms() + MEMWATCH_INTERVAL_MS,
+		loop_timer_arm(&sb->scope, &sb->memwatch_timer, loop_now_ms() + MEMWATCH_INTERVAL_MS,
 			on_memwatch, sb);
 }
 
 static void stop_watching_memory(struct sandbox *sb)
 {
-	loop_timer_cancel(sb->memwatch_timer);
-	sb->memwatch_timer = NULL;
+	loop_timer_cancel(&sb->memwatch_timer);
 }
 
-static void on_retry_remove(struct loop_timer *t, void *data)
+static void on_retry_remove(void *data)
 {
-	struct sandbox *sb = data;
-	sb->retry_timer = NULL;
-	start_remove(sb);
+	start_remove(data);
 }
 
 static void on_removed(struct capture *cap, void *data)
 {
 	struct sandbox *sb = data;
 	bool gone = cap->status == 0 || (cap->err.data && strstr(cap->err.data, "no such container"));
-	sb->rm_running = false;
 	if (!gone && sb->rm_tries < REMOVE_TRIES) {
-		sb->retry_timer = loop_timer(sb->loop, loop_now_ms() + 1000, on_retry_remove, sb);
+		loop_timer_arm(&sb->scope, &sb->retry_timer, loop_now_ms() + 1000, on_retry_remove, sb);
 	} else {
 		if (!gone)
 			fprintf(stderr, "sage-sandbox: could not remove container %s (%s); "
@@ -524,14 +526,11 @@ static void on_removed(struct capture *cap, void *data)
 static void start_remove(struct sandbox *sb)
 {
 	sb->rm_tries++;
-	sb->rm_running = true;
 	args_free(&sb->rm_args);
 	podman_rm_args(&sb->rm_args, sb->opt.podman, sb->name);
-	if (capture_start(sb->loop, sb->rm_args.arg, podman_environment(),
-		    loop_now_ms() + REMOVE_TIMEOUT_MS, on_removed, sb) < 0) {
-		sb->rm_running = false;
+	if (capture_start(sb->loop, &sb->rm, sb->rm_args.arg, podman_environment(),
+		    loop_now_ms() + REMOVE_TIMEOUT_MS, on_removed, sb) < 0)
 		sb->rm_done = true;
-	}
 }
 
 void sandbox_stop(struct sandbox *sb, enum stop_reason reason, int signal)
@@ -543,8 +542,7 @@ void sandbox_stop(struct sandbox *sb, enum stop_reason reason, int signal)
 	sb->stopping = reason;
 	sb->stop_signal = signal;
 	sb->state = SANDBOX_STOPPING;
-	loop_timer_cancel(sb->deadline_timer);
-	sb->deadline_timer = NULL;
+	loop_timer_cancel(&sb->deadline_timer);
 	stop_watching_memory(sb);
 	/* Nothing printed after a stop is kept, nor a file half sent. */
 	close_stream(sb, true);
@@ -578,6 +576,12 @@ static void finish_result(struct sandbox *sb)
 		r->memory_limit_exceeded = true;
 		r->signal = SIGKILL;
 		r->exit_code = EXIT_MEMORY_LIMIT;
+		return;
+	case STOP_CPU_ESCAPED:
+		r->cpu_limit_exceeded = r->cpu_escaped = true;
+		r->throttled = true;
+		r->signal = SIGKILL;
+		r->exit_code = 128 + SIGKILL;
 		return;
 	case STOP_FAILED:
 		r->exit_code = r->failure.status;
@@ -681,12 +685,12 @@ static void sandbox_advance(struct sandbox *sb)
 
 	if (!stopping && sb->podman.exited && (sb->out_watch || sb->err_watch) && !sb->grace_timer &&
 	    !sb->saw_exit)
-		sb->grace_timer = loop_timer(sb->loop, loop_now_ms() + DRAIN_GRACE_MS, on_grace_over, sb);
+		loop_timer_arm(&sb->scope, &sb->grace_timer, loop_now_ms() + DRAIN_GRACE_MS,
+			on_grace_over, sb);
 
 	if (result_known && !sb->done_reported) {
 		sb->done_reported = true;
-		loop_timer_cancel(sb->deadline_timer);
-		sb->deadline_timer = NULL;
+		loop_timer_cancel(&sb->deadline_timer);
 		if (sb->out)
 			outfiles_stopped(sb->out); /* a file cut short by the end */
 		finish_result(sb);
@@ -716,12 +720,11 @@ static void sandbox_advance(struct sandbox *sb)
 		if (sb->opt.cb.on_done)
 			sb->opt.cb.on_done(sb, sb->opt.cb.data);
 	}
-	bool released = sb->done_reported && sb->podman.exited && !sb->rm_running &&
-		!sb->retry_timer && (!stopping || sb->rm_done) && !sb->discarding;
+	bool released = sb->done_reported && sb->podman.exited && !sb->rm &&
+		!sb->retry_timer && (!stopping || sb->rm_done) && !discarding(sb);
 	if (released && !sb->released_reported) {
 		sb->released_reported = true;
-		loop_timer_cancel(sb->grace_timer);
-		sb->grace_timer = NULL;
+		loop_timer_cancel(&sb->grace_timer);
 		close_stream(sb, true);
 		close_stream(sb, false);
 		if (sb->opt.cb.on_released)
@@ -771,9 +774,10 @@ static int spawn_podman(struct sandbox *sb, struct error *err)
 			opt->podman, strerror(errno));
 		return -1;
 	}
-	sb->out_watch = loop_watch(sb->loop, sb->podman.stdout_fd, LOOP_READ, on_launcher_stream, sb);
-	sb->err_watch = loop_watch(sb->loop, sb->podman.stderr_fd, LOOP_READ, on_podman_errors, sb);
-	if (!sb->out_watch || !sb->err_watch) {
+	if (loop_watch(&sb->scope, &sb->out_watch, sb->podman.stdout_fd, LOOP_READ,
+		    on_launcher_stream, sb) < 0 ||
+	    loop_watch(&sb->scope, &sb->err_watch, sb->podman.stderr_fd, LOOP_READ,
+		    on_podman_errors, sb) < 0) {
 		error_set(err, EXIT_REFUSED, NULL, "cannot watch podman's output: %s", strerror(errno));
 		return 1; /* running: the caller stops it */
 	}
@@ -787,18 +791,19 @@ struct sandbox *sandbox_start(struct loop *loop, const struct sandbox_options *o
 	if (!sb)
 		abort();
 	sb->loop = loop;
+	loop_scope_init(&sb->scope, loop, "a sandbox");
 	sb->opt = *opt;
 	sb->limit = (size_t)opt->cfg->number[SET_OUTPUT_LIMIT] * 1024;
 	sb->started_at = loop_now_ms();
 	sb->run_from = sb->started_at;
 	sb->podman.pidfd = sb->podman.stdin_fd = sb->podman.stdout_fd = sb->podman.stderr_fd = -1;
+	sb->profile_fd = -1;
 	int spawned = spawn_podman(sb, err);
 	if (spawned < 0) {
-		args_free(&sb->args);
-		free(sb);
+		sandbox_free(sb);
 		return NULL;
 	}
-	sb->deadline_timer = loop_timer(loop, opt->deadline, on_deadline, sb);
+	loop_timer_arm(&sb->scope, &sb->deadline_timer, opt->deadline, on_deadline, sb);
 	/* A warm sandbox starts its watchdog with its program: until then no
 	 * code exists, and eight idle pools' looks at /proc would cost CPU. */
 	if (opt->idle_seconds == 0)
@@ -959,10 +964,9 @@ void sandbox_submit(struct sandbox *sb, const struct program *p)
 		/* With files to bring back, the launcher ends the code at the
 		 * deadline and sends them: the stop waits for that, a while. */
 		sb->opt.deadline = p->deadline;
-		loop_timer_cancel(sb->deadline_timer);
 		/* A session's launcher interrupts the cell at the deadline and
 		 * kills it a grace later: the stop is the backstop to that. */
-		sb->deadline_timer = loop_timer(sb->loop, p->deadline +
+		loop_timer_arm(&sb->scope, &sb->deadline_timer, p->deadline +
 			(p->out || sb->opt.serial ? OUT_GRACE_MS : 0) +
 			(sb->opt.session ? SESSION_INTERRUPT_GRACE_MS + OUT_GRACE_MS : 0),
 			on_deadline, sb);
@@ -1013,8 +1017,7 @@ void sandbox_input_end(struct sandbox *sb)
 void sandbox_pause_output(struct sandbox *sb, bool paused)
 {
 	sb->output_paused = paused;
-	if (sb->out_watch)
-		loop_watch_events(sb->out_watch, paused ? 0 : LOOP_READ);
+	loop_watch_events(sb->out_watch, paused ? 0 : LOOP_READ);
 }
 
 enum sandbox_state sandbox_state(const struct sandbox *sb)
@@ -1032,26 +1035,39 @@ struct run_result *sandbox_result(struct sandbox *sb)
 	return &sb->result;
 }
 
+void sandbox_drop_program(struct sandbox *sb)
+{
+	/* The queue holds copies of what was sent; nothing more is sent. */
+	sb->program = (struct program){0};
+	sb->in = NULL;
+	sb->out = NULL;
+	sb->result.files = NULL;
+	sb->inputs_done = true;
+	sb->input_open = false;
+}
+
 void sandbox_free(struct sandbox *sb)
 {
 	if (!sb)
 		return;
-	loop_timer_cancel(sb->deadline_timer);
-	loop_timer_cancel(sb->grace_timer);
-	loop_timer_cancel(sb->retry_timer);
-	stop_watching_memory(sb);
+	/* First: no timer or watch of the sandbox calls back from here on. */
+	loop_scope_end(&sb->scope);
+	/* What the sandbox started and still runs is let go of, never waited
+	 * for, and none of its callbacks reaches the freed sandbox: the stop's
+	 * `podman rm` and the removals of containers a start race left run on
+	 * by themselves (capture_abandon), so that the container is still
+	 * removed; they are started with --log-level=error, so they write
+	 * nothing before the removal is done, and their closed pipes cannot
+	 * cut it short. A removal not started yet (between tries) is left to
+	 * podman's --timeout backstop and 'sage-sandbox cleanup'. */
+	capture_abandon(&sb->rm);
+	for (size_t i = 0; i < sizeof sb->discards / sizeof sb->discards[0]; i++)
+		capture_abandon(&sb->discards[i]);
 	memwatch_free(sb->memwatch);
-	close_stream(sb, true);
-	close_stream(sb, false);
 	queue_free(sb->input);
 	/* A client still running is left to finish on its own (conmon removes
 	 * the container); we only let go of our ends. */
-	if (!sb->podman.exited) {
-		loop_unwatch(sb->podman.exit_watch);
-		sb->podman.exit_watch = NULL;
-		sb->podman.exited = true;
-	}
-	process_release(&sb->podman);
+	process_abandon(&sb->podman);
 	args_free(&sb->args);
 	args_free(&sb->rm_args);
 	buffer_free(&sb->podman_errors);

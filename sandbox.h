@@ -24,11 +24,13 @@
 enum sandbox_state { SANDBOX_STARTING, SANDBOX_READY, SANDBOX_RUNNING, SANDBOX_STOPPING,
 	SANDBOX_DONE };
 
-/* Why sage-sandbox, not the code, ended a run. STOP_ENDED: its session was
- * ended (sage_sandbox_end_session, or the server's end); STOP_FAILED:
- * sage-sandbox itself failed (result.failure says how). */
-enum stop_reason { STOP_NONE, STOP_TIMEOUT, STOP_OUTPUT_LIMIT, STOP_MEMORY_LIMIT, STOP_SIGNAL,
-	STOP_OUTPUT_CLOSED, STOP_ENDED, STOP_FAILED };
+/* Why sage-sandbox, not the code, ended a run. STOP_CPU_ESCAPED: its
+ * processes used the CPU while the throttle held them stopped (memwatch.c);
+ * STOP_ENDED: its session was ended (sage_sandbox_end_session, or the
+ * server's end); STOP_FAILED: sage-sandbox itself failed (result.failure
+ * says how). */
+enum stop_reason { STOP_NONE, STOP_TIMEOUT, STOP_OUTPUT_LIMIT, STOP_MEMORY_LIMIT,
+	STOP_CPU_ESCAPED, STOP_SIGNAL, STOP_OUTPUT_CLOSED, STOP_ENDED, STOP_FAILED };
 
 /* The container waits for another call. */
 #define SERVES_NEXT(r) ((r)->after == AFTER_NEXT || (r)->after == AFTER_KEPT)
@@ -44,7 +46,9 @@ struct run_result {
 	bool timed_out;
 	bool output_limit_exceeded;
 	bool memory_limit_exceeded; /* the watchdog stopped it (no memory cgroup) */
-	bool cpu_limit_exceeded;    /* the kernel killed the code at its CPU rlimit */
+	bool cpu_limit_exceeded;    /* the kernel killed the code at its CPU rlimit,
+				     * or the watchdog did (cpu_escaped) */
+	bool cpu_escaped;           /* ... its processes ran while held stopped */
 	uint64_t memory_seen;       /* the watchdog's last look, in bytes */
 	uint64_t descriptors_seen;  /* its open descriptors then, each charged */
 	uint64_t mappings_seen;     /* its memory mappings then, at most */
@@ -160,7 +164,9 @@ struct program {
 #define OUT_GRACE_MS 3000
 /* Hands the program to the sandbox: it runs as soon as the launcher is
  * ready. Once per sandbox; a session's or a serial one's, once per call,
- * after the previous call's on_done said serves_next. */
+ * after the previous call's on_done said serves_next. What p points to
+ * (code, arguments, files in and out) is borrowed until on_done, or until
+ * sandbox_drop_program(). */
 void sandbox_submit(struct sandbox *sb, const struct program *p);
 /* From now on cb hears of sb's events (a warm sandbox handed to a call). */
 void sandbox_set_callbacks(struct sandbox *sb, const struct sandbox_callbacks *cb);
@@ -180,8 +186,14 @@ void sandbox_stop(struct sandbox *sb, enum stop_reason reason, int signal);
 enum sandbox_state sandbox_state(const struct sandbox *sb);
 const char *sandbox_name(const struct sandbox *sb);
 struct run_result *sandbox_result(struct sandbox *sb);
-/* Frees it; the result's buffers go with it. Only after on_released, or
- * to abandon it (what it started then runs on to podman's backstop). */
+/* The call's program, its files in and out, are no longer the sandbox's
+ * to use, from now on: for a call freed while it runs (after
+ * sandbox_stop), whose owner frees them next. */
+void sandbox_drop_program(struct sandbox *sb);
+/* Frees it; the result's buffers go with it, and none of its callbacks
+ * comes after. Only after on_released, or to abandon it: what it started
+ * then runs on by itself (a `podman rm` to its end, a container to
+ * podman's --timeout backstop). */
 void sandbox_free(struct sandbox *sb);
 
 /* Removes containers that a killed sage-sandbox left: those with our label

@@ -74,6 +74,7 @@ struct fleet {
  * client_free. */
 struct connection {
 	struct server *srv;
+	struct loop_scope scope;    /* its watch and timer, ended by client_free */
 	int sock;
 	pid_t pid;
 	struct loop_watch *watch;
@@ -99,11 +100,12 @@ struct server {
 	int listen_fd, lock_fd;
 	bool activated;             /* the socket came from LISTEN_FDS */
 	struct stat socket_stat;    /* ours, to remove only ours at the end */
+	struct loop_scope scope;    /* its own watch and timers, ended as server_run ends */
 	struct loop_watch *listen_watch;
 	struct loop_timer *accept_timer, *idle_timer;
 	struct stop_signals *signals;
 	struct host host;           /* its own settings', checked at start */
-	bool host_checking;         /* that check is on its way: its query is the loop's */
+	struct host_check *host_check; /* that check, while it asks podman */
 	struct fleet *fleets;
 	struct connection *clients;
 	char environment[65];
@@ -138,8 +140,9 @@ static int count_clients(const struct server *srv)
 
 /* ---- fleets ---------------------------------------------------------------- */
 
-static void fleet_free(struct fleet *f)
+static void fleet_free(void *data)
 {
+	struct fleet *f = data;
 	runner_free(f->runner);
 	for (int id = 0; id < SETTING_COUNT; id++)
 		free(f->values[id]);
@@ -156,7 +159,8 @@ static void on_fleet_drained(void *data)
 			*at = f->next;
 			break;
 		}
-	fleet_free(f);
+	/* Its runner called: freed once the runner's own code has returned. */
+	loop_release(srv->loop, fleet_free, f);
 	check_finished(srv);
 }
 
@@ -254,10 +258,9 @@ static struct runner *runner_for(struct oneshot *o, const struct host *h)
 
 /* ---- clients ---------------------------------------------------------------- */
 
-static void on_idle(struct loop_timer *t, void *data)
+static void on_idle(void *data)
 {
 	struct server *srv = data;
-	srv->idle_timer = NULL;
 	char why[64];
 	snprintf(why, sizeof why, "no client for %ld s", srv->opt.idle_seconds);
 	stop(srv, 0, 0, why);
@@ -265,11 +268,11 @@ static void on_idle(struct loop_timer *t, void *data)
 
 static void rearm_idle(struct server *srv)
 {
-	loop_timer_cancel(srv->idle_timer);
-	srv->idle_timer = NULL;
 	if (!srv->clients && !srv->stopping && srv->opt.idle_seconds > 0)
-		srv->idle_timer = loop_timer(srv->loop, loop_now_ms() + srv->opt.idle_seconds * 1000,
-			on_idle, srv);
+		loop_timer_arm(&srv->scope, &srv->idle_timer,
+			loop_now_ms() + srv->opt.idle_seconds * 1000, on_idle, srv);
+	else
+		loop_timer_cancel(&srv->idle_timer);
 }
 
 /* What writer prints, onto a client's descriptor: what fits now (a line
@@ -308,16 +311,9 @@ static void send_text(struct connection *c, const char *fmt, ...)
 		c->gone = true;
 }
 
-static void client_free(struct connection *c)
+static void connection_destroy(void *data)
 {
-	struct server *srv = c->srv;
-	for (struct connection **at = &srv->clients; *at; at = &(*at)->next)
-		if (*at == c) {
-			*at = c->next;
-			break;
-		}
-	loop_unwatch(c->watch);
-	loop_timer_cancel(c->wait_timer);
+	struct connection *c = data;
 	close(c->sock);
 	for (size_t i = 0; i < c->nfds; i++)
 		if (c->fds[i] >= 0)
@@ -326,11 +322,32 @@ static void client_free(struct connection *c)
 	if (c->has_out)
 		outfiles_close(&c->out);
 	request_free(&c->req);
+	free(c);
+}
+
+/* The connection is over: out of the list, its watch and timer gone (no
+ * callback of it runs again, not even later in this turn), its run's
+ * handles too where the run never closed (a loop that failed). Its memory
+ * and descriptors go at the end of the loop's turn: this is called from
+ * deep inside its own callbacks (its run's close, a request answered, a
+ * decline), whose callers may still hold it. */
+static void client_free(struct connection *c)
+{
+	struct server *srv = c->srv;
+	for (struct connection **at = &srv->clients; *at; at = &(*at)->next)
+		if (*at == c) {
+			*at = c->next;
+			break;
+		}
+	loop_scope_end(&c->scope);
+	if (c->running)
+		oneshot_discard(&c->run);
 	if (c->fleet) {
 		c->fleet->users--;
 		c->fleet->last_used = loop_now_ms();
+		c->fleet = NULL;
 	}
-	free(c);
+	loop_release(srv->loop, connection_destroy, c);
 	trim_fleets(srv);
 	rearm_idle(srv);
 	check_finished(srv);
@@ -343,7 +360,7 @@ static void on_run_closed(struct oneshot *o)
 	srv->served++;
 	send_text(c, "exit %d", c->status);
 	say("run %ld for pid %ld: exit %d after %lld ms%s", srv->served, (long)c->pid, c->status,
-		(long long)(loop_now_ms() - c->req.started_at), c->gone ? " (its client was gone)" : "");
+		(long long)(loop_now_ms() - c->run.started_at), c->gone ? " (its client was gone)" : "");
 	client_free(c);
 }
 
@@ -359,8 +376,7 @@ static void on_run_finished(struct oneshot *o)
 static void client_gone(struct connection *c)
 {
 	c->gone = true;
-	loop_unwatch(c->watch);
-	c->watch = NULL;
+	loop_unwatch(&c->watch);
 	if (c->running) {
 		c->run.mute = true;
 		oneshot_signal(&c->run, SIGHUP);
@@ -463,7 +479,8 @@ static void start_run(struct connection *c)
 		client_free(c);
 		return;
 	}
-	c->run = (struct oneshot){.cfg = &c->cfg, .started_at = c->req.started_at,
+	c->run = (struct oneshot){.cfg = &c->cfg,
+		.started_at = request_started_at(&c->req, loop_now_ms()),
 		.stream = !c->req.json, .show_control_chars = c->req.show_control_chars,
 		.file = c->req.file, .code_fd = c->req.file ? c->fds[3] : -1,
 		.args = c->req.args, .argc = c->req.argc, .in = c->in.count ? &c->in : NULL,
@@ -524,10 +541,9 @@ static void answer_status(struct connection *c)
 	client_free(c);
 }
 
-static void on_wait_timeout(struct loop_timer *t, void *data)
+static void on_wait_timeout(void *data)
 {
 	struct connection *c = data;
-	c->wait_timer = NULL;
 	say("closed the connection of pid %ld: no request within %d s", (long)c->pid,
 		REQUEST_WAIT_MS / 1000);
 	client_free(c);
@@ -567,8 +583,7 @@ static void read_request(struct connection *c)
 				close(fd);
 		}
 	}
-	loop_timer_cancel(c->wait_timer);
-	c->wait_timer = NULL;
+	loop_timer_cancel(&c->wait_timer);
 	if (n == 0) {
 		client_free(c); /* it left without a word */
 		return;
@@ -598,7 +613,7 @@ static void read_request(struct connection *c)
 	}
 }
 
-static void on_client(struct loop_watch *w, int fd, unsigned events, void *data)
+static void on_client(int fd, unsigned events, void *data)
 {
 	struct connection *c = data;
 	if (!c->req.kind) {
@@ -622,15 +637,13 @@ static void on_client(struct loop_watch *w, int fd, unsigned events, void *data)
 		oneshot_signal(&c->run, sig);
 }
 
-static void on_accept_retry(struct loop_timer *t, void *data)
+static void on_accept_retry(void *data)
 {
 	struct server *srv = data;
-	srv->accept_timer = NULL;
-	if (srv->listen_watch)
-		loop_watch_events(srv->listen_watch, LOOP_READ);
+	loop_watch_events(srv->listen_watch, LOOP_READ);
 }
 
-static void on_listen(struct loop_watch *w, int fd, unsigned events, void *data)
+static void on_listen(int fd, unsigned events, void *data)
 {
 	struct server *srv = data;
 	for (;;) {
@@ -639,9 +652,9 @@ static void on_listen(struct loop_watch *w, int fd, unsigned events, void *data)
 			if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
 				/* Out of descriptors: look again in a while, not on
 				 * every turn. */
-				loop_watch_events(w, 0);
-				if (!srv->accept_timer)
-					srv->accept_timer = loop_timer(srv->loop,
+				loop_watch_events(srv->listen_watch, 0);
+				if (!loop_timer_armed(&srv->accept_timer))
+					loop_timer_arm(&srv->scope, &srv->accept_timer,
 						loop_now_ms() + ACCEPT_RETRY_MS, on_accept_retry, srv);
 			}
 			return;
@@ -660,18 +673,20 @@ static void on_listen(struct loop_watch *w, int fd, unsigned events, void *data)
 		if (!c)
 			abort();
 		*c = (struct connection){.srv = srv, .sock = s, .pid = peer.pid};
+		loop_scope_init(&c->scope, srv->loop, "a server's client");
 		c->next = srv->clients;
 		srv->clients = c;
-		loop_timer_cancel(srv->idle_timer);
-		srv->idle_timer = NULL;
+		loop_timer_cancel(&srv->idle_timer);
 		if (count_clients(srv) > CLIENTS_MAX) {
 			decline(c, "%d clients at once already", CLIENTS_MAX);
 			continue;
 		}
-		c->watch = loop_watch(srv->loop, s, LOOP_READ, on_client, c);
-		c->wait_timer = loop_timer(srv->loop, loop_now_ms() + REQUEST_WAIT_MS, on_wait_timeout, c);
-		if (!c->watch)
+		if (loop_watch(&c->scope, &c->watch, s, LOOP_READ, on_client, c) < 0) {
 			client_free(c);
+			continue;
+		}
+		loop_timer_arm(&c->scope, &c->wait_timer, loop_now_ms() + REQUEST_WAIT_MS,
+			on_wait_timeout, c);
 	}
 }
 
@@ -679,10 +694,8 @@ static void on_listen(struct loop_watch *w, int fd, unsigned events, void *data)
 
 static void close_listener(struct server *srv)
 {
-	loop_unwatch(srv->listen_watch);
-	srv->listen_watch = NULL;
-	loop_timer_cancel(srv->accept_timer);
-	srv->accept_timer = NULL;
+	loop_unwatch(&srv->listen_watch);
+	loop_timer_cancel(&srv->accept_timer);
 	if (srv->listen_fd < 0)
 		return;
 	/* Ours is removed, not one a newer server put there since. */
@@ -709,8 +722,7 @@ static void stop(struct server *srv, int sig, int status, const char *why)
 	srv->exit_status = status;
 	say("stopping: %s", why);
 	close_listener(srv);
-	loop_timer_cancel(srv->idle_timer);
-	srv->idle_timer = NULL;
+	loop_timer_cancel(&srv->idle_timer);
 	for (struct connection *c = srv->clients, *next; c; c = next) {
 		next = c->next;
 		if (c->running) {
@@ -727,8 +739,10 @@ static void stop(struct server *srv, int sig, int status, const char *why)
  * the server. */
 static void check_finished(struct server *srv)
 {
-	if (!srv->stopping || srv->clients || srv->host_checking)
+	if (!srv->stopping || srv->clients)
 		return;
+	/* Stopping: its own check is not waited for. */
+	host_check_cancel(&srv->host_check);
 	if (!srv->draining) {
 		srv->draining = true;
 		for (struct fleet *f = srv->fleets, *next; f; f = next) {
@@ -753,7 +767,6 @@ static void on_signal(int sig, void *data)
 static void on_own_host(struct host *h, void *data)
 {
 	struct server *srv = data;
-	srv->host_checking = false;
 	if (h->refusal.status) {
 		fprintf(stderr, "sage-sandbox serve: %s%s%s\n", h->refusal.message,
 			h->refusal.hint[0] ? "; " : "", h->refusal.hint);
@@ -883,9 +896,11 @@ static int open_server(struct server *srv)
 	srv->listen_fd = srv->activated ? activated : listen_socket(srv);
 	if (srv->listen_fd < 0)
 		return -1;
-	srv->listen_watch = loop_watch(srv->loop, srv->listen_fd, LOOP_READ, on_listen, srv);
+	if (loop_watch(&srv->scope, &srv->listen_watch, srv->listen_fd, LOOP_READ, on_listen,
+			srv) < 0)
+		return -1;
 	srv->signals = stop_signals_watch(srv->loop, false, on_signal, srv, &err);
-	return srv->listen_watch && srv->signals ? 0 : -1;
+	return srv->signals ? 0 : -1;
 }
 
 int server_run(const struct server_options *opt)
@@ -903,6 +918,7 @@ int server_run(const struct server_options *opt)
 	srv.loop = loop_new();
 	if (!srv.loop)
 		return EXIT_REFUSED;
+	loop_scope_init(&srv.scope, srv.loop, "the server");
 	if (open_server(&srv) == 0) {
 		srv.exit_status = 0;
 		char idle[48] = "never";
@@ -912,9 +928,8 @@ int server_run(const struct server_options *opt)
 			(long)getpid(), srv.dir.socket, srv.activated ? " (socket activated)" : "",
 			opt->warm, opt->warm == 1 ? "" : "es", idle);
 		rearm_idle(&srv);
-		srv.host_checking = true;
-		host_check(srv.loop, opt->cfg, loop_now_ms() + HOST_CHECK_MS, true, &srv.host,
-			on_own_host, &srv);
+		host_check(srv.loop, &srv.host_check, opt->cfg, loop_now_ms() + HOST_CHECK_MS, true,
+			&srv.host, on_own_host, &srv);
 		while (!srv.done)
 			if (loop_run(srv.loop) < 0) {
 				say("the event loop failed: %s", strerror(errno));
@@ -924,6 +939,8 @@ int server_run(const struct server_options *opt)
 		say("exited: %ld runs served", srv.served);
 	}
 	close_listener(&srv);
+	/* Only a loop that failed leaves clients and fleets; outside
+	 * loop_run, each goes at once. */
 	while (srv.clients)
 		client_free(srv.clients);
 	while (srv.fleets) {
@@ -931,7 +948,8 @@ int server_run(const struct server_options *opt)
 		srv.fleets = f->next;
 		fleet_free(f);
 	}
-	loop_timer_cancel(srv.idle_timer);
+	loop_scope_end(&srv.scope);
+	host_check_cancel(&srv.host_check);
 	stop_signals_free(srv.signals);
 	if (srv.lock_fd >= 0)
 		close(srv.lock_fd);

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 struct stop_signals {
+	struct loop_scope scope; /* the signalfd's watch, released by stop_signals_free() */
 	int fd;
 	struct loop_watch *watch;
 	int first, seen;
@@ -17,7 +18,7 @@ struct stop_signals {
 	void *data;
 };
 
-static void on_signal(struct loop_watch *w, int fd, unsigned events, void *data)
+static void on_signal(int fd, unsigned events, void *data)
 {
 	struct stop_signals *s = data;
 	struct signalfd_siginfo info;
@@ -34,7 +35,7 @@ static void on_signal(struct loop_watch *w, int fd, unsigned events, void *data)
 		return;
 	}
 	s->first = sig;
-	s->on_first(sig, s->data);
+	s->on_first(sig, s->data); /* last: it may free s */
 }
 
 struct stop_signals *stop_signals_watch(struct loop *loop, bool keep_ignored,
@@ -44,8 +45,8 @@ struct stop_signals *stop_signals_watch(struct loop *loop, bool keep_ignored,
 	if (!s)
 		abort();
 	*s = (struct stop_signals){.fd = -1, .on_first = on_first, .data = data};
-	s->watch = loop_watch_stop_signals(loop, keep_ignored, &s->fd, on_signal, s);
-	if (!s->watch) {
+	loop_scope_init(&s->scope, loop, "the stop signals");
+	if (loop_watch_stop_signals(&s->scope, &s->watch, keep_ignored, &s->fd, on_signal, s) < 0) {
 		error_set(err, EXIT_REFUSED, NULL, "cannot watch signals: %s", strerror(errno));
 		if (s->fd >= 0)
 			close(s->fd);
@@ -64,7 +65,8 @@ void stop_signals_free(struct stop_signals *s)
 {
 	if (!s)
 		return;
-	loop_unwatch(s->watch);
-	close(s->fd);
+	loop_scope_end(&s->scope);
+	if (s->fd >= 0)
+		close(s->fd);
 	free(s);
 }

@@ -7,8 +7,9 @@
 #   once     one call, then the container ends;
 #   serial   call after call, each in a child of its own forked from this
 #            process (which no call's code touched), every process of a call
-#            killed, /tmp put back as recorded (tmpreset.py) and this
-#            process's state checked (parent.py) before the next;
+#            killed, /tmp put back as recorded (tmpreset.py), this
+#            process's state checked (parent.py) and the network namespace
+#            found as it was (netns.py) before the next;
 #   session  the cells of one Sage: one child runs every cell, stopped
 #            (SIGSTOP) between cells with every other process killed, so that
 #            nothing of a cell runs after its answer.
@@ -18,7 +19,7 @@ import select
 import signal
 import time
 
-from launcher import child, outdir, parent, tmpreset
+from launcher import child, netns, outdir, parent, tmpreset
 from launcher.frames import MAX_FRAME, ProtocolError, write_all
 
 MODES = ("once", "serial", "session")
@@ -136,6 +137,7 @@ class Launcher:
         self.handlers, self.namespace, self.preparse_file = handlers, namespace, preparse_file
         self.recorded = None  # /tmp as recorded, for serial
         self.state = None     # this process's state, checked before each call is handed on
+        self.network = set()  # the sockets of its network namespace at its start (netns.py)
         self.child = 0
         self.pidfd = -1
         self.pipes = None
@@ -690,7 +692,7 @@ class Launcher:
         differs = parent.changed(self.state)
         if differs:
             return "the launcher's state changed: %s" % ", ".join(differs)
-        return None
+        return netns.left_over(self.network)
 
     # ---- the whole ----------------------------------------------------------------
 
@@ -702,6 +704,7 @@ class Launcher:
                 # It serves one call, then ends, and says why with it.
                 self.no_reset = "/tmp could not be recorded: %s" % e
         self.state = parent.state()
+        self.network = netns.sockets()
         self.prepare_child()
         while True:
             call = self.read_call()

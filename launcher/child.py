@@ -97,6 +97,49 @@ def ends_quietly(code):
     return last is not None and last.type == tokenize.OP and last.string == ";"
 
 
+def split_constants(text, preparsed):
+    """The preparser's block of numeric constants, and the code with each
+    of its lines at the user's own line number. Sage's preparse_file maps
+    the code line for line, and puts the constants before it: joined onto
+    a first line that is blank or a comment (nothing shifts, the block
+    stays), or on one line of their own, or, when there are many, on one
+    line each and a blank one. Only lines the code does not have are taken
+    for the block, and only if they are constants and blanks."""
+    lines = preparsed.split("\n")
+    extra = len(lines) - len(text.splitlines())
+    head = lines[:extra] if extra > 0 else []
+    if head and all(not line.strip() or line.startswith("_sage_const_") for line in head):
+        return "\n".join(head), "\n".join(lines[extra:])
+    return "", preparsed
+
+
+def users_syntax_error(error, text, filename):
+    """A syntax error in the preparsed code, told in the user's own words:
+    their line, and the caret where Python puts it in that line. The
+    preparser changed the line (2^3, 1.5, R.<x>): its column means nothing
+    in the user's line, so the caret comes from compiling the user's code
+    as plain Python where that fails on the same line, and is left out
+    where it does not."""
+    lines = text.splitlines()
+    if error.filename != filename or not error.lineno or not 0 < error.lineno <= len(lines):
+        return error
+    own = lines[error.lineno - 1]
+    if (error.text or "").rstrip("\r\n") == own:
+        return error
+    offset = end_offset = None
+    try:
+        compile(text, filename, "exec")
+    except SyntaxError as plain:
+        if plain.lineno == error.lineno:
+            offset, end_offset = plain.offset, getattr(plain, "end_offset", None)
+    except (ValueError, OverflowError):
+        pass
+    told = SyntaxError(error.msg, (filename, error.lineno, offset, own + "\n"))
+    if end_offset is not None:
+        told.end_lineno, told.end_offset = error.lineno, end_offset
+    return told
+
+
 def run_code(source, namespace, filename, preparse_file, show_last=False):
     """The code as `sage FILE` runs it, in the namespace made before it
     came; returns the exit status. show_last: a last statement that is a
@@ -104,18 +147,16 @@ def run_code(source, namespace, filename, preparse_file, show_last=False):
     import linecache
     import numbers
     import traceback
+    text = ""
     try:
         # A byte order mark starts many files saved on Windows: not code.
         text = source.decode("utf-8-sig")
-        preparsed = preparse_file(text)
-        # The preparser hoists the code's numeric constants into one line
-        # of its own at the top; run it first, so that the code's lines keep
-        # their numbers, and tracebacks quote the user's own lines.
-        first, _, rest = preparsed.partition("\n")
-        if first.startswith("_sage_const_") and not text.startswith("_sage_const_"):
-            exec(compile(first, filename, "exec"), namespace)
-            preparsed = rest
+        # The constants run first, so that the code's lines keep their
+        # numbers, and tracebacks quote the user's own lines.
+        constants, preparsed = split_constants(text, preparse_file(text))
         linecache.cache[filename] = (len(text), None, text.splitlines(True), filename)
+        if constants:
+            exec(compile(constants, filename, "exec"), namespace)
         if not show_last:
             exec(compile(preparsed, filename, "exec"), namespace)
             return 0
@@ -148,6 +189,10 @@ def run_code(source, namespace, filename, preparse_file, show_last=False):
         # cannot be printed): the status is 1 all the same.
         try:
             kind, value, tb = sys.exc_info()
+            if isinstance(e, SyntaxError) and tb is not None and tb.tb_next is None:
+                # The code's own, from compile(): not one its code raised.
+                value = users_syntax_error(e, text, filename)
+                kind = type(value)
             # The first frame is this function: not the user's.
             traceback.print_exception(kind, value, tb.tb_next if tb else tb)
             if isinstance(e, (FileNotFoundError, ModuleNotFoundError)) or (
@@ -156,6 +201,25 @@ def run_code(source, namespace, filename, preparse_file, show_last=False):
         except BaseException:
             pass
         return 1
+
+
+def finish_as_python_does():
+    """What a Python program does at its end that can be seen, without the
+    interpreter's teardown (the launcher's child leaves with os._exit, for
+    speed): wait for the threads that are not daemons (a thread's late
+    print or show() is the code's output), then run the code's atexit
+    handlers. Daemon threads are left, as Python leaves them. The call's
+    deadline bounds the wait: the host stops the call there."""
+    import atexit
+    import threading
+    try:
+        threading._shutdown()
+    except BaseException:
+        pass
+    try:
+        atexit._run_exitfuncs()
+    except BaseException:
+        pass
 
 
 def reseed():
@@ -243,7 +307,16 @@ def child_main(pipes, handlers, namespace, preparse_file, session):
         filename = "<stdin>" if argv[0] == "-" else argv[0]
         namespace["__file__"] = filename
         sys.argv = argv
+        if not session:
+            # Only the code's own handlers run at its end: Sage's and the
+            # launcher's were registered before the fork, and are the
+            # teardown a fresh sage's exit would do, which no output shows.
+            import atexit
+            atexit._clear()
         status = run_code(code, namespace, filename, preparse_file, bool(flags & DISPLAY_LAST))
+        if not session or os.getpid() != me:
+            # A session's cell is a notebook's: its threads run on.
+            finish_as_python_does()
         try:
             sys.stdout.flush()
             sys.stderr.flush()

@@ -52,7 +52,7 @@ sys.stderr.write("to err\n")' 0 run
 @test "run --json - the result object has every field, and ok true on success" {
 	input_file=$seed
 	run_ss 0 run --json
-	expect_equal "$(json_get 'sorted(j)')" '["cpu_limit_exceeded", "duration_ms", "error", "exit_code", "file", "files", "files_not_saved", "files_not_saved_count", "memory_limit_exceeded", "ok", "output_limit_exceeded", "sandbox", "schema_version", "signal", "stderr", "stdin_truncated", "stdout", "stopped_by", "timed_out", "truncated"]'
+	expect_equal "$(json_get 'sorted(j)')" '["cpu_limit_exceeded", "duration_ms", "error", "exit_code", "file", "files", "files_not_saved", "files_not_saved_count", "memory_limit_exceeded", "ok", "output_limit_exceeded", "sandbox", "schema_version", "signal", "stderr", "stdin_truncated", "stdout", "stopped_by", "throttled", "timed_out", "truncated"]'
 	expect_equal "$(json_get 'j["schema_version"], j["error"], j["stopped_by"], j["file"]')" '[1, null, null, null]'
 	# Without --output-dir nothing comes back, and the object says so.
 	expect_equal "$(json_get 'j["files"], j["files_not_saved"], j["files_not_saved_count"]')" '[null, null, 0]'
@@ -169,4 +169,27 @@ print(os.environ["HOME"], os.environ["DOT_SAGE"], os.environ["PYTHONNOUSERSITE"]
 	printf 'print("caf\xe9")\n' >"$BATS_TEST_TMPDIR/latin1.sage"
 	run_ss 125 run "$BATS_TEST_TMPDIR/latin1.sage"
 	expect_equal "$errors" "sage-sandbox: code from $BATS_TEST_TMPDIR/latin1.sage is not UTF-8: invalid byte at offset 10; save the file as UTF-8 (iconv -t UTF-8)"
+}
+
+@test "run - a podman that fails without a word is named as podman's failure, not the image's" {
+	# A wrapper that answers every question but exits 1, silently, for
+	# run, create and start: before issue 33 the image was blamed and
+	# --python suggested.
+	local real
+	real=$(command -v podman)
+	cat >"$BATS_TEST_TMPDIR/podman" <<-EOF
+	#!/bin/sh
+	for arg; do
+	    case \$arg in run|create|start) exit 1 ;; -*) ;; *) break ;; esac
+	done
+	exec $real "\$@"
+	EOF
+	chmod +x "$BATS_TEST_TMPDIR/podman"
+	# A fresh cache: the probe must run (the image's answer is cached).
+	XDG_CACHE_HOME=$BATS_TEST_TMPDIR/cache SAGE_SANDBOX_PODMAN=$BATS_TEST_TMPDIR/podman \
+		sage 'print(1)' 125 run
+	expect_equal "$output" ""
+	expect_no_match "$errors" "python"
+	expect_match "$errors" "^sage-sandbox: podman failed to start a container \(status 1\) and said nothing"
+	expect_equal "$(printf '%s\n' "$errors" | wc -l)" 1
 }

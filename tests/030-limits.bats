@@ -114,6 +114,16 @@ print(used <= 0.5 * (wall + 0.5) * 1.1, used > 0.5 * wall * 0.7, "%.1f CPU-s in 
 	expect_match "$output" "^True True "
 }
 
+@test "run --cpus - a run the throttle held back that then times out names the CPU limit, in its line and JSON" {
+	# Before issue 33 it said only "timed out ...; raise --timeout", with
+	# nothing of the --cpus 0.2 that made it slow.
+	sage 'while True: pass' 124 run --cpus 0.2 --timeout 10
+	expect_equal "$errors" "sage-sandbox: timed out after 10 s, held back to --cpus 0.2 by the CPU throttle; the container was stopped; raise --timeout (at most 600) or --cpus"
+	sage 'while True: pass' 124 run --cpus 0.2 --timeout 10 --json
+	expect_equal "$(json_get '[j["stopped_by"], j["timed_out"], j["throttled"], j["cpu_limit_exceeded"]]')" \
+		'["timeout", true, true, false]'
+}
+
 @test "run --image and SAGE_SANDBOX_IMAGE - choose the image; a missing one is refused" {
 	local alias=localhost/sage-sandbox-test-alias:$$
 	podman tag localhost/sagemath-debian:bookworm "$alias"

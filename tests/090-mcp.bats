@@ -234,12 +234,15 @@ PY
 	# probe are answered from their caches: a run first makes sure they are.
 	sage 'pass' 0 run
 	input_file=$BATS_TEST_TMPDIR/in run_ss 0 mcp --concurrency 1 --warm 0
-	# Call 66 found 64 waiting; 2..65 were cancelled before their turn; 1
-	# was stopped by the end of input.
+	# Call 66 found 64 waiting; 2..65 were cancelled before their turn; 1,
+	# read before the end of input, ran to its end and was answered.
 	expect_equal "$(printf '%s\n' "$output" | wc -l)" 2
-	output=$(printf '%s\n' "$output" | grep '"id":66')
+	all=$output
+	output=$(printf '%s\n' "$all" | grep '"id":66')
 	expect_equal "$(json_get 'j["error"]["code"]')" -32603
 	expect_match "$(json_get 'j["error"]["message"]')" "64 calls are already waiting"
+	output=$(printf '%s\n' "$all" | grep '"id":1,')
+	expect_equal "$(json_get 'j["result"]["structuredContent"]["stdout"]')" first
 }
 
 @test "mcp: U+2028 and U+2029 the code prints are written escaped, never raw, in text and structuredContent" {
@@ -277,4 +280,178 @@ print(len(png))' --warm 0
 	expect_equal "$(json_get '[c["mimeType"] for c in j["result"]["content"] if c["type"] == "image"]')" '["image/png"]'
 	expect_equal "$(json_get 'len(__import__("base64").b64decode([c for c in j["result"]["content"] if c["type"] == "image"][0]["data"])) == [f["size"] for f in j["result"]["structuredContent"]["files"] if f["name"] == "sin.png"][0]')" true
 	expect_equal "$(json_get '[f["width"] for f in j["result"]["structuredContent"]["files"] if f["name"] == "huge.png"]')" '[40000]'
+}
+
+# readme_example: the README's "By hand" command, exactly as written there
+# (the first line that starts with printf after "By hand:").
+readme_example() {
+	awk '/^By hand:/ { found = 1 } found && /^printf / { print; exit }' \
+		"$BATS_TEST_DIRNAME/../README.md"
+}
+
+@test "mcp: the README's By hand example, as written, prints the factorization and exits 0" {
+	local example bin
+	example=$(readme_example)
+	[[ $example == "printf "*"| sage-sandbox mcp" ]] || { echo "# no example found: $example" >&2; false; }
+	# `sage-sandbox` on PATH is the one under test.
+	bin=$BATS_TEST_TMPDIR/bin
+	mkdir -p "$bin"
+	ln -s "$SAGE_SANDBOX" "$bin/sage-sandbox"
+	set +e
+	output=$(PATH=$bin:$PATH timeout 300 bash -c "$example" 2>"$BATS_TEST_TMPDIR/log")
+	status=$?
+	set -e
+	cat "$BATS_TEST_TMPDIR/log"
+	expect_equal "$status" 0 "the example's exit status"
+	expect_equal "$(json_get 'j["id"]')" 1
+	expect_equal "$(json_get 'j["result"]["isError"]')" false
+	expect_equal "$(json_get 'j["result"]["content"][0]["text"]')" "274177 * 67280421310721"
+	expect_equal "$(json_get 'j["result"]["structuredContent"]["stdout"]')" "274177 * 67280421310721"
+	# Nothing was stopped, and nothing was started or said to start once
+	# the server was stopping.
+	log=$(cat "$BATS_TEST_TMPDIR/log")
+	expect_no_match "$log" "interrupted|next try|did not start|cannot start"
+	expect_match "$log" "end of input; answering the 1 call already read"
+	expect_no_containers
+}
+
+@test "mcp: every request written before the end of input is answered, sessions included, then exit 0" {
+	python3 - "$BATS_TEST_TMPDIR/in" <<'PY'
+import json, sys
+def call(i, arguments):
+    return json.dumps({"jsonrpc": "2.0", "id": i, "method": "tools/call",
+                       "params": {"name": "run_sagemath", "arguments": arguments}})
+lines = [call(1, {"code": "import time\ntime.sleep(3)\nprint('one')"}),
+         call(2, {"code": "print(6*7)"}),
+         call(3, {"code": "x = 5\nprint(x^2)", "session": "s"}),
+         call(4, {"code": "print(factor(91))", "timeout_seconds": 60}),
+         json.dumps({"jsonrpc": "2.0", "id": 5, "method": "ping"})]
+open(sys.argv[1], "w").write("\n".join(lines) + "\n")
+PY
+	# One at a time: three of them wait their turn after the end of input.
+	input_file=$BATS_TEST_TMPDIR/in run_ss 0 mcp --concurrency 1
+	echo "$output"
+	echo "$errors"
+	expect_equal "$(printf '%s\n' "$output" | wc -l)" 5
+	all=$output
+	for want in "1 one" "2 42" "3 25" "4 7 * 13"; do
+		output=$(printf '%s\n' "$all" | grep "\"id\":${want%% *},")
+		expect_equal "$(json_get 'j["result"]["isError"]')" false "call ${want%% *}"
+		expect_equal "$(json_get 'j["result"]["structuredContent"]["stdout"]')" "${want#* }" "call ${want%% *}"
+	done
+	output=$(printf '%s\n' "$all" | grep '"id":3,')
+	expect_equal "$(json_get 'j["result"]["structuredContent"]["session"]["name"]')" s
+	expect_no_match "$errors" "interrupted|next try|did not start|shutting down"
+	expect_match "$errors" "end of input; answering the 4 calls already read, then stopping"
+	# The session's container went with the server.
+	expect_no_containers
+}
+
+@test "mcp: a signal while the calls read before the end of input finish stops them at once, exit 143" {
+	call_line 1 'import time
+print("started", flush=True)
+time.sleep(100)
+print("not reached")' progress-1 >"$BATS_TEST_TMPDIR/in"
+	"$SAGE_SANDBOX" mcp <"$BATS_TEST_TMPDIR/in" >"$BATS_TEST_TMPDIR/out" 2>"$BATS_TEST_TMPDIR/log" &
+	local pid=$! code=0 started
+	wait_until 120 "the call's progress to show 'started'" \
+		grep -qF 'output so far ends with:\nstarted' "$BATS_TEST_TMPDIR/out"
+	grep -q "end of input; answering the 1 call already read" "$BATS_TEST_TMPDIR/log"
+	started=$SECONDS
+	kill -TERM "$pid"
+	wait "$pid" || code=$?
+	cat "$BATS_TEST_TMPDIR/log"
+	expect_equal "$code" 143 "mcp's exit status after SIGTERM"
+	[ $((SECONDS - started)) -le 15 ]
+	output=$(grep '"id":1' "$BATS_TEST_TMPDIR/out")
+	expect_match "$(json_get 'j["result"]["content"][0]["text"]')" "interrupted by SIGTERM"
+	expect_no_match "$output" "not reached"
+	grep -q "signal 15; stopping" "$BATS_TEST_TMPDIR/log"
+	expect_no_containers
+}
+
+# answered_all FILE ID...: FILE holds an answer to each ID.
+answered_all() {
+	local file=$1 id
+	shift
+	for id; do
+		grep -q "\"id\":$id," "$file" || return 1
+	done
+}
+
+@test "mcp: a fifth session past --sessions 4 is refused with the reason, and the server goes on" {
+	mkfifo "$BATS_TEST_TMPDIR/in"
+	"$SAGE_SANDBOX" mcp --warm 0 <"$BATS_TEST_TMPDIR/in" >"$BATS_TEST_TMPDIR/out" \
+		2>"$BATS_TEST_TMPDIR/log" &
+	local pid=$! writer i
+	exec {writer}>"$BATS_TEST_TMPDIR/in"
+	for i in 1 2 3 4; do
+		printf '{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"run_sagemath","arguments":{"code":"print(%d)","session":"s%d"}}}\n' \
+			"$i" "$i" "$i" >&"$writer"
+	done
+	wait_until 240 "the four sessions' answers" answered_all "$BATS_TEST_TMPDIR/out" 1 2 3 4
+	# Four sessions open, none running: the fifth is refused as it is
+	# handed to the runner.
+	printf '%s\n' '{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"run_sagemath","arguments":{"code":"print(5)","session":"s5"}}}' >&"$writer"
+	wait_until 60 "the fifth session's answer" grep -q '"id":5,' "$BATS_TEST_TMPDIR/out"
+	call_line 6 'print(6*7)' >&"$writer"
+	wait_until 120 "the next call's answer" grep -q '"id":6,' "$BATS_TEST_TMPDIR/out"
+	exec {writer}>&-
+	wait "$pid"
+	cat "$BATS_TEST_TMPDIR/log"
+	output=$(grep '"id":5,' "$BATS_TEST_TMPDIR/out")
+	expect_equal "$(json_get 'j["result"]["isError"]')" true
+	expect_match "$(json_get 'j["result"]["structuredContent"]["error"]')" "4 sessions are open, this server's most \(--sessions 4\); session s5 was not started"
+	output=$(grep '"id":6,' "$BATS_TEST_TMPDIR/out")
+	expect_equal "$(json_get 'j["result"]["structuredContent"]["stdout"]')" 42
+	expect_no_containers
+}
+
+@test "mcp: a podman that cannot be started is a refused call, and the server goes on" {
+	# A podman that fails at everything: the host check says so.
+	printf '#!/bin/sh\nexit 1\n' >"$BATS_TEST_TMPDIR/failing-podman"
+	chmod +x "$BATS_TEST_TMPDIR/failing-podman"
+	{
+		call_line 1 'print(1)'
+		echo '{"jsonrpc":"2.0","id":2,"method":"ping"}'
+		call_line 3 'print(3)'
+	} >"$BATS_TEST_TMPDIR/in"
+	SAGE_SANDBOX_PODMAN=$BATS_TEST_TMPDIR/failing-podman input_file=$BATS_TEST_TMPDIR/in run_ss 0 mcp
+	expect_equal "$(printf '%s\n' "$output" | wc -l)" 3
+	all=$output
+	for i in 1 3; do
+		output=$(printf '%s\n' "$all" | grep "\"id\":$i,")
+		expect_equal "$(json_get 'j["result"]["isError"]')" true "call $i"
+		expect_equal "$(json_get 'j["result"]["structuredContent"]["exit_code"]')" 125 "call $i"
+	done
+
+	# A podman that goes away once the server runs: the runner cannot
+	# start it for the next call, which is refused as it is submitted.
+	local real wrapper=$BATS_TEST_TMPDIR/podman writer pid
+	real=$(command -v podman)
+	printf '#!/bin/sh\nexec %s "$@"\n' "$real" >"$wrapper"
+	chmod +x "$wrapper"
+	mkfifo "$BATS_TEST_TMPDIR/fifo"
+	SAGE_SANDBOX_PODMAN=$wrapper "$SAGE_SANDBOX" mcp --warm 0 <"$BATS_TEST_TMPDIR/fifo" \
+		>"$BATS_TEST_TMPDIR/out" 2>"$BATS_TEST_TMPDIR/log" &
+	pid=$!
+	exec {writer}>"$BATS_TEST_TMPDIR/fifo"
+	call_line 1 'print(1)' >&"$writer"
+	wait_until 120 "the first answer" grep -q '"id":1,' "$BATS_TEST_TMPDIR/out"
+	wait_no_containers 20
+	chmod -x "$wrapper"
+	call_line 2 'print(2)' >&"$writer"
+	wait_until 60 "the refusal" grep -q '"id":2,' "$BATS_TEST_TMPDIR/out"
+	chmod +x "$wrapper"
+	call_line 3 'print(6*7)' >&"$writer"
+	wait_until 120 "the answer after it" grep -q '"id":3,' "$BATS_TEST_TMPDIR/out"
+	exec {writer}>&-
+	wait "$pid"
+	cat "$BATS_TEST_TMPDIR/log"
+	output=$(grep '"id":2,' "$BATS_TEST_TMPDIR/out")
+	expect_equal "$(json_get 'j["result"]["isError"]')" true
+	expect_match "$(json_get 'j["result"]["structuredContent"]["error"]')" "cannot execute podman"
+	output=$(grep '"id":3,' "$BATS_TEST_TMPDIR/out")
+	expect_equal "$(json_get 'j["result"]["structuredContent"]["stdout"]')" 42
+	expect_no_containers
 }

@@ -353,3 +353,36 @@ b.sage 0 b.sage"
 	expect_equal "$output" ""
 	expect_match "$errors" "0 jobs in .* 3 skipped \(--resume\)"
 }
+
+@test "batch - - with stdin a socket (as Node and socket activation give): every job runs, a clean exit" {
+	# The jobs come one at a time, each after the last one's result, so
+	# that the batch waits on the socket between them; then the writer
+	# shuts its side. The descriptor the batch read is closed at the end
+	# of input while fd 0 keeps the socket open: a watch left on it would
+	# be told of its end on every turn.
+	run python3 - "$SAGE_SANDBOX" <<'PY'
+import json, socket, subprocess, sys
+ours, theirs = socket.socketpair()
+batch = subprocess.Popen([sys.argv[1], "batch", "--jobs", "1", "-"], stdin=theirs,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+theirs.close()
+for i in range(1, 4):
+    ours.sendall((json.dumps({"id": i, "code": "print(%d^2)" % i}) + "\n").encode())
+    line = json.loads(batch.stdout.readline())
+    assert line["id"] == i and line["stdout"] == "%d\n" % (i * i), line
+ours.shutdown(socket.SHUT_WR)
+rest = batch.stdout.read()
+status = batch.wait(timeout=120)
+err = batch.stderr.read().decode()
+print(err)
+assert rest == b"", rest
+assert status == 0, status
+assert "3 jobs in" in err and "3 ok" in err, err
+ours.close()
+print("ok")
+PY
+	echo "$output"
+	[ "$status" -eq 0 ]
+	[ "${lines[-1]}" = ok ]
+	expect_no_containers
+}

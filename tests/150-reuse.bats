@@ -238,3 +238,67 @@ sched_setaffinity Operation not permitted"
 	expect_match "$(cat "$BATS_TEST_TMPDIR/stderr")" "session idle ended after 10 s without a call"
 	expect_no_match "$(cat "$BATS_TEST_TMPDIR/stderr")" "AddressSanitizer|runtime error|Segmentation"
 }
+
+# A job whose process continues itself while the CPU throttle holds it
+# stopped: a POSIX timer sends it SIGCONT every 10 ms.
+SELF_CONTINUING='import ctypes, signal, time
+libc = ctypes.CDLL(None, use_errno=True)
+class SigEvent(ctypes.Structure):
+    _fields_ = [("value", ctypes.c_void_p), ("signo", ctypes.c_int), ("notify", ctypes.c_int),
+                ("pad", ctypes.c_byte * 48r)]
+class TimeSpec(ctypes.Structure):
+    _fields_ = [("s", ctypes.c_long), ("ns", ctypes.c_long)]
+class ITimerSpec(ctypes.Structure):
+    _fields_ = [("interval", TimeSpec), ("value", TimeSpec)]
+signal.signal(signal.SIGCONT, lambda *a: None)
+timer = ctypes.c_void_p()
+event = SigEvent(None, int(signal.SIGCONT), 0r)  # SIGEV_SIGNAL
+assert libc.timer_create(1r, ctypes.byref(event), ctypes.byref(timer)) == 0r  # CLOCK_MONOTONIC
+every = TimeSpec(0r, 10000000r)
+assert libc.timer_settime(timer, 0r, ctypes.byref(ITimerSpec(every, every)), None) == 0r
+end = time.monotonic() + 20r
+while time.monotonic() < end:
+    pass
+print("ran 20 s at a full core")'
+
+@test "reuse - a job that continues itself while throttled is stopped with the CPU verdict; the next job's result is a fresh run's" {
+	# At --cpus 0.5 one busy core is twice the share: the throttle stops
+	# it; its timer continues it. Before issue 33 it ran its 20 s at a
+	# full core and the next job in the container started deep in debt.
+	jobs_file attacker "$SELF_CONTINUING" victim "$VICTIM"
+	run_ss 0 batch --order input --jobs 1 --cpus 0.5 "$jobs"
+	expect_equal "$(field attacker '[j["exit_code"], j["cpu_limit_exceeded"], j["stopped_by"], j["stdout"]]')" \
+		"[137, True, 'cpu_limit', '']"
+	expect_match "$(field attacker 'j["error"]')" "went on using the CPU while the throttle held them stopped for --cpus 0.5"
+	expect_equal "$(field victim 'j["ok"]')" True
+	expect_as_fresh victim "$VICTIM" --cpus 0.5
+}
+
+@test "reuse - abstract unix sockets a job keeps alive in a cycle of descriptors are gone before the next job" {
+	local attacker='import array, socket
+keep = []
+for i in range(8):
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    s.bind(b"\0sage-sandbox-reuse-%d" % i)
+    keep.append(s)
+a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)
+fds = array.array("i", [a.fileno(), b.fileno()] + [s.fileno() for s in keep])
+a.sendmsg([b"x"], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, fds)])
+b.sendmsg([b"x"], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, fds)])
+print("bound 8 names, held in flight")'
+	local victim='import socket
+names = open("/proc/net/unix").read().count("@sage-sandbox-reuse-")
+print("names seen:", names)
+for i in range(8):
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    s.bind(b"\0sage-sandbox-reuse-%d" % i)
+print("bound all 8")'
+	jobs_file attacker "$attacker" victim "$victim"
+	run_ss 0 batch --order input --jobs 1 "$jobs"
+	local summary=$errors
+	expect_equal "$(field attacker 'j["stdout"]')" "bound 8 names, held in flight"
+	expect_equal "$(field victim 'j["stdout"]')" $'names seen: 0\nbound all 8'
+	expect_as_fresh victim "$victim"
+	# The launcher woke the kernel's collector: the container went on.
+	expect_match "$summary" "0 containers replaced after a job"
+}

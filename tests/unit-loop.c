@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -42,7 +43,7 @@ static int sh(const char *script, int timeout_ms, struct capture *cap)
 	return capture_command(argv, no_env, timeout_ms, cap);
 }
 
-static void quit_after(struct loop_timer *t, void *data)
+static void quit_after(void *data)
 {
 	loop_quit(data);
 }
@@ -85,19 +86,21 @@ static void child_never_reads_stdin(void)
 	check(queue_put(q, input, big) == big, "4 MiB queued for it without blocking");
 	queue_close_when_empty(q);
 	int64_t start = loop_now_ms();
-	struct loop_timer *t = loop_timer(loop, start + 5000, quit_after, loop);
+	struct loop_scope scope;
+	struct loop_timer *t = NULL;
+	loop_scope_init(&scope, loop, "the test");
+	loop_timer_arm(&scope, &t, start + 5000, quit_after, loop);
 	while (!seen.seen && loop_now_ms() - start < 5000)
 		loop_run(loop);
 	check(seen.seen && seen.status == 4, "its exit status 4 arrives although its stdin is full");
 	check(loop_now_ms() - start < 2000, "within 2 s, not at a deadline");
 	/* Its end of the pipe is gone: the queue learns it from a write. */
 	while (!seen.input_failed && loop_now_ms() - start < 5000) {
-		loop_timer_cancel(t);
-		t = loop_timer(loop, loop_now_ms() + 100, quit_after, loop);
+		loop_timer_arm(&scope, &t, loop_now_ms() + 100, quit_after, loop);
 		loop_run(loop);
 	}
 	check(seen.input_failed, "the unread input ends in EPIPE, not a hang");
-	loop_timer_cancel(t);
+	loop_scope_end(&scope);
 	queue_free(q);
 	process_release(&p);
 	free(input);
@@ -141,19 +144,21 @@ static void ignores_sigterm(void)
 	process_spawn(loop, &p, &spec);
 	usleep(100000);
 	check(process_signal(&p, SIGTERM) == 0, "SIGTERM sent through the pidfd");
-	struct loop_timer *t = loop_timer(loop, loop_now_ms() + 300, quit_after, loop);
+	struct loop_scope scope;
+	struct loop_timer *t = NULL;
+	loop_scope_init(&scope, loop, "the test");
+	loop_timer_arm(&scope, &t, loop_now_ms() + 300, quit_after, loop);
 	loop_run(loop);
 	check(!seen.seen, "a child that ignores SIGTERM is still running");
-	loop_timer_cancel(t);
 	process_signal(&p, SIGKILL);
-	t = loop_timer(loop, loop_now_ms() + 5000, quit_after, loop);
+	loop_timer_arm(&scope, &t, loop_now_ms() + 5000, quit_after, loop);
 	while (!seen.seen)
 		if (loop_run(loop) < 0 || !t)
 			break;
 	check(seen.seen && seen.status == 128 + SIGKILL, "SIGKILL ends it: status 137");
 	check(process_signal(&p, SIGKILL) < 0 && errno == ESRCH,
 		"once reaped, no signal goes out (never to a reused pid)");
-	loop_timer_cancel(t);
+	loop_scope_end(&scope);
 	process_release(&p);
 	loop_free(loop);
 }
@@ -232,10 +237,12 @@ static void no_fd_leak_when_spawn_fails(void)
 
 struct stalled {
 	struct loop *loop;
+	struct loop_scope scope;
+	struct loop_timer *timer;
 	bool timer_fired;
 };
 
-static void stalled_timer(struct loop_timer *t, void *data)
+static void stalled_timer(void *data)
 {
 	struct stalled *s = data;
 	s->timer_fired = true;
@@ -246,6 +253,7 @@ static void stalled_reader(void)
 {
 	int pipe_fds[2];
 	struct stalled s = {.loop = loop_new()};
+	loop_scope_init(&s.scope, s.loop, "the test");
 	pipe2(pipe_fds, O_CLOEXEC | O_NONBLOCK);
 	struct queue *q = queue_new(s.loop, pipe_fds[1], 1 << 20, NULL, NULL, &s);
 	char block[65536] = {0};
@@ -254,7 +262,7 @@ static void stalled_reader(void)
 		queued += queue_put(q, block, sizeof block);
 	check(queued == 1 << 20 && queue_room(q) == 0, "a full queue takes no more: the producer waits");
 	int64_t start = loop_now_ms();
-	loop_timer(s.loop, start + 200, stalled_timer, &s);
+	loop_timer_arm(&s.scope, &s.timer, start + 200, stalled_timer, &s);
 	loop_run(s.loop);
 	check(s.timer_fired && loop_now_ms() - start < 1000,
 		"with nobody reading, the timers still fire on time");
@@ -262,11 +270,12 @@ static void stalled_reader(void)
 	char sink[65536];
 	while (read(pipe_fds[0], sink, sizeof sink) > 0)
 		;
-	loop_timer(s.loop, loop_now_ms() + 100, stalled_timer, &s);
+	loop_timer_arm(&s.scope, &s.timer, loop_now_ms() + 100, stalled_timer, &s);
 	loop_run(s.loop);
 	check(queue_pending(q) < (1u << 20) - 65536, "once the reader reads, the queue drains");
 	queue_free(q);
 	close(pipe_fds[0]);
+	loop_scope_end(&s.scope);
 	loop_free(s.loop);
 }
 
@@ -276,10 +285,13 @@ static void regular_file_never_blocks(void)
 	int fd = mkstemp(path);
 	unlink(path);
 	struct loop *loop = loop_new();
+	struct loop_scope scope;
+	struct loop_timer *t = NULL;
+	loop_scope_init(&scope, loop, "the test");
 	struct queue *q = queue_new(loop, fd, 1 << 16, NULL, NULL, NULL);
 	check(q != NULL, "a regular file, which epoll cannot watch, still gets a queue");
 	queue_put(q, "hello", 5);
-	loop_timer(loop, loop_now_ms() + 50, quit_after, loop);
+	loop_timer_arm(&scope, &t, loop_now_ms() + 50, quit_after, loop);
 	loop_run(loop);
 	check(queue_pending(q) == 0, "... and is written on the next turn");
 	char last[100000];
@@ -287,15 +299,19 @@ static void regular_file_never_blocks(void)
 	queue_put_all(q, last, sizeof last);
 	check(queue_pending(q) == sizeof last, "a last message past the queue's bound is taken whole");
 	queue_free(q);
+	loop_scope_end(&scope);
 	loop_free(loop);
 }
 
 struct hangups {
 	struct loop *loop;
+	struct loop_scope scope;
+	struct loop_watch *watch;
+	struct loop_timer *timer;
 	int calls;
 };
 
-static void count_hangup(struct loop_watch *w, int fd, unsigned events, void *data)
+static void count_hangup(int fd, unsigned events, void *data)
 {
 	struct hangups *h = data;
 	h->calls++;
@@ -305,23 +321,254 @@ static void paused_watch_hears_hangup_once(void)
 {
 	int pipe_fds[2];
 	struct hangups h = {.loop = loop_new()};
+	loop_scope_init(&h.scope, h.loop, "the test");
 	pipe2(pipe_fds, O_CLOEXEC | O_NONBLOCK);
-	struct loop_watch *w = loop_watch(h.loop, pipe_fds[1], 0, count_hangup, &h);
+	loop_watch(&h.scope, &h.watch, pipe_fds[1], 0, count_hangup, &h);
 	close(pipe_fds[0]);
-	loop_timer(h.loop, loop_now_ms() + 100, quit_after, h.loop);
+	loop_timer_arm(&h.scope, &h.timer, loop_now_ms() + 100, quit_after, h.loop);
 	loop_run(h.loop);
 	check(h.calls == 1, "a paused watch whose reader is gone is told once, no busy turns");
-	loop_watch_events(w, LOOP_WRITE);
-	loop_timer(h.loop, loop_now_ms() + 50, quit_after, h.loop);
+	loop_watch_events(h.watch, LOOP_WRITE);
+	loop_timer_arm(&h.scope, &h.timer, loop_now_ms() + 50, quit_after, h.loop);
 	loop_run(h.loop);
 	check(h.calls >= 2, "... and asking for events again hears of the error again");
-	loop_unwatch(w);
+	loop_scope_end(&h.scope);
 	close(pipe_fds[1]);
 	loop_free(h.loop);
 }
 
+
+/* ---- issue 32: no callback outlives its object ---------------------------- */
+
+/* An owner as the front ends have them: a scope, slots, and a count of
+ * what reached it. */
+struct owner {
+	struct loop *loop;
+	struct loop_scope scope;
+	struct loop_timer *timer, *other;
+	struct loop_watch *watch;
+	int fired, other_fired, watch_calls;
+	bool slot_was_clear, freed;
+};
+
+static void owner_fire(void *data)
+{
+	struct owner *o = data;
+	o->fired++;
+	o->slot_was_clear = o->timer == NULL;
+}
+
+static void owner_other(void *data)
+{
+	((struct owner *)data)->other_fired++;
+}
+
+static void owner_watch_call(int fd, unsigned events, void *data)
+{
+	((struct owner *)data)->watch_calls++;
+}
+
+static struct owner *owner_new(struct loop *loop)
+{
+	struct owner *o = calloc(1, sizeof *o);
+	o->loop = loop;
+	loop_scope_init(&o->scope, loop, "a test owner");
+	return o;
+}
+
+static void owner_free(void *data)
+{
+	struct owner *o = data;
+	loop_scope_end(&o->scope);
+	free(o);
+}
+
+static void run_for(struct loop *loop, int ms)
+{
+	struct loop_scope scope;
+	struct loop_timer *t = NULL;
+	loop_scope_init(&scope, loop, "run_for");
+	loop_timer_arm(&scope, &t, loop_now_ms() + ms, quit_after, loop);
+	loop_run(loop);
+	loop_scope_end(&scope);
+}
+
+static void slots(void)
+{
+	struct loop *loop = loop_new();
+	struct owner *o = owner_new(loop);
+	loop_timer_arm(&o->scope, &o->timer, loop_now_ms() + 20, owner_fire, o);
+	loop_timer_arm(&o->scope, &o->timer, loop_now_ms() + 40, owner_fire, o);
+	run_for(loop, 150);
+	check(o->fired == 1, "arming a slot again cancels what it held: one call, not two");
+	check(o->slot_was_clear && o->timer == NULL,
+		"the loop clears a timer's slot before it calls back");
+	loop_timer_arm(&o->scope, &o->timer, loop_now_ms() + 20, owner_fire, o);
+	loop_timer_cancel(&o->timer);
+	loop_timer_cancel(&o->timer);
+	run_for(loop, 60);
+	check(o->fired == 1 && o->timer == NULL, "a cancel clears the slot, and twice is harmless");
+	owner_free(o);
+	loop_free(loop);
+}
+
+static void scope_end_releases_all(void)
+{
+	struct loop *loop = loop_new();
+	struct owner *o = owner_new(loop);
+	int pair[2];
+	socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0, pair);
+	loop_timer_arm(&o->scope, &o->timer, loop_now_ms() + 10, owner_fire, o);
+	loop_timer_arm(&o->scope, &o->other, 0, owner_other, o);
+	loop_watch(&o->scope, &o->watch, pair[0], LOOP_READ, owner_watch_call, o);
+	struct owner copy_before_free = *o;
+	loop_scope_end(&o->scope);
+	check(!o->timer && !o->other && !o->watch, "ending a scope clears every slot of it");
+	/* Freed: with ASan any call into it is a report, without it a count
+	 * in freed memory; the peer's write and the timers' times pass. */
+	free(o);
+	write(pair[1], "x", 1);
+	close(pair[1]);
+	run_for(loop, 60);
+	check(copy_before_free.fired == 0, "... and nothing of the scope is called after it ended");
+	close(pair[0]);
+	loop_free(loop);
+}
+
+/* The batch bug: the caller closes its descriptor while another one (fd
+ * 0 of a socket stdin) keeps the file alive; the watch must go all the
+ * same. */
+static void watch_outlives_callers_fd(void)
+{
+	struct loop *loop = loop_new();
+	struct owner *o = owner_new(loop);
+	int pair[2];
+	socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0, pair);
+	int keeps_alive = dup(pair[0]);
+	loop_watch(&o->scope, &o->watch, pair[0], LOOP_READ, owner_watch_call, o);
+	close(pair[0]);
+	loop_unwatch(&o->watch);
+	int calls = o->watch_calls;
+	close(pair[1]); /* a hangup on the file that keeps_alive holds open */
+	run_for(loop, 60);
+	check(o->watch_calls == calls && o->watch == NULL,
+		"a watch whose caller closed its fd first is gone on unwatch: no hangup reaches it");
+	close(keeps_alive);
+	owner_free(o);
+	loop_free(loop);
+}
+
+struct releasing {
+	struct loop *loop;
+	struct loop_scope scope;
+	struct loop_timer *first, *second;
+	struct owner *victim;
+	bool victim_alive_in_second;
+};
+
+static void release_victim(void *data)
+{
+	struct releasing *r = data;
+	loop_release(r->loop, owner_free, r->victim);
+}
+
+static void look_at_victim(void *data)
+{
+	struct releasing *r = data;
+	/* Freed memory would be ASan's report; the flag says it was not. */
+	r->victim_alive_in_second = !r->victim->freed;
+}
+
+static void destroy_counted(void *data)
+{
+	(*(int *)data)++;
+}
+
+static void release_waits_for_turn(void)
+{
+	struct releasing r = {.loop = loop_new()};
+	loop_scope_init(&r.scope, r.loop, "the test");
+	r.victim = owner_new(r.loop);
+	loop_timer_arm(&r.victim->scope, &r.victim->timer, loop_now_ms() + 5000, owner_fire,
+		r.victim);
+	/* Both due in the same turn: the first asks for the free, the second
+	 * still holds the pointer. */
+	int64_t when = loop_now_ms() + 10;
+	loop_timer_arm(&r.scope, &r.second, when, look_at_victim, &r);
+	loop_timer_arm(&r.scope, &r.first, when, release_victim, &r);
+	run_for(r.loop, 50);
+	check(r.victim_alive_in_second, "a free asked for inside a callback waits for the turn's end");
+	int destroyed = 0;
+	loop_release(r.loop, destroy_counted, &destroyed);
+	check(destroyed == 1, "outside the loop's turn it happens at once");
+	loop_scope_end(&r.scope);
+	loop_free(r.loop);
+}
+
+struct later {
+	struct loop_scope scope;
+	struct loop_timer *soon;
+	bool in_call, ran_inside, ran;
+};
+
+static void later_cb(void *data)
+{
+	struct later *l = data;
+	l->ran = true;
+	l->ran_inside = l->in_call;
+}
+
+static void later_from_watch(int fd, unsigned events, void *data)
+{
+	struct later *l = data;
+	char c;
+	read(fd, &c, 1);
+	l->in_call = true;
+	loop_timer_arm(&l->scope, &l->soon, 0, later_cb, l);
+	l->in_call = false;
+}
+
+static void later_is_never_inside(void)
+{
+	struct loop *loop = loop_new();
+	struct later l = {0};
+	struct loop_watch *w = NULL;
+	loop_scope_init(&l.scope, loop, "the test");
+	int pair[2];
+	socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0, pair);
+	loop_watch(&l.scope, &w, pair[0], LOOP_READ, later_from_watch, &l);
+	write(pair[1], "x", 1);
+	run_for(loop, 30);
+	check(l.ran && !l.ran_inside, "a timer at 0 runs after the call that armed it, not in it");
+	loop_scope_end(&l.scope);
+	close(pair[0]);
+	close(pair[1]);
+	loop_free(loop);
+}
+
+static void leaked_handle_is_caught(void)
+{
+	pid_t pid = fork();
+	if (pid == 0) {
+		int devnull = open("/dev/null", O_WRONLY);
+		dup2(devnull, 2);
+		loop_strict = true;
+		struct loop *loop = loop_new();
+		struct owner *o = owner_new(loop);
+		loop_timer_arm(&o->scope, &o->timer, loop_now_ms() + 1000, owner_fire, o);
+		free(o); /* without ending its scope: the bug */
+		loop_free(loop);
+		_exit(0);
+	}
+	int status;
+	waitpid(pid, &status, 0);
+	check(WIFSIGNALED(status) && WTERMSIG(status) == SIGABRT,
+		"a strict loop_free aborts on a timer that outlives its owner");
+}
+
 int main(void)
 {
+	loop_strict = true;
 	signal(SIGPIPE, SIG_IGN);
 	child_never_reads_stdin();
 	flood();
@@ -333,6 +580,12 @@ int main(void)
 	stalled_reader();
 	regular_file_never_blocks();
 	paused_watch_hears_hangup_once();
+	slots();
+	scope_end_releases_all();
+	watch_outlives_callers_fd();
+	release_waits_for_turn();
+	later_is_never_inside();
+	leaked_handle_is_caught();
 	printf("1..%d\n", test_number);
 	return failures ? 1 : 0;
 }

@@ -180,6 +180,114 @@ static bool watch(void (*make)(int ready_fd), uint64_t limit_mib, int seconds, u
 	return over;
 }
 
+/* ---- the CPU throttle ---------------------------------------------------- */
+
+static void spin(int ready_fd)
+{
+	say_ready(ready_fd);
+	for (volatile unsigned long i = 0;; i++)
+		;
+}
+
+struct cpu_watch {
+	pid_t pid;
+	struct memwatch *w;
+};
+
+static pid_t start(void (*make)(int ready_fd))
+{
+	int ready[2];
+	if (pipe(ready) < 0)
+		return -1;
+	pid_t pid = fork();
+	if (pid == 0) {
+		close(ready[0]);
+		setsid();
+		make(ready[1]);
+	}
+	close(ready[1]);
+	char c;
+	if (read(ready[0], &c, 1) != 1)
+		pid = -1;
+	close(ready[0]);
+	return pid;
+}
+
+static void end(pid_t pid)
+{
+	kill(-pid, SIGKILL);
+	kill(-pid, SIGCONT);
+	waitpid(pid, NULL, 0);
+}
+
+/* Looks at w for ms; counts the looks that found it throttled; the
+ * verdict, or MEMWATCH_OK. continuer > 0: that process is sent SIGCONT
+ * every 10 ms meanwhile, as a process that continues itself would be. */
+static enum memwatch_verdict look_for(struct memwatch *w, int ms, pid_t continuer,
+		int *throttled, uint64_t *cpu_ms)
+{
+	enum memwatch_verdict v = MEMWATCH_OK;
+	int64_t next = 0;
+	*throttled = 0;
+	for (int64_t stop = now_ms() + ms; now_ms() < stop && v == MEMWATCH_OK;) {
+		if (now_ms() >= next) {
+			struct memwatch_reading r;
+			v = memwatch_look(w, now_ms(), &r);
+			*throttled += r.throttled;
+			*cpu_ms = r.cpu_ms;
+			next = now_ms() + MEMWATCH_INTERVAL_MS;
+		}
+		if (continuer > 0)
+			kill(continuer, SIGCONT);
+		usleep(10000);
+	}
+	return v;
+}
+
+static void cpu_throttle(void)
+{
+	pid_t pid = start(spin);
+	struct memwatch_options opt = {.uid = getuid(), .session = pid, .limit = 1ull << 40,
+		.cpus_milli = 250};
+	struct memwatch *w = memwatch_new(&opt);
+	int throttled;
+	uint64_t cpu_ms;
+	enum memwatch_verdict v = look_for(w, 2000, 0, &throttled, &cpu_ms);
+	check(v == MEMWATCH_OK && throttled > 0, "a spinning process at --cpus 0.25 is throttled, "
+		"not stopped");
+	printf("# used %llu CPU ms in 2 s at --cpus 0.25\n", (unsigned long long)cpu_ms);
+	check(cpu_ms <= 250 * 2 + 125 + 200, "... and held to --cpus x (T + 0.5 s), with a look's slack");
+	memwatch_free(w);
+	end(pid);
+
+	/* A freeze that does not hold: continued from outside the watched
+	 * session every 10 ms, as a process with a timer of its own that sends
+	 * it SIGCONT would be. */
+	pid = start(spin);
+	opt.session = pid;
+	w = memwatch_new(&opt);
+	int64_t began = now_ms();
+	v = look_for(w, 10000, pid, &throttled, &cpu_ms);
+	int64_t took = now_ms() - began;
+	check(v == MEMWATCH_CPU_OVER, "a process continued while frozen gets the CPU verdict");
+	printf("# verdict after %lld ms, %llu CPU ms\n", (long long)took, (unsigned long long)cpu_ms);
+	check(took < 5000 && (int64_t)cpu_ms <= 250 * took / 1000 + 125 + 500 + 300,
+		"... within --cpus x (T + 0.5 s) + 0.5 s escaped + a look's slack");
+	/* Overdrawn by that call (it ran far past its share): the next
+	 * call's account is its own. The same spinning process stands for
+	 * the next call's, no longer continued from outside. */
+	memwatch_release(w);
+	kill(pid, SIGCONT);
+	struct memwatch_reading first, second;
+	memwatch_look(w, now_ms(), &first);
+	usleep(MEMWATCH_INTERVAL_MS * 1000);
+	memwatch_look(w, now_ms(), &second);
+	check(!first.throttled && !second.throttled,
+		"after memwatch_release the next call starts with a full account, not the last one's debt");
+	memwatch_free(w);
+	end(pid);
+}
+
 int main(void)
 {
 	setvbuf(stdout, NULL, _IONBF, 0);
@@ -202,6 +310,7 @@ int main(void)
 	over = watch(zombies_then_descriptors, 512, 2, &most);
 	check(!over, "4 processes' 800 descriptors (400 MiB), then as zombies none, and 600 of "
 		"their parent's (300 MiB): under a limit of 512 MiB");
+	cpu_throttle();
 	printf("1..%d\n", test_number);
 	return failures != 0;
 }

@@ -164,10 +164,12 @@ static bool nothing_left(const struct fake *f)
 
 struct guard {
 	struct loop *loop;
+	struct loop_scope scope;
+	struct loop_timer *timer;
 	bool hit;
 };
 
-static void guard_hit(struct loop_timer *t, void *data)
+static void guard_hit(void *data)
 {
 	struct guard *g = data;
 	g->hit = true;
@@ -179,13 +181,42 @@ static void guard_hit(struct loop_timer *t, void *data)
 static bool turn_until(struct loop *loop, const int *count, int want, int ms)
 {
 	struct guard g = {.loop = loop};
-	struct loop_timer *t = loop_timer(loop, loop_now_ms() + ms, guard_hit, &g);
+	loop_scope_init(&g.scope, loop, "a test's guard");
+	loop_timer_arm(&g.scope, &g.timer, loop_now_ms() + ms, guard_hit, &g);
 	while (*count < want && !g.hit)
 		if (loop_run(loop) < 0)
 			break;
-	if (!g.hit)
-		loop_timer_cancel(t);
+	loop_scope_end(&g.scope);
 	return *count >= want;
+}
+
+/* Turns the loop for ms, whatever its callbacks do. */
+static void turn_for(struct loop *loop, int ms)
+{
+	static const int never = 0;
+	turn_until(loop, &never, 1, ms);
+}
+
+/* Waits, without the loop, until the case's fake has logged an event at
+ * least want times, or ms pass. */
+static bool wait_for_fake(const struct fake *f, const char *event, const char *arg, int want,
+		int ms)
+{
+	int64_t until = loop_now_ms() + ms;
+	while (fake_count(f, event, arg) < want && loop_now_ms() < until)
+		usleep(20 * 1000);
+	return fake_count(f, event, arg) >= want;
+}
+
+/* Reaps the children a freed sandbox let go of running (process_abandon
+ * never reaps them), once nothing of the case runs any more. */
+static void reap_abandoned(const struct fake *f)
+{
+	int64_t until = loop_now_ms() + 10000;
+	while (case_processes(f, false) > 0 && loop_now_ms() < until)
+		usleep(20 * 1000);
+	while (waitpid(-1, NULL, WNOHANG) > 0)
+		;
 }
 
 /* ---- one sandbox --------------------------------------------------------- */
@@ -610,6 +641,66 @@ static void start_race(void)
 	finish(&w, "race - always");
 }
 
+/* sandbox_free while a `podman rm` it started runs (the stop's, or the
+ * removal of a container a start race left): the rm is let go of and still
+ * removes the container, and nothing of it calls back into the freed
+ * sandbox, nor holds a handle on the loop (loop_strict aborts in
+ * loop_free). Sharpest under -fsanitize=address. */
+static void free_while_removing(void)
+{
+	struct fake f;
+	struct watch w;
+	struct error err;
+	char name[64];
+	fake_new(&f, "free-while-rm", "run hang\nrm slow\n");
+	struct program p = make_program("print(1)", loop_now_ms() + 30000);
+	start(&w, &f, false, &err);
+	sandbox_submit(w.sb, &p);
+	for (int64_t until = loop_now_ms() + 20000; !w.streamed[0].len && loop_now_ms() < until;)
+		turn_for(w.loop, 50);
+	snprintf(name, sizeof name, "%s", sandbox_name(w.sb));
+	sandbox_stop(w.sb, STOP_SIGNAL, SIGTERM);
+	bool in_flight = wait_for_fake(&f, "rm", name, 1, 5000) &&
+		fake_count(&f, "rm-end", name) == 0;
+	sandbox_free(w.sb);
+	/* The loop turns on while the rm ends, and a while after. */
+	for (int64_t until = loop_now_ms() + 5000;
+	     fake_count(&f, "rm-end", name) == 0 && loop_now_ms() < until;)
+		turn_for(w.loop, 50);
+	turn_for(w.loop, 200);
+	check(in_flight && w.done == 0 && w.released == 0,
+		"free - sandbox_free during the stop's podman rm: no callback after it");
+	loop_free(w.loop);
+	buffer_free(&w.streamed[0]);
+	buffer_free(&w.streamed[1]);
+	check(fake_count(&f, "rm-end", name) == 1,
+		"free - ... the rm ran on to its end: the container is still removed");
+	reap_abandoned(&f);
+	check(nothing_left(&f), "free - during rm: nothing left running");
+
+	fake_new(&f, "free-while-discard", "run race 1\nrm slow\n");
+	start(&w, &f, false, &err);
+	for (int64_t until = loop_now_ms() + 20000;
+	     fake_count(&f, "run", NULL) < 2 && loop_now_ms() < until;)
+		turn_for(w.loop, 50);
+	fake_lines(&f, "run", NULL, 0, name, sizeof name);
+	in_flight = wait_for_fake(&f, "rm", name, 1, 5000) && fake_count(&f, "rm-end", name) == 0;
+	sandbox_free(w.sb);
+	for (int64_t until = loop_now_ms() + 5000;
+	     fake_count(&f, "rm-end", name) == 0 && loop_now_ms() < until;)
+		turn_for(w.loop, 50);
+	turn_for(w.loop, 200);
+	check(in_flight && w.done == 0 && w.released == 0,
+		"free - sandbox_free during a start race's removal: no callback after it");
+	loop_free(w.loop);
+	buffer_free(&w.streamed[0]);
+	buffer_free(&w.streamed[1]);
+	check(fake_count(&f, "rm-end", name) == 1,
+		"free - ... the lost start's container is still removed");
+	reap_abandoned(&f);
+	check(nothing_left(&f), "free - during a race's removal: nothing left running");
+}
+
 /* ---- the runner --------------------------------------------------------------- */
 
 struct front {
@@ -725,15 +816,102 @@ static void runner_cannot_start(void)
 	struct runner *r = runner_for(loop, &h, "/nonexistent/podman", 0);
 	struct call_spec spec = make_spec(&fr, "print(1)", true);
 	struct call *c = runner_submit(r, &spec);
+	turn_until(loop, &fr.done, 1, 5000);
 	check(fr.done == 1 && fr.result.failed && fr.result.failure.status == EXIT_REFUSED &&
 		fr.result.exit_code == EXIT_REFUSED &&
 		has(fr.result.failure.message, "cannot execute podman"),
-		"runner - podman cannot be executed: on_done at once, failed 125, podman named");
+		"runner - podman cannot be executed: on_done, failed 125, podman named");
 	call_free(c);
 	runner_drain(r, SIGTERM, "the test is over", front_drained, &fr);
 	check(fr.drained == 1, "runner - ... and the drain of nothing is done at once");
 	runner_free(r);
 	loop_free(loop);
+}
+
+/* Synchronous refusals: runner_submit returns a live call, and its on_done
+ * comes from the loop, after runner_submit returned (a front end that
+ * stores the call, or frees it in on_done, is then never wrong). */
+static void runner_refusals(void)
+{
+	struct host h;
+	struct loop *loop = loop_new();
+	struct front fr = {.loop = loop, .free_in_done = true};
+	struct runner *r = runner_for(loop, &h, "/nonexistent/podman", 0);
+	struct call_spec spec = make_spec(&fr, "print(1)", false);
+	struct call *c = runner_submit(r, &spec);
+	check(c && fr.done == 0 && call_result(c)->failed &&
+		call_result(c)->failure.status == EXIT_REFUSED,
+		"refusal - podman cannot start: runner_submit returns the live call, refused; "
+		"no on_done inside it");
+	turn_until(loop, &fr.done, 1, 5000);
+	check(fr.done == 1 && fr.result.podman_failed &&
+		has(fr.result.failure.message, "cannot execute podman"),
+		"refusal - ... on_done on the next turn (and the call freed there)");
+
+	struct front fs = {.loop = loop, .free_in_done = true};
+	spec = make_spec(&fs, "x = 1", false);
+	spec.session = "s1";
+	c = runner_submit(r, &spec);
+	check(c && fs.done == 0 && call_result(c)->failed &&
+		has(call_result(c)->failure.message, "session s1 was not started"),
+		"refusal - past sessions_max: runner_submit returns the live call, refused; "
+		"no on_done inside it");
+	turn_until(loop, &fs.done, 1, 5000);
+	check(fs.done == 1 && fs.result.failure.status == EXIT_REFUSED,
+		"refusal - ... on_done on the next turn, status 125");
+
+	/* A drain waits for an on_done on its way, unless the call is freed
+	 * first: then it never comes, and the drain is done from the loop. */
+	struct front fd = {.loop = loop};
+	spec = make_spec(&fd, "print(2)", false);
+	c = runner_submit(r, &spec);
+	runner_drain(r, SIGTERM, "the test is over", front_drained, &fd);
+	check(fd.drained == 0, "refusal - a drain waits for the on_done on its way");
+	call_free(c);
+	check(fd.drained == 0, "refusal - ... the call freed first: the drain is not done inside "
+		"call_free");
+	turn_until(loop, &fd.drained, 1, 5000);
+	check(fd.drained == 1 && fd.done == 0,
+		"refusal - ... but on the next turn, and the freed call's on_done never comes");
+	runner_free(r);
+	loop_free(loop);
+}
+
+/* call_free of a running call: the sandbox, stopping, lets go of the
+ * program's code, files in and out, which the front end frees at once.
+ * Sharpest under -fsanitize=address. */
+static void runner_free_running(void)
+{
+	struct fake f;
+	struct host h;
+	struct error err;
+	struct loop *loop = loop_new();
+	struct front fr = {.loop = loop};
+	fake_new(&f, "runner-free-running", "run hang\n");
+	struct runner *r = runner_for(loop, &h, f.podman, 0);
+	char *code = strdup("print('files')");
+	struct infiles *in = calloc(1, sizeof *in);
+	struct outfiles *out = calloc(1, sizeof *out);
+	if (!code || !in || !out || infiles_add_bytes(in, "data.txt", "hello", 5, &err) < 0 ||
+	    outfiles_open(out, f.dir, false, &cfg, &err) < 0) {
+		printf("Bail out! cannot make the call's files: %s\n", err.message);
+		exit(2);
+	}
+	struct call_spec spec = make_spec(&fr, code, false);
+	spec.program.in = in;
+	spec.program.out = out;
+	struct call *c = runner_submit(r, &spec);
+	turn_until(loop, &fr.outputs, 1, 20000);
+	check(fr.outputs == 1 && runner_running(r) == 1, "free - a call with files runs");
+	call_free(c);
+	outfiles_close(out);
+	free(out);
+	infiles_free(in);
+	free(in);
+	free(code);
+	check(drain(r, &fr) && fr.done == 0 && fake_count(&f, "rm", NULL) == 1 && nothing_left(&f),
+		"free - call_free while it runs: stopped and removed, nothing of the call touched "
+		"after (its files freed), no on_done");
 }
 
 static void runner_drains(void)
@@ -751,10 +929,13 @@ static void runner_drains(void)
 		"runner - running_max 1: one call runs, the next waits");
 	turn_until(loop, &a.outputs, 1, 20000);
 	runner_drain(r, SIGTERM, "the server is stopping", front_drained, &a);
+	check(b.done == 0 && call_result(cb)->failed,
+		"runner - drain: the waiting call ends at once, its on_done not inside runner_drain");
+	turn_until(loop, &b.done, 1, 5000);
 	check(b.done == 1 && b.result.failed && b.result.failure.status == 128 + SIGTERM &&
 		b.result.exit_code == 128 + SIGTERM &&
 		has(b.result.failure.message, "the server is stopping"),
-		"runner - drain: the waiting call ends at once, failed, status 143, with the why");
+		"runner - drain: ... and on_done on the next turn: failed, status 143, with the why");
 	turn_until(loop, &a.drained, 1, 20000);
 	check(a.done == 1 && !a.result.failed && a.result.interrupted_by == SIGTERM &&
 		a.result.exit_code == 128 + SIGTERM,
@@ -800,10 +981,25 @@ static void runner_free_in_done(void)
 	struct call_spec sb = make_spec(&b, "print('b')", false);
 	struct call *ca = runner_submit(r, &sa), *cb = runner_submit(r, &sb);
 	call_cancel(cb, SIGINT);
+	check(b.done == 0 && call_result(cb)->interrupted_by == SIGINT && runner_waiting(r) == 0,
+		"runner - a waiting call cancelled: ended at once, but no on_done inside call_cancel");
+	turn_until(loop, &b.done, 1, 5000);
 	check(b.done == 1 && b.result.interrupted_by == SIGINT && b.result.exit_code == 128 + SIGINT,
-		"runner - a waiting call cancelled: on_done at once, interrupted_by SIGINT, exit 130");
+		"runner - ... on_done on the next turn: interrupted_by SIGINT, exit 130");
 	check(runner_waiting(r) == 0 && runner_running(r) == 1,
 		"runner - ... freed in its on_done, it is gone from the runner");
+	/* A waiting call refused: the same. */
+	struct front c3 = {.loop = loop};
+	struct call_spec s3 = make_spec(&c3, "print('c')", false);
+	struct call *cc = runner_submit(r, &s3);
+	struct error why;
+	error_set(&why, EXIT_REFUSED, NULL, "%s", "refused by the test");
+	check(call_refuse_waiting(cc, &why) && c3.done == 0 && call_result(cc)->failed,
+		"runner - a waiting call refused: ended at once, no on_done inside call_refuse_waiting");
+	turn_until(loop, &c3.done, 1, 5000);
+	check(c3.done == 1 && c3.result.failed && has(c3.result.failure.message, "by the test"),
+		"runner - ... on_done on the next turn, with the refusal");
+	call_free(cc);
 	turn_until(loop, &a.outputs, 1, 20000);
 	call_cancel(ca, SIGINT);
 	turn_until(loop, &a.done, 1, 20000);
@@ -844,6 +1040,71 @@ static int remove_entry(const char *path, const struct stat *st, int flag, struc
 	return remove(path);
 }
 
+/* ---- the host check ---------------------------------------------------------- */
+
+struct host_seen {
+	struct loop *loop;
+	int answers;
+	bool inside; /* host_check() had not returned yet */
+	bool answered_inside;
+};
+
+static void host_answered(struct host *h, void *data)
+{
+	struct host_seen *seen = data;
+	seen->answers++;
+	seen->answered_inside = seen->inside;
+}
+
+/* Answers come from the loop, never inside host_check(); a check cancelled
+ * while podman is asked is never answered, and nothing of it is left on
+ * the loop (a strict loop_free() would abort). */
+static void host_check_answers_later_and_cancels(void)
+{
+	struct loop *loop = loop_new();
+	struct host h;
+	struct host_check *pending = NULL;
+	struct host_seen seen = {.loop = loop};
+	char cache[PATH_MAX + 16], why[256];
+	/* Nothing cached: podman info is asked. */
+	snprintf(cache, sizeof cache, "%s/host-cache", scratch);
+	setenv("XDG_CACHE_HOME", cache, 1);
+
+	static char missing[] = "/nonexistent/podman";
+	setting_set(&cfg, SET_PODMAN, missing, FROM_FLAG, why, sizeof why);
+	seen.inside = true;
+	host_check(loop, &pending, &cfg, loop_now_ms() + 5000, true, &h, host_answered, &seen);
+	seen.inside = false;
+	turn_for(loop, 50);
+	check(seen.answers == 1 && !seen.answered_inside && !pending,
+		"host check: a refusal known at once is answered from the loop, not inside the call");
+
+	if (geteuid() == 0) {
+		/* As root the rootless check refuses before podman is asked. */
+		skip("host check: cancelled while podman info runs", "root is refused before podman");
+		loop_free(loop);
+		unsetenv("XDG_CACHE_HOME");
+		return;
+	}
+	struct fake f;
+	fake_new(&f, "host-slow", "info slow 3000\n");
+	seen = (struct host_seen){.loop = loop};
+	int64_t began = loop_now_ms();
+	host_check(loop, &pending, &cfg, loop_now_ms() + 10000, true, &h, host_answered, &seen);
+	/* podman info's start (a Python fake) is under a second. */
+	turn_for(loop, 1000);
+	host_check_cancel(&pending);
+	check(!pending && loop_now_ms() - began < 2000 && seen.answers == 0,
+		"host check: cancelled while podman info runs, at once, the slot cleared");
+	turn_for(loop, 200);
+	check(seen.answers == 0, "host check: ... and never answered");
+	loop_free(loop);
+	unsetenv("XDG_CACHE_HOME");
+	/* The abandoned podman info runs on to its end: reaped here. */
+	reap_abandoned(&f);
+}
+
+
 /* Every case, in order; the command line may name some to run alone. */
 static const struct {
 	const char *name;
@@ -858,11 +1119,15 @@ static const struct {
 	{"output-limit", output_limit},
 	{"serial", serial_calls},
 	{"race", start_race},
+	{"free-while-removing", free_while_removing},
 	{"runner-retry", runner_retry},
 	{"runner-cannot-start", runner_cannot_start},
+	{"runner-refusals", runner_refusals},
+	{"runner-free-running", runner_free_running},
 	{"runner-drain", runner_drains},
 	{"runner-free-in-done", runner_free_in_done},
 	{"runner-serial", runner_serial},
+	{"host-check", host_check_answers_later_and_cancels},
 };
 
 static bool chosen(const char *name, int argc, char **argv)
@@ -876,6 +1141,8 @@ static bool chosen(const char *name, int argc, char **argv)
 int main(int argc, char **argv)
 {
 	char exe[PATH_MAX], why[256];
+	/* A timer or watch left held at loop_free() aborts the case. */
+	loop_strict = true;
 	signal(SIGPIPE, SIG_IGN);
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	/* Only what the cases set: none of the caller's SAGE_SANDBOX_*. */

@@ -186,13 +186,85 @@ class RunCodeTest(unittest.TestCase):
     def test_hoisted_constants_keep_the_line_numbers(self):
         # As Sage's preparser: the constants on one line of their own first.
         def preparse(text):
-            return "_sage_const_3 = 3\n" + text.replace("3", "_sage_const_3")
+            return "_sage_const_3 = 3\n" + text.replace("3", "_sage_const_3").rstrip("\n")
 
         status, err, namespace = self.run_code(b"x = 3\ny = x\nraise ValueError(y)\n", preparse)
         self.assertEqual(status, 1)
         self.assertIn('  File "%s", line 3, in <module>' % self.FILE, err.splitlines())
         self.assertIn("    raise ValueError(y)", err.splitlines())  # the user's line
         self.assertEqual(namespace["_sage_const_3"], 3)
+
+    # Sage's preparse_file, in the three shapes it gives the constants
+    # (Sage 9.5 and 10.x alike): joined onto a first line that is blank or
+    # a comment, on a line of their own, or one a line and a blank line
+    # when there are many.
+    @staticmethod
+    def sage_like(text, many=False):
+        import re
+        names = sorted(set(re.findall(r"\b\d+\b", text)))
+        body = re.sub(r"\b(\d+)\b", r"_sage_const_\1", text)
+        if not names:
+            return body.rstrip("\n")
+        first = body.split("\n", 1)[0]
+        if not re.match(r"^ *(#.*)?$", first):
+            body = "\n" + body
+        assignments = ["_sage_const_%s = %s" % (n, n) for n in names]
+        if many:
+            return ("\n".join(assignments) + "\n\n" + body).rstrip("\n")
+        return ("; ".join(assignments) + body).rstrip("\n")
+
+    def test_every_shape_of_the_constants_keeps_the_users_line_numbers(self):
+        cases = {
+            "a comment first": b"# a comment\nx1 = 2\ny1 = 3\nprint(1/0)\n",
+            "a blank line first": b"\nx1 = 2\ny1 = 3\nprint(1/0)\n",
+            "a shebang": b"#!/usr/bin/env sage\nx1 = 2\ny1 = 3\nprint(1/0)\n",
+            "an encoding line": b"# -*- coding: utf-8 -*-\nx1 = 2\ny1 = 3\nprint(1/0)\n",
+            "code first": b"x1 = 2\ny1 = 3\nz = 0\nprint(1/0)\n",
+            "a multi-line string": b"s = '''\n7\n'''\nprint(1/0)\n",
+        }
+        for many in (False, True):
+            for what, source in cases.items():
+                with self.subTest(what, many=many):
+                    status, err, _ = self.run_code(
+                        source, lambda text: self.sage_like(text, many))
+                    self.assertEqual(status, 1)
+                    lines = err.splitlines()
+                    self.assertIn('  File "%s", line 4, in <module>' % self.FILE, lines)
+                    self.assertIn("    print(1/0)", lines)
+
+    def test_a_syntax_error_after_constants_names_the_users_line_and_column(self):
+        source = b"# comment\nx = 2\ny = (3 +\nz = 4 4\n"
+        status, err, _ = self.run_code(source, self.sage_like)
+        self.assertEqual(status, 1)
+        self.assertNotIn("_sage_const_", err)
+        lines = err.splitlines()
+        self.assertTrue(any(line.startswith('  File "%s", line 3' % self.FILE) for line in lines),
+                        err)
+
+    def test_a_syntax_error_in_a_rewritten_line_quotes_the_users_line(self):
+        source = b"x = 2\ny = 3 3\n"
+        status, err, _ = self.run_code(source, self.sage_like)
+        self.assertEqual(status, 1)
+        lines = err.splitlines()
+        self.assertIn('  File "%s", line 2' % self.FILE, lines)
+        self.assertIn("    y = 3 3", lines)
+        self.assertNotIn("_sage_const_", err)
+        # Plain Python fails on the same line: its caret, in the user's line.
+        caret = lines[lines.index("    y = 3 3") + 1]
+        self.assertEqual(caret.index("^"), len("    y = 3 "))
+
+    def test_a_syntax_error_python_finds_elsewhere_has_no_misplaced_caret(self):
+        # Plain Python fails first on Sage's own syntax (line 1): the
+        # preparsed error's line is the user's, with no caret at the
+        # preparsed column.
+        def preparse(text):
+            return text.replace("R.<t> = QQ[]", "R = QQ['t']; (t,) = R._first_ngens(1)").replace(
+                "2^^3", "Integer(2)**^Integer(3)")
+        status, err, _ = self.run_code(b"R.<t> = QQ[]\ny = 2^^3\n", preparse)
+        self.assertEqual(status, 1)
+        self.assertIn("    y = 2^^3", err.splitlines())
+        self.assertNotIn("Integer(2)", err)
+        self.assertNotIn("^", err.split("y = 2^^3", 1)[1])
 
     def test_a_syntax_error_names_the_users_line(self):
         status, err, _ = self.run_code(b"x = 1\ny = (\n")
@@ -209,6 +281,33 @@ class RunCodeTest(unittest.TestCase):
         self.addCleanup(linecache.cache.pop, self.FILE, None)
         self.assertEqual(child.run_code(b"import sys\nsys.exit(given)\n", namespace,
                                         self.FILE, identity), 5)
+
+class EndOfCodeTest(unittest.TestCase):
+    """What Python does at a program's end, done by the child that skips
+    the interpreter's teardown: threads joined, the code's atexit handlers
+    run, daemon threads left."""
+
+    def test_a_late_thread_and_atexit_as_python_does(self):
+        code = (b"import atexit, threading, time\n"
+                b"atexit.register(lambda: print('atexit ran'))\n"
+                b"threading.Thread(target=lambda: (time.sleep(0.3), print('late thread'))).start()\n"
+                b"threading.Thread(target=lambda: (time.sleep(5), print('daemon')), daemon=True).start()\n"
+                b"print('main done')\n")
+
+        def body():
+            import atexit
+            atexit.register(lambda: print("registered before the code"))
+            atexit._clear()  # as child_main does before a call
+            out = io.StringIO()
+            namespace = {"__name__": "__main__", "__builtins__": __builtins__}
+            with contextlib.redirect_stdout(out):
+                status = child.run_code(code, namespace, "t.sage", identity)
+                child.finish_as_python_does()
+            return status, out.getvalue()
+
+        status, out = in_child(body)
+        self.assertEqual((status, out), (0, "main done\nlate thread\natexit ran\n"))
+
 
 
 if __name__ == "__main__":

@@ -1,0 +1,103 @@
+#!/usr/bin/env bats
+# What a fresh `sage FILE` shows, shown the same: tracebacks that name and
+# quote the user's own lines whatever the preparser put above them, and
+# what Python does at a program's end (late threads, atexit handlers).
+# Each case runs cold (run) and warm (batch, in one container).
+
+load helpers
+
+# jobs_of FILE...: a job line per code file, its id the file's name.
+jobs_of() {
+	python3 -c '
+import json, os, sys
+for path in sys.argv[1:]:
+    print(json.dumps({"id": os.path.basename(path), "code": open(path).read()}))' "$@"
+}
+
+# field_of ID FIELD: that job's FIELD in $BATS_TEST_TMPDIR/out.jsonl.
+field_of() {
+	python3 -c '
+import json, sys
+for line in open(sys.argv[1]):
+    j = json.loads(line)
+    if j["id"] == sys.argv[2]:
+        print(j[sys.argv[3]], end="")' "$BATS_TEST_TMPDIR/out.jsonl" "$1" "$2"
+}
+
+@test "fidelity - a traceback's line and text are the user's, whatever the first line, cold and warm" {
+	dir=$BATS_TEST_TMPDIR
+	# Before issue 33 the constants' line was dropped where the preparser
+	# had put them on a first line that was blank or a comment: every line
+	# number one too small.
+	printf '# a comment\nx1 = 2\ny1 = 3\nprint(1/0)\n' >"$dir/comment.sage"
+	printf '\nx1 = 2\ny1 = 3\nprint(1/0)\n' >"$dir/blank.sage"
+	printf '#!/usr/bin/env sage\nx1 = 2\ny1 = 3\nprint(1/0)\n' >"$dir/shebang.sage"
+	printf '# -*- coding: utf-8 -*-\nx1 = 2\ny1 = 3\nprint(1/0)\n' >"$dir/coding.sage"
+	printf 'x1 = 2\ny1 = 3\nz = 1.5\nprint(1/0)\n' >"$dir/code.sage"
+	printf 's = """\n7 8\n"""\nprint(1/0)\n' >"$dir/string.sage"
+	# Many literals: the preparser's other layouts.
+	python3 -c 'print("\n".join(["# many"] + ["v%d = %d" % (i, 1000 + i) for i in range(600)] + ["print(1/0)"]))' \
+		>"$dir/many.sage"
+	for f in comment blank shebang coding code string; do
+		input_file=$dir/$f.sage run_ss 1 run
+		expect_match "$errors" "File \"<stdin>\", line 4, in <module>"
+		expect_match "$errors" "    print\(1/0\)"
+	done
+	input_file=$dir/many.sage run_ss 1 run
+	expect_match "$errors" "File \"<stdin>\", line 602, in <module>"
+	jobs_of "$dir"/*.sage >"$dir/jobs.jsonl"
+	"$SAGE_SANDBOX" batch --jobs 1 "$dir/jobs.jsonl" >"$dir/out.jsonl"
+	for f in comment blank shebang coding code string; do
+		expect_match "$(field_of $f.sage stderr)" "line 4, in <module>"$'\n'"    print\(1/0\)"
+	done
+	expect_match "$(field_of many.sage stderr)" "line 602, in <module>"$'\n'"    print\(1/0\)"
+}
+
+@test "fidelity - a syntax error quotes the user's line with Python's caret; a file's name and ARGs" {
+	dir=$BATS_TEST_TMPDIR
+	printf '# first\nx = 2\ny = 3 3\n' >"$dir/bad.sage"
+	run_ss 1 run "$dir/bad.sage" one two
+	expect_match "$errors" "File \"$dir/bad.sage\", line 3"
+	expect_match "$errors" $'\n    y = 3 3\n          \\^'
+	expect_no_match "$errors" "_sage_const_"
+	printf '# first\nimport sys\nprint(sys.argv[1:])\nraise ValueError(2^10)\n' >"$dir/args.sage"
+	run_ss 1 run "$dir/args.sage" one two
+	expect_equal "$output" "['one', 'two']"
+	expect_match "$errors" "File \"$dir/args.sage\", line 4, in <module>"$'\n'"    raise ValueError\(2\^10\)"
+}
+
+@test "fidelity - a thread still running when the code ends is waited for, atexit runs; daemons are not" {
+	dir=$BATS_TEST_TMPDIR
+	cat >"$dir/thread.sage" <<-'CODE'
+	import atexit, threading, time
+	atexit.register(lambda: print("atexit ran"))
+	threading.Thread(target=lambda: (time.sleep(1), print("late thread"))).start()
+	threading.Thread(target=lambda: (time.sleep(30), print("daemon")), daemon=True).start()
+	print("main done")
+	CODE
+	expected=$'main done\nlate thread\natexit ran'
+	input_file=$dir/thread.sage run_ss 0 run
+	expect_equal "$output" "$expected"
+	# The plot is made before the code ends: a thread that imports after
+	# the main thread ended fails in a fresh `sage FILE` too, with Python's
+	# "can't register atexit after shutdown" (concurrent.futures), and so
+	# it does here.
+	cat >"$dir/show.sage" <<-'CODE'
+	import threading, time
+	p = plot(sin(x), (x, 0, 1))
+	def later():
+	    time.sleep(0.5r)
+	    show(p)
+	threading.Thread(target=later).start()
+	print("main done")
+	CODE
+	mkdir "$dir/shown"
+	input_file=$dir/show.sage run_ss 0 run --output-dir "$dir/shown"
+	expect_equal "$output" "main done"
+	[ -s "$dir/shown/show-1.png" ] || { ls -la "$dir/shown" >&2; false; }
+	cp "$dir/thread.sage" "$dir/thread2.sage"
+	jobs_of "$dir/thread.sage" "$dir/thread2.sage" >"$dir/jobs.jsonl"
+	"$SAGE_SANDBOX" batch --jobs 1 "$dir/jobs.jsonl" >"$dir/out.jsonl"
+	expect_equal "$(field_of thread.sage stdout)" "$expected"
+	expect_equal "$(field_of thread2.sage stdout)" "$expected"
+}
