@@ -29,7 +29,7 @@ struct host_check {
 };
 
 /* The one end of a check: answered or cancelled. What it asked podman
- * runs on to its end, unread. */
+ * is let go of (process_abandon). */
 static void check_free(struct host_check *q)
 {
 	loop_scope_end(&q->scope);

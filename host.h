@@ -34,8 +34,8 @@ struct host_check;
  * from the loop, never inside this call; h->refusal says why nothing can
  * run, in one line with its fix. The deadline bounds podman's answers.
  * *slot holds the check until done is called: host_check_cancel() ends it
- * without an answer (a run stopped meanwhile goes at once; what podman was
- * asked runs on to its end, unread). */
+ * without an answer (a run stopped meanwhile goes at once; the podman it
+ * asked is let go of, and reaped once it ends). */
 void host_check(struct loop *loop, struct host_check **slot, const struct config *cfg,
 		int64_t deadline, bool with_image, struct host *h, host_callback *done, void *data);
 void host_check_cancel(struct host_check **slot);

@@ -32,8 +32,8 @@ struct image_query;
  * matches, with no process started; else by one probe container as the
  * image's user, whose positive answer is cached. done may be called before
  * this returns; else *slot holds the query until done is called, and
- * image_cancel() ends it without an answer (the probe, started with
- * podman's --rm and --timeout, runs on to its end, unread). -1 with errno
+ * image_cancel() ends it without an answer (the probe's podman client is
+ * let go of: its container has podman's --rm and --timeout). -1 with errno
  * when podman could not be started. */
 int image_check(struct loop *loop, struct image_query **slot, const char *podman,
 		const struct config *cfg, const struct podman_host *host, int64_t deadline,

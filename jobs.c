@@ -1,6 +1,6 @@
 /* jobs.c: a batch's jobs, read one line at a time from JSON Lines files,
- * stdin or .sage files, each checked whole before it may run; the wait
- * for more of an input that is not all there yet. */
+ * stdin or .sage files (waiting, on the loop, for an input that is not all
+ * there yet), each checked whole before it may run. */
 #include "jobs.h"
 #include "buffer.h"
 #include "loop.h"

@@ -38,6 +38,10 @@ enum handle_kind { HANDLE_TIMER, HANDLE_WATCH };
 struct loop_handle {
 	enum handle_kind kind;
 	bool dead;
+	/* Still held when its loop was freed (a bug loop_free reported): out
+	 * of the loop, freed when its owner lets go of it. */
+	bool orphaned;
+	const char *owner; /* its scope's, for loop_free's report */
 	struct loop *loop;
 	struct loop_scope *scope;
 	struct loop_handle *scope_next, **scope_prev;
@@ -111,6 +115,7 @@ void loop_scope_init(struct loop_scope *scope, struct loop *loop, const char *ow
 static void handle_attach(struct loop_handle *h, struct loop_scope *scope, void **slot)
 {
 	h->loop = scope->loop;
+	h->owner = scope->owner;
 	h->scope = scope;
 	h->slot = slot;
 	h->scope_next = scope->handles;
@@ -135,6 +140,10 @@ static void handle_kill(struct loop_handle *h)
 	if (*h->slot == h)
 		*h->slot = NULL;
 	h->slot = NULL;
+	if (h->orphaned) {
+		free(h); /* its loop, and its descriptor, are gone already */
+		return;
+	}
 	if (h->kind == HANDLE_WATCH) {
 		struct loop_watch *w = (struct loop_watch *)h;
 		if (!w->always_ready && !w->parked)
@@ -201,6 +210,33 @@ void loop_release(struct loop *loop, void (*destroy)(void *), void *obj)
 	loop->deferred_tail = &d->next;
 }
 
+/* Handles still held as the loop goes: never called back again, and out
+ * of the loop; their owners still point at them (slot, scope) and free
+ * them when they let go. */
+static void orphan_live_handles(struct loop *loop)
+{
+	for (struct loop_watch **p = &loop->watches; *p;) {
+		struct loop_watch *w = *p;
+		if (w->h.dead) {
+			p = &w->next;
+			continue;
+		}
+		*p = w->next;
+		close(w->fd);
+		w->fd = -1;
+		w->h.orphaned = true;
+	}
+	for (struct loop_timer **p = &loop->timers; *p;) {
+		struct loop_timer *t = *p;
+		if (t->h.dead) {
+			p = &t->next;
+			continue;
+		}
+		*p = t->next;
+		t->h.orphaned = true;
+	}
+}
+
 void loop_free(struct loop *loop)
 {
 	if (!loop)
@@ -210,23 +246,16 @@ void loop_free(struct loop *loop)
 	const char *owner = NULL;
 	for (struct loop_watch *w = loop->watches; w; w = w->next)
 		if (!w->h.dead && ++live)
-			owner = w->h.scope->owner;
+			owner = w->h.owner;
 	for (struct loop_timer *t = loop->timers; t; t = t->next)
 		if (!t->h.dead && ++live)
-			owner = t->h.scope->owner;
+			owner = t->h.owner;
 	if (live) {
 		fprintf(stderr, "sage-sandbox: internal error: %d timers or watches outlive their "
 			"owners (one of %s)\n", live, owner ? owner : "an unnamed scope");
 		if (loop_strict)
 			abort();
-		/* Never called back again, whatever their owners did. */
-		for (struct loop_watch *w = loop->watches; w; w = w->next)
-			if (!w->h.dead) {
-				w->h.dead = true;
-				close(w->fd);
-			}
-		for (struct loop_timer *t = loop->timers; t; t = t->next)
-			t->h.dead = true;
+		orphan_live_handles(loop);
 	}
 	sweep(loop);
 	close(loop->epoll_fd);

@@ -110,9 +110,10 @@ void loop_quit(struct loop *loop);
 struct queue;
 typedef void queue_callback(struct queue *q, void *data);
 
-/* The queue owns fd and closes it (queue_free() ends its watch). on_drained: the queue went from full to
- * having room, or became empty, or closed after queue_close_when_empty(); on_error: a write
- * failed (errno set; EPIPE for a closed reader). */
+/* The queue owns fd and closes it (queue_free() ends its watch).
+ * on_drained: the queue went from full to having room, or became empty, or
+ * closed after queue_close_when_empty(); on_error: a write failed (errno
+ * set; EPIPE for a closed reader). */
 struct queue *queue_new(struct loop *loop, int fd, size_t limit, queue_callback *on_drained,
 		queue_callback *on_error, void *data);
 /* Bytes that may still be queued. */

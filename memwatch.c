@@ -93,17 +93,18 @@
  * allowance is spent, the run is frozen. Each call has an account of its
  * own, opened full when it starts (memwatch_release() closes the last):
  * what one call overdrew is never charged to the next in the same
- * container. A stopped process uses no CPU, so what a process the throttle
- * stopped used by the next look (past a clock tick of rounding) is a
- * freeze that did not hold: a process that continues itself (a SIGCONT
- * from a timer of its own, or from another process of the run). Past
- * CPU_ESCAPE_MS of that, the run is stopped with the CPU verdict
- * (MEMWATCH_CPU_OVER), as memory's is. So over any T seconds a
- * call uses at most --cpus x (T + 0.5) CPU seconds, plus what it runs
- * between two looks before a freeze (one look's interval on each core),
- * plus CPU_ESCAPE_MS. Processes that a parent ignoring SIGCHLD reaps at
- * once and that live less than a look are not seen: the tolerance of the
- * throttle. */
+ * container. While the freeze holds, the call's debt is at most what its
+ * processes ran in one interval between looks before the freeze took
+ * them (every core, the longest interval of the call). Debt past that, by
+ * CPU_ESCAPE_MS, is a freeze that did not hold, whatever the route: a
+ * process that continues itself (a SIGCONT from a timer of its own), or
+ * one continued from outside the freeze, forking workers whose time comes
+ * back through its reaped children. Then the run is stopped with the CPU
+ * verdict (MEMWATCH_CPU_OVER), as memory's is. So over any T seconds a
+ * call uses at most --cpus x (T + 0.5) CPU seconds, plus CPU_ESCAPE_MS,
+ * plus one interval on every core. Processes that a parent ignoring
+ * SIGCHLD reaps at once and that live less than a look are not seen: the
+ * tolerance of the * throttle. */
 #include "memwatch.h"
 
 #include <dirent.h>
@@ -130,9 +131,8 @@ enum { MAX_PROCESSES = 1024, TABLE_SIZE = 2048 };
  * core of --cpus: over any T seconds a run uses at most --cpus x (T +
  * 0.5) CPU seconds. */
 #define CPU_BURST_MS 500
-/* The CPU that processes the throttle stopped may use, past a tick each
- * look, before the run is stopped: only a process that continues itself
- * uses any. */
+/* The debt past what one interval explains at which the CPU throttle
+ * stops a run (see the opening comment). */
 #define CPU_ESCAPE_MS 500
 
 struct proc {
@@ -182,9 +182,11 @@ struct memwatch {
 	bool cpu_seen;
 	uint64_t cpu_ticks;
 	int64_t allowance_us;
-	/* CPU time, in clock ticks, that processes the throttle had stopped
-	 * used before the next look: a freeze that did not hold. */
-	uint64_t escaped_ticks;
+	/* The call's longest interval between two looks, and whether its
+	 * debt passed what that interval explains: a freeze that did not
+	 * hold. */
+	int64_t longest_interval_ms;
+	bool cpu_escaped;
 	bool frozen_memory, frozen_cpu;
 	/* A process it stopped was seen running at the last look (a timer of
 	 * its own sent SIGCONT): the freeze did not hold. */
@@ -192,6 +194,7 @@ struct memwatch {
 };
 
 static long ticks_per_second;
+static long online_cores;
 static long page_size;
 static uint64_t max_map_count;
 /* The least time the kernel takes to split a mapping, in nanoseconds
@@ -211,6 +214,9 @@ static void calibrate(void)
 {
 	enum { SPLITS = 1024 };
 	ticks_per_second = sysconf(_SC_CLK_TCK);
+	online_cores = sysconf(_SC_NPROCESSORS_ONLN);
+	if (online_cores < 1)
+		online_cores = 1;
 	page_size = sysconf(_SC_PAGESIZE);
 	char text[32] = "";
 	FILE *f = fopen("/proc/sys/vm/max_map_count", "re");
@@ -605,7 +611,10 @@ void memwatch_release(struct memwatch *w)
 	/* The next call's account: full, and counted from its first look. */
 	w->cpu_seen = false;
 	w->allowance_us = w->opt.cpus_milli * CPU_BURST_MS;
-	w->escaped_ticks = 0;
+	w->cpu_escaped = false;
+	w->longest_interval_ms = 0;
+	/* Its intervals are its own: the time between calls is not one. */
+	w->last_ms = 0;
 }
 
 /* ---- a look ---------------------------------------------------------------- */
@@ -654,12 +663,6 @@ static int list_run(struct memwatch *w, int proc_fd, pid_t *pids, struct proc **
 			memcpy(p->at, now.at, sizeof p->at);
 			p->vanished = false;
 			w->escaped = w->escaped || (p->stopped && (p->state == 'R' || p->state == 'S'));
-			/* Stopped for the CPU at the last look, it ran since: by a
-			 * SIGCONT of its own. A tick is the clock's rounding (and
-			 * the moment between the last look's reading and its
-			 * SIGSTOP). */
-			if (was->stopped && w->frozen_cpu && now.own_cpu > was->own_cpu + 1)
-				w->escaped_ticks += now.own_cpu - was->own_cpu - 1;
 		} else {
 			*p = now;
 			p->init = w->opt.spare_init && namespace_init(proc_fd, entry->d_name);
@@ -847,6 +850,10 @@ static bool over_cpu(struct memwatch *w, const pid_t *pids, int n, const struct 
 	w->allowance_us += elapsed_ms * w->opt.cpus_milli - used_us;
 	if (w->allowance_us > w->opt.cpus_milli * CPU_BURST_MS)
 		w->allowance_us = w->opt.cpus_milli * CPU_BURST_MS;
+	if (elapsed_ms > w->longest_interval_ms)
+		w->longest_interval_ms = elapsed_ms;
+	int64_t explained_us = (CPU_ESCAPE_MS + online_cores * w->longest_interval_ms) * 1000;
+	w->cpu_escaped = w->allowance_us < -explained_us;
 	return w->allowance_us < 0;
 }
 
@@ -923,8 +930,7 @@ enum memwatch_verdict memwatch_look(struct memwatch *w, int64_t now_ms,
 	if (r->locks > LOCKS_MAX)
 		verdict = MEMWATCH_OVER;
 	w->frozen_cpu = over_cpu(w, pids, n, init, elapsed_ms, &r->cpu_ms);
-	if (verdict == MEMWATCH_OK &&
-	    w->escaped_ticks * 1000 > (uint64_t)CPU_ESCAPE_MS * (uint64_t)ticks_per_second)
+	if (verdict == MEMWATCH_OK && w->cpu_escaped)
 		verdict = MEMWATCH_CPU_OVER;
 	if (verdict == MEMWATCH_OK && (w->frozen_memory || w->frozen_cpu)) {
 		freeze(w, proc_fd);
@@ -944,7 +950,7 @@ enum memwatch_verdict memwatch_look(struct memwatch *w, int64_t now_ms,
 	r->processes = n;
 	r->frozen = w->frozen_memory;
 	r->throttled = w->frozen_cpu || verdict == MEMWATCH_CPU_OVER;
-	r->cpu_escaped_ms = w->escaped_ticks * 1000 / (uint64_t)ticks_per_second;
+	r->cpu_debt_ms = w->allowance_us < 0 ? (uint64_t)-w->allowance_us / 1000 : 0;
 	w->cpu_ns += (uint64_t)(thread_cpu_ns() - begin);
 	return verdict;
 }

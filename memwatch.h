@@ -73,11 +73,12 @@ struct memwatch_reading {
 				 being killed (MEMWATCH_OVER) */
 	bool throttled;       /* ... and for the CPU throttle */
 	uint64_t cpu_ms;      /* the run's CPU time so far, as seen */
-	uint64_t cpu_escaped_ms; /* ... of it used while frozen for the CPU */
+	uint64_t cpu_debt_ms; /* what it used past its --cpus allowance */
 };
 
-/* MEMWATCH_CPU_OVER: the run used CPU while frozen for --cpus (its
- * processes continue themselves): stopping cannot hold it to --cpus. */
+/* MEMWATCH_CPU_OVER: the run is further past its --cpus allowance than
+ * the freeze lets a run get (its processes continue themselves): stopping
+ * cannot hold it to --cpus. */
 enum memwatch_verdict { MEMWATCH_OK, MEMWATCH_OVER, MEMWATCH_CPU_OVER };
 
 struct memwatch *memwatch_new(const struct memwatch_options *opt);

@@ -94,8 +94,11 @@ static int set_nonblocking(int fd)
 /* Long: the child's side between fork and exec is one straight sequence
  * (descriptors, signals, rlimits, the exec-error pipe) that must stay in
  * order and async-signal-safe. */
+static void reap_abandoned(void);
+
 int process_spawn(struct loop *loop, struct process *p, const struct process_spec *spec)
 {
+	reap_abandoned();
 	int in[2] = {-1, -1}, out[2] = {-1, -1}, err[2] = {-1, -1}, error_pipe[2] = {-1, -1};
 	int null_fd = -1, saved = 0;
 
@@ -221,14 +224,51 @@ void process_release(struct process *p)
 	process_close(p);
 }
 
+/* Children let go of running (process_abandon), by their pidfds: each is
+ * reaped once it has ended, at the next spawn or abandon, so that a
+ * long-lived server leaves no zombies behind its cancelled checks.
+ * Process-wide, like the children themselves. */
+static struct {
+	int *pidfds;
+	size_t count, size;
+} abandoned;
+
+static void reap_abandoned(void)
+{
+	size_t kept = 0;
+	for (size_t i = 0; i < abandoned.count; i++) {
+		int fd = abandoned.pidfds[i];
+		siginfo_t info = {0};
+		int rc = waitid(P_PIDFD, (id_t)fd, &info, WEXITED | WNOHANG);
+		if (rc == 0 && info.si_pid == 0) {
+			abandoned.pidfds[kept++] = fd; /* still running */
+			continue;
+		}
+		close(fd); /* reaped, or by someone else (ECHILD) */
+	}
+	abandoned.count = kept;
+	if (!kept) {
+		free(abandoned.pidfds);
+		abandoned.pidfds = NULL;
+		abandoned.size = 0;
+	}
+}
+
 void process_abandon(struct process *p)
 {
+	reap_abandoned();
 	if (p->pidfd >= 0 && !p->exited) {
-		/* Ended already, its exit not yet heard of: reaped now, not
-		 * left a zombie. */
-		siginfo_t info = {0};
-		if (waitid(P_PIDFD, (id_t)p->pidfd, &info, WEXITED | WNOHANG) == 0 && info.si_pid)
-			p->exited = true;
+		if (abandoned.count == abandoned.size) {
+			size_t size = abandoned.size ? 2 * abandoned.size : 8;
+			int *bigger = realloc(abandoned.pidfds, size * sizeof *bigger);
+			if (!bigger)
+				abort();
+			abandoned.pidfds = bigger;
+			abandoned.size = size;
+		}
+		abandoned.pidfds[abandoned.count++] = p->pidfd;
+		p->pidfd = -1;
+		reap_abandoned(); /* it may have ended already */
 	}
 	process_close(p);
 }

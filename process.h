@@ -54,9 +54,10 @@ int process_signal(struct process *p, int sig);
  * it is still running. */
 void process_release(struct process *p);
 /* Stops watching the child and closes our ends, but lets it run on to its
- * own end: for a child whose work must outlive its owner (a `podman rm`).
- * Reaped here if it has already ended; else never by us (it stays a zombie
- * once it ends, until sage-sandbox exits). on_exit is never called. */
+ * own end: for a child whose work must outlive its owner (a `podman rm`,
+ * which writes nothing before its removal is done). Its pipes are closed:
+ * a write to them ends it (SIGPIPE). It is reaped once it has ended, at the
+ * next spawn or abandon. on_exit is never called. */
 void process_abandon(struct process *p);
 
 /* What a captured command did. */
@@ -82,8 +83,9 @@ int capture_start(struct loop *loop, struct capture_run **slot, char *const argv
 		char *const envp[], int64_t deadline, capture_callback *done, void *data);
 /* Lets go of the run in *slot, if any, and clears the slot: done is never
  * called, nothing of the run points at its owner any more, and the command
- * runs on to its own end (process_abandon()), its output unread. For an
- * owner freed while a command it started must still finish. */
+ * runs on (process_abandon()): to its end, or to its first write, which
+ * its closed pipes end. For an owner freed while a command it started
+ * must still finish, or is no longer wanted. */
 void capture_abandon(struct capture_run **slot);
 /* The same to its end on a loop of its own: for commands that only ask
  * podman something (status, cleanup). 0 if it ran, -1 with cap->exec_errno

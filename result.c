@@ -127,9 +127,10 @@ bool describe_stop(const struct run_result *r, const struct config *cfg,
 		snprintf(buf, size, "did not stop within %d s of its interrupt at %s; the session "
 			"ended and its state is lost; raise %s (at most %ld) or split the work",
 			SESSION_INTERRUPT_GRACE_MS / 1000, limit, knob->name, knob->most);
-	else if (r->timed_out && r->throttled)
+	else if (r->timed_out && r->throttled_looks && r->throttled_looks * 4 >= r->looks)
 		/* The CPU limit shaped the outcome: it held the run to its share
-		 * until the clock ran out. */
+		 * for a quarter of its time or more until the clock ran out (one
+		 * burst held back, then a sleep to the deadline, did not). */
 		snprintf(buf, size, "timed out after %ld s, held back to --cpus %s by the CPU "
 			"throttle; %s; raise %s (at most %ld) or --cpus",
 			cfg->number[SET_TIMEOUT], setting_text(cfg, SET_CPUS, cpus, sizeof cpus),

@@ -19,8 +19,8 @@ struct rootless_query;
  * matches (no process started); otherwise by one `podman info` killed at
  * deadline, whose positive answer is cached. done may be called before
  * this returns; else *slot holds the query until done is called, and
- * rootless_cancel() ends it without an answer (podman info runs on to
- * its end, unread). -1 with errno when podman could not be started. */
+ * rootless_cancel() ends it without an answer (podman info is let go
+ * of, and reaped once it ends). -1 with errno when podman could not be started. */
 int rootless_check(struct loop *loop, struct rootless_query **slot, const char *podman,
 		int64_t deadline, rootless_callback *done, void *data);
 void rootless_cancel(struct rootless_query **slot);

@@ -22,6 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 struct options {
@@ -751,6 +752,15 @@ int main(int argc, char **argv)
 	 * then grew in a long-lived server (+3.2 MiB of RSS over 10,000 runs
 	 * through serve; flat with this). Mapped, each goes back when freed. */
 	mallopt(M_MMAP_THRESHOLD, 128 * 1024);
+	/* Descriptors up to the hard limit: every watch holds one more (the
+	 * loop's own, loop.c), a server's client run up to REQUEST_MAX_FDS,
+	 * and mcp and batch many sandboxes' pipes. Nothing here relies on
+	 * select(). */
+	struct rlimit nofile;
+	if (getrlimit(RLIMIT_NOFILE, &nofile) == 0 && nofile.rlim_cur < nofile.rlim_max) {
+		nofile.rlim_cur = nofile.rlim_max;
+		setrlimit(RLIMIT_NOFILE, &nofile);
+	}
 	/* With 0, 1 or 2 closed, the pipes and files opened later could take
 	 * their numbers and be mistaken for them in the child. */
 	for (int fd = 0; fd < 3; fd++)

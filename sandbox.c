@@ -479,6 +479,8 @@ static void on_memwatch(void *data)
 		r->kernel_seen = look.kernel_bytes;
 		r->locks_seen = look.locks;
 		r->throttled |= look.throttled;
+		r->looks++;
+		r->throttled_looks += look.throttled;
 	}
 	if (verdict != MEMWATCH_OK) {
 		memwatch_kill((uid_t)sb->host_uid);

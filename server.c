@@ -37,7 +37,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
-#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -71,7 +70,8 @@ struct fleet {
 };
 
 /* One connection, and its run: owned by the server from accept to
- * client_free. */
+ * client_free, which ends its handles at once; its memory goes at the end
+ * of that turn (connection_destroy). */
 struct connection {
 	struct server *srv;
 	struct loop_scope scope;    /* its watch and timer, ended by client_free */
@@ -864,16 +864,6 @@ static int listen_socket(struct server *srv)
 	return s;
 }
 
-/* Descriptors: a client's run holds up to REQUEST_MAX_FDS of them. */
-static void raise_descriptor_limit(void)
-{
-	struct rlimit rl;
-	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
-		rl.rlim_cur = rl.rlim_max;
-		setrlimit(RLIMIT_NOFILE, &rl);
-	}
-}
-
 static int open_server(struct server *srv)
 {
 	struct error err;
@@ -913,7 +903,6 @@ int server_run(const struct server_options *opt)
 	signal(SIGTTIN, SIG_IGN);
 	if (chdir("/") < 0)
 		return EXIT_REFUSED;
-	raise_descriptor_limit();
 	podman_environment_digest(srv.environment);
 	srv.loop = loop_new();
 	if (!srv.loop)

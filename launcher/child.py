@@ -97,20 +97,72 @@ def ends_quietly(code):
     return last is not None and last.type == tokenize.OP and last.string == ";"
 
 
+def joined_lines(text):
+    """The lines Sage's preparser joins onto the line before them: a line
+    that ends in a backslash outside any string continues on the next, and
+    the preparser makes the two one line. Python's tokenizer tells where
+    (such a line break is the one it gives no token for); code it cannot
+    tokenize gives none."""
+    import io
+    import tokenize
+    breaks = (tokenize.NEWLINE, tokenize.NL, tokenize.COMMENT, tokenize.INDENT,
+              tokenize.DEDENT, tokenize.ENCODING)
+    joined, last_row, last_type = set(), None, None
+    try:
+        for token in tokenize.generate_tokens(io.StringIO(text).readline):
+            if token.type == tokenize.ENDMARKER:
+                break
+            row = token.start[0]
+            if last_row is not None and row > last_row and last_type not in breaks \
+                    and token.type not in breaks:
+                joined.update(range(last_row + 1, row + 1))
+            last_row, last_type = token.end[0], token.type
+    except (tokenize.TokenError, SyntaxError):
+        return set()
+    return joined
+
+
 def split_constants(text, preparsed):
-    """The preparser's block of numeric constants, and the code with each
-    of its lines at the user's own line number. Sage's preparse_file maps
-    the code line for line, and puts the constants before it: joined onto
-    a first line that is blank or a comment (nothing shifts, the block
-    stays), or on one line of their own, or, when there are many, on one
-    line each and a blank one. Only lines the code does not have are taken
-    for the block, and only if they are constants and blanks."""
-    lines = preparsed.split("\n")
-    extra = len(lines) - len(text.splitlines())
+    """The preparser's block of numeric constants, the code, and for each
+    of the code's lines the user's line number (or None: the same). Sage's
+    preparse_file keeps the code line for line but for lines it joins
+    (joined_lines), and puts the constants before it: joined onto a first
+    line that is blank or a comment (nothing shifts), or on a line of their
+    own, or, when there are many, one a line and a blank one. Only lines
+    the code does not have are taken for the block, and only if they are
+    constants and blanks."""
+    lines = preparsed.splitlines()
+    joined = joined_lines(text)
+    kept = [n for n in range(1, len(text.splitlines()) + 1) if n not in joined]
+    extra = len(lines) - len(kept)
+    constants = ""
     head = lines[:extra] if extra > 0 else []
     if head and all(not line.strip() or line.startswith("_sage_const_") for line in head):
-        return "\n".join(head), "\n".join(lines[extra:])
-    return "", preparsed
+        constants, lines = "\n".join(head), lines[extra:]
+    lines_of = None
+    if joined and len(lines) == len(kept):
+        lines_of = {i: n for i, n in enumerate(kept, 1)}
+    return constants, "\n".join(lines), lines_of
+
+
+def users_tree(preparsed, filename, lines_of):
+    """The code's syntax tree, each statement at the user's own line (the
+    preparser's joins undone). compile() makes it: a syntax error is
+    reported with no frame of ast's own, at the user's line."""
+    import ast
+    try:
+        tree = compile(preparsed, filename, "exec", ast.PyCF_ONLY_AST)
+    except SyntaxError as e:
+        if lines_of and e.lineno in lines_of:
+            e.lineno = lines_of[e.lineno]
+        raise
+    if lines_of:
+        for node in ast.walk(tree):
+            for attribute in ("lineno", "end_lineno"):
+                number = getattr(node, attribute, None)
+                if number:
+                    setattr(node, attribute, lines_of.get(number, number))
+    return tree
 
 
 def users_syntax_error(error, text, filename):
@@ -134,10 +186,21 @@ def users_syntax_error(error, text, filename):
             offset, end_offset = plain.offset, getattr(plain, "end_offset", None)
     except (ValueError, OverflowError):
         pass
-    told = SyntaxError(error.msg, (filename, error.lineno, offset, own + "\n"))
+    # IndentationError and TabError stay what they are, as Python names them.
+    told = type(error)(error.msg, (filename, error.lineno, offset, own + "\n"))
     if end_offset is not None:
         told.end_lineno, told.end_offset = error.lineno, end_offset
     return told
+
+
+def launchers_own(tb):
+    """Every frame of the traceback is this module's: an error of the
+    launcher's own compile(), not one the code raised."""
+    while tb is not None:
+        if tb.tb_frame.f_globals is not globals():
+            return False
+        tb = tb.tb_next
+    return True
 
 
 def run_code(source, namespace, filename, preparse_file, show_last=False):
@@ -153,19 +216,15 @@ def run_code(source, namespace, filename, preparse_file, show_last=False):
         text = source.decode("utf-8-sig")
         # The constants run first, so that the code's lines keep their
         # numbers, and tracebacks quote the user's own lines.
-        constants, preparsed = split_constants(text, preparse_file(text))
+        constants, preparsed, lines_of = split_constants(text, preparse_file(text))
         linecache.cache[filename] = (len(text), None, text.splitlines(True), filename)
         if constants:
             exec(compile(constants, filename, "exec"), namespace)
-        if not show_last:
-            exec(compile(preparsed, filename, "exec"), namespace)
-            return 0
         import ast
-        # compile() makes the tree: a syntax error is reported as above,
-        # with no frame of ast's own.
-        tree = compile(preparsed, filename, "exec", ast.PyCF_ONLY_AST)
+        tree = users_tree(preparsed, filename, lines_of)
         last = None
-        if tree.body and isinstance(tree.body[-1], ast.Expr) and not ends_quietly(preparsed):
+        if show_last and tree.body and isinstance(tree.body[-1], ast.Expr) and \
+                not ends_quietly(preparsed):
             last = tree.body.pop()
         exec(compile(tree, filename, "exec"), namespace)
         if last is not None:
@@ -189,18 +248,53 @@ def run_code(source, namespace, filename, preparse_file, show_last=False):
         # cannot be printed): the status is 1 all the same.
         try:
             kind, value, tb = sys.exc_info()
-            if isinstance(e, SyntaxError) and tb is not None and tb.tb_next is None:
+            # The first frame is this function: not the user's.
+            shown = tb.tb_next if tb else tb
+            if isinstance(e, SyntaxError) and launchers_own(tb):
                 # The code's own, from compile(): not one its code raised.
                 value = users_syntax_error(e, text, filename)
-                kind = type(value)
-            # The first frame is this function: not the user's.
-            traceback.print_exception(kind, value, tb.tb_next if tb else tb)
+                kind, shown = type(value), None
+            traceback.print_exception(kind, value, shown)
             if isinstance(e, (FileNotFoundError, ModuleNotFoundError)) or (
                     isinstance(e, OSError) and "did not find file" in str(e)):
                 sys.stderr.write(MISSING_FILE_NOTE)
         except BaseException:
             pass
         return 1
+
+
+def tell_in_users_lines():
+    """Uncaught errors of the code's threads and atexit handlers told as
+    the main code's are, with the user's lines quoted: Python's own
+    printers for those (written in C) read source from disk, and the
+    code's lines are only in linecache. The words are Python's."""
+    import threading
+    import traceback
+
+    def thread_error(args):
+        if args.exc_type is SystemExit:
+            return  # as Python: a thread's sys.exit() ends the thread only
+        name = args.thread.name if args.thread is not None else threading.get_ident()
+        try:
+            print("Exception in thread %s:" % name, file=sys.stderr, flush=True)
+            traceback.print_exception(args.exc_type, args.exc_value, args.exc_traceback)
+            sys.stderr.flush()
+        except BaseException:
+            pass
+
+    def unraisable(u):
+        try:
+            what = u.err_msg or "Exception ignored in"
+            if u.object is not None:
+                what = "%s: %r" % (what, u.object)
+            print(what, file=sys.stderr)
+            traceback.print_exception(u.exc_type, u.exc_value, u.exc_traceback)
+            sys.stderr.flush()
+        except BaseException:
+            pass
+
+    threading.excepthook = thread_error
+    sys.unraisablehook = unraisable
 
 
 def finish_as_python_does():
@@ -287,6 +381,13 @@ def child_main(pipes, handlers, namespace, preparse_file, session):
             os._exit(0)  # no call came: the sandbox was stopped while waiting
         if first_call:
             unblock_signals()
+            # Only the code's own handlers run at its end (or a process it
+            # forked, in a session too): Sage's and the launcher's were
+            # registered before the fork, and are the teardown a fresh
+            # sage's exit would do, which no output shows.
+            import atexit
+            atexit._clear()
+            tell_in_users_lines()
         cpu_seconds, argv, code, flags, first_show = got
         display.configure(bool(flags & FILES_BACK), bool(flags & LATEX), first_show)
         if first_call and not session:
@@ -307,12 +408,6 @@ def child_main(pipes, handlers, namespace, preparse_file, session):
         filename = "<stdin>" if argv[0] == "-" else argv[0]
         namespace["__file__"] = filename
         sys.argv = argv
-        if not session:
-            # Only the code's own handlers run at its end: Sage's and the
-            # launcher's were registered before the fork, and are the
-            # teardown a fresh sage's exit would do, which no output shows.
-            import atexit
-            atexit._clear()
         status = run_code(code, namespace, filename, preparse_file, bool(flags & DISPLAY_LAST))
         if not session or os.getpid() != me:
             # A session's cell is a notebook's: its threads run on.

@@ -25,19 +25,29 @@ SETTLE_SECONDS = 1.0
 SETTLE_STEP_SECONDS = 0.01
 
 
-def _inode_column(header):
-    names = header.split()
-    # Every table names its inode column "Inode" or "inode".
-    for i, name in enumerate(names):
+# The IP tables' lines have fewer fields than their header has names
+# ("tx_queue rx_queue" is one field): their inode is the tenth field.
+IP_INODE_COLUMN = 9
+
+
+def _inode_column(table, header):
+    if table.startswith(("tcp", "udp", "raw")):
+        return IP_INODE_COLUMN
+    # The others name it "Inode" or "inode", each over its own field.
+    for i, name in enumerate(header.split()):
         if name.lower() == "inode":
             return i
     return None
 
 
+TIME_WAIT = "06"  # the st column of /proc/net/tcp and tcp6
+
+
 def sockets():
-    """The sockets of this network namespace, as {(table, inode)}: a
-    socket's inode stays its own while it lives. Tables the kernel does not
-    have are skipped."""
+    """The sockets of this network namespace, as {(table, name, lingers)}:
+    name is a socket's inode, its own while it lives; lingers marks a TCP
+    connection in TIME_WAIT, which has none, named by its addresses. Tables
+    the kernel does not have are skipped."""
     found = set()
     for table in TABLES:
         try:
@@ -47,15 +57,16 @@ def sockets():
             continue
         if not lines:
             continue
-        column = _inode_column(lines[0])
+        column = _inode_column(table, lines[0])
         for line in lines[1:]:
             fields = line.split()
             # A TCP socket in TIME_WAIT has no inode (0): its address and
             # port name it.
+            lingers = table.startswith("tcp") and len(fields) > 3 and fields[3] == TIME_WAIT
             if column is not None and column < len(fields) and fields[column] != "0":
-                found.add((table, fields[column]))
+                found.add((table, fields[column], lingers))
             elif fields:
-                found.add((table, " ".join(fields[1:3])))
+                found.add((table, " ".join(fields[1:3]), lingers))
     return found
 
 
@@ -79,8 +90,9 @@ def left_over(recorded, seconds=SETTLE_SECONDS):
         extra = sockets() - recorded
         if not extra:
             return None
-        if time.monotonic() >= deadline:
-            tables = sorted({table for table, _ in extra})
+        # TIME_WAIT lasts 60 s: no wait would see it go.
+        if time.monotonic() >= deadline or all(lingers for _, _, lingers in extra):
+            tables = sorted({table for table, _, _ in extra})
             return "%d socket%s of the last call remain in the container's network " \
                 "namespace (%s)" % (len(extra), "" if len(extra) == 1 else "s",
                                     ", ".join(tables))

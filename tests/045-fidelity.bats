@@ -45,6 +45,14 @@ for line in open(sys.argv[1]):
 	done
 	input_file=$dir/many.sage run_ss 1 run
 	expect_match "$errors" "File \"<stdin>\", line 602, in <module>"
+	# Lines the preparser joins (a backslash at a line's end) shift nothing.
+	printf '# c\nx = 1 + \\\n 2 + \\\n 3\ny = 2\nprint(x)\nraise ValueError("on line 7")\n' >"$dir/joined.sage"
+	input_file=$dir/joined.sage run_ss 1 run
+	expect_equal "$output" 6
+	expect_match "$errors" "File \"<stdin>\", line 7, in <module>"$'\n''    raise ValueError\("on line 7"\)'
+	printf 'x = 1 + \\\n 2\nprint(x); eval("1/0")\n' >"$dir/joined2.sage"
+	input_file=$dir/joined2.sage run_ss 1 run
+	expect_match "$errors" "File \"<stdin>\", line 3, in <module>"
 	jobs_of "$dir"/*.sage >"$dir/jobs.jsonl"
 	"$SAGE_SANDBOX" batch --jobs 1 "$dir/jobs.jsonl" >"$dir/out.jsonl"
 	for f in comment blank shebang coding code string; do

@@ -235,10 +235,17 @@ PY
 	sage 'pass' 0 run
 	input_file=$BATS_TEST_TMPDIR/in run_ss 0 mcp --concurrency 1 --warm 0
 	# Call 66 found 64 waiting; 2..65 were cancelled before their turn; 1,
-	# read before the end of input, ran to its end and was answered.
-	expect_equal "$(printf '%s\n' "$output" | wc -l)" 2
+	# read before the end of input, ran to its end and was answered. The
+	# host check's answer comes on the loop's turn after the burst was
+	# read (never inside the call that asked): call 1 may still be waiting
+	# then, and call 65 the one that found 64 waiting (1..64) as well.
 	all=$output
-	output=$(printf '%s\n' "$all" | grep '"id":66')
+	expect_equal "$(printf '%s\n' "$all" | grep -vc -e '"id":1,' -e '"id":66,' -e '"id":65,')" 0
+	if printf '%s\n' "$all" | grep -q '"id":65,'; then
+		output=$(printf '%s\n' "$all" | grep '"id":65,')
+		expect_match "$(json_get 'j["error"]["message"]')" "64 calls are already waiting"
+	fi
+	output=$(printf '%s\n' "$all" | grep '"id":66,')
 	expect_equal "$(json_get 'j["error"]["code"]')" -32603
 	expect_match "$(json_get 'j["error"]["message"]')" "64 calls are already waiting"
 	output=$(printf '%s\n' "$all" | grep '"id":1,')

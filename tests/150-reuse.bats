@@ -256,20 +256,35 @@ event = SigEvent(None, int(signal.SIGCONT), 0r)  # SIGEV_SIGNAL
 assert libc.timer_create(1r, ctypes.byref(event), ctypes.byref(timer)) == 0r  # CLOCK_MONOTONIC
 every = TimeSpec(0r, 10000000r)
 assert libc.timer_settime(timer, 0r, ctypes.byref(ITimerSpec(every, every)), None) == 0r
-end = time.monotonic() + 20r
-while time.monotonic() < end:
+import resource
+start = time.monotonic()
+while time.monotonic() < start + 8r:
     pass
+u = resource.getrusage(resource.RUSAGE_SELF)
+print("%.2f CPU-s in %.2f s" % (u.ru_utime + u.ru_stime, time.monotonic() - start))
 print("ran 20 s at a full core")'
 
 @test "reuse - a job that continues itself while throttled is stopped with the CPU verdict; the next job's result is a fresh run's" {
 	# At --cpus 0.5 one busy core is twice the share: the throttle stops
-	# it; its timer continues it. Before issue 33 it ran its 20 s at a
-	# full core and the next job in the container started deep in debt.
+	# it; its timer continues it. Before issue 33 it ran at a full core
+	# (38.6 CPU-s in 20 s at --cpus 1 was seen) and the next job in the
+	# container started deep in debt. Now it is killed with the CPU
+	# verdict once it is half a second past what the stop allows, or,
+	# where a loaded machine gives it less than its share anyway, held to
+	# --cpus x (T + 0.5) + 0.5 s + 50 ms on each core (and ticks).
 	jobs_file attacker "$SELF_CONTINUING" victim "$VICTIM"
 	run_ss 0 batch --order input --jobs 1 --cpus 0.5 "$jobs"
-	expect_equal "$(field attacker '[j["exit_code"], j["cpu_limit_exceeded"], j["stopped_by"], j["stdout"]]')" \
-		"[137, True, 'cpu_limit', '']"
-	expect_match "$(field attacker 'j["error"]')" "went on using the CPU while the throttle held them stopped for --cpus 0.5"
+	if [ "$(field attacker 'j["exit_code"]')" = 137 ]; then
+		expect_equal "$(field attacker '[j["cpu_limit_exceeded"], j["stopped_by"], j["stdout"]]')" \
+			"[True, 'cpu_limit', '']"
+		expect_match "$(field attacker 'j["error"]')" "went on using the CPU while the throttle held them stopped for --cpus 0.5"
+	else
+		expect_equal "$(field attacker 'j["exit_code"]')" 0
+		local used
+		used=$(field attacker 'j["stdout"]')
+		python3 -c 'import sys; cpu, wall = float(sys.argv[1]), float(sys.argv[4])
+assert cpu <= 0.5 * (wall + 0.5) + 0.5 + 0.1 + 0.05, sys.argv' $used
+	fi
 	expect_equal "$(field victim 'j["ok"]')" True
 	expect_as_fresh victim "$VICTIM" --cpus 0.5
 }

@@ -189,6 +189,42 @@ static void spin(int ready_fd)
 		;
 }
 
+static void *spin_thread(void *data)
+{
+	for (volatile unsigned long i = 0;; i++)
+		;
+	return data;
+}
+
+/* 8 busy threads: a BLAS-threaded computation, which the freeze reaches
+ * thread by thread. */
+static void spin_threads(int ready_fd)
+{
+	pthread_t t;
+	for (int i = 0; i < 7; i++)
+		pthread_create(&t, NULL, spin_thread, NULL);
+	spin(ready_fd);
+}
+
+/* A parent that forks short workers and reaps them: their time comes
+ * back in its reaped children's, never as a process seen twice. */
+static void fork_workers(int ready_fd)
+{
+	say_ready(ready_fd);
+	for (;;) {
+		pid_t pid = fork();
+		if (pid == 0) {
+			struct timespec t0, t;
+			clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t0);
+			do
+				clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+			while ((t.tv_sec - t0.tv_sec) * 1000000000L + t.tv_nsec - t0.tv_nsec < 30000000L);
+			_exit(0);
+		}
+		waitpid(pid, NULL, 0);
+	}
+}
+
 struct cpu_watch {
 	pid_t pid;
 	struct memwatch *w;
@@ -221,8 +257,9 @@ static void end(pid_t pid)
 }
 
 /* Looks at w for ms; counts the looks that found it throttled; the
- * verdict, or MEMWATCH_OK. continuer > 0: that process is sent SIGCONT
- * every 10 ms meanwhile, as a process that continues itself would be. */
+ * verdict, or MEMWATCH_OK. continuer != 0: that process (< 0: that
+ * process group) is sent SIGCONT every 10 ms meanwhile, as a process that
+ * continues itself would be. */
 static enum memwatch_verdict look_for(struct memwatch *w, int ms, pid_t continuer,
 		int *throttled, uint64_t *cpu_ms)
 {
@@ -237,7 +274,7 @@ static enum memwatch_verdict look_for(struct memwatch *w, int ms, pid_t continue
 			*cpu_ms = r.cpu_ms;
 			next = now_ms() + MEMWATCH_INTERVAL_MS;
 		}
-		if (continuer > 0)
+		if (continuer != 0)
 			kill(continuer, SIGCONT);
 		usleep(10000);
 	}
@@ -273,6 +310,27 @@ static void cpu_throttle(void)
 	printf("# verdict after %lld ms, %llu CPU ms\n", (long long)took, (unsigned long long)cpu_ms);
 	check(took < 5000 && (int64_t)cpu_ms <= 250 * took / 1000 + 125 + 500 + 300,
 		"... within --cpus x (T + 0.5 s) + 0.5 s escaped + a look's slack");
+	/* The same from outside, with workers forked and reaped: caught by
+	 * what its debt is, whatever the route. */
+	end(pid);
+	memwatch_free(w);
+	pid = start(fork_workers);
+	opt.session = pid;
+	w = memwatch_new(&opt);
+	began = now_ms();
+	v = look_for(w, 10000, -pid, &throttled, &cpu_ms);
+	took = now_ms() - began;
+	printf("# fork workers: verdict after %lld ms, %llu CPU ms\n", (long long)took,
+		(unsigned long long)cpu_ms);
+	check(v == MEMWATCH_CPU_OVER && (int64_t)cpu_ms <= 250 * took / 1000 + 125 + 500 + 300,
+		"a parent and workers continued while frozen, the workers forked and reaped: the CPU verdict");
+	end(pid);
+	memwatch_free(w);
+	pid = start(spin);
+	opt.session = pid;
+	w = memwatch_new(&opt);
+	look_for(w, 1000, pid, &throttled, &cpu_ms);
+
 	/* Overdrawn by that call (it ran far past its share): the next
 	 * call's account is its own. The same spinning process stands for
 	 * the next call's, no longer continued from outside. */
@@ -284,6 +342,19 @@ static void cpu_throttle(void)
 	memwatch_look(w, now_ms(), &second);
 	check(!first.throttled && !second.throttled,
 		"after memwatch_release the next call starts with a full account, not the last one's debt");
+	memwatch_free(w);
+	end(pid);
+
+	/* A legitimate run of 8 busy threads at --cpus 0.5, held for 6 s:
+	 * throttled, never taken for one that continues itself. */
+	pid = start(spin_threads);
+	struct memwatch_options threads_opt = {.uid = getuid(), .session = pid,
+		.limit = 1ull << 40, .cpus_milli = 500};
+	w = memwatch_new(&threads_opt);
+	v = look_for(w, 6000, 0, &throttled, &cpu_ms);
+	printf("# 8 threads: %llu CPU ms in 6 s at --cpus 0.5\n", (unsigned long long)cpu_ms);
+	check(v == MEMWATCH_OK && throttled > 0 && cpu_ms <= 500 * 6.5 + 500 + 2 * 100,
+		"8 busy threads at --cpus 0.5 are throttled for 6 s, not stopped, and held to the bound");
 	memwatch_free(w);
 	end(pid);
 }

@@ -266,6 +266,29 @@ class RunCodeTest(unittest.TestCase):
         self.assertNotIn("Integer(2)", err)
         self.assertNotIn("^", err.split("y = 2^^3", 1)[1])
 
+    def test_an_indentation_error_stays_one(self):
+        status, err, _ = self.run_code(b"x = 1\n  y = 2\n", self.sage_like)
+        self.assertEqual(status, 1)
+        self.assertIn("IndentationError: unexpected indent", err)
+        self.assertIn("    y = 2", err.splitlines())
+
+    def test_lines_the_preparser_joins_keep_the_later_lines_numbers(self):
+        # Sage's preparser makes a line that ends in a backslash one with
+        # the next (outside strings).
+        def preparse(text):
+            return self.sage_like(text.replace("\\\n", ""))
+        source = (b"x = 1 + \\\n 2 + \\\n 3\ny = 2\nz = 3\nprint(x)\n"
+                  b"raise ValueError('on line 7')\n")
+        status, err, _ = self.run_code(source, preparse)
+        self.assertEqual(status, 1)
+        lines = err.splitlines()
+        self.assertIn('  File "%s", line 7, in <module>' % self.FILE, lines)
+        self.assertIn("    raise ValueError('on line 7')", lines)
+        # A string's own backslash-newline is no join.
+        source = b"s = 'a\\\nb'\nprint(s)\nraise ValueError(3)\n"
+        status, err, _ = self.run_code(source, self.sage_like)
+        self.assertIn('  File "%s", line 4, in <module>' % self.FILE, err.splitlines())
+
     def test_a_syntax_error_names_the_users_line(self):
         status, err, _ = self.run_code(b"x = 1\ny = (\n")
         self.assertEqual(status, 1)
@@ -286,6 +309,35 @@ class EndOfCodeTest(unittest.TestCase):
     """What Python does at a program's end, done by the child that skips
     the interpreter's teardown: threads joined, the code's atexit handlers
     run, daemon threads left."""
+
+    def test_a_threads_and_an_atexit_handlers_errors_quote_the_users_lines(self):
+        code = (b"import atexit, threading\n"
+                b"def late():\n"
+                b"    raise ValueError('in a thread')\n"
+                b"def boom():\n"
+                b"    raise KeyError('at exit')\n"
+                b"atexit.register(boom)\n"
+                b"threading.Thread(target=late).start()\n")
+
+        def body():
+            import atexit
+            atexit._clear()
+            child.tell_in_users_lines()
+            err = io.StringIO()
+            namespace = {"__name__": "__main__", "__builtins__": __builtins__}
+            with contextlib.redirect_stderr(err):
+                status = child.run_code(code, namespace, "t.sage", identity)
+                child.finish_as_python_does()
+            return status, err.getvalue()
+
+        status, err = in_child(body)
+        lines = err.splitlines()
+        self.assertEqual(status, 0)
+        self.assertTrue(any(line.startswith("Exception in thread Thread-") for line in lines), err)
+        self.assertIn("    raise ValueError('in a thread')", lines)
+        self.assertTrue(any(line.startswith("Exception ignored in atexit callback: <function boom")
+                            for line in lines), err)
+        self.assertIn("    raise KeyError('at exit')", lines)
 
     def test_a_late_thread_and_atexit_as_python_does(self):
         code = (b"import atexit, threading, time\n"
