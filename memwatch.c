@@ -102,9 +102,13 @@
  * back through its reaped children. Then the run is stopped with the CPU
  * verdict (MEMWATCH_CPU_OVER), as memory's is. So over any T seconds a
  * call uses at most --cpus x (T + 0.5) CPU seconds, plus CPU_ESCAPE_MS,
- * plus one interval on every core. Processes that a parent ignoring
- * SIGCHLD reaps at once and that live less than a look are not seen: the
- * tolerance of the * throttle. */
+ * plus one interval on every core. Open, and the one route past that
+ * bound (an attack showed it: 10 CPU-s in 10 s at --cpus 0.2): the time of
+ * a process whose parent ignores SIGCHLD is freed with it, added to no
+ * one's, so workers that such a parent forks and that each end between two
+ * looks are never charged; only a cpu cgroup (cgroup v2 with the
+ * controller delegated, where podman applies --cpus) sees them. --timeout
+ * and the pids limit still bound such a run: the * throttle. */
 #include "memwatch.h"
 
 #include <dirent.h>
