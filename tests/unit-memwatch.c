@@ -147,11 +147,13 @@ static void zombies_then_descriptors(int ready_fd)
 /* Looks at what make makes every MEMWATCH_INTERVAL_MS for seconds, as
  * the sandbox does; true if the watchdog ever found it past limit_mib.
  * The largest total it reported goes to *most. */
-static bool watch(void (*make)(int ready_fd), uint64_t limit_mib, int seconds, uint64_t *most)
+/* make() in a session of its own, once it says it is ready; its pid, or
+ * -1 (nothing left running) if it never did. */
+static pid_t start(void (*make)(int ready_fd))
 {
 	int ready[2];
 	if (pipe(ready) < 0)
-		return false;
+		return -1;
 	pid_t pid = fork();
 	if (pid == 0) {
 		close(ready[0]);
@@ -162,11 +164,31 @@ static bool watch(void (*make)(int ready_fd), uint64_t limit_mib, int seconds, u
 	char c;
 	bool started = read(ready[0], &c, 1) == 1;
 	close(ready[0]);
+	if (!started) {
+		kill(-pid, SIGKILL);
+		waitpid(pid, NULL, 0);
+		return -1;
+	}
+	return pid;
+}
+
+static void end(pid_t pid)
+{
+	kill(-pid, SIGKILL);
+	kill(-pid, SIGCONT);
+	waitpid(pid, NULL, 0);
+}
+
+static bool watch(void (*make)(int ready_fd), uint64_t limit_mib, int seconds, uint64_t *most)
+{
+	*most = 0;
+	pid_t pid = start(make);
+	if (pid < 0)
+		return false;
 	struct memwatch_options opt = {.uid = getuid(), .session = pid, .limit = limit_mib * MIB};
 	struct memwatch *w = memwatch_new(&opt);
 	bool over = false;
-	*most = 0;
-	for (int64_t end = now_ms() + seconds * 1000LL; started && !over && now_ms() < end;) {
+	for (int64_t end_ms = now_ms() + seconds * 1000LL; !over && now_ms() < end_ms;) {
 		struct memwatch_reading r;
 		over = memwatch_look(w, now_ms(), &r) == MEMWATCH_OVER;
 		if (r.total > *most)
@@ -174,9 +196,7 @@ static bool watch(void (*make)(int ready_fd), uint64_t limit_mib, int seconds, u
 		usleep(MEMWATCH_INTERVAL_MS * 1000);
 	}
 	memwatch_free(w);
-	kill(-pid, SIGKILL);
-	kill(-pid, SIGCONT);
-	waitpid(pid, NULL, 0);
+	end(pid);
 	return over;
 }
 
@@ -229,32 +249,6 @@ struct cpu_watch {
 	pid_t pid;
 	struct memwatch *w;
 };
-
-static pid_t start(void (*make)(int ready_fd))
-{
-	int ready[2];
-	if (pipe(ready) < 0)
-		return -1;
-	pid_t pid = fork();
-	if (pid == 0) {
-		close(ready[0]);
-		setsid();
-		make(ready[1]);
-	}
-	close(ready[1]);
-	char c;
-	if (read(ready[0], &c, 1) != 1)
-		pid = -1;
-	close(ready[0]);
-	return pid;
-}
-
-static void end(pid_t pid)
-{
-	kill(-pid, SIGKILL);
-	kill(-pid, SIGCONT);
-	waitpid(pid, NULL, 0);
-}
 
 /* Looks at w for ms; counts the looks that found it throttled; the
  * verdict, or MEMWATCH_OK. continuer != 0: that process (< 0: that
