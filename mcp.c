@@ -99,7 +99,6 @@ struct mcp_call {
 	/* The runner's call, from its submission until its answer: owned
 	 * (call_free), and freed before this call is. */
 	struct call *run;
-	bool submitted;         /* handed to the runner (run may follow) */
 	bool answered, cancelled;
 	/* free_call was called: out of the server's list, its memory freed
 	 * at the end of the loop's turn (loop_release), so that a caller up
@@ -681,13 +680,9 @@ static void submit(struct mcp_call *c)
 		.timeout_ms = c->cfg.number[SET_TIMEOUT] * 1000L,
 		.session = c->session_name[0] ? c->session_name : NULL, .keep_output = true,
 		.on_start = on_run_start, .on_done = on_run_done, .data = c};
-	c->submitted = true;
-	struct call *run = runner_submit(s->runner, &spec);
-	/* on_done comes on a later turn, never inside runner_submit (runner.h).
-	 * Were it ever to come sooner, c would be answered and ended by now,
-	 * its memory still there until the turn ends: its run is not kept. */
-	if (!c->ended)
-		c->run = run;
+	/* Its on_done comes on a later turn, never inside runner_submit
+	 * (runner.h): c is still ours here. */
+	c->run = runner_submit(s->runner, &spec);
 }
 
 static void check_host(struct server *s);
@@ -696,7 +691,7 @@ static void check_host(struct server *s);
 static struct mcp_call *first_waiting(struct server *s)
 {
 	for (struct mcp_call *c = s->calls; c; c = c->next)
-		if (!c->submitted && c->tool != TOOL_STATUS)
+		if (!c->run && c->tool != TOOL_STATUS)
 			return c;
 	return NULL;
 }
@@ -723,7 +718,7 @@ static void cancel_call(struct mcp_call *c)
 	if (c->cancelled || c->answered)
 		return;
 	c->cancelled = true;
-	if (!c->submitted) {
+	if (!c->run) {
 		free_call(c);
 		return;
 	}

@@ -646,6 +646,34 @@ static void start_race(void)
  * removes the container, and nothing of it calls back into the freed
  * sandbox, nor holds a handle on the loop (loop_strict aborts in
  * loop_free). Sharpest under -fsanitize=address. */
+/* sandbox_free() while the fake's `podman rm` of container name runs
+ * (what: which removal): no callback after it, the loop turning on; the
+ * removal runs on to its end; nothing of the case is left running. */
+static void free_during_removal(struct watch *w, const struct fake *f, const char *name,
+		const char *what)
+{
+	char said[160];
+	bool in_flight = wait_for_fake(f, "rm", name, 1, 5000) &&
+		fake_count(f, "rm-end", name) == 0;
+	sandbox_free(w->sb);
+	/* The loop turns on while the rm ends, and a while after. */
+	for (int64_t until = loop_now_ms() + 5000;
+	     fake_count(f, "rm-end", name) == 0 && loop_now_ms() < until;)
+		turn_for(w->loop, 50);
+	turn_for(w->loop, 200);
+	snprintf(said, sizeof said, "free - sandbox_free during %s: no callback after it", what);
+	check(in_flight && w->done == 0 && w->released == 0, said);
+	loop_free(w->loop);
+	buffer_free(&w->streamed[0]);
+	buffer_free(&w->streamed[1]);
+	snprintf(said, sizeof said, "free - ... %s ran on to its end: the container is removed",
+		what);
+	check(fake_count(f, "rm-end", name) == 1, said);
+	reap_abandoned(f);
+	snprintf(said, sizeof said, "free - during %s: nothing left running", what);
+	check(nothing_left(f), said);
+}
+
 static void free_while_removing(void)
 {
 	struct fake f;
@@ -660,23 +688,7 @@ static void free_while_removing(void)
 		turn_for(w.loop, 50);
 	snprintf(name, sizeof name, "%s", sandbox_name(w.sb));
 	sandbox_stop(w.sb, STOP_SIGNAL, SIGTERM);
-	bool in_flight = wait_for_fake(&f, "rm", name, 1, 5000) &&
-		fake_count(&f, "rm-end", name) == 0;
-	sandbox_free(w.sb);
-	/* The loop turns on while the rm ends, and a while after. */
-	for (int64_t until = loop_now_ms() + 5000;
-	     fake_count(&f, "rm-end", name) == 0 && loop_now_ms() < until;)
-		turn_for(w.loop, 50);
-	turn_for(w.loop, 200);
-	check(in_flight && w.done == 0 && w.released == 0,
-		"free - sandbox_free during the stop's podman rm: no callback after it");
-	loop_free(w.loop);
-	buffer_free(&w.streamed[0]);
-	buffer_free(&w.streamed[1]);
-	check(fake_count(&f, "rm-end", name) == 1,
-		"free - ... the rm ran on to its end: the container is still removed");
-	reap_abandoned(&f);
-	check(nothing_left(&f), "free - during rm: nothing left running");
+	free_during_removal(&w, &f, name, "the stop's podman rm");
 
 	fake_new(&f, "free-while-discard", "run race 1\nrm slow\n");
 	start(&w, &f, false, &err);
@@ -684,21 +696,7 @@ static void free_while_removing(void)
 	     fake_count(&f, "run", NULL) < 2 && loop_now_ms() < until;)
 		turn_for(w.loop, 50);
 	fake_lines(&f, "run", NULL, 0, name, sizeof name);
-	in_flight = wait_for_fake(&f, "rm", name, 1, 5000) && fake_count(&f, "rm-end", name) == 0;
-	sandbox_free(w.sb);
-	for (int64_t until = loop_now_ms() + 5000;
-	     fake_count(&f, "rm-end", name) == 0 && loop_now_ms() < until;)
-		turn_for(w.loop, 50);
-	turn_for(w.loop, 200);
-	check(in_flight && w.done == 0 && w.released == 0,
-		"free - sandbox_free during a start race's removal: no callback after it");
-	loop_free(w.loop);
-	buffer_free(&w.streamed[0]);
-	buffer_free(&w.streamed[1]);
-	check(fake_count(&f, "rm-end", name) == 1,
-		"free - ... the lost start's container is still removed");
-	reap_abandoned(&f);
-	check(nothing_left(&f), "free - during a race's removal: nothing left running");
+	free_during_removal(&w, &f, name, "a start race's removal");
 }
 
 /* ---- the runner --------------------------------------------------------------- */
