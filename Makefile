@@ -19,7 +19,7 @@ CLANG ?= clang
 WARNINGS = -Wall -Wextra -Wshadow -Wno-unused-parameter
 ALL_CFLAGS = -std=c11 $(WARNINGS) $(CFLAGS)
 ALL_CPPFLAGS = -D_GNU_SOURCE -I. $(CPPFLAGS)
-LIBS = -ljansson -lnettle $(LDLIBS)
+LIBS = -ljansson -lnettle -lm $(LDLIBS)
 
 # One concern a file (each opens with the line that says which).
 SOURCES = frames.c loop.c process.c buffer.c error.c signals.c settings.c podman.c cache.c rootless.c host.c \

@@ -102,24 +102,30 @@
  * back through its reaped children. Then the run is stopped with the CPU
  * verdict (MEMWATCH_CPU_OVER), as memory's is. So over any T seconds a
  * call uses at most --cpus x (T + 0.5) CPU seconds, plus CPU_ESCAPE_MS,
- * plus one interval on every core. Open, and the one route past that
- * bound (an attack showed it: 10 CPU-s in 10 s at --cpus 0.2): the time of
- * a process whose parent ignores SIGCHLD is freed with it, added to no
- * one's, so workers that such a parent forks and that each end between two
- * looks are never charged; only a cpu cgroup (cgroup v2 with the
- * controller delegated, where podman applies --cpus) sees them. --timeout
- * and the pids limit still bound such a run: the * throttle. */
+ * plus one interval on every core. A process whose parent ignores SIGCHLD
+ * is freed with its time, added to no one's (an attack used 10 CPU-s in
+ * 10 s at --cpus 0.2 with workers that each ended between two looks), so
+ * each call has a second account, charged by sampling: the threads found
+ * running at each look, for the interval since the last, looks drawn at
+ * random 25 to 75 ms apart (memwatch_next_look_ms) so that no work can be
+ * fitted between them. Debt there past the same bound by four standard
+ * deviations of the sampling error (2 x cores x sqrt(interval x T)) gets
+ * the same verdict; a host with more runnable threads than cores gives
+ * each a share of one (a sample is runnable, not running). The CPU rlimit
+ * (--timeout x --cpus seconds a process) is a backstop. */
 #include "memwatch.h"
 
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/pidfd.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -154,6 +160,11 @@ struct proc {
 	uint64_t own_cpu; /* utime + stime, clock ticks */
 	uint64_t faults;  /* minor faults: every page it made or copied is one */
 	uint64_t children_cpu; /* cutime + cstime: its reaped children's */
+	/* This look's: what its children that left since the last look had
+	 * used by then (already charged; their reaping adds it again to
+	 * children_cpu), and its threads found running (state R). */
+	uint64_t departed_children_cpu;
+	int running;
 	uint64_t rss;     /* bytes */
 	uint64_t fds, pte; /* descriptors; page tables in bytes */
 	uint64_t rss_at_pte; /* when pte was read */
@@ -184,8 +195,14 @@ struct memwatch {
 	/* The throttle: the run's CPU time at the last look (ticks), and its
 	 * allowance left, in CPU microseconds (negative: overdrawn). */
 	bool cpu_seen;
-	uint64_t cpu_ticks;
 	int64_t allowance_us;
+	/* The same account charged by sampling instead: the run's running
+	 * threads at each look, times the interval. It sees what the exact
+	 * one cannot (processes freed with their time unreaped), within a
+	 * sampling error whose variance is summed here, in ms^2. */
+	int64_t sampled_allowance_us;
+	double sampled_variance;
+	double others_runnable; /* the host's runnable threads not the run's, averaged */
 	/* The call's longest interval between two looks, and whether its
 	 * debt passed what that interval explains: a freeze that did not
 	 * hold. */
@@ -256,7 +273,7 @@ struct memwatch *memwatch_new(const struct memwatch_options *opt)
 	if (!w->table || !w->previous)
 		abort();
 	w->budget_ns = BUDGET_MAX_NS;
-	w->allowance_us = opt->cpus_milli * CPU_BURST_MS;
+	w->allowance_us = w->sampled_allowance_us = opt->cpus_milli * CPU_BURST_MS;
 	return w;
 }
 
@@ -563,7 +580,7 @@ static void find_memory(int proc_fd, struct proc *p)
 	snprintf(p->at, sizeof p->at, "%d", (int)p->pid);
 	if (!exited(p) || p->threads <= 1)
 		return;
-	char path[64];
+	char path[64 + sizeof ((struct dirent *)0)->d_name];
 	snprintf(path, sizeof path, "%d/task", (int)p->pid);
 	int fd = openat(proc_fd, path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	DIR *dir = fd < 0 ? NULL : fdopendir(fd);
@@ -607,6 +624,18 @@ static void freeze(struct memwatch *w, int proc_fd)
 	}
 }
 
+int64_t memwatch_next_look_ms(void)
+{
+	/* xorshift64, seeded once: a run cannot see the state, only guess. */
+	static uint64_t state;
+	if (!state && (getrandom(&state, sizeof state, 0) != sizeof state || !state))
+		state = (uint64_t)time(NULL) | 1;
+	state ^= state << 13;
+	state ^= state >> 7;
+	state ^= state << 17;
+	return MEMWATCH_INTERVAL_MS / 2 + (int64_t)(state % MEMWATCH_INTERVAL_MS);
+}
+
 void memwatch_release(struct memwatch *w)
 {
 	for (size_t i = 0; i < TABLE_SIZE; i++)
@@ -614,7 +643,9 @@ void memwatch_release(struct memwatch *w)
 	w->frozen_memory = w->frozen_cpu = false;
 	/* The next call's account: full, and counted from its first look. */
 	w->cpu_seen = false;
-	w->allowance_us = w->opt.cpus_milli * CPU_BURST_MS;
+	w->allowance_us = w->sampled_allowance_us = w->opt.cpus_milli * CPU_BURST_MS;
+	w->sampled_variance = 0;
+	w->others_runnable = 0;
 	w->cpu_escaped = false;
 	w->longest_interval_ms = 0;
 	/* Its intervals are its own: the time between calls is not one. */
@@ -622,6 +653,38 @@ void memwatch_release(struct memwatch *w)
 }
 
 /* ---- a look ---------------------------------------------------------------- */
+
+/* Its threads in state R now, the leader's state alone where it has one
+ * thread. A process that waits while its threads compute is running too;
+ * at most RUNNING_THREADS_READ of its threads are read a look. */
+static int running_threads(int proc_fd, const struct proc *p)
+{
+	enum { RUNNING_THREADS_READ = 32 };
+	if (p->threads <= 1)
+		return p->state == 'R';
+	char path[64 + sizeof ((struct dirent *)0)->d_name];
+	snprintf(path, sizeof path, "%d/task", (int)p->pid);
+	int fd = openat(proc_fd, path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	DIR *dir = fd < 0 ? NULL : fdopendir(fd);
+	if (!dir) {
+		if (fd >= 0)
+			close(fd);
+		return p->state == 'R';
+	}
+	int running = 0, read = 0;
+	struct dirent *entry;
+	while ((entry = readdir(dir)) && read < RUNNING_THREADS_READ) {
+		if (entry->d_name[0] < '1' || entry->d_name[0] > '9')
+			continue;
+		struct proc thread = {0};
+		snprintf(path, sizeof path, "%d/task/%s", (int)p->pid, entry->d_name);
+		if (read_stat(proc_fd, path, &thread) && thread.state == 'R')
+			running++;
+		read++;
+	}
+	closedir(dir);
+	return running;
+}
 
 /* This look's table from /proc, each process carried over from the last
  * look where it is the same process. Fills pids (sorted, the launcher
@@ -662,6 +725,8 @@ static int list_run(struct memwatch *w, int proc_fd, pid_t *pids, struct proc **
 			p->ppid = now.ppid;
 			p->own_cpu = now.own_cpu;
 			p->children_cpu = now.children_cpu;
+			p->departed_children_cpu = 0;
+			p->running = 0;
 			p->rss = now.rss;
 			p->threads = now.threads;
 			memcpy(p->at, now.at, sizeof p->at);
@@ -682,6 +747,8 @@ static int list_run(struct memwatch *w, int proc_fd, pid_t *pids, struct proc **
 		 * need not change (a stat of /proc/PID/fd, one system call).
 		 * Page tables change only with its pages (they map them). */
 		p->fds = process_descriptors(proc_fd, p->at);
+		if (w->opt.cpus_milli)
+			p->running = running_threads(proc_fd, p);
 		if (p->rss != p->rss_at_pte) {
 			p->pte = page_tables(proc_fd, p->at);
 			p->rss_at_pte = p->rss;
@@ -833,31 +900,122 @@ static void measure(struct memwatch *w, int proc_fd, struct proc *p, bool walk)
 	}
 }
 
+/* The host's runnable threads now (state R: running or waiting for a
+ * core), this one, looking, not counted; -1 where unknown. */
+static long host_runnable(void)
+{
+	char text[128];
+	int fd = open("/proc/loadavg", O_RDONLY | O_CLOEXEC);
+	ssize_t n = fd < 0 ? -1 : read(fd, text, sizeof text - 1);
+	if (fd >= 0)
+		close(fd);
+	long runnable;
+	if (n <= 0)
+		return -1;
+	text[n] = '\0';
+	/* "0.00 0.01 0.05 RUNNABLE/ALL LASTPID" */
+	if (sscanf(text, "%*s %*s %*s %ld/", &runnable) != 1)
+		return -1;
+	return runnable - 1;
+}
+
+/* The CPU the run used since the last look, in clock ticks: each
+ * process's growth, a new one's all, and a parent's reaped children's
+ * growth less what its children that left had used by the last look
+ * (charged then). A process freed unreaped (its parent ignores SIGCHLD)
+ * takes its time with it: charged up to the last look, never given back
+ * (a sum of the run's totals gave it back, to be spent again). */
+static uint64_t cpu_used_since(struct memwatch *w, const pid_t *pids, int n, struct proc *init)
+{
+	for (size_t i = 0; i < TABLE_SIZE; i++) {
+		const struct proc *was = &w->previous[i];
+		const struct proc *now = slot(w->table, was->pid);
+		if (!was->pid || was->init || (now->pid == was->pid && now->start == was->start))
+			continue;
+		struct proc *parent = slot(w->table, was->ppid);
+		if (parent->pid != was->ppid || parent->init)
+			parent = init; /* an orphan is the launcher's to reap */
+		if (parent)
+			parent->departed_children_cpu += was->own_cpu + was->children_cpu;
+	}
+	uint64_t used = 0;
+	for (int i = -1; i < n; i++) {
+		const struct proc *p = i < 0 ? init : slot(w->table, pids[i]);
+		if (!p)
+			continue;
+		const struct proc *was = slot(w->previous, p->pid);
+		if (was->pid != p->pid || was->start != p->start) {
+			used += p->own_cpu + p->children_cpu;
+			continue;
+		}
+		if (p->own_cpu > was->own_cpu && !p->init)
+			used += p->own_cpu - was->own_cpu;
+		uint64_t reaped = p->children_cpu > was->children_cpu ?
+			p->children_cpu - was->children_cpu : 0;
+		if (reaped > p->departed_children_cpu)
+			used += reaped - p->departed_children_cpu;
+	}
+	return used;
+}
+
+/* Charges used_us and elapsed_ms's allowance to an account, its bank
+ * capped at CPU_BURST_MS a core of --cpus. */
+static void charge(const struct memwatch *w, int64_t *allowance_us, int64_t elapsed_ms,
+		int64_t used_us)
+{
+	*allowance_us += elapsed_ms * w->opt.cpus_milli - used_us;
+	if (*allowance_us > w->opt.cpus_milli * CPU_BURST_MS)
+		*allowance_us = w->opt.cpus_milli * CPU_BURST_MS;
+}
+
 /* The throttle: the run's CPU time since the last look against its
- * allowance; true while the allowance is overdrawn. */
-static bool over_cpu(struct memwatch *w, const pid_t *pids, int n, const struct proc *init,
+ * allowance; true while the allowance is overdrawn. Sets cpu_escaped
+ * where either account is further in debt than a freeze that holds
+ * explains. */
+static bool over_cpu(struct memwatch *w, const pid_t *pids, int n, struct proc *init,
 		int64_t elapsed_ms, uint64_t *cpu_ms)
 {
 	uint64_t ticks = init ? init->children_cpu : 0;
+	int running = 0;
 	for (int i = 0; i < n; i++) {
 		const struct proc *p = slot(w->table, pids[i]);
 		ticks += p->own_cpu + p->children_cpu;
+		running += p->running;
 	}
 	*cpu_ms = ticks * 1000 / (uint64_t)ticks_per_second;
 	if (!w->opt.cpus_milli)
 		return false;
-	/* Time a process took that nobody reaped shows as less, never more. */
-	int64_t used_us = w->cpu_seen && ticks > w->cpu_ticks ?
-		(int64_t)((ticks - w->cpu_ticks) * 1000000 / (uint64_t)ticks_per_second) : 0;
+	uint64_t used = w->cpu_seen ? cpu_used_since(w, pids, n, init) : 0;
 	w->cpu_seen = true;
-	w->cpu_ticks = ticks;
-	w->allowance_us += elapsed_ms * w->opt.cpus_milli - used_us;
-	if (w->allowance_us > w->opt.cpus_milli * CPU_BURST_MS)
-		w->allowance_us = w->opt.cpus_milli * CPU_BURST_MS;
+	charge(w, &w->allowance_us, elapsed_ms,
+		(int64_t)(used * 1000000 / (uint64_t)ticks_per_second));
+	/* Sampled: what runs now ran the whole interval. State R is
+	 * runnable, not running: where more threads are runnable than there
+	 * are cores, each has a share of one. The host's other runnable
+	 * threads are averaged over about a second: the run's come and go
+	 * between its listing and the host's count, the others (another run,
+	 * a build) stay. */
+	long host = host_runnable();
+	if (host >= 0) {
+		double weight = elapsed_ms < 1000 ? (double)elapsed_ms / 1000 : 1;
+		w->others_runnable += ((double)(host - running) - w->others_runnable) * weight;
+	}
+	double runnable = running + (w->others_runnable > 0 ? w->others_runnable : 0);
+	double cores_running = runnable > (double)online_cores ?
+		running * (double)online_cores / runnable : running;
+	charge(w, &w->sampled_allowance_us, elapsed_ms, (int64_t)(cores_running * elapsed_ms * 1000));
+	/* Each look's error is at most every core for the interval; a
+	 * sampled debt past four standard deviations of the sum of those
+	 * errors (each taken as a coin's, the largest variance) is no
+	 * sampling error. */
+	double error_ms = (double)online_cores * (double)elapsed_ms;
+	w->sampled_variance += error_ms * error_ms / 4;
 	if (elapsed_ms > w->longest_interval_ms)
 		w->longest_interval_ms = elapsed_ms;
 	int64_t explained_us = (CPU_ESCAPE_MS + online_cores * w->longest_interval_ms) * 1000;
-	w->cpu_escaped = w->allowance_us < -explained_us;
+	int64_t sampling_error_us = (int64_t)(4000 * sqrt(w->sampled_variance));
+	w->cpu_escaped = w->allowance_us < -explained_us ||
+		w->sampled_allowance_us < -(explained_us + sampling_error_us);
 	return w->allowance_us < 0;
 }
 

@@ -167,9 +167,10 @@ bool describe_stop(const struct run_result *r, const struct config *cfg,
 			(unsigned long long)r->mappings_seen);
 	}
 	else if (r->cpu_limit_exceeded && r->cpu_escaped) {
-		snprintf(buf, size, "the run's processes went on using the CPU while the throttle "
-			"held them stopped for --cpus %s (a process that continues itself); the "
-			"container was stopped; let the code's processes be stopped",
+		snprintf(buf, size, "the run's processes used more CPU than --cpus %s allows, "
+			"past what stopping them holds (processes that continue themselves, or "
+			"that their parent frees unreaped, ignoring SIGCHLD); the container was "
+			"stopped; let the code's processes be stopped, and reap them",
 			setting_text(cfg, SET_CPUS, cpus, sizeof cpus));
 	} else if (r->cpu_limit_exceeded) {
 		snprintf(buf, size, "the code used its CPU time limit of %llu s (--timeout x "

@@ -463,9 +463,10 @@ static void on_deadline(void *data)
 static void start_remove(struct sandbox *sb);
 
 /* The memory watchdog and the CPU throttle (memwatch.c): a look every
- * MEMWATCH_INTERVAL_MS while a call runs, and while a session waits for
- * its next cell (its processes are stopped then, and cost nothing to
- * look at); the run is stopped past --memory. */
+ * MEMWATCH_INTERVAL_MS on average (memwatch_next_look_ms) while a call
+ * runs, and while a session waits for its next cell (its processes are
+ * stopped then, and cost nothing to look at); the run is stopped past
+ * --memory. */
 static void on_memwatch(void *data)
 {
 	struct sandbox *sb = data;
@@ -487,14 +488,14 @@ static void on_memwatch(void *data)
 		sandbox_stop(sb, verdict == MEMWATCH_OVER ? STOP_MEMORY_LIMIT : STOP_CPU_ESCAPED, 0);
 		return;
 	}
-	loop_timer_arm(&sb->scope, &sb->memwatch_timer, loop_now_ms() + MEMWATCH_INTERVAL_MS,
+	loop_timer_arm(&sb->scope, &sb->memwatch_timer, loop_now_ms() + memwatch_next_look_ms(),
 		on_memwatch, sb);
 }
 
 static void watch_memory(struct sandbox *sb)
 {
 	if (sb->memwatch && !sb->memwatch_timer)
-		loop_timer_arm(&sb->scope, &sb->memwatch_timer, loop_now_ms() + MEMWATCH_INTERVAL_MS,
+		loop_timer_arm(&sb->scope, &sb->memwatch_timer, loop_now_ms() + memwatch_next_look_ms(),
 			on_memwatch, sb);
 }
 

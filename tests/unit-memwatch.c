@@ -245,6 +245,77 @@ static void fork_workers(int ready_fd)
 	}
 }
 
+/* CPU time spent by this thread since t0, in ns. */
+static int64_t thread_cpu_since(const struct timespec *t0)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+	return (t.tv_sec - t0->tv_sec) * 1000000000L + t.tv_nsec - t0->tv_nsec;
+}
+
+/* Busy for ns of CPU time, then adds it to *spent (shared by fork). */
+static void busy_then_exit(int64_t ns, volatile int64_t *spent)
+{
+	struct timespec t0;
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t0);
+	while (thread_cpu_since(&t0) < ns)
+		;
+	__atomic_add_fetch(spent, thread_cpu_since(&t0), __ATOMIC_RELAXED);
+	_exit(0);
+}
+
+/* The CPU time every worker below spent, in ns: theirs is freed with them,
+ * unreaped, and no /proc shows it. */
+static volatile int64_t *workers_spent;
+
+/* A parent that ignores SIGCHLD (its children are freed as they exit,
+ * their time added to no one's) and forks workers of 5 ms each, every
+ * 3 ms: each ends between two looks, never seen by stat. */
+static void autoreaped_short_workers(int ready_fd)
+{
+	signal(SIGCHLD, SIG_IGN);
+	say_ready(ready_fd);
+	for (;;) {
+		if (fork() == 0)
+			busy_then_exit(5000000, workers_spent);
+		usleep(3000);
+	}
+}
+
+/* The same parent with workers of 300 ms, one after another: each is
+ * seen at several looks, and its time vanishes at its end. */
+static void autoreaped_long_workers(int ready_fd)
+{
+	signal(SIGCHLD, SIG_IGN);
+	say_ready(ready_fd);
+	for (;;) {
+		int done[2];
+		if (pipe(done) < 0)
+			_exit(1);
+		if (fork() == 0) {
+			close(done[0]);
+			busy_then_exit(300000000, workers_spent);
+		}
+		close(done[1]);
+		char c;
+		while (read(done[0], &c, 1) > 0)
+			;
+		close(done[0]);
+	}
+}
+
+/* An honest one: a worker of 2 ms every 100 ms, freed unreaped. */
+static void autoreaped_light_workers(int ready_fd)
+{
+	signal(SIGCHLD, SIG_IGN);
+	say_ready(ready_fd);
+	for (;;) {
+		if (fork() == 0)
+			busy_then_exit(2000000, workers_spent);
+		usleep(100000);
+	}
+}
+
 struct cpu_watch {
 	pid_t pid;
 	struct memwatch *w;
@@ -266,13 +337,58 @@ static enum memwatch_verdict look_for(struct memwatch *w, int ms, pid_t continue
 			v = memwatch_look(w, now_ms(), &r);
 			*throttled += r.throttled;
 			*cpu_ms = r.cpu_ms;
-			next = now_ms() + MEMWATCH_INTERVAL_MS;
+			next = now_ms() + memwatch_next_look_ms();
 		}
 		if (continuer != 0)
 			kill(continuer, SIGCONT);
 		usleep(10000);
 	}
 	return v;
+}
+
+/* Workers whose time no /proc shows: the sampled account sees them. */
+static void autoreaped(void)
+{
+	workers_spent = mmap(NULL, sizeof *workers_spent, PROT_READ | PROT_WRITE,
+		MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	if (workers_spent == MAP_FAILED)
+		abort();
+	struct memwatch_options opt = {.uid = getuid(), .limit = 1ull << 40, .cpus_milli = 250};
+	int throttled;
+	uint64_t cpu_ms;
+	struct {
+		void (*make)(int ready_fd);
+		enum memwatch_verdict expected;
+		const char *what;
+	} cases[] = {
+		{autoreaped_short_workers, MEMWATCH_CPU_OVER, "workers of 5 ms freed unreaped by a "
+			"parent that ignores SIGCHLD, never seen by a look: the CPU verdict"},
+		{autoreaped_long_workers, MEMWATCH_OK, "workers of 300 ms one after another, freed "
+			"unreaped: each one's time stays charged after it left"},
+		{autoreaped_light_workers, MEMWATCH_OK, "a worker of 2 ms every 100 ms freed "
+			"unreaped, 2% of a core: never stopped"},
+	};
+	for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+		*workers_spent = 0;
+		pid_t pid = start(cases[i].make);
+		opt.session = pid;
+		struct memwatch *w = memwatch_new(&opt);
+		int64_t began = now_ms();
+		enum memwatch_verdict v = look_for(w, 4000, 0, &throttled, &cpu_ms);
+		int64_t took = now_ms() - began;
+		end(pid);
+		usleep(20000); /* the last workers add what they spent */
+		int64_t spent_ms = *workers_spent / 1000000;
+		printf("# %s: %lld CPU ms by the workers in %lld ms, %s\n", cases[i].what,
+			(long long)spent_ms, (long long)took, v == MEMWATCH_CPU_OVER ? "stopped" : "not stopped");
+		/* Held to the bound, or stopped with the verdict by the time it
+		 * was past it by what sampling can mistake (about 2 s in 2 s of
+		 * looks here, 4 standard deviations). */
+		check(v == cases[i].expected && spent_ms <= 250 * took / 1000 + 125 + 500 + 2500,
+			cases[i].what);
+		memwatch_free(w);
+	}
+	munmap((void *)workers_spent, sizeof *workers_spent);
 }
 
 static void cpu_throttle(void)
@@ -351,6 +467,7 @@ static void cpu_throttle(void)
 		"8 busy threads at --cpus 0.5 are throttled for 6 s, not stopped, and held to the bound");
 	memwatch_free(w);
 	end(pid);
+	autoreaped();
 }
 
 int main(void)
