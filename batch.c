@@ -360,7 +360,8 @@ static void submit(struct batch *b, struct job *j)
 		.input_follows = j->input != NULL, .cpu_seconds = (long)rl[RL_CPU].value,
 		.output_limit = (size_t)j->cfg.number[SET_OUTPUT_LIMIT] * 1024,
 		.in = j->in.count ? &j->in : NULL,
-		.display_last = strcmp(j->cfg.value[SET_DISPLAY], "last") == 0},
+		.display_last = strcmp(j->cfg.value[SET_DISPLAY], "last") == 0,
+		.seeded = j->cfg.number[SET_SEED] >= 0, .seed = (uint32_t)j->cfg.number[SET_SEED]},
 		.timeout_ms = j->cfg.number[SET_TIMEOUT] * 1000L, .retry = true, .keep_output = true,
 		.on_start = on_job_start, .on_input_room = on_input_room, .on_done = on_job_done,
 		.data = j};

@@ -83,3 +83,22 @@ int frame_parse_trailer(const char *payload, size_t len, struct trailer *t)
 	json_decref(o);
 	return rc;
 }
+
+int frame_parse_warm(const char *payload, size_t len, struct warm_report *w)
+{
+	json_t *o = json_loadb(payload, len, 0, NULL);
+	json_t *steps = json_object_get(o, "ms"), *why = json_object_get(o, "why");
+	int rc = -1;
+	if (json_is_object(o) && json_is_object(steps) && (!why || json_is_string(why))) {
+		*w = (struct warm_report){0};
+		const char *name;
+		json_t *ms;
+		json_object_foreach(steps, name, ms)
+			if (json_is_integer(ms) && json_integer_value(ms) >= 0)
+				w->ms += json_integer_value(ms);
+		snprintf(w->why, sizeof w->why, "%s", why ? json_string_value(why) : "");
+		rc = 0;
+	}
+	json_decref(o);
+	return rc;
+}

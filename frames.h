@@ -52,4 +52,13 @@ struct trailer {
 /* Parses an X frame's JSON; -1 when it is not one. */
 int frame_parse_trailer(const char *payload, size_t len, struct trailer *t);
 
+/* The launcher's warm-up, ended (W): how long its steps took in all, and
+ * why it ended before its last step, or "". */
+struct warm_report {
+	int64_t ms;
+	char why[256];
+};
+/* Parses a W frame's JSON; -1 when it is not one. */
+int frame_parse_warm(const char *payload, size_t len, struct warm_report *w);
+
 #endif

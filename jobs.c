@@ -283,6 +283,26 @@ static void refuse(struct job *j, const char *where, const char *hint, const cha
 	error_set(&j->err, EXIT_REFUSED, hint, "%s: %s", where, what);
 }
 
+/* A job's own seed, over the batch's --seed: any seed or null (fresh random
+ * state), as --seed takes them. */
+static void take_seed(struct job *j, json_t *value, const char *where)
+{
+	if (json_is_null(value)) {
+		j->cfg.number[SET_SEED] = -1;
+		j->cfg.value[SET_SEED] = "none";
+		return;
+	}
+	if (!json_is_integer(value) || json_integer_value(value) < 0 ||
+	    json_integer_value(value) > SEED_MAX) {
+		refuse(j, where, "give a seed from 0 to 4294967295, or null for fresh random state",
+			"seed must be an integer from 0 to 4294967295 or null");
+		return;
+	}
+	j->cfg.number[SET_SEED] = (long)json_integer_value(value);
+	snprintf(j->seed_text, sizeof j->seed_text, "%ld", j->cfg.number[SET_SEED]);
+	j->cfg.value[SET_SEED] = j->seed_text;
+}
+
 /* One line, checked whole: a bad line is a job with its reason. Long: one
  * check per field of a job. */
 static void parse_line(struct job *j, const char *line, size_t len)
@@ -363,10 +383,12 @@ static void parse_line(struct job *j, const char *line, size_t len)
 		} else if (strcmp(key, "output_limit") == 0) {
 			take_limit(j, value, SET_OUTPUT_LIMIT, "output_limit", where,
 				j->output_limit_text, sizeof j->output_limit_text);
+		} else if (strcmp(key, "seed") == 0) {
+			take_seed(j, value, where);
 		} else {
 			snprintf(what, sizeof what, "unknown key '%.100s'", key);
-			refuse(j, where, "a job takes id, code, stdin, args, files, timeout and "
-				"output_limit", what);
+			refuse(j, where, "a job takes id, code, stdin, args, files, timeout, "
+				"output_limit and seed", what);
 		}
 	}
 	if (!j->bad && !j->id[0])

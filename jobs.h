@@ -36,7 +36,7 @@ struct job {
 	struct infiles in;
 	/* Its limits: the batch's, or lower where the line asks. */
 	struct config cfg;
-	char timeout_text[24], output_limit_text[24];
+	char timeout_text[24], output_limit_text[24], seed_text[24];
 	int attempts;
 	struct job *next;
 };

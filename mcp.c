@@ -95,7 +95,7 @@ struct mcp_call {
 	size_t code_len;
 	struct buffer self_test_code;
 	struct config cfg;      /* the server's, with this call's timeout */
-	char timeout_text[16];
+	char timeout_text[16], seed_text[24];
 	/* The runner's call, from its submission until its answer: owned
 	 * (call_free), and freed before this call is. */
 	struct call *run;
@@ -676,7 +676,9 @@ static void submit(struct mcp_call *c)
 		 * shown, unless the server was told otherwise. */
 		.display_last = !self_test && (c->cfg.source[SET_DISPLAY] == FROM_DEFAULT ||
 			strcmp(c->cfg.value[SET_DISPLAY], "last") == 0),
-		.display_latex = !self_test},
+		.display_latex = !self_test,
+		.seeded = !self_test && c->cfg.number[SET_SEED] >= 0,
+		.seed = (uint32_t)c->cfg.number[SET_SEED]},
 		.timeout_ms = c->cfg.number[SET_TIMEOUT] * 1000L,
 		.session = c->session_name[0] ? c->session_name : NULL, .keep_output = true,
 		.on_start = on_run_start, .on_done = on_run_done, .data = c};
@@ -776,6 +778,7 @@ struct call_request {
 	json_t *code, *files, *token, *out_dir, *overwrite;
 	const char *session;
 	long timeout;
+	long seed; /* -1: the server's --seed */
 };
 
 /* The envelope: the tool's name, arguments an object, the progress token
@@ -852,9 +855,18 @@ static int take_argument(struct server *s, json_t *id, const char *key, json_t *
 			return -1;
 		}
 		r->timeout = (long)t;
+	} else if (tool == TOOL_RUN && strcmp(key, "seed") == 0) {
+		if (!json_is_integer(value) || json_integer_value(value) < 0 ||
+		    json_integer_value(value) > SEED_MAX) {
+			send_error(s, id, INVALID_PARAMS, "seed must be an integer from 0 to "
+				"4294967295");
+			return -1;
+		}
+		r->seed = (long)json_integer_value(value);
 	} else {
 		send_error(s, id, INVALID_PARAMS, "%s takes %s; unknown argument '%s'",
-			tool_names[tool], tool == TOOL_RUN ? "code, timeout_seconds, files and session" :
+			tool_names[tool], tool == TOOL_RUN ? "code, timeout_seconds, files, seed and "
+			"session" :
 			tool == TOOL_END_SESSION ? "session" : "no arguments", key);
 		return -1;
 	}
@@ -881,6 +893,11 @@ static struct mcp_call *make_call(struct server *s, json_t *id, const struct cal
 	c->cfg.number[SET_TIMEOUT] = r->timeout;
 	snprintf(c->timeout_text, sizeof c->timeout_text, "%ld", r->timeout);
 	c->cfg.value[SET_TIMEOUT] = c->timeout_text;
+	if (r->seed >= 0) {
+		c->cfg.number[SET_SEED] = r->seed;
+		snprintf(c->seed_text, sizeof c->seed_text, "%ld", r->seed);
+		c->cfg.value[SET_SEED] = c->seed_text;
+	}
 	if (r->code) {
 		/* Longer code is refused when the call starts, with its size: only
 		 * one byte past the limit is kept to say so. */
@@ -899,7 +916,7 @@ static struct mcp_call *make_call(struct server *s, json_t *id, const struct cal
 /* tools/call: checked whole before anything runs. */
 static void call_tool(struct server *s, json_t *id, json_t *params)
 {
-	struct call_request r = {.session = "", .timeout = s->cfg->number[SET_TIMEOUT]};
+	struct call_request r = {.session = "", .timeout = s->cfg->number[SET_TIMEOUT], .seed = -1};
 	json_t *args = json_object_get(params, "arguments");
 	const char *key;
 	json_t *value;

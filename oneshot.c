@@ -272,7 +272,8 @@ static void start_call(struct oneshot *o, struct runner *runner)
 	struct call_spec spec = {.program = {.code = o->code, .code_len = o->code_len,
 		.argv = o->argv, .argc = o->argc + 1, .input_follows = from_file,
 		.deadline = o->deadline, .in = o->in, .out = o->out,
-		.display_last = strcmp(o->cfg->value[SET_DISPLAY], "last") == 0},
+		.display_last = strcmp(o->cfg->value[SET_DISPLAY], "last") == 0,
+		.seeded = o->cfg->number[SET_SEED] >= 0, .seed = (uint32_t)o->cfg->number[SET_SEED]},
 		.keep_output = !o->stream, .on_output = on_call_output,
 		.on_input_room = on_input_room, .on_done = on_call_done, .data = o};
 	/* Its on_done comes on a later turn, a refusal's too: the call is

@@ -370,10 +370,17 @@ void podman_run_args(struct argv_builder *a, const struct config *cfg,
 	 * one bounds the launcher's and a session's whole life. */
 	if (serves_many)
 		rlimits[RL_CPU].value = SESSION_CPU_SECONDS;
+	/* A container that waits for its calls (a warm one, or one that
+	 * serves many) is granted a warm-up; a cold run's, started for a call
+	 * already there, would only make that call wait. */
+	uint64_t warm_up_room = (serves_many || idle_seconds > 0) &&
+		rlimits[RL_DATA].value >= WARM_UP_MEMORY_MIN ?
+		rlimits[RL_DATA].value + WARM_UP_DATA_EXTRA : 0;
 	for (int i = 0; i < RLIMIT_COUNT; i++)
 		if (!rlimits[i].by_launcher)
 			arg_add(a, "--ulimit=%s=%llu:%llu", rlimits[i].name,
-				(unsigned long long)rlimits[i].value, (unsigned long long)rlimits[i].value);
+				(unsigned long long)rlimits[i].value,
+				(unsigned long long)rlimits[i].value + (i == RL_DATA ? warm_up_room : 0));
 	arg_add(a, "--env=SAGE_SANDBOX_RLIMIT_AS=%llu", (unsigned long long)rlimits[RL_AS].value);
 	/* A backstop run by conmon: if sage-sandbox itself is killed before
 	 * it can stop the container, the container still dies. A warm

@@ -26,6 +26,12 @@ void write_setting_value(struct json *j, const struct config *cfg, int id)
 	case KIND_MILLI:
 		jw_decimal(j, cfg->number[id]);
 		break;
+	case KIND_SEED:
+		if (cfg->number[id] < 0)
+			jw_null(j);
+		else
+			jw_integer(j, cfg->number[id]);
+		break;
 	default: {
 		char text[32];
 		jw_cstring(j, setting_text(cfg, id, text, sizeof text));

@@ -277,6 +277,15 @@ static void take_frame(struct sandbox *sb, char type, const char *payload, size_
 		if (sb->opt.cb.on_ready)
 			sb->opt.cb.on_ready(sb, sb->opt.cb.data);
 		break;
+	case 'W': {
+		/* Its warm-up ended, at any time between calls: only told. */
+		struct warm_report w;
+		if (frame_parse_warm(payload, len, &w) < 0)
+			protocol_broken(sb, "a malformed warm-up frame");
+		else if (sb->opt.cb.on_warm)
+			sb->opt.cb.on_warm(sb, &w, sb->opt.cb.data);
+		break;
+	}
 	case 'O':
 	case 'E':
 		if (sb->stopping == STOP_NONE || sb->stopping == STOP_OUTPUT_LIMIT)
@@ -308,11 +317,17 @@ static void parse_frames(struct sandbox *sb)
 	const char *payload;
 	size_t len;
 	int got;
-	while (!sb->saw_exit && sb->state != SANDBOX_STOPPING &&
+	while (sb->state != SANDBOX_STOPPING &&
 	       (got = frame_reader_next(&sb->frames, &type, &payload, &len)) != 0) {
 		if (got < 0) {
 			protocol_broken(sb, "a frame longer than 64 KiB");
 			sb->frames = (struct frame_reader){0};
+			return;
+		}
+		/* Between a call's end and the next call the launcher says only
+		 * that its warm-up ended. */
+		if (sb->saw_exit && type != 'W') {
+			protocol_broken(sb, "a frame after the call's end");
 			return;
 		}
 		take_frame(sb, type, payload, len);
@@ -916,6 +931,9 @@ static void queue_program(struct sandbox *sb)
 			", \"out\": {\"files\": %ld, \"file_bytes\": %llu, \"bytes\": %llu}",
 			p->out->max_files, (unsigned long long)p->out->max_file_bytes,
 			(unsigned long long)p->out->max_total_bytes);
+	if (p->seeded)
+		limits_len += snprintf(limits + limits_len, sizeof limits - (size_t)limits_len,
+			", \"seed\": %lu", (unsigned long)p->seed);
 	limits_len += snprintf(limits + limits_len, sizeof limits - (size_t)limits_len,
 		", \"display\": {\"last\": %s, \"latex\": %s, \"first\": %u}}",
 		p->display_last ? "true" : "false", p->display_latex ? "true" : "false",

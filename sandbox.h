@@ -89,6 +89,9 @@ struct sandbox_callbacks {
 	bool keep_output;       /* keep stdout and stderr in the result */
 	/* The launcher has imported Sage and waits for the program. */
 	void (*on_ready)(struct sandbox *sb, void *data);
+	/* A container that serves calls has ended its warm-up (launcher/warm.py):
+	 * why it ended before its last step, or NULL. */
+	void (*on_warm)(struct sandbox *sb, const struct warm_report *w, void *data);
 	/* Output as it arrives, within the output limit. At most 64 KiB per
 	 * call turn; the receiver may pause the sandbox (sandbox_pause_output)
 	 * when it cannot take more. */
@@ -158,6 +161,10 @@ struct program {
 	 * the value of a bare last expression (--display last), and a
 	 * formula's LaTeX beside the images show() makes (MCP). */
 	bool display_last, display_latex;
+	/* The random seed (--seed, a job's, an MCP call's); unseeded: fresh
+	 * random state. */
+	bool seeded;
+	uint32_t seed;
 	/* Where the files the code leaves in $SAGE_SANDBOX_OUT go, or NULL for
 	 * nothing back. At the deadline the launcher kills the code and sends
 	 * them; the run is stopped OUT_GRACE_MS later whatever came. */

@@ -199,8 +199,9 @@ static void trim_fleets(struct server *srv)
  * configuration, the image as the storage has it. */
 static void fleet_key(const struct config *cfg, const struct host *h, struct buffer *key)
 {
+	/* The seed is a call's, sent with its code: any sandbox serves it. */
 	for (int id = 0; id < SETTING_COUNT; id++)
-		if (!settings[id].server)
+		if (!settings[id].server && id != SET_SEED)
 			cache_key_text(key, cfg->value[id]);
 	if (strcmp(cfg->value[SET_SECCOMP_PROFILE], "builtin") != 0)
 		cache_key_file(key, cfg->value[SET_SECCOMP_PROFILE]);

@@ -56,6 +56,11 @@ const struct setting settings[SETTING_COUNT] = {
 		"what is displayed besides what the code prints: last, the value of a bare last "
 		"expression, as a notebook cell shows it (mcp's default); none, as sage FILE (run's "
 		"and batch's default). show() of graphics gives images either way"},
+	[SET_SEED] = {"--seed", "SAGE_SANDBOX_SEED", "N", "seed", KIND_SEED, 0, SEED_MAX, NULL,
+		"none, or an integer from 0 to 4294967295", "none",
+		"the code's random state: Sage's, Python's, numpy's, GMP's, PARI's and GAP's seeded "
+		"from N, the same output for the same code and N, cold or warm (none: fresh each "
+		"run)"},
 	[SET_WARM] = {"--warm", "SAGE_SANDBOX_WARM", "N", "warm", KIND_INTEGER, 0, 8, NULL,
 		"an integer from 0 to 8", "1",
 		"sandboxes kept started, with Sage imported, for the next calls (0: none)",
@@ -92,6 +97,16 @@ static bool parse_integer(const char *text, long *out)
 		value = value * 10 + (*p - '0');
 	}
 	*out = value;
+	return true;
+}
+
+/* Up to ten digits: a --seed. */
+static bool parse_seed(const char *text, long *out)
+{
+	size_t len = strlen(text);
+	if (len == 0 || len > 10 || strspn(text, "0123456789") != len)
+		return false;
+	*out = strtol(text, NULL, 10);
 	return true;
 }
 
@@ -206,6 +221,10 @@ int setting_set(struct config *cfg, enum setting_id id, const char *text,
 		break;
 	case KIND_INTEGER:
 		valid = parse_integer(text, &number) && number >= s->min && number <= s->max;
+		break;
+	case KIND_SEED:
+		number = -1;
+		valid = strcmp(text, "none") == 0 || (parse_seed(text, &number) && number <= s->max);
 		break;
 	case KIND_MILLI:
 		valid = parse_milli(text, &number) && number >= s->min && number <= s->max;

@@ -48,6 +48,7 @@ enum setting_id {
 	SET_OUTPUT_FILE_SIZE,
 	SET_OUTPUT_SIZE,
 	SET_DISPLAY,
+	SET_SEED,
 	SET_WARM,        /* mcp only */
 	SET_CONCURRENCY, /* mcp only */
 	SET_SESSIONS,    /* mcp only */
@@ -64,6 +65,7 @@ enum setting_kind {
 	KIND_PROFILE, /* "builtin" or a file's path */
 	KIND_SIZE,    /* bytes, written as podman writes sizes, min..max */
 	KIND_INTERPRETER, /* "auto", or an absolute path inside the image */
+	KIND_SEED,    /* "none" (number -1), or an integer from 0 to SEED_MAX */
 };
 
 struct setting {
@@ -144,6 +146,20 @@ struct rlimit_value {
  * the test corpus: the code's process peaks at 1.54 GB at --memory 1g and
  * 7.0 GB at 8g, and starts at 0.51 GB at 256m. */
 #define ADDRESS_SPACE_HEADROOM (1ull << 30)
+/* The largest --seed: Sage's, Python's and numpy's generators all take it
+ * whole. */
+#define SEED_MAX 4294967295l
+/* A container that serves calls is granted a warm-up (launcher/warm.py:
+ * Maxima's and ECL's heap, GAP's workspace, matplotlib) by its data
+ * rlimit's hard limit: the memory limit plus the memory limit again (GAP
+ * takes what the memory limit leaves it, as in a cold call) and
+ * WARM_UP_DATA_EXTRA for the rest. Each call's process gets the memory
+ * limit plus what the warm-up took, soft and hard: the room a cold call
+ * has. Only at WARM_UP_MEMORY_MIN and more: below it a call's share of the
+ * template's warm pages (memwatch.c counts it) would leave it too little
+ * of --memory. */
+#define WARM_UP_DATA_EXTRA (512ull << 20)
+#define WARM_UP_MEMORY_MIN (1ull << 30)
 /* The container's CPU rlimit is the code's plus this: the launcher's own
  * share (Sage's import, relaying output); see podman_run_args(). */
 #define LAUNCHER_CPU_SECONDS 30

@@ -19,7 +19,7 @@ import select
 import signal
 import time
 
-from launcher import child, netns, outdir, parent, tmpreset
+from launcher import child, netns, outdir, parent, tmpreset, warm
 from launcher.frames import MAX_FRAME, ProtocolError, write_all
 
 MODES = ("once", "serial", "session")
@@ -65,6 +65,7 @@ class Call:
                               (child.FILES_BACK if self.out else 0) |
                               (child.LATEX if shown.get("latex") else 0))
         self.first_show = shown.get("first", 1)
+        self.seed = limits.get("seed")
 
 
 def parse_limits(data):
@@ -89,6 +90,9 @@ def parse_limits(data):
     if out is not None and not (isinstance(out, dict) and all(
             number(out.get(k)) for k in ("files", "file_bytes", "bytes"))):
         raise ProtocolError("out limits without files, file_bytes and bytes")
+    seed = limits.get("seed")
+    if seed is not None and not (number(seed) and seed < 1 << 63):
+        raise ProtocolError("a seed that is not an integer from 0 to 2^63 - 1")
     shown = limits.get("display")
     if shown is not None and not (isinstance(shown, dict) and all(
             isinstance(shown.get(k, False), bool) for k in ("last", "latex")) and
@@ -156,6 +160,10 @@ class Launcher:
         such as this process's group, which the child is in until its
         setsid()); it throws away what came meanwhile, and unblocks, only
         once its call came, when none of them is left (child.py)."""
+        threads = warm.threads()
+        if threads > 1:
+            # A lock another thread holds would stay held in the child.
+            raise OSError("this process has %d threads, and a fork copies one" % threads)
         self.pipes = child.Pipes(
             with_done=self.session or (self.mode == "serial" and self.recorded is not None))
         mask = signal.pthread_sigmask(signal.SIG_BLOCK, signal.valid_signals())
@@ -451,7 +459,8 @@ class Launcher:
                 pass
         try:
             write_all(self.call_w, child.encode_call(call.cpu_seconds, call.argv, call.code,
-                                                           call.display_flags, call.first_show))
+                                                           call.display_flags, call.first_show,
+                                                           call.seed))
         except OSError:
             pass  # the child is gone: its status says why, below
         if not self.session:
@@ -694,6 +703,72 @@ class Launcher:
             return "the launcher's state changed: %s" % ", ".join(differs)
         return netns.left_over(self.network)
 
+    # ---- the warm-up --------------------------------------------------------------
+
+    def idle(self):
+        """No call of the host's has come, or begun to. The last call's input
+        may still end after its X (an empty I frame): that is no call, and
+        goes (read_call would skip it)."""
+        os.set_blocking(self.reader.fd, False)
+        try:
+            while self.reader.fill():
+                pass
+            while self.reader.inbox[:1] == b"I" and self.reader.next_ready() is not None:
+                pass
+        finally:
+            os.set_blocking(self.reader.fd, True)
+        return not self.reader.inbox and not self.reader.ended
+
+    def warm_while_idle(self):
+        """The warm-up's steps (warm.py) while no call waits, between calls:
+        one that comes meanwhile waits only for the step under way, and
+        runs in the child prepared before it, as warm as the steps before
+        it made this process. Each step leaves this process as the
+        launcher keeps it (no handler, /tmp and its state recorded anew);
+        the prepared child, forked before, is forked again after the last.
+        A session's Sage is its first cell's: after that, nothing here is
+        forked again, and the warm-up stops."""
+        if not self.warmer or self.warmer.done:
+            return
+        if self.session and self.child_status is not None or self.frozen:
+            self.warmer.done = True
+            return
+        while not self.warmer.done and self.idle():
+            self.handlers.restore()
+            try:
+                self.warmer.step()
+            finally:
+                self.handlers.reread()
+                self.handlers.drop_all()
+            # What the step wrote in /tmp goes (GAP's saved workspace: 50
+            # MB): a call finds /tmp as Sage's import left it.
+            try:
+                tmpreset.reset(self.warmer.tmp)
+            except tmpreset.CannotReset as e:
+                self.warmer.unsafe = "/tmp could not be put back after the warm-up: %s" % e
+            if self.warmer.unsafe:
+                # Forked, this process's other threads would leave their
+                # locks held in the child: no call is forked from it.
+                self.unprepared = self.warmer.unsafe
+                self.warmer.done = True
+            self.state = parent.state()
+        if self.warmer.done:
+            self.writer.send(b"W", json.dumps(self.warmer.report(), sort_keys=True).encode())
+            if not self.warmer.unsafe:
+                # The child prepared before the warm-up: forked again, warm.
+                self.discard_child()
+                self.prepare_child()
+
+    def discard_child(self):
+        """The prepared child, never handed a call: killed and reaped."""
+        try:
+            signal.pidfd_send_signal(self.pidfd, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        self.close_child_pipes()
+        os.waitpid(self.child, 0)
+        self.child = 0
+
     # ---- the whole ----------------------------------------------------------------
 
     def serve(self):
@@ -705,8 +780,15 @@ class Launcher:
                 self.no_reset = "/tmp could not be recorded: %s" % e
         self.state = parent.state()
         self.network = netns.sockets()
+        self.warmer = warm.Warmer.granted()
+        if self.warmer:
+            try:
+                self.warmer.tmp = tmpreset.record()
+            except (OSError, tmpreset.CannotReset):
+                self.warmer = None
         self.prepare_child()
         while True:
+            self.warm_while_idle()
             call = self.read_call()
             if call is None:
                 self.kill_the_rest()

@@ -5,8 +5,8 @@
 # The launcher and its child speak over pipes (docs/protocol.md, "The
 # launcher and its child"): the call pipe brings each call as a header
 # (">IIIII": its CPU seconds, its display flags, the number of the first
-# image it shows, the length of its arguments, the length of its code) and
-# those bytes; the done pipe takes "STATUS\n" after each cell of a
+# image it shows, the length of its arguments, the length of its code, its
+# random seed or -1) and those bytes; the done pipe takes "STATUS\n" after each cell of a
 # session, and the child waits for the next call, or (serial) just before
 # the child exits with that status. The code's stdin,
 # stdout and stderr are three more pipes, relayed by the launcher.
@@ -14,9 +14,9 @@ import os
 import struct
 import sys
 
-from launcher import display, parent
+from launcher import display, parent, warm
 
-CALL_HEADER = struct.Struct(">IIIII")
+CALL_HEADER = struct.Struct(">IIIIIq")
 # A call's display flags: show its last expression's value; its files come
 # back (images shown are kept); give formulas shown as LaTeX too.
 DISPLAY_LAST, FILES_BACK, LATEX = 1, 2, 4
@@ -50,10 +50,10 @@ class Pipes:
         return (self.stdin[0], self.stdout[1], self.stderr[1], self.call[0], self.done[1])
 
 
-def encode_call(cpu_seconds, argv, code, flags=0, first_show=1):
+def encode_call(cpu_seconds, argv, code, flags=0, first_show=1, seed=None):
     args = b"".join(os.fsencode(a) + b"\0" for a in argv)
     return CALL_HEADER.pack(max(0, cpu_seconds), flags, first_show, len(args),
-                            len(code)) + args + code
+                            len(code), -1 if seed is None else seed) + args + code
 
 
 def _read_exactly(fd, n):
@@ -68,16 +68,17 @@ def _read_exactly(fd, n):
 
 def read_call(fd):
     """The next call, or None once the launcher closed the pipe: its CPU
-    seconds, its arguments and its code."""
+    seconds, its arguments, its code, its display flags, the number of its
+    first image, and its seed (None: fresh random state)."""
     header = _read_exactly(fd, CALL_HEADER.size)
     if header is None:
         return None
-    cpu, flags, first_show, args_len, code_len = CALL_HEADER.unpack(header)
+    cpu, flags, first_show, args_len, code_len, seed = CALL_HEADER.unpack(header)
     body = _read_exactly(fd, args_len + code_len)
     if body is None:
         return None
     argv = [os.fsdecode(a) for a in body[:args_len].split(b"\0")[:-1]] or ["-"]
-    return cpu, argv, body[args_len:], flags, first_show
+    return cpu, argv, body[args_len:], flags, first_show, None if seed < 0 else seed
 
 
 def ends_quietly(code):
@@ -316,20 +317,31 @@ def finish_as_python_does():
         pass
 
 
-def reseed():
+def reseed(seed=None):
     """Random state of this process's own. The launcher's was drawn once, at
     Sage's import; every child forked from it would repeat its numbers (a
     serial container's calls would all print the same random()), where
-    fresh containers differ. Sage's randstate (its random(), PARI's, GAP's
-    and the rest, which it seeds as each is used) and Python's random
-    module draw new seeds from the kernel."""
+    fresh containers differ. Sage's randstate (its random(), GMP's, and
+    PARI's and GAP's, which it seeds as each is first used through Sage),
+    Python's random module and numpy's draw new seeds from the kernel, or
+    all come from seed: the same code with the same seed prints the same,
+    cold or warm, first call or later (GAP's and PARI's own generators,
+    used directly, start where a fresh Sage's do: warm.py puts them back)."""
     import random
-    random.seed()
+    random.seed(seed)
+    # numpy's global generator: seeded now (imported if need be: its
+    # seeding at import draws from the kernel), or fresh where it is
+    # already imported (each fork would repeat the launcher's).
+    numpy = sys.modules.get("numpy")
+    if seed is not None:
+        import numpy
+    if numpy is not None:
+        numpy.random.seed(None if seed is None else [seed & 0xFFFFFFFF, seed >> 32])
     try:
         from sage.misc.randstate import set_random_seed
     except ImportError:  # no Sage: the launcher's unit tests
         return
-    set_random_seed()
+    set_random_seed(seed)
 
 
 def unblock_signals():
@@ -360,7 +372,12 @@ def child_main(pipes, handlers, namespace, preparse_file, session):
     # The one rlimit podman cannot set (it has no name for it): the code's
     # address space, which counts the shared mappings RLIMIT_DATA does not.
     address_space = int(os.environ.get("SAGE_SANDBOX_RLIMIT_AS", resource.RLIM_INFINITY))
+    data, grown_space = warm.grown()
+    if address_space != resource.RLIM_INFINITY:
+        address_space += grown_space
     resource.setrlimit(resource.RLIMIT_AS, (address_space, address_space))
+    if data is not None:
+        resource.setrlimit(resource.RLIMIT_DATA, (data, data))
     stdin, stdout, stderr, call, done = pipes.child_ends()
     # Over the launcher's own 0 and 1 (the frame streams): the code must
     # reach none of the launcher's descriptors.
@@ -388,7 +405,9 @@ def child_main(pipes, handlers, namespace, preparse_file, session):
             import atexit
             atexit._clear()
             tell_in_users_lines()
-        cpu_seconds, argv, code, flags, first_show = got
+        cpu_seconds, argv, code, flags, first_show, seed = got
+        if seed is not None:
+            reseed(seed)
         display.configure(bool(flags & FILES_BACK), bool(flags & LATEX), first_show)
         if first_call and not session:
             # The call's CPU time, where it is less than the container's:

@@ -57,7 +57,14 @@ class Handlers:
         import left Python's table out of date (SIGINT: ignored while Sage
         imported, then cysignals' C handler, which hands interrupts to
         Python's default_int_handler)."""
+        self.python = python
+        self.reread()
+
+    def reread(self):
+        """The handlers as they are now (a warm-up step may have started a
+        library that installs its own: ECL's)."""
         self.actions = {}
+        python = self.python
         for sig in SIGNALS:
             action = ctypes.create_string_buffer(SIGACTION_BYTES)
             if libc.sigaction(sig, None, action) == 0:

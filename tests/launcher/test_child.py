@@ -30,15 +30,17 @@ class CallPipeTest(unittest.TestCase):
         argv = ["prog.sage", "é", "x y", "\udcff\udcfe raw bytes", ""]
         code = "print('ü')\n".encode() + b"\xff\x00 not UTF-8"
         r, w = self.pipe()
-        write_all(w, child.encode_call(7, argv, code, child.DISPLAY_LAST | child.LATEX, 12))
-        self.assertEqual(child.read_call(r), (7, argv, code, child.DISPLAY_LAST | child.LATEX, 12))
+        write_all(w, child.encode_call(7, argv, code, child.DISPLAY_LAST | child.LATEX, 12, 42))
+        self.assertEqual(child.read_call(r),
+                         (7, argv, code, child.DISPLAY_LAST | child.LATEX, 12, 42))
 
     def test_arguments_as_bytes_on_the_pipe(self):
         data = child.encode_call(0, ["\udcff", "é"], b"")
-        self.assertEqual(data, child.CALL_HEADER.pack(0, 0, 1, 5, 0) + b"\xff\0\xc3\xa9\0")
+        self.assertEqual(data, child.CALL_HEADER.pack(0, 0, 1, 5, 0, -1) + b"\xff\0\xc3\xa9\0")
 
     def test_several_calls_in_a_row(self):
-        calls = [(1, ["a"], b"1", 0, 1), (0, ["-"], b"", 2, 3), (2, ["b", "c"], b"x" * 100000, 7, 9)]
+        calls = [(1, ["a"], b"1", 0, 1, None), (0, ["-"], b"", 2, 3, 0),
+                 (2, ["b", "c"], b"x" * 100000, 7, 9, (1 << 32) - 1)]
         r, w = self.pipe()
         # More than a pipe holds: written on a thread, as the launcher's
         # write and the child's read meet.
@@ -54,7 +56,7 @@ class CallPipeTest(unittest.TestCase):
     def test_no_arguments_reads_as_stdin(self):
         r, w = self.pipe()
         write_all(w, child.encode_call(0, [], b"pass"))
-        self.assertEqual(child.read_call(r), (0, ["-"], b"pass", 0, 1))
+        self.assertEqual(child.read_call(r), (0, ["-"], b"pass", 0, 1, None))
 
     def test_negative_cpu_seconds_sent_as_none(self):
         r, w = self.pipe()

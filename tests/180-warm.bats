@@ -1,0 +1,240 @@
+#!/usr/bin/env bats
+# Warm templates (launcher/warm.py): a container that serves calls starts
+# Maxima, GAP, matplotlib, Singular and scipy once, before its calls'
+# processes are forked, and puts back every trace of it. A call prints
+# exactly what a cold one prints, byte for byte: bench/corpus.jsonl (the
+# code models write: calculus, solving with free parameters, differential
+# equations, plots, groups, number theory, a syntax error...) cold, and
+# warm through batch, the server and MCP, as a container's first call and
+# later ones, after a hostile call. And --seed: the same code with the same
+# seed prints the same, cold or warm, first call or later.
+
+load helpers
+
+CORPUS=$BATS_TEST_DIRNAME/../bench/corpus.jsonl
+RUNDIR=/tmp/sage-sandbox-$(id -u)
+
+setup() {
+	unset SAGE_SANDBOX_SERVER XDG_RUNTIME_DIR
+	log=$BATS_TEST_TMPDIR/serve.log
+	mkdir -p "$RUNDIR" && chmod 0700 "$RUNDIR"
+}
+
+teardown() {
+	"$SAGE_SANDBOX" serve --stop >/dev/null 2>&1 || true
+	wait_no_containers 30
+	[ ! -e "$RUNDIR/server.sock" ]
+}
+
+# A call that tries to leave the template changed for the next: Maxima's
+# counters and facts, GAP's globals and random state, PARI's, matplotlib's
+# rcParams, warnings, Sage's variables, files in DOT_SAGE.
+HOSTILE='y, z = var("y z")
+print(solve([x + y + z == 1], [x, y, z]))
+assume(x > 0)
+maxima_calculus.eval("%rnum: 100")
+maxima_calculus.lisp("(setq *gensym-counter* 99999)")
+libgap.eval("Reset(GlobalMersenneTwister, 7)")
+libgap.eval("sandbox_left := 1")
+pari("setrand(7)")
+import matplotlib, warnings, os
+matplotlib.rcParams["lines.linewidth"] = 9
+warnings.simplefilter("ignore")
+open(os.environ["DOT_SAGE"] + "/left", "w").write("x")'
+
+# warm_server_up: a server whose first sandbox has finished its warm-up.
+warm_server_up() {
+	"$SAGE_SANDBOX" serve "$@" 2>"$log" &
+	local i
+	for ((i = 0; i < 1200; i++)); do
+		grep -q "first sandbox warmed" "$log" && return 0
+		sleep 0.1
+	done
+	printf '# the server never said it was warm:\n%s\n' "$(cat "$log")" >&2
+	return 1
+}
+
+# Prints "ID STATUS" then stdout and stderr as JSON, one line per job, from
+# batch result lines or MCP result lines.
+normalise() {
+	python3 -c '
+import json, sys
+for line in sys.stdin:
+    j = json.loads(line)
+    j = j.get("structuredContent", j)
+    print(json.dumps([j["id"] if "id" in j else None, j["exit_code"], j["stdout"], j["stderr"]]))
+'
+}
+
+@test "warm - the corpus cold and warm, byte for byte: batch, the server and MCP, first call and later, after a hostile call" {
+	local cold=$BATS_TEST_TMPDIR/cold.jsonl jobs=$BATS_TEST_TMPDIR/jobs.jsonl
+	# Cold: below --memory 1g no template is warmed, and each job runs as
+	# a run does, in a child forked from a launcher that only imported Sage.
+	run_ss 0 batch --memory 768m --jobs 2 --order input "$CORPUS"
+	printf '%s\n' "$output" | normalise >"$cold"
+	[ "$(wc -l <"$cold")" -ge 40 ]
+	# ... which is what a cold run prints, for three whose output names
+	# Maxima's symbols (r1, _K1) or asks Maxima a question.
+	local id
+	for id in solve-free-two desolve-second integrate-parameter; do
+		python3 -c 'import json, sys
+for line in open(sys.argv[1]):
+    j = json.loads(line)
+    if j["id"] == sys.argv[2]:
+        sys.stdout.write(j["code"])' "$CORPUS" "$id" >"$BATS_TEST_TMPDIR/$id.sage"
+		output=$("$SAGE_SANDBOX" run --json <"$BATS_TEST_TMPDIR/$id.sage" || true)
+		expect_equal "$(printf '%s\n' "$output" | python3 -c 'import json, sys; j = json.load(sys.stdin)
+print(json.dumps([sys.argv[1], j["exit_code"], j["stdout"], j["stderr"]]))' "$id")" \
+			"$(grep -F "[\"$id\"," "$cold")"
+	done
+
+	# Batch: the hostile job first, then the corpus, in one container;
+	# its first jobs run while it warms.
+	python3 -c 'import json, sys
+print(json.dumps({"id": "hostile", "code": sys.argv[1]}))' "$HOSTILE" >"$jobs"
+	cat "$CORPUS" >>"$jobs"
+	run_ss 0 batch --jobs 1 --order input "$jobs"
+	printf '%s\n' "$output" | normalise | grep -v '^\["hostile"' >"$BATS_TEST_TMPDIR/batch.jsonl"
+	diff "$cold" "$BATS_TEST_TMPDIR/batch.jsonl"
+
+	# The server, once warm: its first call the hostile one, then each.
+	warm_server_up --warm 1
+	expect_match "$(cat "$log")" "first sandbox warmed for Maxima, GAP, matplotlib and Singular [0-9]+ ms after start"
+	printf '%s\n' "$HOSTILE" | "$SAGE_SANDBOX" run >/dev/null
+	python3 - "$SAGE_SANDBOX" "$CORPUS" >"$BATS_TEST_TMPDIR/served.jsonl" <<-'EOF'
+		import json, subprocess, sys
+		for line in open(sys.argv[2]):
+		    job = json.loads(line)
+		    r = subprocess.run([sys.argv[1], "run", "--json"], input=job["code"].encode(),
+		                       capture_output=True)
+		    j = json.loads(r.stdout)
+		    print(json.dumps([job["id"], j["exit_code"], j["stdout"], j["stderr"]]))
+	EOF
+	diff "$cold" "$BATS_TEST_TMPDIR/served.jsonl"
+	[ "$(grep -c "^sage-sandbox serve: run [0-9]* for pid" "$log")" -ge 40 ]
+	"$SAGE_SANDBOX" serve --stop
+
+	# MCP, its warm sandbox given time to warm, the hostile call first.
+	local calls=$BATS_TEST_TMPDIR/calls.json
+	python3 - "$CORPUS" "$HOSTILE" >"$calls" <<-'EOF'
+		import json, sys
+		calls = [20, {"name": "run_sagemath", "arguments": {"code": sys.argv[2]}}]
+		for line in open(sys.argv[1]):
+		    calls.append({"name": "run_sagemath", "arguments": {"code": json.loads(line)["code"]}})
+		print(json.dumps(calls))
+	EOF
+	out=$(timeout 400 python3 "$BATS_TEST_DIRNAME/mcp-calls.py" "$SAGE_SANDBOX" "$calls" --display none 2>"$BATS_TEST_TMPDIR/stderr")
+	printf '%s\n' "$out" | sed '1d;$d' | normalise | python3 -c '
+import json, sys
+ids = [json.loads(l)["id"] for l in open(sys.argv[1])]
+for i, line in zip(ids, sys.stdin):
+    print(json.dumps([i] + json.loads(line)[1:]))' "$CORPUS" >"$BATS_TEST_TMPDIR/mcp.jsonl"
+	diff "$cold" "$BATS_TEST_TMPDIR/mcp.jsonl"
+	expect_match "$(cat "$BATS_TEST_TMPDIR/stderr")" "first sandbox warmed"
+}
+
+SEEDED='import random as python_random, numpy
+print(random_matrix(ZZ, 3, 3))
+print(random(), python_random.random(), numpy.random.rand(2))
+print(random_prime(10^20), ZZ.random_element(10^30), GF(101).random_element())
+print(SymmetricGroup(6).random_element())
+print(RR.random_element(), QQ.random_element(10, 10))'
+
+@test "warm - --seed: the same seeded output cold, through the server (first call and later), MCP and batch; fresh state without a seed" {
+	sage "$SEEDED" 0 run --seed 42
+	local seeded=$output
+	[ -n "$seeded" ]
+	SAGE_SANDBOX_SEED=42 sage "$SEEDED" 0 run
+	expect_equal "$output" "$seeded"
+	local settings=$BATS_TEST_TMPDIR/settings
+	printf 'seed = 42\n' >"$settings"
+	SAGE_SANDBOX_SETTINGS=$settings sage "$SEEDED" 0 run --json
+	expect_equal "$(json_get 'j["stdout"]')" "$seeded"
+	expect_equal "$(json_get 'j["sandbox"]["seed"]')" 42
+	sage "$SEEDED" 0 run --seed 43
+	[ "$output" != "$seeded" ]
+	sage "$SEEDED" 0 run
+	local fresh=$output
+	sage "$SEEDED" 0 run
+	[ "$output" != "$fresh" ]
+
+	warm_server_up --warm 1
+	local i
+	for i in 1 2 3; do
+		sage "$SEEDED" 0 run --seed 42
+		expect_equal "$output" "$seeded"
+	done
+	sage "$SEEDED" 0 run
+	fresh=$output
+	sage "$SEEDED" 0 run
+	[ "$output" != "$fresh" ]
+	"$SAGE_SANDBOX" serve --stop
+
+	local jobs=$BATS_TEST_TMPDIR/jobs.jsonl
+	python3 -c 'import json, sys
+for i in range(4):
+    print(json.dumps({"id": i, "code": sys.argv[1], "seed": 42}))
+print(json.dumps({"id": "none", "code": sys.argv[1], "seed": None}))
+print(json.dumps({"id": "batch", "code": sys.argv[1]}))' "$SEEDED" >"$jobs"
+	run_ss 0 batch --jobs 1 --seed 7 --order input "$jobs"
+	printf '%s\n' "$output" | python3 -c 'import json, sys
+lines = [json.loads(l) for l in sys.stdin]
+assert [j["stdout"] for j in lines[:4]] == [sys.argv[1]] * 4, lines
+assert lines[4]["stdout"] != sys.argv[1] and lines[4]["sandbox"]["seed"] is None
+assert lines[5]["sandbox"]["seed"] == 7' "$seeded
+"
+
+	local calls=$BATS_TEST_TMPDIR/calls.json
+	python3 -c 'import json, sys
+call = {"name": "run_sagemath", "arguments": {"code": sys.argv[1], "seed": 42}}
+print(json.dumps([call, 15, call, call]))' "$SEEDED" >"$calls"
+	out=$(timeout 200 python3 "$BATS_TEST_DIRNAME/mcp-calls.py" "$SAGE_SANDBOX" "$calls" --display none 2>/dev/null)
+	printf '%s\n' "$out" | sed '$d' | python3 -c 'import json, sys
+outs = [json.loads(l)["structuredContent"]["stdout"] for l in sys.stdin]
+assert outs == [sys.argv[1]] * 3, outs' "$seeded
+"
+}
+
+@test "warm - a seed out of range is refused, with the fix: flag, environment, batch job, MCP" {
+	sage 'print(1)' 125 run --seed -1
+	expect_equal "$errors" "sage-sandbox: invalid --seed '-1': allowed is none, or an integer from 0 to 4294967295; see sage-sandbox --help"
+	SAGE_SANDBOX_SEED=4294967296 sage 'print(1)' 125 run
+	expect_equal "$errors" "sage-sandbox: invalid SAGE_SANDBOX_SEED '4294967296': allowed is none, or an integer from 0 to 4294967295; see sage-sandbox --help"
+	printf '%s\n' '{"id": 1, "code": "print(1)", "seed": "7"}' >"$BATS_TEST_TMPDIR/jobs.jsonl"
+	run_ss 1 batch "$BATS_TEST_TMPDIR/jobs.jsonl"
+	expect_equal "$(json_get 'j["exit_code"]')" 125
+	expect_match "$(json_get 'j["error"]')" "seed must be an integer from 0 to 4294967295 or null"
+	local calls=$BATS_TEST_TMPDIR/calls.json
+	printf '%s\n' '[{"name": "run_sagemath", "arguments": {"code": "print(1)", "seed": -3}}]' >"$calls"
+	out=$(timeout 60 python3 "$BATS_TEST_DIRNAME/mcp-calls.py" "$SAGE_SANDBOX" "$calls" --warm 0 2>/dev/null)
+	expect_match "$(sed -n 1p <<<"$out")" "seed must be an integer from 0 to 4294967295"
+}
+
+@test "warm - below --memory 1g nothing is warmed; a call that comes while a container warms runs at once in the child prepared before" {
+	"$SAGE_SANDBOX" serve --warm 1 --memory 768m 2>"$log" &
+	local i
+	for ((i = 0; i < 600; i++)); do
+		grep -q "first warm sandbox ready" "$log" && break
+		sleep 0.1
+	done
+	sleep 10
+	expect_no_match "$(cat "$log")" "warmed"
+	sage 'print(integrate(sin(x)^2, x))' 0 run
+	expect_equal "$output" "1/2*x - 1/4*sin(2*x)"
+	"$SAGE_SANDBOX" serve --stop
+	# At 1g: a run as soon as the sandbox is ready comes during the
+	# warm-up and is answered, as the template stood.
+	"$SAGE_SANDBOX" serve --warm 1 2>"$log" &
+	for ((i = 0; i < 600; i++)); do
+		grep -q "first warm sandbox ready" "$log" && break
+		sleep 0.1
+	done
+	sage 'print(factor(2^64 + 1))' 0 run
+	expect_equal "$output" "274177 * 67280421310721"
+	for ((i = 0; i < 600; i++)); do
+		grep -q "first sandbox warmed" "$log" && break
+		sleep 0.1
+	done
+	expect_match "$(cat "$log")" "first sandbox warmed"
+	expect_no_match "$(cat "$log")" "ended early"
+}
