@@ -94,7 +94,8 @@ int frame_parse_warm(const char *payload, size_t len, struct warm_report *w)
 		const char *name;
 		json_t *ms;
 		json_object_foreach(steps, name, ms)
-			if (json_is_integer(ms) && json_integer_value(ms) >= 0)
+			if (json_is_integer(ms) && json_integer_value(ms) >= 0 &&
+			    json_integer_value(ms) < 1000000000)
 				w->ms += json_integer_value(ms);
 		snprintf(w->why, sizeof w->why, "%s", why ? json_string_value(why) : "");
 		rc = 0;

@@ -45,7 +45,7 @@
  * queued signals (RLIMIT_SIGPENDING per uid), threads' kernel stacks
  * (RLIMIT_NPROC), tmpfs inodes (nr_inodes=).
  *
- * Each look (every MEMWATCH_INTERVAL_MS) reads stat of each process and
+ * Each look (memwatch_next_look_ms) reads stat of each process and
  * sums the upper bound: walked PSS where it stands, else RSS, plus the
  * mappings, page tables and descriptors. Below --memory, that is all. Past
  * it, the processes that ran since their walk are walked, largest first,
@@ -107,9 +107,9 @@
  * 10 s at --cpus 0.2 with workers that each ended between two looks), so
  * each call has a second account, charged by sampling: the threads found
  * running at each look, for the interval since the last, looks drawn at
- * random 25 to 75 ms apart (memwatch_next_look_ms) so that no work can be
+ * random, exponentially (memwatch_next_look_ms), so that no work can be
  * fitted between them. Debt there past the same bound by four standard
- * deviations of the sampling error (2 x cores x sqrt(interval x T)) gets
+ * deviations of the sampling error (2 x cores x sqrt(0.07 T) seconds) gets
  * the same verdict; a host with more runnable threads than cores gives
  * each a share of one (a sample is runnable, not running). The CPU rlimit
  * (--timeout x --cpus seconds a process) is a backstop. */
@@ -626,14 +626,18 @@ static void freeze(struct memwatch *w, int proc_fd)
 
 int64_t memwatch_next_look_ms(void)
 {
-	/* xorshift64, seeded once: a run cannot see the state, only guess. */
-	static uint64_t state;
-	if (!state && (getrandom(&state, sizeof state, 0) != sizeof state || !state))
-		state = (uint64_t)time(NULL) | 1;
-	state ^= state << 13;
-	state ^= state >> 7;
-	state ^= state << 17;
-	return MEMWATCH_INTERVAL_MS / 2 + (int64_t)(state % MEMWATCH_INTERVAL_MS);
+	/* Exponential: however much a run knows of the last look (it saw
+	 * the throttle continue it there), the time to the next is as
+	 * uncertain as ever; so a worker's chance of being seen running is
+	 * its share of the time, however short and however timed. Each draw
+	 * from the kernel. Capped at twice the mean (what allocation can do
+	 * between two looks stays bounded): 43 ms on average. */
+	uint64_t bits = 0;
+	if (getrandom(&bits, sizeof bits, 0) != sizeof bits)
+		bits = (uint64_t)time(NULL) * 0x9e3779b97f4a7c15ull;
+	double uniform = ((double)(bits >> 11) + 1) / 9007199254740992.0; /* (0, 1] */
+	double ms = -MEMWATCH_INTERVAL_MS * log(uniform);
+	return ms < 1 ? 1 : ms > 2 * MEMWATCH_INTERVAL_MS ? 2 * MEMWATCH_INTERVAL_MS : (int64_t)ms;
 }
 
 void memwatch_release(struct memwatch *w)
@@ -655,11 +659,11 @@ void memwatch_release(struct memwatch *w)
 /* ---- a look ---------------------------------------------------------------- */
 
 /* Its threads in state R now, the leader's state alone where it has one
- * thread. A process that waits while its threads compute is running too;
- * at most RUNNING_THREADS_READ of its threads are read a look. */
+ * thread. A process that waits while its threads compute is running too.
+ * Every thread is read (the pids limit bounds them): one spinning behind
+ * many sleeping ones is counted. */
 static int running_threads(int proc_fd, const struct proc *p)
 {
-	enum { RUNNING_THREADS_READ = 32 };
 	if (p->threads <= 1)
 		return p->state == 'R';
 	char path[64 + sizeof ((struct dirent *)0)->d_name];
@@ -671,16 +675,15 @@ static int running_threads(int proc_fd, const struct proc *p)
 			close(fd);
 		return p->state == 'R';
 	}
-	int running = 0, read = 0;
+	int running = 0;
 	struct dirent *entry;
-	while ((entry = readdir(dir)) && read < RUNNING_THREADS_READ) {
+	while ((entry = readdir(dir))) {
 		if (entry->d_name[0] < '1' || entry->d_name[0] > '9')
 			continue;
 		struct proc thread = {0};
 		snprintf(path, sizeof path, "%d/task/%s", (int)p->pid, entry->d_name);
 		if (read_stat(proc_fd, path, &thread) && thread.state == 'R')
 			running++;
-		read++;
 	}
 	closedir(dir);
 	return running;
@@ -919,6 +922,13 @@ static long host_runnable(void)
 	return runnable - 1;
 }
 
+/* Listed at the last look, not at this one: left since. */
+static bool departed(const struct memwatch *w, const struct proc *was)
+{
+	const struct proc *now = slot(w->table, was->pid);
+	return now->pid != was->pid || now->start != was->start;
+}
+
 /* The CPU the run used since the last look, in clock ticks: each
  * process's growth, a new one's all, and a parent's reaped children's
  * growth less what its children that left had used by the last look
@@ -929,14 +939,23 @@ static uint64_t cpu_used_since(struct memwatch *w, const pid_t *pids, int n, str
 {
 	for (size_t i = 0; i < TABLE_SIZE; i++) {
 		const struct proc *was = &w->previous[i];
-		const struct proc *now = slot(w->table, was->pid);
-		if (!was->pid || was->init || (now->pid == was->pid && now->start == was->start))
+		if (!was->pid || was->init || !departed(w, was))
 			continue;
-		struct proc *parent = slot(w->table, was->ppid);
-		if (parent->pid != was->ppid || parent->init)
-			parent = init; /* an orphan is the launcher's to reap */
-		if (parent)
-			parent->departed_children_cpu += was->own_cpu + was->children_cpu;
+		/* Its time reaches the nearest ancestor still here (a parent
+		 * that left too, `sh -c 'a; b'`, was reaped with it), or the
+		 * launcher, which reaps orphans. */
+		const struct proc *up = was;
+		for (int depth = 0; depth < MAX_PROCESSES && up->ppid > 0; depth++) {
+			const struct proc *gone = slot(w->previous, up->ppid);
+			if (gone->pid != up->ppid || gone->init || !departed(w, gone))
+				break;
+			up = gone;
+		}
+		struct proc *ancestor = slot(w->table, up->ppid);
+		if (ancestor->pid != up->ppid || ancestor->init)
+			ancestor = init;
+		if (ancestor)
+			ancestor->departed_children_cpu += was->own_cpu + was->children_cpu;
 	}
 	uint64_t used = 0;
 	for (int i = -1; i < n; i++) {
@@ -985,7 +1004,8 @@ static bool over_cpu(struct memwatch *w, const pid_t *pids, int n, struct proc *
 	*cpu_ms = ticks * 1000 / (uint64_t)ticks_per_second;
 	if (!w->opt.cpus_milli)
 		return false;
-	uint64_t used = w->cpu_seen ? cpu_used_since(w, pids, n, init) : 0;
+	bool first = !w->cpu_seen;
+	uint64_t used = first ? 0 : cpu_used_since(w, pids, n, init);
 	w->cpu_seen = true;
 	charge(w, &w->allowance_us, elapsed_ms,
 		(int64_t)(used * 1000000 / (uint64_t)ticks_per_second));
@@ -997,7 +1017,7 @@ static bool over_cpu(struct memwatch *w, const pid_t *pids, int n, struct proc *
 	 * a build) stay. */
 	long host = host_runnable();
 	if (host >= 0) {
-		double weight = elapsed_ms < 1000 ? (double)elapsed_ms / 1000 : 1;
+		double weight = first || elapsed_ms >= 1000 ? 1 : (double)elapsed_ms / 1000;
 		w->others_runnable += ((double)(host - running) - w->others_runnable) * weight;
 	}
 	double runnable = running + (w->others_runnable > 0 ? w->others_runnable : 0);

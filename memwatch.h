@@ -82,9 +82,9 @@ struct memwatch_reading {
 enum memwatch_verdict { MEMWATCH_OK, MEMWATCH_OVER, MEMWATCH_CPU_OVER };
 
 struct memwatch *memwatch_new(const struct memwatch_options *opt);
-/* When to look next, from now: MEMWATCH_INTERVAL_MS on average, drawn
- * anew each time between half and one and a half of it, so that a run
- * cannot fit its work between two looks (the CPU throttle's sampled
+/* When to look next, from now: exponentially distributed, MEMWATCH_INTERVAL_MS
+ * its mean before it is capped at twice that (43 ms on average), so that a
+ * run cannot fit its work between two looks (the CPU throttle's sampled
  * account, memwatch.c). */
 int64_t memwatch_next_look_ms(void);
 /* One look at now_ms (loop_now_ms() clock). MEMWATCH_OVER when the run's

@@ -353,8 +353,17 @@ void podman_run_args(struct argv_builder *a, const struct config *cfg,
 	 * line of defence that always holds. */
 	if (host->controller[CONTROLLER_PIDS])
 		arg_add(a, "--pids-limit=%ld", cfg->number[SET_PIDS_LIMIT]);
+	/* A container that waits for its calls (a warm one, or one that
+	 * serves many) is granted a warm-up (launcher/warm.py); a cold run's,
+	 * started for a call already there, would only make that call wait.
+	 * Where a memory cgroup holds the container, the launcher's warm
+	 * pages are in it too: it gets that much more, and a call the room a
+	 * cold one has. */
+	bool warms = (serves_many || idle_seconds > 0) &&
+		config_memory_bytes(cfg) >= WARM_UP_MEMORY_MIN;
 	if (host->controller[CONTROLLER_MEMORY])
-		arg_add(a, "--memory=%llu", (unsigned long long)config_memory_bytes(cfg));
+		arg_add(a, "--memory=%llu", (unsigned long long)config_memory_bytes(cfg) +
+			(warms ? WARM_UP_RESIDENT : 0));
 	if (host->controller[CONTROLLER_CPU])
 		arg_add(a, "--cpus=%ld.%03ld", cpus / 1000, cpus % 1000);
 	/* The launcher imports Sage under the container's CPU rlimit: 1-2 s
@@ -370,12 +379,7 @@ void podman_run_args(struct argv_builder *a, const struct config *cfg,
 	 * one bounds the launcher's and a session's whole life. */
 	if (serves_many)
 		rlimits[RL_CPU].value = SESSION_CPU_SECONDS;
-	/* A container that waits for its calls (a warm one, or one that
-	 * serves many) is granted a warm-up; a cold run's, started for a call
-	 * already there, would only make that call wait. */
-	uint64_t warm_up_room = (serves_many || idle_seconds > 0) &&
-		rlimits[RL_DATA].value >= WARM_UP_MEMORY_MIN ?
-		rlimits[RL_DATA].value + WARM_UP_DATA_EXTRA : 0;
+	uint64_t warm_up_room = warms ? rlimits[RL_DATA].value + WARM_UP_DATA_EXTRA : 0;
 	for (int i = 0; i < RLIMIT_COUNT; i++)
 		if (!rlimits[i].by_launcher)
 			arg_add(a, "--ulimit=%s=%llu:%llu", rlimits[i].name,

@@ -418,12 +418,20 @@ static void on_warm(struct sandbox *sb, const struct warm_report *w, void *data)
 {
 	struct slot *s = data;
 	struct runner *r = s->r;
-	if (w->why[0])
-		say(r, "a sandbox's warm-up ended early: %s", w->why);
+	if (w->why[0]) {
+		/* The launcher's words, from an exception's text: printable
+		 * only. */
+		char why[sizeof w->why];
+		size_t i = 0;
+		for (; w->why[i]; i++)
+			why[i] = (unsigned char)w->why[i] < ' ' || w->why[i] == 0x7f ? '?' : w->why[i];
+		why[i] = '\0';
+		say(r, "a sandbox's warm-up ended early: %s", why);
+	}
 	else if (!r->first_warm_logged) {
 		r->first_warm_logged = true;
-		say(r, "first sandbox warmed for Maxima, GAP, matplotlib and Singular %lld ms after "
-			"start (its steps: %lld ms)", (long long)(loop_now_ms() - r->created_at),
+		say(r, "first sandbox warmed for GAP, Maxima, matplotlib, Singular and scipy %lld ms "
+			"after start (its steps: %lld ms)", (long long)(loop_now_ms() - r->created_at),
 			(long long)w->ms);
 	}
 }

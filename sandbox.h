@@ -89,8 +89,9 @@ struct sandbox_callbacks {
 	bool keep_output;       /* keep stdout and stderr in the result */
 	/* The launcher has imported Sage and waits for the program. */
 	void (*on_ready)(struct sandbox *sb, void *data);
-	/* A container that serves calls has ended its warm-up (launcher/warm.py):
-	 * why it ended before its last step, or NULL. */
+	/* A container that waits for its calls has ended its warm-up
+	 * (launcher/warm.py): w->why says why it ended before its last step,
+	 * or is empty. */
 	void (*on_warm)(struct sandbox *sb, const struct warm_report *w, void *data);
 	/* Output as it arrives, within the output limit. At most 64 KiB per
 	 * call turn; the receiver may pause the sandbox (sandbox_pause_output)

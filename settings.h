@@ -159,6 +159,9 @@ struct rlimit_value {
  * template's warm pages (memwatch.c counts it) would leave it too little
  * of --memory. */
 #define WARM_UP_DATA_EXTRA (512ull << 20)
+/* What the warm-up adds to the launcher's resident memory (230 MB here),
+ * with room: added to a memory cgroup's limit, where one holds --memory. */
+#define WARM_UP_RESIDENT (320ull << 20)
 #define WARM_UP_MEMORY_MIN (1ull << 30)
 /* The container's CPU rlimit is the code's plus this: the launcher's own
  * share (Sage's import, relaying output); see podman_run_args(). */

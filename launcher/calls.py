@@ -719,21 +719,28 @@ class Launcher:
             os.set_blocking(self.reader.fd, True)
         return not self.reader.inbox and not self.reader.ended
 
-    def warm_while_idle(self):
-        """The warm-up's steps (warm.py) while no call waits, between calls:
-        one that comes meanwhile waits only for the step under way, and
-        runs in the child prepared before it, as warm as the steps before
-        it made this process. Each step leaves this process as the
-        launcher keeps it (no handler, /tmp and its state recorded anew);
-        the prepared child, forked before, is forked again after the last.
-        A session's Sage is its first cell's: after that, nothing here is
-        forked again, and the warm-up stops."""
+    def warm_up(self):
+        """The warm-up's steps (warm.py), between calls: one after another
+        while no call waits. The first call that comes meanwhile is served
+        at once, as if there were no warm-up; a later one, of a container
+        kept busy (batch's), first waits for one step (at most about as
+        long as a cold run's start) and runs warmer for it: a busy
+        container gets warm after as many calls as there are steps. After
+        each step the prepared child
+        is forked again, from this process as warm as it now is, and this
+        process is left as the launcher keeps it: no handler, /tmp as Sage's
+        import left it, its state recorded anew. A session's Sage is its
+        first cell's: once that came, nothing here is forked again, and the
+        warm-up stops."""
         if not self.warmer or self.warmer.done:
             return
-        if self.session and self.child_status is not None or self.frozen:
+        if self.frozen or (self.session and self.child_status is not None):
             self.warmer.done = True
             return
-        while not self.warmer.done and self.idle():
+        if not self.idle() and not self.warmer.served_while_warming:
+            self.warmer.served_while_warming = True
+            return
+        while not self.warmer.done:
             self.handlers.restore()
             try:
                 self.warmer.step()
@@ -741,33 +748,48 @@ class Launcher:
                 self.handlers.reread()
                 self.handlers.drop_all()
             # What the step wrote in /tmp goes (GAP's saved workspace: 50
-            # MB): a call finds /tmp as Sage's import left it.
+            # MB).
             try:
                 tmpreset.reset(self.warmer.tmp)
             except tmpreset.CannotReset as e:
                 self.warmer.unsafe = "/tmp could not be put back after the warm-up: %s" % e
+            self.state = parent.state()
             if self.warmer.unsafe:
-                # Forked, this process's other threads would leave their
-                # locks held in the child: no call is forked from it.
+                # No call's process is forked from it again: the child
+                # prepared before serves the next call, the container ends.
                 self.unprepared = self.warmer.unsafe
                 self.warmer.done = True
-            self.state = parent.state()
-        if self.warmer.done:
-            self.writer.send(b"W", json.dumps(self.warmer.report(), sort_keys=True).encode())
-            if not self.warmer.unsafe:
-                # The child prepared before the warm-up: forked again, warm.
-                self.discard_child()
-                self.prepare_child()
+            else:
+                self.replace_child()
+            if self.warmer.done:
+                self.writer.send(b"W", json.dumps(self.warmer.report(), sort_keys=True).encode())
+            if not self.idle():
+                return
 
-    def discard_child(self):
-        """The prepared child, never handed a call: killed and reaped."""
+    def replace_child(self):
+        """The prepared child, never handed a call, forked again; where the
+        fork fails, the old one stays, and the container ends after it."""
+        fields = ("child", "pidfd", "pipes", "streams", "call_w", "stdin_w")
+        old = {name: getattr(self, name) for name in fields}
+        try:
+            self.prepare_child()
+        except OSError as e:
+            for name, value in old.items():
+                setattr(self, name, value)
+            self.unprepared = "the next call's process could not be forked: %s" % e
+            self.warmer.done = True
+            return
+        new = {name: getattr(self, name) for name in fields}
+        for name, value in old.items():
+            setattr(self, name, value)
         try:
             signal.pidfd_send_signal(self.pidfd, signal.SIGKILL)
         except ProcessLookupError:
             pass
         self.close_child_pipes()
         os.waitpid(self.child, 0)
-        self.child = 0
+        for name, value in new.items():
+            setattr(self, name, value)
 
     # ---- the whole ----------------------------------------------------------------
 
@@ -788,7 +810,7 @@ class Launcher:
                 self.warmer = None
         self.prepare_child()
         while True:
-            self.warm_while_idle()
+            self.warm_up()
             call = self.read_call()
             if call is None:
                 self.kill_the_rest()

@@ -1,28 +1,31 @@
-# launcher/warm.py: a serving container's template made warm for the code
-# models write. Sage starts Maxima (ECL), GAP, matplotlib, Singular and
-# more lazily, at their first use, in the process that uses them: in a call's
-# process forked from a template that only imported sage.all, every call
-# paid it again (a calculus cell 1-4 s, where the code itself takes 50 ms).
-# Here each is used once, in the template, before the calls' processes are
-# forked; then every trace of that use that a call could see is put back as
-# a fresh Sage has it (Traces), so that a call prints what a fresh
-# `sage FILE` prints, byte for byte.
+# launcher/warm.py: the warm-up of a container that waits for its calls:
+# Sage starts Maxima (ECL), GAP, matplotlib, Singular and scipy lazily, at
+# their first use, in the process that uses them; in a call's process
+# forked from a launcher that only imported sage.all, every call paid it
+# again (a calculus cell 1-4 s, where the code itself takes 50 ms). Here
+# each is used once, in the launcher, before calls' processes are forked
+# from it, and every trace of that use that a call could see is put back
+# as a fresh Sage has it (Traces): a call prints what a fresh `sage FILE`
+# prints, byte for byte (tests/180-warm.bats).
 #
-# The warm-up uses only objects no code names: variables, functions and
-# rings of names that start with "sandbox_warm" (Sage orders and caches
-# by name and by creation; a user's `var('y')` must be the first y), and
-# GAP objects through libgap only. What it cannot avoid it records first
-# and puts back after: Maxima's counters (solve's %r parameters, gensyms)
-# and facts, GAP's and PARI's random state, matplotlib's rcParams, and
-# Python's warnings ("printed once" state included). /tmp is put back by
-# the launcher (calls.py), the signal handlers re-read, this process's
-# state recorded again.
+# The steps use only objects no code names: variables, functions and rings
+# whose names start with "sandbox_warm" (Sage orders and caches by name and
+# by creation: a user's `var('y')` must be the first y), and GAP objects
+# through libgap only. What they cannot avoid changing is recorded before
+# each step and put back after it: Maxima's counters (solve's %r
+# parameters, gensyms) and facts, GAP's and PARI's random state,
+# matplotlib's rcParams, Python's warnings filters and their "printed
+# once" records. The launcher (calls.py) puts /tmp back, reads the signal
+# handlers again and records its own state again after each step.
 #
 # Fork safety: a process with more than one thread cannot be forked safely
 # (a lock another thread held stays held in the child). ECL's collector
-# starts a marker thread per core unless GC_MARKERS=1, which it is told
-# for the warm-up only; after each step the template's threads are counted,
-# and a step that left one more ends the warm-up (threads_left()).
+# starts a marker thread per core unless GC_MARKERS=1, which it is told for
+# the warm-up only; the threads are counted after each step (run_step),
+# and before each fork (calls.py).
+#
+# Memory: the host grants the warm-up by the data rlimit (Warmer.granted),
+# and each call's process gets back what the warm-up took (grown()).
 import os
 import time
 
@@ -30,29 +33,34 @@ PREFIX = "sandbox_warm"
 
 
 def threads():
-    """This process's threads."""
+    """This process's threads; where that cannot be read, more than one
+    (never forked on a guess)."""
     try:
         return len(os.listdir("/proc/self/task"))
     except OSError:
-        return 0
+        return 1 << 30
 
 
 def _maxima():
-    from sage.all import SR, integrate, limit, oo, sin, cos, exp, log, sqrt, function, desolve
-    from sage.all import diff, taylor, sum as symbolic_sum
+    from sage.all import SR, integrate, limit, sin, cos, exp, taylor
+    t = SR.var(PREFIX + "_t")
+    integrate(sin(t) ** 2, t)
+    limit(sin(t) / t, **{str(t): 0})
+    taylor(exp(t) * cos(t), t, 0, 4)
+    (sin(t) ** 2 + cos(t) ** 2).simplify_full()
+
+
+def _calculus():
+    from sage.all import SR, integrate, oo, exp, log, sqrt, function, desolve, diff, solve
+    from sage.all import sum as symbolic_sum
     t = SR.var(PREFIX + "_t")
     k = SR.var(PREFIX + "_k")
-    integrate(sin(t) ** 2, t)
     integrate(1 / (t ** 3 + 1), t)
     integrate(exp(-t ** 2), t, -oo, oo)
     integrate(t * log(t), t, 1, 2)
-    limit(sin(t) / t, **{str(t): 0})
-    taylor(exp(t) * cos(t), t, 0, 4)
     symbolic_sum(1 / k ** 2, k, 1, oo)
-    (sin(t) ** 2 + cos(t) ** 2).simplify_full()
     ((t ** 2 - 1) / (t - 1)).simplify_rational()
     (sqrt(t ** 2)).simplify()
-    from sage.all import solve
     solve(t ** 2 - 2 == 0, t)
     f = function(PREFIX + "_f")(t)
     desolve(diff(f, t, 2) + f == 0, f)
@@ -98,8 +106,10 @@ def _numerics():
 # leaves it (Sage's libgap asks for 4 GiB and settles for what it gets),
 # and here it gets what it would get in a cold call's process, forked from
 # this one as Sage's import left it (Warmer.step).
-STEPS = (("gap", _gap), ("maxima", _maxima), ("matplotlib", _matplotlib),
-         ("singular", _singular), ("numerics", _numerics))
+# Each is about as long as a cold run's start at most (a call that waits,
+# waits for one: calls.py); Maxima's start and its calculus are two.
+STEPS = (("gap", _gap), ("maxima", _maxima), ("calculus", _calculus),
+         ("matplotlib", _matplotlib), ("singular", _singular), ("numerics", _numerics))
 
 
 class Traces:
@@ -119,7 +129,7 @@ class Traces:
             self.pari = None
         # The library is started first: its start is what a fresh Sage's
         # first use does too, counters and all.
-        if name == "maxima":
+        if name in ("maxima", "calculus"):
             from sage.interfaces.maxima_lib import maxima_lib
             self.saved = (maxima_lib.eval("%rnum"), maxima_lib.eval("?\\*gensym\\-counter\\*"),
                           maxima_lib.eval("facts()"))
@@ -133,29 +143,42 @@ class Traces:
             self.saved = dict(matplotlib.rcParams)
 
     def put_back(self):
-        """Everything recorded, as it was. What cannot be put back raises:
-        the warm-up ends there (calls.py)."""
-        if self.name == "maxima":
+        """Everything recorded, as it was, each item whatever became of the
+        others; raises at the end if any could not be put back (the
+        template is then not to be forked: calls.py)."""
+        failures = []
+
+        def attempt(what, restore):
+            try:
+                restore()
+            except BaseException as e:
+                failures.append("%s: %s: %s" % (what, type(e).__name__, str(e)[:100]))
+
+        if self.name in ("maxima", "calculus"):
             from sage.interfaces.maxima_lib import maxima_lib
             rnum, gensyms, facts = self.saved
-            maxima_lib.eval("%%rnum: %s$ %%rnum_list: []$" % rnum)
-            maxima_lib.lisp("(setq *gensym-counter* %s)" % gensyms)
+            attempt("Maxima's counters", lambda: (
+                maxima_lib.eval("%%rnum: %s$ %%rnum_list: []$" % rnum),
+                maxima_lib.lisp("(setq *gensym-counter* %s)" % gensyms)))
             if maxima_lib.eval("facts()") != facts:
-                raise RuntimeError("Maxima's facts changed")
+                failures.append("Maxima's facts changed")
         elif self.name == "gap":
             from sage.all import libgap
-            libgap.Reset(libgap.GlobalMersenneTwister, self.saved[0])
-            libgap.Reset(libgap.GlobalRandomSource, self.saved[1])
+            attempt("GAP's random state", lambda: (
+                libgap.Reset(libgap.GlobalMersenneTwister, self.saved[0]),
+                libgap.Reset(libgap.GlobalRandomSource, self.saved[1])))
         elif self.name == "matplotlib":
             import matplotlib
-            dict.update(matplotlib.rcParams, self.saved)
+            attempt("matplotlib's rcParams", lambda: dict.update(matplotlib.rcParams, self.saved))
         if self.pari is not None:
             from sage.all import pari
-            pari.setrand(self.pari)
+            attempt("PARI's random state", lambda: pari.setrand(self.pari))
         import warnings
         warnings.filters[:] = self.filters
         # Every module's "printed once" record is dropped with them.
         warnings._filters_mutated()
+        if failures:
+            raise RuntimeError("; ".join(failures))
 
 
 def _status(field):
@@ -211,6 +234,8 @@ class Warmer:
         self.unsafe = None  # why no call's process may be forked from it
         self.failed = None  # the step that failed, and why
         self.tmp = None     # /tmp before the warm-up (tmpreset.record())
+        # A call was served at once, its steps not waited for (calls.py).
+        self.served_while_warming = False
         self.spent_ms = {}
 
     def step(self):
@@ -224,9 +249,9 @@ class Warmer:
         resource.setrlimit(resource.RLIMIT_DATA, (soft, self.room))
         began = time.monotonic()
         try:
-            self.unsafe = run_step(name, run)
-        except Exception as e:
-            self.failed = "%s: %s: %s" % (name, type(e).__name__, str(e)[:200])
+            self.failed = run_step(name, run)
+        except Unsafe as e:
+            self.unsafe = str(e)
         self.spent_ms[name] = int((time.monotonic() - began) * 1000)
         self.done = self.next == len(STEPS) or self.unsafe is not None or self.failed is not None
 
@@ -239,20 +264,41 @@ class Warmer:
         return report
 
 
+class Unsafe(Exception):
+    """The template is no longer as a fresh Sage: no call's process may be
+    forked from it."""
+
+
 def run_step(name, step):
-    """One step and its traces put back. Returns why the template can no
-    longer be forked, or None. ECL's collector is told to mark in this
-    thread alone (GC_MARKERS, read once, as ECL starts)."""
+    """One step, and its traces put back. Returns why the step itself
+    failed, or None (its traces are put back either way: the template
+    serves on, the warm-up ends). Raises Unsafe where the library could
+    not be started cleanly or its traces put back, or the step left a
+    thread. ECL's collector is told to mark in this thread alone
+    (GC_MARKERS, read once, as ECL starts)."""
     alone = threads()
+    previous = os.environ.get("GC_MARKERS")
     os.environ["GC_MARKERS"] = "1"
+    failed = None
     try:
-        traces = Traces(name)
+        try:
+            traces = Traces(name)
+        except BaseException as e:
+            raise Unsafe("the warm-up's %s step could not start it: %s: %s" % (
+                name, type(e).__name__, str(e)[:200]))
         try:
             step()
-        finally:
+        except BaseException as e:
+            failed = "the warm-up's %s step failed: %s: %s" % (name, type(e).__name__, str(e)[:200])
+        try:
             traces.put_back()
+        except BaseException as e:
+            raise Unsafe("the warm-up's %s step could not put back %s" % (name, e))
     finally:
-        del os.environ["GC_MARKERS"]
+        if previous is None:
+            del os.environ["GC_MARKERS"]
+        else:
+            os.environ["GC_MARKERS"] = previous
     if threads() > alone:
-        return "the warm-up's %s step left %d threads in the template" % (name, threads())
-    return None
+        raise Unsafe("the warm-up's %s step left %d threads in the template" % (name, threads()))
+    return failed

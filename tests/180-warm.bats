@@ -99,7 +99,7 @@ print(json.dumps({"id": "hostile", "code": sys.argv[1]}))' "$HOSTILE" >"$jobs"
 
 	# The server, once warm: its first call the hostile one, then each.
 	warm_server_up --warm 1
-	expect_match "$(cat "$log")" "first sandbox warmed for Maxima, GAP, matplotlib and Singular [0-9]+ ms after start"
+	expect_match "$(cat "$log")" "first sandbox warmed for GAP, Maxima, matplotlib, Singular and scipy [0-9]+ ms after start"
 	printf '%s\n' "$HOSTILE" | "$SAGE_SANDBOX" run >/dev/null
 	python3 - "$SAGE_SANDBOX" "$CORPUS" >"$BATS_TEST_TMPDIR/served.jsonl" <<-'EOF'
 		import json, subprocess, sys
@@ -237,4 +237,15 @@ assert outs == [sys.argv[1]] * 3, outs' "$seeded
 	done
 	expect_match "$(cat "$log")" "first sandbox warmed"
 	expect_no_match "$(cat "$log")" "ended early"
+	# A warm call's data rlimit: the memory limit and what the warm-up
+	# took, as hard as soft: not to be raised to the container's room.
+	sage 'import resource
+soft, hard = resource.getrlimit(resource.RLIMIT_DATA)
+print(soft == hard, 2^30 < soft < 2.5 * 2^30)
+try:
+    resource.setrlimit(resource.RLIMIT_DATA, (soft, hard + 1))
+except ValueError as e:
+    print(e)' 0 run
+	expect_equal "$output" "True True
+not allowed to raise maximum limit"
 }

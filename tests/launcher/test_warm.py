@@ -1,0 +1,120 @@
+# tests/launcher/test_warm.py: the warm-up's mechanisms without Sage: the
+# grant read from the data rlimit, the rlimits a call's process gets back,
+# a step that leaves a thread behind, warnings put back with their
+# "printed once" records, and a launcher that is idle although the last
+# call's end of input is still unread.
+import os
+import resource
+import threading
+import unittest
+import warnings
+
+from launcher import calls, frames, warm
+
+
+class GrantTest(unittest.TestCase):
+    def setUp(self):
+        self.saved = warm._grant
+
+    def tearDown(self):
+        warm._grant = self.saved
+
+    def test_no_room_no_warm_up(self):
+        # A cold run's container: soft and hard the memory limit.
+        soft, hard = resource.getrlimit(resource.RLIMIT_DATA)
+        if hard == resource.RLIM_INFINITY:
+            self.assertIsNone(warm.Warmer.granted())
+        try:
+            resource.setrlimit(resource.RLIMIT_DATA, (hard, hard))
+            self.assertIsNone(warm.Warmer.granted())
+        finally:
+            resource.setrlimit(resource.RLIMIT_DATA, (soft, hard))
+
+    def test_a_call_gets_back_what_the_warm_up_took(self):
+        warm._grant = None
+        self.assertEqual(warm.grown(), (None, 0))
+        data, space = warm._status("VmData"), warm._status("VmSize")
+        warm._grant = (1 << 30, data - (300 << 20), space - (500 << 20))
+        got_data, got_space = warm.grown()
+        self.assertAlmostEqual(got_data, (1 << 30) + (300 << 20), delta=64 << 20)
+        self.assertAlmostEqual(got_space, 500 << 20, delta=64 << 20)
+        # Less than at the grant (memory given back): never less than the limit.
+        warm._grant = (1 << 30, data + (1 << 30), space + (1 << 30))
+        self.assertEqual(warm.grown(), (1 << 30, 0))
+
+
+class StepTest(unittest.TestCase):
+    def test_a_step_that_leaves_a_thread_makes_the_template_unsafe(self):
+        stop = threading.Event()
+        lingering = threading.Thread(target=stop.wait)
+        try:
+            with self.assertRaisesRegex(warm.Unsafe, r"^the warm-up's lingering step left \d+ "
+                                        r"threads in the template$"):
+                warm.run_step("lingering", lingering.start)
+        finally:
+            stop.set()
+            lingering.join()
+        self.assertNotIn("GC_MARKERS", os.environ)
+
+    def test_a_quiet_step_is_safe(self):
+        self.assertIsNone(warm.run_step("quiet", lambda: None))
+
+    def test_warnings_and_their_printed_once_records_put_back(self):
+        def library():
+            warnings.warn("deprecated, said once", DeprecationWarning)
+
+        def noisy():
+            library()  # the warm-up's use: "printed once" recorded here
+        with warnings.catch_warnings(record=True) as seen:
+            warnings.simplefilter("default")
+            before = list(warnings.filters)
+            warm.run_step("noisy", noisy)
+            self.assertEqual(warnings.filters, before)
+            del seen[:]
+            library()  # the call's first use: told, as in a fresh Sage
+            library()
+        self.assertEqual([str(w.message) for w in seen], ["deprecated, said once"])
+
+    def test_a_step_that_fails_still_puts_back(self):
+        before = list(warnings.filters)
+
+        def failing():
+            warnings.simplefilter("ignore")
+            raise KeyboardInterrupt  # a BaseException, as cysignals' are
+        self.assertEqual(warm.run_step("failing", failing),
+                         "the warm-up's failing step failed: KeyboardInterrupt: ")
+        self.assertEqual(warnings.filters, before)
+
+    def test_an_image_setting_of_gc_markers_is_kept(self):
+        os.environ["GC_MARKERS"] = "3"
+        try:
+            self.assertIsNone(warm.run_step("quiet", lambda: None))
+            self.assertEqual(os.environ["GC_MARKERS"], "3")
+        finally:
+            del os.environ["GC_MARKERS"]
+
+
+class IdleTest(unittest.TestCase):
+    def launcher(self):
+        r, w = os.pipe()
+        self.addCleanup(os.close, r)
+        self.addCleanup(os.close, w)
+        launcher = calls.Launcher("serial", frames.Reader(r), None, None, None, None)
+        return launcher, w
+
+    def test_the_last_calls_end_of_input_is_no_call(self):
+        launcher, w = self.launcher()
+        self.assertTrue(launcher.idle())
+        os.write(w, frames.encode(b"I", b""))
+        self.assertTrue(launcher.idle())
+        self.assertFalse(launcher.reader.inbox)
+
+    def test_a_call_begun_is_not_idle(self):
+        launcher, w = self.launcher()
+        os.write(w, frames.encode(b"I", b"") + frames.encode(b"L", b"{}")[:3])
+        self.assertFalse(launcher.idle())
+        self.assertEqual(bytes(launcher.reader.inbox), frames.encode(b"L", b"{}")[:3])
+
+
+if __name__ == "__main__":
+    unittest.main()
