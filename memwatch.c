@@ -159,12 +159,17 @@ struct proc {
 	bool init;        /* the first process of its pid namespace */
 	uint64_t own_cpu; /* utime + stime, clock ticks */
 	uint64_t faults;  /* minor faults: every page it made or copied is one */
+	uint64_t children_faults; /* its reaped children's: an exact count */
 	uint64_t children_cpu; /* cutime + cstime: its reaped children's */
 	/* This look's: what its children that left since the last look had
 	 * used by then (already charged; their reaping adds it again to
 	 * children_cpu), and its threads found running (state R). */
-	uint64_t departed_children_cpu;
+	uint64_t departed_children_cpu, departed_children_faults;
 	int running;
+	/* Its children are freed with their CPU time: it ignores SIGCHLD, or
+	 * children that left took time that never reached it (once seen, for
+	 * the rest of its life). Only such children are charged by sampling. */
+	bool loses_children;
 	uint64_t rss;     /* bytes */
 	uint64_t fds, pte; /* descriptors; page tables in bytes */
 	uint64_t rss_at_pte; /* when pte was read */
@@ -327,6 +332,7 @@ static bool read_stat(int proc_fd, const char *pid, struct proc *p)
 	p->ppid = (pid_t)v[0];
 	p->session = (pid_t)v[2];
 	p->faults = v[6];
+	p->children_faults = v[7];
 	p->own_cpu = v[10] + v[11];
 	p->children_cpu = v[12] + v[13];
 	p->threads = v[16];
@@ -658,6 +664,19 @@ void memwatch_release(struct memwatch *w)
 
 /* ---- a look ---------------------------------------------------------------- */
 
+/* SIGCHLD ignored (SigIgn in its status): its children are freed as they
+ * exit. (SA_NOCLDWAIT does the same and shows nowhere: such a parent is
+ * found by what its children took away, in cpu_used_since().) */
+static bool ignores_sigchld(int proc_fd, const struct proc *p)
+{
+	char path[64], text[4096];
+	snprintf(path, sizeof path, "%s/status", p->at);
+	if (read_small(proc_fd, path, text, sizeof text) <= 0)
+		return false;
+	const char *field = strstr(text, "\nSigIgn:");
+	return field && (strtoull(field + 8, NULL, 16) >> (SIGCHLD - 1) & 1);
+}
+
 /* Its threads in state R now, the leader's state alone where it has one
  * thread. A process that waits while its threads compute is running too.
  * Every thread is read (the pids limit bounds them): one spinning behind
@@ -728,7 +747,8 @@ static int list_run(struct memwatch *w, int proc_fd, pid_t *pids, struct proc **
 			p->ppid = now.ppid;
 			p->own_cpu = now.own_cpu;
 			p->children_cpu = now.children_cpu;
-			p->departed_children_cpu = 0;
+			p->departed_children_cpu = p->departed_children_faults = 0;
+			p->children_faults = now.children_faults;
 			p->running = 0;
 			p->rss = now.rss;
 			p->threads = now.threads;
@@ -750,8 +770,10 @@ static int list_run(struct memwatch *w, int proc_fd, pid_t *pids, struct proc **
 		 * need not change (a stat of /proc/PID/fd, one system call).
 		 * Page tables change only with its pages (they map them). */
 		p->fds = process_descriptors(proc_fd, p->at);
-		if (w->opt.cpus_milli)
+		if (w->opt.cpus_milli) {
 			p->running = running_threads(proc_fd, p);
+			p->loses_children = p->loses_children || ignores_sigchld(proc_fd, p);
+		}
 		if (p->rss != p->rss_at_pte) {
 			p->pte = page_tables(proc_fd, p->at);
 			p->rss_at_pte = p->rss;
@@ -935,7 +957,8 @@ static bool departed(const struct memwatch *w, const struct proc *was)
  * (charged then). A process freed unreaped (its parent ignores SIGCHLD)
  * takes its time with it: charged up to the last look, never given back
  * (a sum of the run's totals gave it back, to be spent again). */
-static uint64_t cpu_used_since(struct memwatch *w, const pid_t *pids, int n, struct proc *init)
+static uint64_t cpu_used_since(struct memwatch *w, const pid_t *pids, int n, struct proc *init,
+		uint64_t *sampled_instead)
 {
 	for (size_t i = 0; i < TABLE_SIZE; i++) {
 		const struct proc *was = &w->previous[i];
@@ -954,25 +977,39 @@ static uint64_t cpu_used_since(struct memwatch *w, const pid_t *pids, int n, str
 		struct proc *ancestor = slot(w->table, up->ppid);
 		if (ancestor->pid != up->ppid || ancestor->init)
 			ancestor = init;
-		if (ancestor)
+		if (ancestor) {
 			ancestor->departed_children_cpu += was->own_cpu + was->children_cpu;
+			ancestor->departed_children_faults += was->faults + was->children_faults;
+		}
 	}
 	uint64_t used = 0;
+	*sampled_instead = 0;
 	for (int i = -1; i < n; i++) {
-		const struct proc *p = i < 0 ? init : slot(w->table, pids[i]);
+		struct proc *p = i < 0 ? init : slot(w->table, pids[i]);
 		if (!p)
 			continue;
+		const struct proc *parent = slot(w->table, p->ppid);
+		bool sampled = !p->init && parent->pid == p->ppid && parent->loses_children;
 		const struct proc *was = slot(w->previous, p->pid);
 		if (was->pid != p->pid || was->start != p->start) {
 			used += p->own_cpu + p->children_cpu;
+			*sampled_instead += sampled ? p->own_cpu : 0;
 			continue;
 		}
-		if (p->own_cpu > was->own_cpu && !p->init)
+		if (p->own_cpu > was->own_cpu && !p->init) {
 			used += p->own_cpu - was->own_cpu;
+			*sampled_instead += sampled ? p->own_cpu - was->own_cpu : 0;
+		}
 		uint64_t reaped = p->children_cpu > was->children_cpu ?
 			p->children_cpu - was->children_cpu : 0;
 		if (reaped > p->departed_children_cpu)
 			used += reaped - p->departed_children_cpu;
+		/* Children that left without their time reaching it: counted in
+		 * minor faults too, which are exact where a short child's clock
+		 * ticks round to none. */
+		if (reaped < p->departed_children_cpu ||
+		    p->children_faults - was->children_faults < p->departed_children_faults)
+			p->loses_children = true;
 	}
 	return used;
 }
@@ -995,18 +1032,29 @@ static bool over_cpu(struct memwatch *w, const pid_t *pids, int n, struct proc *
 		int64_t elapsed_ms, uint64_t *cpu_ms)
 {
 	uint64_t ticks = init ? init->children_cpu : 0;
-	int running = 0;
 	for (int i = 0; i < n; i++) {
 		const struct proc *p = slot(w->table, pids[i]);
 		ticks += p->own_cpu + p->children_cpu;
-		running += p->running;
 	}
 	*cpu_ms = ticks * 1000 / (uint64_t)ticks_per_second;
 	if (!w->opt.cpus_milli)
 		return false;
 	bool first = !w->cpu_seen;
-	uint64_t used = first ? 0 : cpu_used_since(w, pids, n, init);
+	uint64_t sampled_instead = 0;
+	uint64_t used = first ? 0 : cpu_used_since(w, pids, n, init, &sampled_instead);
 	w->cpu_seen = true;
+	/* The threads that could leave unseen: those of processes whose
+	 * parent loses its children. The rest are charged exactly above, and
+	 * sampling them would only add its error (a thread runnable is not
+	 * running: on a busy host, sessions share the cores, not threads). */
+	int running = 0, all_running = 0;
+	for (int i = 0; i < n; i++) {
+		const struct proc *p = slot(w->table, pids[i]);
+		const struct proc *parent = slot(w->table, p->ppid);
+		all_running += p->running;
+		if (parent->pid == p->ppid && parent->loses_children)
+			running += p->running;
+	}
 	charge(w, &w->allowance_us, elapsed_ms,
 		(int64_t)(used * 1000000 / (uint64_t)ticks_per_second));
 	/* Sampled: what runs now ran the whole interval. State R is
@@ -1018,12 +1066,16 @@ static bool over_cpu(struct memwatch *w, const pid_t *pids, int n, struct proc *
 	long host = host_runnable();
 	if (host >= 0) {
 		double weight = first || elapsed_ms >= 1000 ? 1 : (double)elapsed_ms / 1000;
-		w->others_runnable += ((double)(host - running) - w->others_runnable) * weight;
+		w->others_runnable += ((double)(host - all_running) - w->others_runnable) * weight;
 	}
-	double runnable = running + (w->others_runnable > 0 ? w->others_runnable : 0);
+	double runnable = all_running + (w->others_runnable > 0 ? w->others_runnable : 0);
 	double cores_running = runnable > (double)online_cores ?
 		running * (double)online_cores / runnable : running;
-	charge(w, &w->sampled_allowance_us, elapsed_ms, (int64_t)(cores_running * elapsed_ms * 1000));
+	/* The sampled account is the exact one's charges, those threads'
+	 * own time sampled instead. */
+	charge(w, &w->sampled_allowance_us, elapsed_ms,
+		(int64_t)((used - sampled_instead) * 1000000 / (uint64_t)ticks_per_second) +
+		(int64_t)(cores_running * elapsed_ms * 1000));
 	/* Each look's error is at most every core for the interval; a
 	 * sampled debt past four standard deviations of the sum of those
 	 * errors (each taken as a coin's, the largest variance) is no

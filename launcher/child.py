@@ -338,10 +338,17 @@ def reseed(seed=None):
     if numpy is not None:
         numpy.random.seed(None if seed is None else [seed & 0xFFFFFFFF, seed >> 32])
     try:
-        from sage.misc.randstate import set_random_seed
+        from sage.misc.randstate import set_random_seed, current_randstate
     except ImportError:  # no Sage: the launcher's unit tests
         return
     set_random_seed(seed)
+    # libc's rand(), which Sage seeds at its import (each cold run its
+    # own), from the new randstate; and ECL's *random-state*, where a warm
+    # launcher started ECL (a cold run's ECL draws its own at its start).
+    current_randstate().set_seed_libc(True)
+    if "sage.interfaces.maxima_lib" in sys.modules:
+        from sage.libs.ecl import ecl_eval
+        ecl_eval("(setq *random-state* (make-random-state t))")
 
 
 def unblock_signals():

@@ -8,10 +8,11 @@
 # as a fresh Sage has it (Traces): a call prints what a fresh `sage FILE`
 # prints, byte for byte (tests/180-warm.bats).
 #
-# The steps use only objects no code names: variables, functions and rings
-# whose names start with "sandbox_warm" (Sage orders and caches by name and
-# by creation: a user's `var('y')` must be the first y), and GAP objects
-# through libgap only. What they cannot avoid changing is recorded before
+# The steps use only objects no code names or every Sage has: the symbolic
+# x, rings whose names start with "sandbox_warm" (Sage orders and caches by
+# name and by creation: a user's `var('y')` must be the first y), and GAP
+# objects through libgap only. Maxima is only started: its packages, run,
+# leave globals, properties and gensyms a call's output can name. What they cannot avoid changing is recorded before
 # each step and put back after it: Maxima's counters (solve's %r
 # parameters, gensyms) and facts, GAP's and PARI's random state,
 # matplotlib's rcParams, Python's warnings filters and their "printed
@@ -42,30 +43,11 @@ def threads():
 
 
 def _maxima():
-    from sage.all import SR, integrate, limit, sin, cos, exp, taylor
-    t = SR.var(PREFIX + "_t")
-    integrate(sin(t) ** 2, t)
-    limit(sin(t) / t, **{str(t): 0})
-    taylor(exp(t) * cos(t), t, 0, 4)
-    (sin(t) ** 2 + cos(t) ** 2).simplify_full()
-
-
-def _calculus():
-    from sage.all import SR, integrate, oo, exp, log, sqrt, function, desolve, diff, solve
-    from sage.all import sum as symbolic_sum
-    t = SR.var(PREFIX + "_t")
-    k = SR.var(PREFIX + "_k")
-    integrate(1 / (t ** 3 + 1), t)
-    integrate(exp(-t ** 2), t, -oo, oo)
-    integrate(t * log(t), t, 1, 2)
-    symbolic_sum(1 / k ** 2, k, 1, oo)
-    ((t ** 2 - 1) / (t - 1)).simplify_rational()
-    (sqrt(t ** 2)).simplify()
-    solve(t ** 2 - 2 == 0, t)
-    f = function(PREFIX + "_f")(t)
-    desolve(diff(f, t, 2) + f == 0, f)
-    desolve(diff(f, t) + f == 1, f)
-    (1 / ((t - 1) * (t + 2))).partial_fraction()
+    """Maxima's start only (ECL's, Maxima's load, Sage's set-up of it: what
+    a cold call's first use does first, counters and all). Its packages
+    load as a call first uses them, as in a cold call: run here, they
+    would leave their globals (ode2's method, intfactor...), properties
+    and gensyms used at their load, which a call's output can name."""
 
 
 def _gap():
@@ -79,8 +61,8 @@ def _gap():
 def _matplotlib():
     import io
     from sage.all import SR, plot, sin, point
-    t = SR.var(PREFIX + "_t")
-    graphics = plot(sin(t), (t, 0, 6)) + point((0, 0))
+    x = SR.var("x")  # every Sage's own, made at its import
+    graphics = plot(sin(x), (x, 0, 6)) + point((0, 0))
     figure = graphics.matplotlib()
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     FigureCanvasAgg(figure).print_png(io.BytesIO())
@@ -95,9 +77,9 @@ def _singular():
 
 def _numerics():
     from sage.all import SR, numerical_integral, find_root, sin, cos
-    t = SR.var(PREFIX + "_t")
-    numerical_integral(sin(t), 0, 1)
-    find_root(cos(t) - t, 0, 1)
+    x = SR.var("x")
+    numerical_integral(sin(x), 0, 1)
+    find_root(cos(x) - x, 0, 1)
     import scipy.integrate  # noqa: F401
     import scipy.optimize  # noqa: F401
 
@@ -107,9 +89,9 @@ def _numerics():
 # and here it gets what it would get in a cold call's process, forked from
 # this one as Sage's import left it (Warmer.step).
 # Each is about as long as a cold run's start at most (a call that waits,
-# waits for one: calls.py); Maxima's start and its calculus are two.
-STEPS = (("gap", _gap), ("maxima", _maxima), ("calculus", _calculus),
-         ("matplotlib", _matplotlib), ("singular", _singular), ("numerics", _numerics))
+# waits for one: calls.py).
+STEPS = (("gap", _gap), ("maxima", _maxima), ("matplotlib", _matplotlib),
+         ("singular", _singular), ("numerics", _numerics))
 
 
 class Traces:
@@ -129,18 +111,22 @@ class Traces:
             self.pari = None
         # The library is started first: its start is what a fresh Sage's
         # first use does too, counters and all.
-        if name in ("maxima", "calculus"):
+        if name == "maxima":
             from sage.interfaces.maxima_lib import maxima_lib
-            self.saved = (maxima_lib.eval("%rnum"), maxima_lib.eval("?\\*gensym\\-counter\\*"),
-                          maxima_lib.eval("facts()"))
+            gensyms = maxima_lib.lisp("*gensym-counter*")  # first: lisp reads it unparsed
+            self.saved = (maxima_lib.eval("%rnum"), gensyms, maxima_lib.eval("facts()"),
+                          maxima_lib._MaximaLib__seq)
         elif name == "gap":
             from sage.all import libgap
             libgap.eval("1")
             self.saved = (libgap.eval("State(GlobalMersenneTwister)"),
                           libgap.eval("State(GlobalRandomSource)"))
         elif name == "matplotlib":
+            # dict's own copy: rcParams' reading of "backend" would import
+            # pyplot and settle the backend, which a cold call does itself
+            # (and a call's pyplot then failed to load Tk headless).
             import matplotlib
-            self.saved = dict(matplotlib.rcParams)
+            self.saved = dict.copy(matplotlib.rcParams)
 
     def put_back(self):
         """Everything recorded, as it was, each item whatever became of the
@@ -154,12 +140,16 @@ class Traces:
             except BaseException as e:
                 failures.append("%s: %s: %s" % (what, type(e).__name__, str(e)[:100]))
 
-        if self.name in ("maxima", "calculus"):
+        if self.name == "maxima":
             from sage.interfaces.maxima_lib import maxima_lib
-            rnum, gensyms, facts = self.saved
-            attempt("Maxima's counters", lambda: (
-                maxima_lib.eval("%%rnum: %s$ %%rnum_list: []$" % rnum),
-                maxima_lib.lisp("(setq *gensym-counter* %s)" % gensyms)))
+            rnum, gensyms, facts, names = self.saved
+
+            def counters():
+                maxima_lib.eval("%%rnum: %s$ %%rnum_list: []$" % rnum)
+                maxima_lib.lisp("(setq *gensym-counter* %s)" % gensyms)
+                # The names of Sage's Maxima objects: sage0, sage1...
+                maxima_lib._MaximaLib__seq = names
+            attempt("Maxima's counters", counters)
             if maxima_lib.eval("facts()") != facts:
                 failures.append("Maxima's facts changed")
         elif self.name == "gap":
@@ -169,7 +159,15 @@ class Traces:
                 libgap.Reset(libgap.GlobalRandomSource, self.saved[1])))
         elif self.name == "matplotlib":
             import matplotlib
-            attempt("matplotlib's rcParams", lambda: dict.update(matplotlib.rcParams, self.saved))
+            def rc():
+                # But the backend: pyplot, imported by Sage's plotting,
+                # swapped the rc file's TkAgg for its headless fallback as
+                # it does at its import, once (a call's pyplot then loaded
+                # Tk, and failed).
+                backend = dict.__getitem__(matplotlib.rcParams, "backend")
+                dict.update(matplotlib.rcParams, self.saved)
+                dict.__setitem__(matplotlib.rcParams, "backend", backend)
+            attempt("matplotlib's rcParams", rc)
         if self.pari is not None:
             from sage.all import pari
             attempt("PARI's random state", lambda: pari.setrand(self.pari))

@@ -133,7 +133,8 @@ for i, line in zip(ids, sys.stdin):
 	expect_match "$(cat "$BATS_TEST_TMPDIR/stderr")" "first sandbox warmed"
 }
 
-SEEDED='import random as python_random, numpy
+SEEDED='import random as python_random, numpy, ctypes
+print(ctypes.CDLL(None).rand())
 print(random_matrix(ZZ, 3, 3))
 print(random(), python_random.random(), numpy.random.rand(2))
 print(random_prime(10^20), ZZ.random_element(10^30), GF(101).random_element())

@@ -283,6 +283,20 @@ static void autoreaped_short_workers(int ready_fd)
 	}
 }
 
+/* The same with SA_NOCLDWAIT, which no /proc file shows: found by the
+ * time its children take away. */
+static void nocldwait_short_workers(int ready_fd)
+{
+	struct sigaction sa = {.sa_handler = SIG_DFL, .sa_flags = SA_NOCLDWAIT};
+	sigaction(SIGCHLD, &sa, NULL);
+	say_ready(ready_fd);
+	for (;;) {
+		if (fork() == 0)
+			busy_then_exit(5000000, workers_spent);
+		usleep(3000);
+	}
+}
+
 /* The same parent with workers of 300 ms, one after another: each is
  * seen at several looks, and its time vanishes at its end. */
 static void autoreaped_long_workers(int ready_fd)
@@ -385,6 +399,8 @@ static void autoreaped(void)
 	} cases[] = {
 		{autoreaped_short_workers, MEMWATCH_CPU_OVER, "workers of 5 ms freed unreaped by a "
 			"parent that ignores SIGCHLD, never seen by a look: the CPU verdict", NULL},
+		{nocldwait_short_workers, MEMWATCH_CPU_OVER, "the same with SA_NOCLDWAIT, which no "
+			"/proc file shows: the CPU verdict", NULL},
 		{autoreaped_long_workers, MEMWATCH_OK, "workers of 300 ms one after another, freed "
 			"unreaped: each one's time stays charged after it left", NULL},
 		{autoreaped_light_workers, MEMWATCH_OK, "a worker of 2 ms every 100 ms freed "
