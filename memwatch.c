@@ -110,8 +110,9 @@
  * random, exponentially (memwatch_next_look_ms), so that no work can be
  * fitted between them. Debt there past the same bound by four standard
  * deviations of the sampling error (2 x cores x sqrt(0.07 T) seconds) gets
- * the same verdict; a host with more runnable threads than cores gives
- * each a share of one (a sample is runnable, not running). The CPU rlimit
+ * the same verdict. Only children of a parent that loses its children
+ * (SIGCHLD ignored, or SA_NOCLDWAIT, seen by what its children took away)
+ * are sampled; the rest is charged exactly. The CPU rlimit
  * (--timeout x --cpus seconds a process) is a backstop. */
 #include "memwatch.h"
 
@@ -207,7 +208,6 @@ struct memwatch {
 	 * sampling error whose variance is summed here, in ms^2. */
 	int64_t sampled_allowance_us;
 	double sampled_variance;
-	double others_runnable; /* the host's runnable threads not the run's, averaged */
 	/* The call's longest interval between two looks, and whether its
 	 * debt passed what that interval explains: a freeze that did not
 	 * hold. */
@@ -655,7 +655,6 @@ void memwatch_release(struct memwatch *w)
 	w->cpu_seen = false;
 	w->allowance_us = w->sampled_allowance_us = w->opt.cpus_milli * CPU_BURST_MS;
 	w->sampled_variance = 0;
-	w->others_runnable = 0;
 	w->cpu_escaped = false;
 	w->longest_interval_ms = 0;
 	/* Its intervals are its own: the time between calls is not one. */
@@ -925,25 +924,6 @@ static void measure(struct memwatch *w, int proc_fd, struct proc *p, bool walk)
 	}
 }
 
-/* The host's runnable threads now (state R: running or waiting for a
- * core), this one, looking, not counted; -1 where unknown. */
-static long host_runnable(void)
-{
-	char text[128];
-	int fd = open("/proc/loadavg", O_RDONLY | O_CLOEXEC);
-	ssize_t n = fd < 0 ? -1 : read(fd, text, sizeof text - 1);
-	if (fd >= 0)
-		close(fd);
-	long runnable;
-	if (n <= 0)
-		return -1;
-	text[n] = '\0';
-	/* "0.00 0.01 0.05 RUNNABLE/ALL LASTPID" */
-	if (sscanf(text, "%*s %*s %*s %ld/", &runnable) != 1)
-		return -1;
-	return runnable - 1;
-}
-
 /* Listed at the last look, not at this one: left since. */
 static bool departed(const struct memwatch *w, const struct proc *was)
 {
@@ -1047,30 +1027,22 @@ static bool over_cpu(struct memwatch *w, const pid_t *pids, int n, struct proc *
 	 * parent loses its children. The rest are charged exactly above, and
 	 * sampling them would only add its error (a thread runnable is not
 	 * running: on a busy host, sessions share the cores, not threads). */
-	int running = 0, all_running = 0;
+	int running = 0;
 	for (int i = 0; i < n; i++) {
 		const struct proc *p = slot(w->table, pids[i]);
 		const struct proc *parent = slot(w->table, p->ppid);
-		all_running += p->running;
 		if (parent->pid == p->ppid && parent->loses_children)
 			running += p->running;
 	}
 	charge(w, &w->allowance_us, elapsed_ms,
 		(int64_t)(used * 1000000 / (uint64_t)ticks_per_second));
-	/* Sampled: what runs now ran the whole interval. State R is
-	 * runnable, not running: where more threads are runnable than there
-	 * are cores, each has a share of one. The host's other runnable
-	 * threads are averaged over about a second: the run's come and go
-	 * between its listing and the host's count, the others (another run,
-	 * a build) stay. */
-	long host = host_runnable();
-	if (host >= 0) {
-		double weight = first || elapsed_ms >= 1000 ? 1 : (double)elapsed_ms / 1000;
-		w->others_runnable += ((double)(host - all_running) - w->others_runnable) * weight;
-	}
-	double runnable = all_running + (w->others_runnable > 0 ? w->others_runnable : 0);
-	double cores_running = runnable > (double)online_cores ?
-		running * (double)online_cores / runnable : running;
+	/* Sampled: what runs now ran the whole interval, each thread on a
+	 * core of its own as far as there are cores. No share is taken off
+	 * for a busy host: the kernel shares the cores between sessions, not
+	 * threads, and a run's share of them cannot be read; such children
+	 * of an honest run that a busy host holds back are charged more
+	 * than they got. */
+	double cores_running = running < online_cores ? running : online_cores;
 	/* The sampled account is the exact one's charges, those threads'
 	 * own time sampled instead. */
 	charge(w, &w->sampled_allowance_us, elapsed_ms,
