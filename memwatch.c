@@ -648,8 +648,10 @@ int64_t memwatch_next_look_ms(void)
 
 void memwatch_release(struct memwatch *w)
 {
-	for (size_t i = 0; i < TABLE_SIZE; i++)
+	for (size_t i = 0; i < TABLE_SIZE; i++) {
 		w->table[i].stopped = false;
+		w->table[i].loses_children = false; /* the next call's to show */
+	}
 	w->frozen_memory = w->frozen_cpu = false;
 	/* The next call's account: full, and counted from its first look. */
 	w->cpu_seen = false;
@@ -937,8 +939,8 @@ static bool departed(const struct memwatch *w, const struct proc *was)
  * (charged then). A process freed unreaped (its parent ignores SIGCHLD)
  * takes its time with it: charged up to the last look, never given back
  * (a sum of the run's totals gave it back, to be spent again). */
-static uint64_t cpu_used_since(struct memwatch *w, const pid_t *pids, int n, struct proc *init,
-		uint64_t *sampled_instead)
+static uint64_t cpu_used_since(struct memwatch *w, int proc_fd, const pid_t *pids, int n,
+		struct proc *init, uint64_t *sampled_instead)
 {
 	for (size_t i = 0; i < TABLE_SIZE; i++) {
 		const struct proc *was = &w->previous[i];
@@ -959,7 +961,10 @@ static uint64_t cpu_used_since(struct memwatch *w, const pid_t *pids, int n, str
 			ancestor = init;
 		if (ancestor) {
 			ancestor->departed_children_cpu += was->own_cpu + was->children_cpu;
-			ancestor->departed_children_faults += was->faults + was->children_faults;
+			/* Whether it loses its children: told by its own only (a
+			 * grandchild reparented to the launcher never reaches it). */
+			if (up == was)
+				ancestor->departed_children_faults += was->faults + was->children_faults;
 		}
 	}
 	uint64_t used = 0;
@@ -984,12 +989,19 @@ static uint64_t cpu_used_since(struct memwatch *w, const pid_t *pids, int n, str
 			p->children_cpu - was->children_cpu : 0;
 		if (reaped > p->departed_children_cpu)
 			used += reaped - p->departed_children_cpu;
-		/* Children that left without their time reaching it: counted in
-		 * minor faults too, which are exact where a short child's clock
-		 * ticks round to none. */
-		if (reaped < p->departed_children_cpu ||
-		    p->children_faults - was->children_faults < p->departed_children_faults)
-			p->loses_children = true;
+		/* Children that left without their minor faults reaching it
+		 * (exact counts, where a short child's clock ticks round to
+		 * none). Read again: it may have reaped one between its own
+		 * line in /proc and its child's. The launcher reaps all it has. */
+		if (!p->init && p->departed_children_faults &&
+		    p->children_faults - was->children_faults < p->departed_children_faults) {
+			char at[16];
+			struct proc again = {0};
+			snprintf(at, sizeof at, "%d", (int)p->pid);
+			if (read_stat(proc_fd, at, &again) && again.start == p->start &&
+			    again.children_faults - was->children_faults < p->departed_children_faults)
+				p->loses_children = true;
+		}
 	}
 	return used;
 }
@@ -1008,7 +1020,7 @@ static void charge(const struct memwatch *w, int64_t *allowance_us, int64_t elap
  * allowance; true while the allowance is overdrawn. Sets cpu_escaped
  * where either account is further in debt than a freeze that holds
  * explains. */
-static bool over_cpu(struct memwatch *w, const pid_t *pids, int n, struct proc *init,
+static bool over_cpu(struct memwatch *w, int proc_fd, const pid_t *pids, int n, struct proc *init,
 		int64_t elapsed_ms, uint64_t *cpu_ms)
 {
 	uint64_t ticks = init ? init->children_cpu : 0;
@@ -1021,7 +1033,7 @@ static bool over_cpu(struct memwatch *w, const pid_t *pids, int n, struct proc *
 		return false;
 	bool first = !w->cpu_seen;
 	uint64_t sampled_instead = 0;
-	uint64_t used = first ? 0 : cpu_used_since(w, pids, n, init, &sampled_instead);
+	uint64_t used = first ? 0 : cpu_used_since(w, proc_fd, pids, n, init, &sampled_instead);
 	w->cpu_seen = true;
 	/* The threads that could leave unseen: those of processes whose
 	 * parent loses its children. The rest are charged exactly above, and
@@ -1043,6 +1055,12 @@ static bool over_cpu(struct memwatch *w, const pid_t *pids, int n, struct proc *
 	 * of an honest run that a busy host holds back are charged more
 	 * than they got. */
 	double cores_running = running < online_cores ? running : online_cores;
+	/* Never more than every core for the interval, with what the same
+	 * account charged exactly for it. */
+	double exact_ms = (double)((used - sampled_instead) * 1000 / (uint64_t)ticks_per_second);
+	double room_ms = (double)online_cores * (double)elapsed_ms - exact_ms;
+	if (cores_running * (double)elapsed_ms > room_ms)
+		cores_running = room_ms > 0 ? room_ms / (double)elapsed_ms : 0;
 	/* The sampled account is the exact one's charges, those threads'
 	 * own time sampled instead. */
 	charge(w, &w->sampled_allowance_us, elapsed_ms,
@@ -1135,7 +1153,7 @@ enum memwatch_verdict memwatch_look(struct memwatch *w, int64_t now_ms,
 		r->locks = count_locks(pids, n);
 	if (r->locks > LOCKS_MAX)
 		verdict = MEMWATCH_OVER;
-	w->frozen_cpu = over_cpu(w, pids, n, init, elapsed_ms, &r->cpu_ms);
+	w->frozen_cpu = over_cpu(w, proc_fd, pids, n, init, elapsed_ms, &r->cpu_ms);
 	if (verdict == MEMWATCH_OK && w->cpu_escaped)
 		verdict = MEMWATCH_CPU_OVER;
 	if (verdict == MEMWATCH_OK && (w->frozen_memory || w->frozen_cpu)) {

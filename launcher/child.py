@@ -338,14 +338,17 @@ def reseed(seed=None):
     if numpy is not None:
         numpy.random.seed(None if seed is None else [seed & 0xFFFFFFFF, seed >> 32])
     try:
-        from sage.misc.randstate import set_random_seed, current_randstate
+        from sage.misc.randstate import randstate, set_random_seed
     except ImportError:  # no Sage: the launcher's unit tests
         return
-    set_random_seed(seed)
     # libc's rand(), which Sage seeds at its import (each cold run its
-    # own), from the new randstate; and ECL's *random-state*, where a warm
-    # launcher started ECL (a cold run's ECL draws its own at its start).
-    current_randstate().set_seed_libc(True)
+    # own): from a randstate of its own, so that the call's (Sage's own
+    # sequence for set_random_seed(seed)) draws nothing for it; Sage seeds
+    # libc from the call's as it first uses libc's. And ECL's
+    # *random-state*, where a warm launcher started ECL (a cold run's ECL
+    # draws its own at its start).
+    randstate(seed).set_seed_libc(True)
+    set_random_seed(seed)
     if "sage.interfaces.maxima_lib" in sys.modules:
         from sage.libs.ecl import ecl_eval
         ecl_eval("(setq *random-state* (make-random-state t))")

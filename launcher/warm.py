@@ -115,7 +115,7 @@ class Traces:
             from sage.interfaces.maxima_lib import maxima_lib
             gensyms = maxima_lib.lisp("*gensym-counter*")  # first: lisp reads it unparsed
             self.saved = (maxima_lib.eval("%rnum"), gensyms, maxima_lib.eval("facts()"),
-                          maxima_lib._MaximaLib__seq)
+                          maxima_lib._Interface__seq)
         elif name == "gap":
             from sage.all import libgap
             libgap.eval("1")
@@ -148,7 +148,7 @@ class Traces:
                 maxima_lib.eval("%%rnum: %s$ %%rnum_list: []$" % rnum)
                 maxima_lib.lisp("(setq *gensym-counter* %s)" % gensyms)
                 # The names of Sage's Maxima objects: sage0, sage1...
-                maxima_lib._MaximaLib__seq = names
+                maxima_lib._Interface__seq = names
             attempt("Maxima's counters", counters)
             if maxima_lib.eval("facts()") != facts:
                 failures.append("Maxima's facts changed")
