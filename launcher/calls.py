@@ -747,12 +747,16 @@ class Launcher:
             finally:
                 self.handlers.reread()
                 self.handlers.drop_all()
-            # What the step wrote in /tmp goes (GAP's saved workspace: 50
-            # MB).
+            # What the step wrote in /tmp stays, as a cold call's first use
+            # would leave it (GAP makes ~/.gap), but for files too large
+            # to be written again after each call (GAP's saved workspace),
+            # and is what each call's /tmp is put back to.
             try:
-                tmpreset.reset(self.warmer.tmp)
-            except tmpreset.CannotReset as e:
-                self.warmer.unsafe = "/tmp could not be put back after the warm-up: %s" % e
+                self.warmer.tmp = tmpreset.record_trimmed()
+                if self.recorded is not None:
+                    self.recorded = self.warmer.tmp
+            except (OSError, tmpreset.CannotReset) as e:
+                self.warmer.unsafe = "/tmp could not be recorded after the warm-up: %s" % e
             self.state = parent.state()
             if self.warmer.unsafe:
                 # No call's process is forked from it again: the child

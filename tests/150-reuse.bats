@@ -134,9 +134,11 @@ print(sorted(os.listdir(os.environ["HOME"])))'
 }
 
 @test "reuse - prlimit, setpriority and sched_* on pid 1 are refused; the next job's limits, nice and scheduling are a fresh run's" {
+	# RLIMIT_DATA and RLIMIT_AS are a warm call's own: the memory limit
+	# plus what the warm-up took (sage-sandbox(1), Warm templates).
 	local probe='import os, resource
 print(os.getpriority(os.PRIO_PROCESS, 0), os.sched_getscheduler(0), sorted(os.sched_getaffinity(0)) == list(range(os.cpu_count())))
-print([resource.getrlimit(getattr(resource, n)) for n in sorted(dir(resource)) if n.startswith("RLIMIT_") and n != "RLIMIT_CPU"])
+print([resource.getrlimit(getattr(resource, n)) for n in sorted(dir(resource)) if n.startswith("RLIMIT_") and n not in ("RLIMIT_CPU", "RLIMIT_DATA", "RLIMIT_AS")])
 print(oct(os.umask(0o022)), os.getcwd(), sorted(k for k in os.environ if not k.startswith("_")))'
 	jobs_file attacker 'import os, resource
 for name, call in (("prlimit", lambda: resource.prlimit(1, resource.RLIMIT_NOFILE, (64, 64))),
