@@ -577,6 +577,18 @@ static bool signal_process(int proc_fd, const struct proc *p, uid_t uid, int sig
 	return sent;
 }
 
+/* /proc/PID/task, to list a process's threads; NULL where it is gone. */
+static DIR *open_tasks(int proc_fd, pid_t pid)
+{
+	char path[32];
+	snprintf(path, sizeof path, "%d/task", (int)pid);
+	int fd = openat(proc_fd, path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	DIR *dir = fd < 0 ? NULL : fdopendir(fd);
+	if (!dir && fd >= 0)
+		close(fd);
+	return dir;
+}
+
 /* Where p's memory is read (p->at), and its state and resident size
  * there. A leader that exited (pthread_exit, or a raw exit) leaves a
  * zombie whose stat and smaps show nothing, while its threads hold the
@@ -586,15 +598,9 @@ static void find_memory(int proc_fd, struct proc *p)
 	snprintf(p->at, sizeof p->at, "%d", (int)p->pid);
 	if (!exited(p) || p->threads <= 1)
 		return;
-	char path[64 + sizeof ((struct dirent *)0)->d_name];
-	snprintf(path, sizeof path, "%d/task", (int)p->pid);
-	int fd = openat(proc_fd, path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	DIR *dir = fd < 0 ? NULL : fdopendir(fd);
-	if (!dir) {
-		if (fd >= 0)
-			close(fd);
+	DIR *dir = open_tasks(proc_fd, p->pid);
+	if (!dir)
 		return;
-	}
 	struct dirent *entry;
 	while ((entry = readdir(dir))) {
 		pid_t tid = (pid_t)strtol(entry->d_name, NULL, 10);
@@ -687,14 +693,9 @@ static int running_threads(int proc_fd, const struct proc *p)
 	if (p->threads <= 1)
 		return p->state == 'R';
 	char path[64 + sizeof ((struct dirent *)0)->d_name];
-	snprintf(path, sizeof path, "%d/task", (int)p->pid);
-	int fd = openat(proc_fd, path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	DIR *dir = fd < 0 ? NULL : fdopendir(fd);
-	if (!dir) {
-		if (fd >= 0)
-			close(fd);
+	DIR *dir = open_tasks(proc_fd, p->pid);
+	if (!dir)
 		return p->state == 'R';
-	}
 	int running = 0;
 	struct dirent *entry;
 	while ((entry = readdir(dir))) {
