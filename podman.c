@@ -359,8 +359,7 @@ void podman_run_args(struct argv_builder *a, const struct config *cfg,
 	 * Where a memory cgroup holds the container, the launcher's warm
 	 * pages are in it too: it gets that much more, and a call the room a
 	 * cold one has. */
-	bool warms = (serves_many || idle_seconds > 0) &&
-		config_memory_bytes(cfg) >= WARM_UP_MEMORY_MIN;
+	bool warms = (serves_many || idle_seconds > 0) && warm_up_room(cfg) > 0;
 	if (host->controller[CONTROLLER_MEMORY])
 		arg_add(a, "--memory=%llu", (unsigned long long)config_memory_bytes(cfg) +
 			(warms ? WARM_UP_RESIDENT : 0));
@@ -379,12 +378,12 @@ void podman_run_args(struct argv_builder *a, const struct config *cfg,
 	 * one bounds the launcher's and a session's whole life. */
 	if (serves_many)
 		rlimits[RL_CPU].value = SESSION_CPU_SECONDS;
-	uint64_t warm_up_room = warms ? rlimits[RL_DATA].value + WARM_UP_DATA_EXTRA : 0;
+	uint64_t room = warms ? warm_up_room(cfg) : 0;
 	for (int i = 0; i < RLIMIT_COUNT; i++)
 		if (!rlimits[i].by_launcher)
 			arg_add(a, "--ulimit=%s=%llu:%llu", rlimits[i].name,
 				(unsigned long long)rlimits[i].value,
-				(unsigned long long)rlimits[i].value + (i == RL_DATA ? warm_up_room : 0));
+				(unsigned long long)rlimits[i].value + (i == RL_DATA ? room : 0));
 	arg_add(a, "--env=SAGE_SANDBOX_RLIMIT_AS=%llu", (unsigned long long)rlimits[RL_AS].value);
 	/* A backstop run by conmon: if sage-sandbox itself is killed before
 	 * it can stop the container, the container still dies. A warm

@@ -44,7 +44,10 @@ void self_test_code(const struct config *cfg, const struct podman_host *host,
 	for (int i = 0; i < RLIMIT_COUNT; i++)
 		fprintf(f, "%s\"%s\": %llu", i ? ", " : "", rlimits[i].name,
 			(unsigned long long)rlimits[i].value);
-	fputs("}, \"masked\": [", f);
+	/* A call's process forked from a warm template has the template's
+	 * warm pages on top of its data and address-space limits: at most
+	 * this much (checks.py). */
+	fprintf(f, "}, \"warm_up_room\": %llu, \"masked\": [", (unsigned long long)warm_up_room(cfg));
 	for (size_t i = 0; masked_host_paths[i]; i++)
 		fprintf(f, "%s\"%s\"", i ? ", " : "", masked_host_paths[i]);
 	const char *by[MAX_ENFORCERS];

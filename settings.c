@@ -427,6 +427,12 @@ uint64_t config_memory_bytes(const struct config *cfg)
 	return (uint64_t)cfg->number[SET_MEMORY];
 }
 
+uint64_t warm_up_room(const struct config *cfg)
+{
+	uint64_t memory = config_memory_bytes(cfg);
+	return memory >= WARM_UP_MEMORY_MIN ? memory + WARM_UP_DATA_EXTRA : 0;
+}
+
 void sandbox_rlimits(const struct config *cfg, struct rlimit_value out[RLIMIT_COUNT])
 {
 	/* CPU seconds one process may use: what --cpus allows over the whole

@@ -129,6 +129,10 @@ void size_text(long bytes, char *buf, size_t size);
 const char *setting_text(const struct config *cfg, int id, char *buf, size_t size);
 /* The memory limit in bytes. */
 uint64_t config_memory_bytes(const struct config *cfg);
+/* The data rlimit's hard limit above its soft one in a container granted a
+ * warm-up (0: none is, below WARM_UP_MEMORY_MIN): the most a call's
+ * process gets on top of the memory limit for the template's warm pages. */
+uint64_t warm_up_room(const struct config *cfg);
 
 /* The rlimits every run gets. Podman applies them with setrlimit inside the
  * container (the launcher, those podman has no name for), which needs no

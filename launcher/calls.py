@@ -13,6 +13,7 @@
 #   session  the cells of one Sage: one child runs every cell, stopped
 #            (SIGSTOP) between cells with every other process killed, so that
 #            nothing of a cell runs after its answer.
+import fcntl
 import json
 import os
 import select
@@ -35,6 +36,9 @@ CPU_LOOK_MS = 100
 FROZEN_LOOK_MS = 200
 MAX_ESCAPES = 3
 TICKS = os.sysconf("SC_CLK_TCK")
+# Where a replaced child's ends are moved (replace_child): above the
+# launcher's own, below the container's descriptor limit.
+MOVED_FDS_FROM = 512
 
 
 def parse_status(line):
@@ -153,13 +157,16 @@ class Launcher:
 
     # ---- the prepared child -------------------------------------------------
 
-    def prepare_child(self):
-        """Forks the next call's child. It starts with every signal blocked
-        (it may be forked while the last call's processes die, and a
-        process's exit can still send signals: SIGIO to an owner it named,
-        such as this process's group, which the child is in until its
-        setsid()); it throws away what came meanwhile, and unblocks, only
-        once its call came, when none of them is left (child.py)."""
+    def prepare_child(self, stale=()):
+        """Forks the next call's child; stale are descriptors of this
+        process's that the child closes first (replace_child's old child's
+        ends: open at the fork, and none of a call's). The child starts
+        with every signal blocked (it may be forked while the last call's
+        processes die, and a process's exit can still send signals: SIGIO
+        to an owner it named, such as this process's group, which the child
+        is in until its setsid()); it throws away what came meanwhile, and
+        unblocks, only once its call came, when none of them is left
+        (child.py)."""
         threads = warm.threads()
         if threads > 1:
             # A lock another thread holds would stay held in the child.
@@ -176,7 +183,7 @@ class Launcher:
         if pid == 0:
             try:
                 child.child_main(self.pipes, self.handlers, self.namespace,
-                                 self.preparse_file, self.session)
+                                 self.preparse_file, self.session, stale)
             finally:
                 os._exit(70)
         signal.pthread_sigmask(signal.SIG_SETMASK, mask)
@@ -774,9 +781,10 @@ class Launcher:
         """The prepared child, never handed a call, forked again; where the
         fork fails, the old one stays, and the container ends after it."""
         fields = ("child", "pidfd", "pipes", "streams", "call_w", "stdin_w")
+        stale = self.move_child_ends()
         old = {name: getattr(self, name) for name in fields}
         try:
-            self.prepare_child()
+            self.prepare_child(stale)
         except OSError as e:
             for name, value in old.items():
                 setattr(self, name, value)
@@ -794,6 +802,25 @@ class Launcher:
         os.waitpid(self.child, 0)
         for name, value in new.items():
             setattr(self, name, value)
+
+    def move_child_ends(self):
+        """The prepared child's ends, moved above any a fork makes, so that
+        the next child's pipes get the numbers a cold call's have, and that
+        child closes these (a call holds none of them: a fresh Sage has no
+        such descriptors, and the memory watchdog charges each). Returns
+        them."""
+        def move(fd):
+            if fd < 0:
+                return fd
+            moved = fcntl.fcntl(fd, fcntl.F_DUPFD, MOVED_FDS_FROM)
+            os.close(fd)
+            return moved
+
+        self.streams = {move(fd): name for fd, name in self.streams.items()}
+        self.call_w, self.stdin_w, self.pidfd = map(move, (self.call_w, self.stdin_w, self.pidfd))
+        self.pipes.done = (move(self.pipes.done[0]), self.pipes.done[1])
+        return [fd for fd in list(self.streams) + [self.call_w, self.stdin_w, self.pidfd,
+                                                   self.pipes.done[0]] if fd >= 0]
 
     # ---- the whole ----------------------------------------------------------------
 

@@ -368,10 +368,13 @@ def unblock_signals():
     signal.pthread_sigmask(signal.SIG_SETMASK, [])
 
 
-def child_main(pipes, handlers, namespace, preparse_file, session):
+def child_main(pipes, handlers, namespace, preparse_file, session, stale=()):
     """The prepared child: made ready before its call comes, then runs it
-    (a session's child runs every cell of the session). Never returns."""
+    (a session's child runs every cell of the session). stale: the
+    launcher's descriptors it must not keep. Never returns."""
     import resource
+    for fd in stale:
+        os.close(fd)
     # A session and process group of its own: kill(0, ...) and
     # setpriority(PRIO_PGRP, 0, ...) from the code reach nothing of the
     # launcher's.
@@ -382,7 +385,7 @@ def child_main(pipes, handlers, namespace, preparse_file, session):
     # The one rlimit podman cannot set (it has no name for it): the code's
     # address space, which counts the shared mappings RLIMIT_DATA does not.
     address_space = int(os.environ.get("SAGE_SANDBOX_RLIMIT_AS", resource.RLIM_INFINITY))
-    data, grown_space = warm.grown()
+    data, grown_space = warm.inherit()
     if address_space != resource.RLIM_INFINITY:
         address_space += grown_space
     resource.setrlimit(resource.RLIMIT_AS, (address_space, address_space))

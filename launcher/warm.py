@@ -26,7 +26,7 @@
 # and before each fork (calls.py).
 #
 # Memory: the host grants the warm-up by the data rlimit (Warmer.granted),
-# and each call's process gets back what the warm-up took (grown()).
+# and each call's process gets back what the warm-up took (inherit()).
 import os
 import time
 
@@ -204,6 +204,20 @@ def grown():
         return None, 0
     memory, data, space = _grant
     return memory + max(0, _status("VmData") - data), max(0, _status("VmSize") - space)
+
+
+# What a call's process holds of the warm-up (data, address space), as
+# counted as it starts (inherit()): its rlimits get it on top of the
+# host's, and self-test's rlimit checks expect it (checks.py).
+inherited = (0, 0)
+
+
+def inherit():
+    """In a call's process, as it starts: grown(), and inherited set."""
+    global inherited
+    data, space = grown()
+    inherited = (0 if data is None else data - _grant[0], space)
+    return data, space
 
 
 class Warmer:

@@ -68,9 +68,27 @@ for line in sys.stdin:
 
 @test "warm - the corpus cold and warm, byte for byte: batch, the server and MCP, first call and later, after a hostile call" {
 	local cold=$BATS_TEST_TMPDIR/cold.jsonl jobs=$BATS_TEST_TMPDIR/jobs.jsonl
+	# The corpus, and last a call's descriptors of no file: a warm call
+	# holds none a cold one does not (a replaced child's ends, its pidfd):
+	# none but pipes, and at most the five a serial container's call has
+	# (its stdin, stdout and stderr, its call and done pipes; an MCP warm
+	# sandbox's has no done pipe). Files the warm-up's libraries keep open
+	# (IPython's /dev/null, matplotlib's font) are theirs, as their modules
+	# are (the man page, Warm templates).
+	local corpus=$BATS_TEST_TMPDIR/corpus.jsonl
+	cat "$CORPUS" >"$corpus"
+	python3 -c 'import json, sys; print(json.dumps({"id": "descriptors", "code": sys.argv[1]}))' '
+import os
+kinds = []
+for fd in os.listdir("/proc/self/fd"):
+    try:
+        kinds.append(os.readlink("/proc/self/fd/" + fd).split(":")[0])
+    except OSError:
+        pass
+print(sorted(k for k in kinds if k != "pipe" and not k.startswith("/")), kinds.count("pipe") <= 5)' >>"$corpus"
 	# Cold: below --memory 1g no template is warmed, and each job runs as
 	# a run does, in a child forked from a launcher that only imported Sage.
-	run_ss 0 batch --memory 768m --jobs 2 --order input "$CORPUS"
+	run_ss 0 batch --memory 768m --jobs 2 --order input "$corpus"
 	printf '%s\n' "$output" | normalise >"$cold"
 	[ "$(wc -l <"$cold")" -ge 40 ]
 	# ... which is what a cold run prints, for three whose output names
@@ -81,7 +99,7 @@ for line in sys.stdin:
 for line in open(sys.argv[1]):
     j = json.loads(line)
     if j["id"] == sys.argv[2]:
-        sys.stdout.write(j["code"])' "$CORPUS" "$id" >"$BATS_TEST_TMPDIR/$id.sage"
+        sys.stdout.write(j["code"])' "$corpus" "$id" >"$BATS_TEST_TMPDIR/$id.sage"
 		output=$("$SAGE_SANDBOX" run --json <"$BATS_TEST_TMPDIR/$id.sage" || true)
 		expect_equal "$(printf '%s\n' "$output" | python3 -c 'import json, sys; j = json.load(sys.stdin)
 print(json.dumps([sys.argv[1], j["exit_code"], j["stdout"], j["stderr"]]))' "$id")" \
@@ -92,7 +110,7 @@ print(json.dumps([sys.argv[1], j["exit_code"], j["stdout"], j["stderr"]]))' "$id
 	# its first jobs run while it warms.
 	python3 -c 'import json, sys
 print(json.dumps({"id": "hostile", "code": sys.argv[1]}))' "$HOSTILE" >"$jobs"
-	cat "$CORPUS" >>"$jobs"
+	cat "$corpus" >>"$jobs"
 	run_ss 0 batch --jobs 1 --order input "$jobs"
 	printf '%s\n' "$output" | normalise | grep -v '^\["hostile"' >"$BATS_TEST_TMPDIR/batch.jsonl"
 	diff "$cold" "$BATS_TEST_TMPDIR/batch.jsonl"
@@ -101,7 +119,7 @@ print(json.dumps({"id": "hostile", "code": sys.argv[1]}))' "$HOSTILE" >"$jobs"
 	warm_server_up --warm 1
 	expect_match "$(cat "$log")" "first sandbox warmed for GAP, Maxima, matplotlib, Singular and scipy [0-9]+ ms after start"
 	printf '%s\n' "$HOSTILE" | "$SAGE_SANDBOX" run >/dev/null
-	python3 - "$SAGE_SANDBOX" "$CORPUS" >"$BATS_TEST_TMPDIR/served.jsonl" <<-'EOF'
+	python3 - "$SAGE_SANDBOX" "$corpus" >"$BATS_TEST_TMPDIR/served.jsonl" <<-'EOF'
 		import json, subprocess, sys
 		for line in open(sys.argv[2]):
 		    job = json.loads(line)
@@ -116,7 +134,7 @@ print(json.dumps({"id": "hostile", "code": sys.argv[1]}))' "$HOSTILE" >"$jobs"
 
 	# MCP, its warm sandbox given time to warm, the hostile call first.
 	local calls=$BATS_TEST_TMPDIR/calls.json
-	python3 - "$CORPUS" "$HOSTILE" >"$calls" <<-'EOF'
+	python3 - "$corpus" "$HOSTILE" >"$calls" <<-'EOF'
 		import json, sys
 		calls = [20, {"name": "run_sagemath", "arguments": {"code": sys.argv[2]}}]
 		for line in open(sys.argv[1]):
@@ -128,7 +146,7 @@ print(json.dumps({"id": "hostile", "code": sys.argv[1]}))' "$HOSTILE" >"$jobs"
 import json, sys
 ids = [json.loads(l)["id"] for l in open(sys.argv[1])]
 for i, line in zip(ids, sys.stdin):
-    print(json.dumps([i] + json.loads(line)[1:]))' "$CORPUS" >"$BATS_TEST_TMPDIR/mcp.jsonl"
+    print(json.dumps([i] + json.loads(line)[1:]))' "$corpus" >"$BATS_TEST_TMPDIR/mcp.jsonl"
 	diff "$cold" "$BATS_TEST_TMPDIR/mcp.jsonl"
 	expect_match "$(cat "$BATS_TEST_TMPDIR/stderr")" "first sandbox warmed"
 }
