@@ -31,9 +31,23 @@ NO_FILES_NOTE = ("sage-sandbox: show() displayed an image, which is not kept: gi
                  "output directory (run --output-dir DIR) to get it back as a file\n")
 
 # What show() of a formula makes (BackendBase.latex_formatter): HTML
-# around the LaTeX, with Sage's \Bold macro first.
-_MATH = re.compile(r'<script type="math/tex(?:; mode=display)?">(.*)</script>', re.S)
+# around the LaTeX. Sage 9's is MathJax 2's script element, with Sage's
+# \Bold macro first; Sage 10's is MathJax 3's delimiters in an html
+# element, \(\displaystyle ...\) (or \[...\]).
+_MATH = (re.compile(r'<script type="math/tex(?:; mode=display)?">(.*)</script>', re.S),
+         re.compile(r'\A\s*<html>\s*\\\((?:\\displaystyle\b)?(.*)\\\)\s*</html>\s*\Z', re.S),
+         re.compile(r'\A\s*<html>\s*\\\[(.*)\\\]\s*</html>\s*\Z', re.S))
 _BOLD = "\\newcommand{\\Bold}[1]{\\mathbf{#1}}"
+
+
+def formula_latex(html):
+    """The LaTeX of a formula show() made into HTML, or None where the HTML
+    is not one (Sage's html() of other things)."""
+    for form in _MATH:
+        found = form.search(html)
+        if found:
+            return found.group(1).replace(_BOLD, "", 1).strip()
+    return None
 
 
 def configure(files_back, latex, first=1):
@@ -110,9 +124,9 @@ def make_backend():
                 # HTML: what show() makes of a formula. Its plain text, as
                 # ever; its LaTeX beside the images where the call wants it.
                 _print_text(plain_text.text.get_str())
-                found = _MATH.search(rich_output.html.get_str())
-                if _latex and found:
-                    _keep(found.group(1).replace(_BOLD, "", 1).strip().encode(), ".tex")
+                formula = _latex and formula_latex(rich_output.html.get_str())
+                if formula:
+                    _keep(formula.encode(), ".tex")
 
     return BackendSandbox()
 
