@@ -262,10 +262,19 @@ static void take_frame(struct sandbox *sb, char type, const char *payload, size_
 		break;
 	case 'K': {
 		/* Sage cannot start in this image: a refusal, never the code's
-		 * output. The launcher exits by itself. */
+		 * output. The launcher exits by itself. Its import out of memory
+		 * is the limit's doing: the image is not blamed. */
+		static const char memory[] = "memory: ";
 		char why[1024];
 		snprintf(why, sizeof why, "%.*s", (int)(len < 1000 ? len : 1000), payload);
-		sage_did_not_start(sb, why);
+		if (strncmp(why, memory, strlen(memory)) == 0 && !sb->result.failed) {
+			char limit[32];
+			sb->result.failed = true;
+			error_set(&sb->result.failure, EXIT_REFUSED, "raise --memory (at most 8g)",
+				"%s (--memory %s)", why + strlen(memory),
+				setting_text(sb->opt.cfg, SET_MEMORY, limit, sizeof limit));
+		} else
+			sage_did_not_start(sb, why);
 		break;
 	}
 	case 'R':

@@ -1,5 +1,5 @@
 #!/bin/bash
-# setup.sh: take a Debian 12 machine from nothing to a working sage-sandbox.
+# setup.sh: take a Debian 12 or 13 machine from nothing to a working sage-sandbox.
 #
 # As root it installs the packages, creates an unprivileged account with
 # subordinate ids and a rootless podman configuration, builds the SageMath
@@ -18,32 +18,60 @@
 #                         put the image in USER's own rootless storage (copied
 #                         from the account's, or built), for a desktop user
 #                         who runs sage-sandbox (or LM Studio) as themselves
+#   ... --sage 10         any of these with Sage 10 (passagemath's wheels,
+#                         pinned, from the Python package index) in place of
+#                         Debian 12's Sage 9.5 (from the apt mirror); its
+#                         image is localhost/sagemath-passagemath:VERSION,
+#                         which sage-sandbox is then given with --image or
+#                         SAGE_SANDBOX_IMAGE
 #
 # As an ordinary user with rootless podman already working it skips the root
 # steps and builds and runs in place; `./setup.sh image` as that user gets
 # the image into their own storage, with sudo for the root-only steps.
 #
-# Environment: SAGE_SANDBOX_ACCOUNT (default sage-sandbox), SAGE_SANDBOX_IMAGE
-# (default localhost/sagemath-debian:bookworm), SAGE_SANDBOX_BUILD_DIR (where
-# the image's root filesystem is assembled, default /var/tmp).
+# Environment: SAGE_SANDBOX_ACCOUNT (default sage-sandbox), SAGE_SANDBOX_SAGE
+# (9.5 or 10, as --sage; default 9.5), SAGE_SANDBOX_IMAGE (default the
+# image of that Sage), SAGE_SANDBOX_BUILD_DIR (where the image's root
+# filesystem is assembled, default /var/tmp).
 set -euo pipefail
 
-account=${SAGE_SANDBOX_ACCOUNT:-sage-sandbox}
-image=${SAGE_SANDBOX_IMAGE:-localhost/sagemath-debian:bookworm}
-build_dir=${SAGE_SANDBOX_BUILD_DIR:-/var/tmp}
-src=$(cd "$(dirname "$0")" && pwd)
-action=${1:-example}
-for_user=
-if [ "$action" = image ] && [ "${2:-}" = --for ]; then
-	for_user=${3:?setup: --for needs a user name}
-fi
+# The passagemath release Sage 10's image is built from: one whose corpus
+# (bench/corpus.jsonl), self-test and display tests pass here. (10.8.10
+# and 10.8.11 compile Maxima's files at import, which needs a compiler the
+# image does not have: solve and integrate fail.)
+passagemath_version=10.8.13
 
 say() { printf 'setup: %s\n' "$*" >&2; }
 die() { printf 'setup: error: %s\n' "$*" >&2; exit 1; }
 
+account=${SAGE_SANDBOX_ACCOUNT:-sage-sandbox}
+build_dir=${SAGE_SANDBOX_BUILD_DIR:-/var/tmp}
+src=$(cd "$(dirname "$0")" && pwd)
+action=${1:-example}
+[ $# -eq 0 ] || shift
+for_user=
+sage=${SAGE_SANDBOX_SAGE:-9.5}
+while [ $# -gt 0 ]; do
+	case $1 in
+		--for)
+			[ "$action" = image ] || die "--for is for './setup.sh image --for USER' only"
+			for_user=${2:?setup: --for needs a user name}
+			shift 2 ;;
+		--sage)
+			sage=${2:?setup: --sage needs a version: 9.5 or 10}
+			shift 2 ;;
+		*) die "unknown argument '$1'; use: ./setup.sh [example|check|image|account] [--sage 9.5|10] [--for USER]" ;;
+	esac
+done
+
 case $action in
 	example|check|image|account) ;;
 	*) die "unknown action '$action'; use one of: example, check, image, account" ;;
+esac
+case $sage in
+	9.5) image=${SAGE_SANDBOX_IMAGE:-localhost/sagemath-debian:bookworm} ;;
+	10) image=${SAGE_SANDBOX_IMAGE:-localhost/sagemath-passagemath:$passagemath_version} ;;
+	*) die "unknown Sage '$sage'; use --sage 9.5 (Debian's package) or --sage 10 (passagemath's wheels)" ;;
 esac
 
 packages=(podman runc uidmap slirp4netns bats scdoc debootstrap make gcc libc6-dev
@@ -51,7 +79,15 @@ packages=(podman runc uidmap slirp4netns bats scdoc debootstrap make gcc libc6-d
 # For check only, not for a machine that just runs sage-sandbox: the
 # suite's real one-node Slurm (tests/slurm.sh, for tests/140-slurm.bats),
 # and clang with its sanitizer and libFuzzer runtimes (make fuzz).
-[ "$action" != check ] || packages+=(slurmctld slurmd slurm-client munge clang libclang-rt-14-dev)
+# Those runtimes carry clang's version: Debian 12's clang is 14, Debian 13's 19.
+debian=$(. /etc/os-release 2>/dev/null && echo "${VERSION_ID:-}")
+case $debian in
+	12) clang_version=14 ;;
+	13) clang_version=19 ;;
+	*) clang_version=14 ;;
+esac
+[ "$action" != check ] ||
+	packages+=(slurmctld slurmd slurm-client munge clang "libclang-rt-$clang_version-dev")
 
 install_packages() {
 	local missing=() p
@@ -165,19 +201,27 @@ build_image() {
 	build_root=$(mktemp -d "$build_dir/sage-sandbox-rootfs.XXXXXX")
 	# Whatever happens, the 5 GB build root does not outlive this script.
 	trap remove_build_root EXIT
-	say "building $image in $build_root from $mirror (about 6 minutes)"
 	local log=$build_dir/sage-sandbox-image.log
+	case $sage in
+		9.5) say "building $image (Sage 9.5) in $build_root from $mirror (about 6 minutes)" ;;
+		10) say "building $image (Sage 10, passagemath $passagemath_version) in $build_root" \
+			"from $mirror and the Python package index (about 9 minutes)" ;;
+	esac
 	quietly "$log" debootstrap --variant=minbase bookworm "$build_root" "$mirror"
-	if [ -e /etc/apt/sources.list.d/debian.sources ]; then
+	# The host's own sources where it is bookworm too (its updates and
+	# security suites); a Debian 13 host's name trixie, whose packages are
+	# not the image's: there, debootstrap's bookworm line stays.
+	if [ "$debian" = 12 ] && [ -e /etc/apt/sources.list.d/debian.sources ]; then
 		cp /etc/apt/sources.list.d/debian.sources "$build_root/etc/apt/sources.list.d/"
 		: >"$build_root/etc/apt/sources.list"
 	fi
 	# Java's post-install script (jmol, a sagemath dependency) needs /proc.
 	mount -t proc proc "$build_root/proc"
+	case $sage in
+		9.5) install_debian_sage ;;
+		10) install_passagemath ;;
+	esac
 	quietly "$log" chroot "$build_root" /bin/sh -ec '
-		export DEBIAN_FRONTEND=noninteractive
-		apt-get update -q
-		apt-get install -y -q --no-install-recommends sagemath
 		apt-get clean
 		rm -rf /var/lib/apt/lists/*
 		useradd -m -u 1000 -s /bin/bash sage
@@ -189,6 +233,42 @@ build_image() {
 	trap - EXIT
 	rm -f "$log"
 	say "image $image built for $user"
+}
+
+# Sage 9.5: Debian 12's sagemath package, and what it depends on.
+install_debian_sage() {
+	quietly "$log" chroot "$build_root" /bin/sh -ec '
+		export DEBIAN_FRONTEND=noninteractive
+		apt-get update -q
+		apt-get install -y -q --no-install-recommends sagemath
+	'
+}
+
+# Sage 10: passagemath's wheels (binary only: the image has no compiler)
+# in a venv of Debian's Python 3.11, under /opt/sage; its `sage` on PATH,
+# whose `sage -python` is that venv's Python (IMAGES in sage-sandbox(1)).
+# pip runs with the host's trust (a copy of its CA bundle, removed after)
+# and proxy settings, and nothing else of root's environment.
+install_passagemath() {
+	quietly "$log" chroot "$build_root" /bin/sh -ec '
+		export DEBIAN_FRONTEND=noninteractive
+		apt-get update -q
+		apt-get install -y -q --no-install-recommends python3 python3-venv libstdc++6 libgomp1
+		python3 -m venv /opt/sage
+	'
+	cp /etc/resolv.conf "$build_root/etc/resolv.conf"
+	cp /etc/ssl/certs/ca-certificates.crt "$build_root/tmp/host-ca.crt"
+	local proxies=() v
+	for v in http_proxy https_proxy no_proxy HTTP_PROXY HTTPS_PROXY NO_PROXY; do
+		[ -z "${!v:-}" ] || proxies+=("$v=${!v}")
+	done
+	quietly "$log" chroot "$build_root" /usr/bin/env -i PATH=/usr/bin:/bin HOME=/root \
+		"${proxies[@]}" PIP_CERT=/tmp/host-ca.crt REQUESTS_CA_BUNDLE=/tmp/host-ca.crt \
+		/opt/sage/bin/pip install -q --no-cache-dir --only-binary=:all: \
+		"passagemath-standard==$passagemath_version"
+	rm -f "$build_root/tmp/host-ca.crt"
+	: >"$build_root/etc/resolv.conf"
+	ln -s /opt/sage/bin/sage "$build_root/usr/local/bin/sage"
 }
 
 # The commands that work now, for the user who ran setup.sh.
@@ -206,6 +286,8 @@ say_next_steps() {
 		setup:   then: sage-sandbox run FILE
 		setup: Built tree: $dir; manual: man sage-sandbox
 	EOF
+	[ "$sage" = 9.5 ] || say "Sage 10's image is not sage-sandbox's default: give it" \
+		"--image $image, or SAGE_SANDBOX_IMAGE=$image"
 }
 
 # The account cannot necessarily read the caller's tree (CI clones under
@@ -220,10 +302,12 @@ stage_tree() {
 }
 
 run_action() {
-	local dir=$1 run=$2
+	local dir=$1 run=$2 use=
+	# Sage 10's image is not sage-sandbox's default: it is named.
+	[ "$sage" = 9.5 ] || use="export SAGE_SANDBOX_IMAGE=$image && "
 	case $action in
-		example) $run "cd $dir && make -s && ./sage-sandbox run examples/seed.sage" ;;
-		check) $run "cd $dir && make -s && make -s check" ;;
+		example) $run "cd $dir && make -s && ${use}./sage-sandbox run examples/seed.sage" ;;
+		check) $run "cd $dir && make -s && ${use}make -s check" ;;
 		image) ;;
 	esac
 }
@@ -238,7 +322,7 @@ if [ "$(id -u)" -ne 0 ]; then
 		command -v sudo >/dev/null ||
 			die "image $image not found; as root run: $src/setup.sh image --for $(id -un)"
 		say "image $image is not in your podman storage; asking sudo to put it there"
-		sudo "$src/setup.sh" image --for "$(id -un)"
+		sudo "$src/setup.sh" image --sage "$sage" --for "$(id -un)"
 	fi
 	[ "$action" = image ] && { say "image $image is ready for $(id -un): try 'make && ./sage-sandbox self-test'"; exit 0; }
 	run_action "$src" as_self

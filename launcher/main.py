@@ -55,6 +55,10 @@ def import_sage(writer):
                 raise
             import sage.all  # noqa: F401
             sage_all = "sage.all"
+    except MemoryError:
+        # The memory limit's doing, not the image's (Sage 10 needs more
+        # than 256 MiB to import): the host says to raise it.
+        cannot_start(writer, "memory: Sage's import ran out of memory under the memory limit")
     except BaseException as e:
         cannot_start(writer, "%s cannot import Sage: %s: %s" % (sys.executable, type(e).__name__, e))
     finally:

@@ -14,6 +14,19 @@ unset SAGE_SANDBOX_PODMAN SAGE_SANDBOX_TIMEOUT SAGE_SANDBOX_MEMORY SAGE_SANDBOX_
 # (160-serve.bats) turn it back on, and start and stop their servers.
 export SAGE_SANDBOX_SERVER=off
 
+# sage_version: the image's Sage version, as status reports it (9.5,
+# 10.8.13...), asked once per test file. Where Sage's own output
+# legitimately differs between versions, a test expects each's.
+sage_version() {
+	local cache=$BATS_FILE_TMPDIR/sage-version
+	if [ ! -s "$cache" ]; then
+		"$SAGE_SANDBOX" status --json | python3 -c '
+import json, sys
+print(json.load(sys.stdin)["sage"]["version"])' >"$cache"
+	fi
+	cat "$cache"
+}
+
 # run_ss STATUS ARGS...: runs sage-sandbox ARGS (stdin from $input_file if
 # set) under a hard time limit and fails, showing everything, unless it
 # exits with STATUS. Leaves $output (stdout), $errors (stderr), $status.
