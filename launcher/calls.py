@@ -781,7 +781,12 @@ class Launcher:
         """The prepared child, never handed a call, forked again; where the
         fork fails, the old one stays, and the container ends after it."""
         fields = ("child", "pidfd", "pipes", "streams", "call_w", "stdin_w")
-        stale = self.move_child_ends()
+        try:
+            stale = self.move_child_ends()
+        except OSError as e:
+            self.unprepared = "the next call's process could not be forked: %s" % e
+            self.warmer.done = True
+            return
         old = {name: getattr(self, name) for name in fields}
         try:
             self.prepare_child(stale)
@@ -808,19 +813,31 @@ class Launcher:
         the next child's pipes get the numbers a cold call's have, and that
         child closes these (a call holds none of them: a fresh Sage has no
         such descriptors, and the memory watchdog charges each). Returns
-        them."""
-        def move(fd):
-            if fd < 0:
-                return fd
-            moved = fcntl.fcntl(fd, fcntl.F_DUPFD, MOVED_FDS_FROM)
-            os.close(fd)
-            return moved
-
-        self.streams = {move(fd): name for fd, name in self.streams.items()}
-        self.call_w, self.stdin_w, self.pidfd = map(move, (self.call_w, self.stdin_w, self.pidfd))
-        self.pipes.done = (move(self.pipes.done[0]), self.pipes.done[1])
-        return [fd for fd in list(self.streams) + [self.call_w, self.stdin_w, self.pidfd,
+        them. All or none: where one cannot be moved, none is, and the
+        OSError is raised."""
+        ends = [fd for fd in list(self.streams) + [self.call_w, self.stdin_w, self.pidfd,
                                                    self.pipes.done[0]] if fd >= 0]
+        moved = {}
+        try:
+            for fd in ends:
+                moved[fd] = fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, MOVED_FDS_FROM)
+        except OSError:
+            for fd in moved.values():
+                os.close(fd)
+            raise
+        for fd in ends:
+            os.close(fd)
+
+        def at(fd):
+            return moved.get(fd, fd)
+
+        self.streams = {at(fd): name for fd, name in self.streams.items()}
+        self.call_w, self.stdin_w, self.pidfd = at(self.call_w), at(self.stdin_w), at(self.pidfd)
+        p = self.pipes
+        p.stdin, p.call = (p.stdin[0], at(p.stdin[1])), (p.call[0], at(p.call[1]))
+        p.stdout, p.stderr = (at(p.stdout[0]), p.stdout[1]), (at(p.stderr[0]), p.stderr[1])
+        p.done = (at(p.done[0]), p.done[1])
+        return list(moved.values())
 
     # ---- the whole ----------------------------------------------------------------
 

@@ -33,20 +33,24 @@ NO_FILES_NOTE = ("sage-sandbox: show() displayed an image, which is not kept: gi
 # What show() of a formula makes (BackendBase.latex_formatter): HTML
 # around the LaTeX. Sage 9's is MathJax 2's script element, with Sage's
 # \Bold macro first; Sage 10's is MathJax 3's delimiters in an html
-# element, \(\displaystyle ...\) (or \[...\]).
-_MATH = (re.compile(r'<script type="math/tex(?:; mode=display)?">(.*)</script>', re.S),
-         re.compile(r'\A\s*<html>\s*\\\((?:\\displaystyle\b)?(.*)\\\)\s*</html>\s*\Z', re.S),
-         re.compile(r'\A\s*<html>\s*\\\[(.*)\\\]\s*</html>\s*\Z', re.S))
+# element, \(\displaystyle ...\) (or \[...\]), with each < written &lt;
+# (sage.misc.html), which is HTML's, not the formula's.
+_SCRIPT = re.compile(r'<script type="math/tex(?:; mode=display)?">(.*)</script>', re.S)
+_DELIMITED = (re.compile(r'\A\s*<html>\s*\\\((?:\\displaystyle\b)?(.*)\\\)\s*</html>\s*\Z', re.S),
+              re.compile(r'\A\s*<html>\s*\\\[(.*)\\\]\s*</html>\s*\Z', re.S))
 _BOLD = "\\newcommand{\\Bold}[1]{\\mathbf{#1}}"
 
 
 def formula_latex(html):
     """The LaTeX of a formula show() made into HTML, or None where the HTML
     is not one (Sage's html() of other things)."""
-    for form in _MATH:
+    found = _SCRIPT.search(html)
+    if found:
+        return found.group(1).replace(_BOLD, "", 1).strip()
+    for form in _DELIMITED:
         found = form.search(html)
         if found:
-            return found.group(1).replace(_BOLD, "", 1).strip()
+            return found.group(1).replace("&lt;", "<").replace(_BOLD, "", 1).strip()
     return None
 
 

@@ -55,11 +55,13 @@ def import_sage(writer):
                 raise
             import sage.all  # noqa: F401
             sage_all = "sage.all"
-    except MemoryError:
-        # The memory limit's doing, not the image's (Sage 10 needs more
-        # than 256 MiB to import): the host says to raise it.
-        cannot_start(writer, "memory: Sage's import ran out of memory under the memory limit")
     except BaseException as e:
+        # Out of memory (Sage 10 needs more than 256 MiB to import, and a
+        # library that cannot be mapped fails to load) is the memory
+        # limit's doing, not the image's: the host says to raise it.
+        if isinstance(e, MemoryError) or (isinstance(e, ImportError) and any(
+                sign in str(e) for sign in ("Cannot allocate memory", "failed to map segment"))):
+            cannot_start(writer, "memory: Sage's import ran out of memory under the memory limit")
         cannot_start(writer, "%s cannot import Sage: %s: %s" % (sys.executable, type(e).__name__, e))
     finally:
         if pari_class is not None:

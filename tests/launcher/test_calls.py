@@ -226,3 +226,67 @@ class CreateInputTest(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class MoveChildEndsTest(unittest.TestCase):
+    # replace_child's first step: the prepared child's ends go above any
+    # number a fork's pipes take, all of them or none. (The child's own
+    # ends stay open here, to read what the moved ends write.)
+    def setUp(self):
+        from launcher import child
+        launcher = calls.Launcher("serial", None, None, None, None, None)
+        launcher.pipes = child.Pipes(with_done=True)
+        launcher.streams = {launcher.pipes.stdout[0]: b"O", launcher.pipes.stderr[0]: b"E"}
+        launcher.call_w, launcher.stdin_w = launcher.pipes.call[1], launcher.pipes.stdin[1]
+        launcher.pidfd = os.pidfd_open(os.getpid())
+        self.launcher = launcher
+        self.child_ends = launcher.pipes.child_ends()
+        self.addCleanup(lambda: [os.close(fd) for fd in self.child_ends])
+        self.addCleanup(launcher.close_child_pipes)
+
+    def ends(self):
+        return sorted(self.launcher.pipes.launcher_ends() + (self.launcher.pidfd,))
+
+    def is_open(self, fd):
+        try:
+            os.fstat(fd)
+            return True
+        except OSError:
+            return False
+
+    def still_connected(self):
+        os.write(self.launcher.stdin_w, b"x")
+        return os.read(self.launcher.pipes.stdin[0], 1) == b"x"
+
+    def test_every_end_moves_and_the_old_numbers_are_free(self):
+        before = self.ends()
+        moved = self.launcher.move_child_ends()
+        self.assertEqual(sorted(moved), self.ends())
+        self.assertEqual(len(moved), 6)
+        self.assertTrue(all(fd >= calls.MOVED_FDS_FROM for fd in moved))
+        self.assertFalse([fd for fd in before if self.is_open(fd)])
+        launcher = self.launcher
+        self.assertEqual(set(launcher.streams), {launcher.pipes.stdout[0], launcher.pipes.stderr[0]})
+        self.assertEqual((launcher.call_w, launcher.stdin_w),
+                         (launcher.pipes.call[1], launcher.pipes.stdin[1]))
+        self.assertTrue(all(not os.get_inheritable(fd) for fd in moved))
+        self.assertTrue(self.still_connected())
+        launcher.close_child_pipes()
+        self.assertFalse([fd for fd in moved if self.is_open(fd)])
+
+    def test_none_moves_where_one_cannot(self):
+        import resource
+        before = self.ends()
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        # Room above MOVED_FDS_FROM for two only.
+        resource.setrlimit(resource.RLIMIT_NOFILE, (calls.MOVED_FDS_FROM + 2, hard))
+        try:
+            with self.assertRaises(OSError):
+                self.launcher.move_child_ends()
+        finally:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+        self.assertEqual(self.ends(), before)
+        self.assertTrue(all(self.is_open(fd) for fd in before))
+        self.assertFalse([fd for fd in range(calls.MOVED_FDS_FROM, calls.MOVED_FDS_FROM + 8)
+                          if self.is_open(fd)])
+        self.assertTrue(self.still_connected())

@@ -24,6 +24,11 @@ class FormulaLatexTest(unittest.TestCase):
         self.assertEqual(display.formula_latex("<html>\\(\\displaystyle \\left(x + 1\\right)\\)</html>"),
                          "\\left(x + 1\\right)")
 
+    def test_sage_10_writes_less_than_as_html(self):
+        self.assertEqual(display.formula_latex("<html>\\(\\displaystyle x &lt; 1\\)</html>"), "x < 1")
+        # Sage 9's script element holds the formula as it is.
+        self.assertEqual(display.formula_latex('<script type="math/tex">x < 1</script>'), "x < 1")
+
     def test_sage_10_display_delimiters(self):
         self.assertEqual(display.formula_latex("<html>\\[x^{2}\\]</html>"), "x^{2}")
 
