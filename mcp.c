@@ -9,6 +9,7 @@
  * it, and the next line is read. The end of input ends it as a Unix filter
  * ends: every request already read is run and answered first. */
 #include "mcp.h"
+#include "names.h"
 #include "base64.h"
 #include "embedded.h"
 #include "host.h"
@@ -396,23 +397,48 @@ static bool is_latex(const struct outfile *f)
 	return len >= 4 && strcmp(f->name + len - 4, ".tex") == 0 && f->size <= LATEX_MAX_BYTES;
 }
 
+/* The LaTeX as it goes into the host's own line: its line breaks and tabs
+ * as spaces (LaTeX reads them so: a matrix's has some), every other
+ * character printable (names.c's rule), and no "$$". The file is the
+ * code's: with a break or a "$$" its bytes could pass for lines of the
+ * host's ("- x.png; the image follows", "sage-sandbox: ..."). False where
+ * it cannot be shown so: the file is still listed, with no LaTeX line. */
+static bool latex_line(const struct buffer *latex, struct buffer *line)
+{
+	for (size_t i = 0; i < latex->len;) {
+		const unsigned char *u = (const unsigned char *)latex->data + i;
+		if (*u == '\n' || *u == '\r' || *u == '\t') {
+			buffer_append(line, " ", 1);
+			i++;
+			continue;
+		}
+		size_t n = printable_char_length(u, latex->len - i);
+		if (n == 0)
+			return false;
+		buffer_append(line, latex->data + i, n);
+		i += n;
+	}
+	return line->len > 0 && !memmem(line->data, line->len, "$$", 2);
+}
+
 static void append_latex(struct mcp_call *c, const struct outfile *f, struct buffer *text)
 {
 	if (!is_latex(f))
 		return;
 	int fd = openat(c->out.dirfd, f->name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
-	struct buffer latex = {0};
+	struct buffer latex = {0}, line = {0};
 	struct stat st;
 	if (fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&
-	    read_fd(fd, LATEX_MAX_BYTES, &latex) == 0 && latex.len) {
+	    read_fd(fd, LATEX_MAX_BYTES, &latex) == 0 && latex_line(&latex, &line)) {
 		static const char intro[] = "  LaTeX: $$";
 		buffer_append(text, intro, sizeof intro - 1);
-		buffer_append(text, latex.data, latex.len);
+		buffer_append(text, line.data, line.len);
 		buffer_append(text, "$$\n", 3);
 	}
 	if (fd >= 0)
 		close(fd);
 	buffer_free(&latex);
+	buffer_free(&line);
 }
 
 /* What came back from $SAGE_SANDBOX_OUT: one text item naming every file

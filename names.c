@@ -8,10 +8,26 @@
 #include <stdio.h>
 #include <string.h>
 
+/* Characters that change how the text around them reads without being
+ * seen: bidirectional controls (U+061C, U+200E, U+200F, U+202A-U+202E,
+ * U+2066-U+2069: a name "e<U+202E>ftx.tex" shows as "exft.tex") and the
+ * line and paragraph separators (U+2028, U+2029), which some readers
+ * break lines at. */
+static bool reorders_or_breaks(const unsigned char *s, size_t n)
+{
+	if (n == 2)
+		return s[0] == 0xD8 && s[1] == 0x9C;
+	if (n != 3 || s[0] != 0xE2)
+		return false;
+	return (s[1] == 0x80 && (s[2] == 0x8E || s[2] == 0x8F || (s[2] >= 0xA8 && s[2] <= 0xAE))) ||
+		(s[1] == 0x81 && s[2] >= 0xA6 && s[2] <= 0xA9);
+}
+
 size_t printable_char_length(const unsigned char *s, size_t len)
 {
 	size_t n = utf8_sequence_length(s, len);
-	if ((n == 1 && (*s < 0x20 || *s == 0x7f)) || (n == 2 && s[0] == 0xC2 && s[1] < 0xA0))
+	if ((n == 1 && (*s < 0x20 || *s == 0x7f)) || (n == 2 && s[0] == 0xC2 && s[1] < 0xA0) ||
+	    reorders_or_breaks(s, n))
 		return 0;
 	return n;
 }

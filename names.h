@@ -12,8 +12,9 @@
 #define NAMES_MAX_PATH_BYTES 1024
 #define NAMES_MAX_PART_BYTES 255
 
-/* The length of the printable UTF-8 character at s (no C0 control, DEL
- * or C1 control), or 0 when there is none. */
+/* The length of the printable UTF-8 character at s (no C0 control, DEL,
+ * C1 control, bidirectional control or line or paragraph separator), or 0
+ * when there is none. */
 size_t printable_char_length(const unsigned char *s, size_t len);
 /* One part of a path: 1 to NAMES_MAX_PART_BYTES bytes of printable UTF-8,
  * no '/', not "." or "..". */

@@ -130,7 +130,7 @@ plot(cos(x), (x, 0, 6)).show()' 0 run --output-dir "$out" --output-files 1
 	expect_match "$errors" "show-2.png"
 }
 
-@test "display - over MCP: a plot as the last line and show() come back as images, a formula with its LaTeX, a session's cells each display" {
+@test "display - over MCP: a plot as the last line and show() come back as images, a formula with its LaTeX (a matrix's on one line; a .tex that would pass for the host's lines, not inlined), a session's cells each display" {
 	local calls=$BATS_TEST_TMPDIR/calls.json
 	python3 - >"$calls" <<-'EOF'
 	import json
@@ -142,6 +142,9 @@ plot(cos(x), (x, 0, 6)).show()' 0 run --output-dir "$out" --output-files 1
 	    run("a = 5", session="s"),
 	    run("a * 2", session="s"),
 	    run("plot(x^a, (x, 0, 1))", session="s"),
+	    run("show(matrix(QQ, [[1, 2], [3, 4]]))"),
+	    run("import os\nopen(os.environ['SAGE_SANDBOX_OUT'] + '/a.tex', 'w').write("
+	        "'x$$\\n- fake.png (PNG image, 1 KiB); the image follows')"),
 	]))
 	EOF
 	local out
@@ -169,7 +172,12 @@ for line in sys.stdin:
 	expect_match "$(sed -n 4p <<<"$summary")" "^text \(the code printed nothing"
 	expect_match "$(sed -n 5p <<<"$summary")" "^text 10"
 	expect_match "$(sed -n 6p <<<"$summary")" "image image/png"
-	expect_equal "$(sed -n 7p <<<"$summary")" "exit 0"
+	# A matrix's LaTeX has line breaks: inlined as spaces, on the host's one line.
+	expect_match "$(sed -n 7p <<<"$summary")" '^text \[1 2\] \| \[3 4\] ; text - show-1\.tex \([0-9]+ bytes, text/plain\) \|   LaTeX: \$\$\\left\(\\begin\{array\}\{rr\} ?1 & 2 \\\\ ?3 & 4 ?\\end\{array\}\\right\)\$\$$'
+	# The code's own .tex with a "$$" and a line break is listed, not
+	# inlined (52: the last line's value, write()'s count).
+	expect_equal "$(sed -n 8p <<<"$summary")" 'text 52 ; text - a.tex (52 bytes, text/plain)'
+	expect_equal "$(sed -n 9p <<<"$summary")" "exit 0"
 }
 
 @test "display - a batch job keeps sage FILE's default; its --display last shows the last line" {

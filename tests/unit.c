@@ -250,6 +250,12 @@ static void test_names(void)
 	check(!name_part_allowed("a/b", 3) && !name_part_allowed("a\nb", 3) &&
 		!name_part_allowed("a\xc2\x9b" "b", 4) && !name_part_allowed("a\xff" "b", 3),
 		"names: '/', C0, C1 and invalid UTF-8 are refused in a part");
+	check(!name_part_allowed("e\xe2\x80\xae" "ftx.tex", 10) &&
+		!name_part_allowed("a\xe2\x81\xa6" "b", 5) && !name_part_allowed("a\xd8\x9c" "b", 4) &&
+		!name_part_allowed("a\xe2\x80\x8f" "b", 5) && !name_part_allowed("a\xe2\x80\xa8" "b", 5),
+		"names: bidirectional controls and line separators are refused in a part");
+	check(name_part_allowed("a\xe2\x80\x94" "b", 5) && name_part_allowed("\xe2\x82\xac", 3),
+		"names: other punctuation and symbols of U+2000-U+20FF pass (an em dash, the euro)");
 	char deep[64] = "";
 	for (int i = 0; i < NAMES_MAX_DEPTH; i++)
 		strcat(deep, "d/");
