@@ -67,7 +67,7 @@ sys.stderr.write("to err\n")' 0 run
 	expect_equal "$(json_get 'j["truncated"]')" '{"stdout": false, "stderr": false, "max_bytes_per_stream": 262144}'
 	expect_match "$(json_get 'j["duration_ms"]')" '^[0-9]+$'
 	# The image the suite runs on (SAGE_SANDBOX_IMAGE), else the default.
-	expect_equal "$(json_get 'j["sandbox"]["image"]')" "${SAGE_SANDBOX_IMAGE:-localhost/sagemath-debian:bookworm}"
+	expect_equal "$(json_get 'j["sandbox"]["image"]')" "$IMAGE"
 	expect_equal "$(json_get 'j["sandbox"]["network"]')" none
 	expect_equal "$(json_get 'j["sandbox"]["user"]')" "a uid of its own, 10000-59999, not root"
 	expect_equal "$errors" "" "stderr"

@@ -126,14 +126,14 @@ print(used <= 0.5 * (wall + 0.5) * 1.1, used > 0.5 * wall * 0.7, "%.1f CPU-s in 
 
 @test "run --image and SAGE_SANDBOX_IMAGE - choose the image; a missing one is refused" {
 	local alias=localhost/sage-sandbox-test-alias:$$
-	podman tag localhost/sagemath-debian:bookworm "$alias"
+	podman tag "$IMAGE" "$alias"
 	sage 'print(2+2)' 0 run --image "$alias" --json
 	expect_equal "$(json_get 'j["sandbox"]["image"]')" "$alias"
 	SAGE_SANDBOX_IMAGE=$alias sage 'print(3+3)' 0 run
 	expect_equal "$output" 6
 	# With no name after the image, podman untag would strip every name.
 	podman untag "$alias" "$alias"
-	podman image exists localhost/sagemath-debian:bookworm
+	podman image exists "$IMAGE"
 	sage 'print(1)' 125 run --image "$alias"
 	expect_equal "$errors" "sage-sandbox: image '$alias' is not present locally (runs never pull); put it in this user's podman storage with './setup.sh image' in the sage-sandbox source tree (as this user; it uses sudo where it must), or pull one and pass --image"
 	SAGE_SANDBOX_IMAGE=localhost/no-such-image:1 sage 'print(1)' 125 run --json

@@ -7,7 +7,7 @@ load helpers
 	SAGE_SANDBOX_TIMEOUT=30 run_ss 0 status --pids-limit 64
 	expect_match "$output" "podman: +$(command -v podman) \(version [0-9.]+\)"
 	expect_match "$output" "rootless: +yes"
-	expect_match "$output" "image: +localhost/sagemath-debian:bookworm \(present, sha256:[0-9a-f]{64}\)"
+	expect_match "$output" "image: +$IMAGE \(present, sha256:[0-9a-f]{64}\)"
 	expect_match "$output" "--timeout +30 +environment"
 	expect_match "$output" "--pids-limit +64 +flag +enforced by .*rlimit nproc"
 	expect_match "$output" "--memory +1g +default +enforced by .*rlimit data \(per process\)"
@@ -24,7 +24,7 @@ load helpers
 	expect_equal "$(json_get 'j["ok"]')" true
 	expect_equal "$(json_get 'j["podman_version"]')" "$(podman version --format '{{.Client.Version}}')"
 	expect_equal "$(json_get 'j["rootless"]')" true
-	expect_equal "$(json_get 'j["image"]')" localhost/sagemath-debian:bookworm
+	expect_equal "$(json_get 'j["image"]')" "$IMAGE"
 	expect_equal "$(json_get 'j["image_available"]')" true
 	expect_equal "$(json_get 'j["cgroups"]')" "$(podman info --format '{{.Host.CgroupsVersion}}')"
 	expect_equal "$(json_get 'j["settings"]["timeout_seconds"]')" '{"value": 60, "source": "default", "enforced_by": ["sage-sandbox", "podman --timeout"]}'
@@ -39,7 +39,7 @@ load helpers
 	else
 		expect_equal "$(json_get 'j["settings"]["memory"]["enforced_by"]')" '["sage-sandbox (the run'"'"'s total: its pages, 512 KiB per open descriptor, its mappings and page tables)", "rlimit data (per process)", "rlimit as (per process, + 1 GiB)"]'
 	fi
-	expect_equal "$(json_get 'j["image_digest"]')" "$(podman image inspect --format '{{.Digest}}' localhost/sagemath-debian:bookworm)"
+	expect_equal "$(json_get 'j["image_digest"]')" "$(podman image inspect --format '{{.Digest}}' "$IMAGE")"
 	expect_equal "$(json_get 'j["oci_runtime"], j["storage_driver"]')" "$(podman info --format '["{{.Host.OCIRuntime.Name}}", "{{.Store.GraphDriverName}}"]')"
 }
 
@@ -59,7 +59,7 @@ load helpers
 	expect_equal "$(json_get 'j["rootless"], j["image_available"]')" '[null, null]'
 	expect_match "$(json_get 'j["hint"]')" "install podman"
 	run_ss 1 status --podman /nonexistent/podman
-	expect_match "$output" "image: +localhost/sagemath-debian:bookworm \(unknown \(no podman\)\)"
+	expect_match "$output" "image: +$IMAGE \(unknown \(no podman\)\)"
 	expect_match "$output" "rootless: +unknown"
 }
 

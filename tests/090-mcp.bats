@@ -205,7 +205,7 @@ json.dump(profile, sys.stdout)' "$BATS_TEST_DIRNAME/../seccomp.json" >"$BATS_TES
 	expect_match "$(json_get 'j["result"]["structuredContent"]["error"]')" "image '$image' is not present locally"
 	expect_match "$(json_get 'j["result"]["structuredContent"]["hint"]')" "setup.sh image"
 	# The image arrives while the server runs: the next call asks again.
-	podman tag localhost/sagemath-debian:bookworm "$image"
+	podman tag "$IMAGE" "$image"
 	call_line 2 'print(6*7)' >&"$writer"
 	for ((i = 0; i < 120; i++)); do
 		grep -q '"id":2' "$BATS_TEST_TMPDIR/out" && break

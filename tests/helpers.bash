@@ -2,6 +2,8 @@
 # against the real image under rootless podman: nothing here is a stand-in.
 
 SAGE_SANDBOX=${SAGE_SANDBOX:-$BATS_TEST_DIRNAME/../sage-sandbox}
+# The image the suite runs on: sage-sandbox's default, or the one named.
+IMAGE=${SAGE_SANDBOX_IMAGE:-localhost/sagemath-debian:bookworm}
 LABEL_FILTER=label=sage-sandbox=1
 
 # Settings from the caller's environment or settings file must not change
