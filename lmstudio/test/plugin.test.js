@@ -196,7 +196,10 @@ test("run_sagemath: a second call is served by the same warm server, fast", asyn
   const { run_sagemath } = await tools();
   const first = await run_sagemath.implementation({ code: "print(1)" }, fakeContext());
   assert.equal(first.ok, true);
-  await new Promise((r) => setTimeout(r, 4000)); // the replacement gets ready
+  // The replacement gets ready (about 2 s), then warm (launcher/warm.py:
+  // 5-7 s more here). A call that comes during a warm-up step waits for
+  // that step, up to about 2 s (sage-sandbox(1), Warm templates).
+  await new Promise((r) => setTimeout(r, 15000));
   const started = Date.now();
   const second = await run_sagemath.implementation({ code: "print(factor(2^64+1))" }, fakeContext());
   const ms = Date.now() - started;
