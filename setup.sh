@@ -1,5 +1,5 @@
 #!/bin/bash
-# setup.sh: take a Debian 12 or 13 machine from nothing to a working sage-sandbox.
+# setup.sh: take a Debian 12 machine (13: its package names are known, untried) from nothing to a working sage-sandbox.
 #
 # As root it installs the packages, creates an unprivileged account with
 # subordinate ids and a rootless podman configuration, builds the SageMath
