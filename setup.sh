@@ -1,5 +1,6 @@
 #!/bin/bash
-# setup.sh: take a Debian 12 machine (13: its package names are known, untried) from nothing to a working sage-sandbox.
+# setup.sh: take a Debian 12 machine from nothing to a working sage-sandbox
+# (Debian 13's package names are known too, not yet tried on one).
 #
 # As root it installs the packages, creates an unprivileged account with
 # subordinate ids and a rootless podman configuration, builds the SageMath
