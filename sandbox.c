@@ -209,12 +209,22 @@ static void protocol_broken(struct sandbox *sb, const char *what)
 
 /* The image's Sage did not start under what image.c found: the run is
  * refused, naming the image, and the cached answer is dropped so that the
- * next run asks the image again. */
+ * next run asks the image again. But where its import ran out of memory
+ * (the launcher's "memory: " reason), the limit is at fault, not the
+ * image: the refusal says to raise it, and the answer stands. */
 static void sage_did_not_start(struct sandbox *sb, const char *why)
 {
+	static const char memory[] = "memory: ";
 	if (sb->result.failed)
 		return;
 	sb->result.failed = true;
+	if (strncmp(why, memory, strlen(memory)) == 0) {
+		char limit[32];
+		error_set(&sb->result.failure, EXIT_REFUSED, "raise --memory (at most 8g)",
+			"%s (--memory %s)", why + strlen(memory),
+			setting_text(sb->opt.cfg, SET_MEMORY, limit, sizeof limit));
+		return;
+	}
 	image_refusal(&sb->result.failure, sb->opt.cfg, why);
 	image_forget(sb->opt.cfg);
 }
@@ -262,19 +272,10 @@ static void take_frame(struct sandbox *sb, char type, const char *payload, size_
 		break;
 	case 'K': {
 		/* Sage cannot start in this image: a refusal, never the code's
-		 * output. The launcher exits by itself. Its import out of memory
-		 * is the limit's doing: the image is not blamed. */
-		static const char memory[] = "memory: ";
+		 * output. The launcher exits by itself. */
 		char why[1024];
 		snprintf(why, sizeof why, "%.*s", (int)(len < 1000 ? len : 1000), payload);
-		if (strncmp(why, memory, strlen(memory)) == 0 && !sb->result.failed) {
-			char limit[32];
-			sb->result.failed = true;
-			error_set(&sb->result.failure, EXIT_REFUSED, "raise --memory (at most 8g)",
-				"%s (--memory %s)", why + strlen(memory),
-				setting_text(sb->opt.cfg, SET_MEMORY, limit, sizeof limit));
-		} else
-			sage_did_not_start(sb, why);
+		sage_did_not_start(sb, why);
 		break;
 	}
 	case 'R':
