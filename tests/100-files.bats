@@ -84,6 +84,7 @@ open(out + "/one", "w").write("1")
 os.link(out + "/one", out + "/two")
 open(out + "/a\nb", "w").write("newline")
 open(out + "/..x", "w").write("dots")
+open(out + "/e\u202eftx.tex", "w").write("shown as exft.tex")
 open(os.fsencode(out) + b"/bad\xff", "w").write("latin")
 try:
     with open(out + "/huge.bin", "wb") as f:
@@ -127,6 +128,7 @@ sys.exit(3)')
 	expect_match "$reasons" "one: a hard link"
 	expect_match "$reasons" 'a\\x0ab: its name is not printable'
 	expect_match "$reasons" 'bad\\xff: its name is not printable'
+	expect_match "$reasons" 'e\\xe2\\x80\\xaeftx\.tex: its name is not printable'
 	expect_match "$reasons" "huge.bin: larger than the cap of 64m"
 	expect_match "$reasons" "d/d/d/d/d/d/d/d/d/d/d/d/d/d/d/d/: more than 16 directories deep"
 	expect_match "$reasons" "past the cap of 100 files"
