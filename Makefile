@@ -87,7 +87,7 @@ check-unit: sage-sandbox $(UNIT_TESTS)
 # fuzz target for CHECK_FUZZ_SECONDS.
 CHECK_FUZZ_SECONDS = 20
 check: check-unit lmstudio/node_modules
-	$(BATS) tests/
+	$(BATS) --timing tests/
 	node --test tests/mcp-sdk.test.mjs
 	cd lmstudio && npm test
 	tests/sanitize.sh

@@ -112,13 +112,23 @@
  * deviations of the sampling error (2 x cores x sqrt(0.07 T) seconds) gets
  * the same verdict. Only children of a parent that loses its children
  * (SIGCHLD ignored, or SA_NOCLDWAIT, seen by what its children took away)
- * are sampled; the rest is charged exactly. The CPU rlimit
- * (--timeout x --cpus seconds a process) is a backstop. */
+ * are sampled; the rest is charged exactly. That leaves a parent with
+ * SA_NOCLDWAIT that ends within a look or two, before its losses show:
+ * its parent gets back its own time, not its workers'. So where the
+ * kernel allows it (perf_event_paranoid at most 2, its default), each
+ * container has a third account, charged from the kernel's own count:
+ * a task clock opened on the launcher before it starts anything
+ * (memwatch_count), which every process of the run inherits and adds its
+ * time to as it exits, reaped or not. What it counts is exact, by any
+ * route; it freezes the run as the first does, with the same verdict past
+ * the same bound. The CPU rlimit (--timeout x --cpus seconds a process)
+ * is a backstop. */
 #include "memwatch.h"
 
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/perf_event.h>
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>
@@ -128,6 +138,7 @@
 #include <sys/pidfd.h>
 #include <sys/random.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -208,6 +219,14 @@ struct memwatch {
 	 * sampling error whose variance is summed here, in ms^2. */
 	int64_t sampled_allowance_us;
 	double sampled_variance;
+	/* The same account charged from the kernel's count of the run's CPU
+	 * time (memwatch_count): its descriptor, -1 where there is none, and
+	 * whether to stop trying (counting, or the moment has passed); its
+	 * reading, less the launcher's own time, at the last look. */
+	int clock_fd;
+	bool clock_settled;
+	int64_t clock_last_ns;
+	int64_t clock_allowance_us;
 	/* The call's longest interval between two looks, and whether its
 	 * debt passed what that interval explains: a freeze that did not
 	 * hold. */
@@ -278,7 +297,10 @@ struct memwatch *memwatch_new(const struct memwatch_options *opt)
 	if (!w->table || !w->previous)
 		abort();
 	w->budget_ns = BUDGET_MAX_NS;
-	w->allowance_us = w->sampled_allowance_us = opt->cpus_milli * CPU_BURST_MS;
+	w->allowance_us = w->sampled_allowance_us = w->clock_allowance_us =
+		opt->cpus_milli * CPU_BURST_MS;
+	w->clock_fd = -1;
+	w->clock_settled = !opt->cpus_milli;
 	return w;
 }
 
@@ -308,6 +330,21 @@ static ssize_t read_small(int dir_fd, const char *path, char *text, size_t size)
 		return -1;
 	text[n] = '\0';
 	return n;
+}
+
+/* A listing of /proc from its start (a dup shares the offset of the last
+ * listing through proc_fd). */
+static DIR *list_proc(int proc_fd)
+{
+	int dir_fd = dup(proc_fd);
+	DIR *dir = dir_fd < 0 ? NULL : fdopendir(dir_fd);
+	if (!dir) {
+		if (dir_fd >= 0)
+			close(dir_fd);
+		return NULL;
+	}
+	rewinddir(dir);
+	return dir;
 }
 
 /* /proc/PID/stat, after the command name (which may hold anything). */
@@ -661,12 +698,96 @@ void memwatch_release(struct memwatch *w)
 	w->frozen_memory = w->frozen_cpu = false;
 	/* The next call's account: full, and counted from its first look. */
 	w->cpu_seen = false;
-	w->allowance_us = w->sampled_allowance_us = w->opt.cpus_milli * CPU_BURST_MS;
+	w->allowance_us = w->sampled_allowance_us = w->clock_allowance_us =
+		w->opt.cpus_milli * CPU_BURST_MS;
 	w->sampled_variance = 0;
 	w->cpu_escaped = false;
 	w->longest_interval_ms = 0;
 	/* Its intervals are its own: the time between calls is not one. */
 	w->last_ms = 0;
+}
+
+/* ---- the kernel's count ---------------------------------------------------- */
+
+/* A task clock on pid, inherited by every thread and process it starts
+ * from then on: as each one exits, reaped or not, the kernel adds its
+ * count to this one. Limited to user space, which a task clock ignores
+ * (it counts all of a task's time on a CPU), so that a
+ * perf_event_paranoid of 2, the kernel's default, lets the account open
+ * it on a process of the user namespace it owns. */
+static int open_task_clock(pid_t pid)
+{
+	struct perf_event_attr attr = {.type = PERF_TYPE_SOFTWARE, .size = sizeof attr,
+		.config = PERF_COUNT_SW_TASK_CLOCK, .inherit = 1, .exclude_kernel = 1,
+		.exclude_hv = 1};
+	return (int)syscall(SYS_perf_event_open, &attr, pid, -1, -1, PERF_FLAG_FD_CLOEXEC);
+}
+
+bool memwatch_kernel_counts(void)
+{
+	int fd = open_task_clock(0);
+	if (fd >= 0)
+		close(fd);
+	return fd >= 0;
+}
+
+/* How many processes the run has now, and its first (the launcher, the
+ * first of its pid namespace; in tests, the session's leader) in *root
+ * where it is among them (root->pid 0 where not). */
+static int run_processes(const struct memwatch *w, int proc_fd, struct proc *root)
+{
+	*root = (struct proc){0};
+	DIR *dir = list_proc(proc_fd);
+	if (!dir)
+		return -1;
+	int n = 0;
+	struct dirent *entry;
+	while ((entry = readdir(dir))) {
+		struct stat st;
+		struct proc p = {0};
+		if (entry->d_name[0] < '1' || entry->d_name[0] > '9' ||
+		    fstatat(proc_fd, entry->d_name, &st, 0) < 0 || st.st_uid != w->opt.uid ||
+		    !read_stat(proc_fd, entry->d_name, &p) ||
+		    (w->opt.session > 0 && p.session != w->opt.session))
+			continue;
+		n++;
+		p.pid = (pid_t)strtol(entry->d_name, NULL, 10);
+		if (w->opt.spare_init ? namespace_init(proc_fd, entry->d_name) :
+		    p.pid == w->opt.session)
+			*root = p;
+	}
+	closedir(dir);
+	return n;
+}
+
+bool memwatch_count(struct memwatch *w)
+{
+	if (w->clock_settled)
+		return true;
+	int proc_fd = open("/proc", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (proc_fd < 0)
+		return false;
+	struct proc root, again;
+	int n = run_processes(w, proc_fd, &root);
+	/* Counted from its first process's first thread, before it starts
+	 * another (the launcher's first fork comes after Sage's import, a
+	 * second or more after it appears): a process or thread started
+	 * before the counter was opened would not inherit it. Before that
+	 * process is alone and single-threaded (runc's init, which execs it,
+	 * has threads), there is nothing to count yet; past it, too late. */
+	if (n == 1 && root.pid && root.threads == 1) {
+		int fd = open_task_clock(root.pid);
+		if (fd >= 0 && run_processes(w, proc_fd, &again) == 1 && again.pid == root.pid &&
+		    again.start == root.start && again.threads == 1)
+			w->clock_fd = fd;
+		else if (fd >= 0)
+			close(fd);
+		w->clock_settled = true;
+	} else if (n > 1) {
+		w->clock_settled = true;
+	}
+	close(proc_fd);
+	return w->clock_settled;
 }
 
 /* ---- a look ---------------------------------------------------------------- */
@@ -722,13 +843,9 @@ static int list_run(struct memwatch *w, int proc_fd, pid_t *pids, struct proc **
 	memset(w->table, 0, TABLE_SIZE * sizeof *w->table);
 	*init = NULL;
 	w->escaped = false;
-	int dir_fd = dup(proc_fd);
-	DIR *dir = dir_fd < 0 ? NULL : fdopendir(dir_fd);
-	if (!dir) {
-		if (dir_fd >= 0)
-			close(dir_fd);
+	DIR *dir = list_proc(proc_fd);
+	if (!dir)
 		return -1;
-	}
 	int n = 0, listed = 0;
 	struct dirent *entry;
 	while ((entry = readdir(dir)) && listed < MAX_PROCESSES) {
@@ -1049,6 +1166,18 @@ static bool over_cpu(struct memwatch *w, int proc_fd, const pid_t *pids, int n, 
 	}
 	charge(w, &w->allowance_us, elapsed_ms,
 		(int64_t)(used * 1000000 / (uint64_t)ticks_per_second));
+	/* The kernel's count, where there is one: every process's time, by
+	 * whatever route it left. Less the launcher's own time, as above:
+	 * its stat's, to the clock tick. */
+	int64_t tick_ns = 1000000000 / ticks_per_second;
+	uint64_t counted_ns;
+	if (w->clock_fd >= 0 && read(w->clock_fd, &counted_ns, sizeof counted_ns) ==
+			(ssize_t)sizeof counted_ns) {
+		int64_t run_ns = (int64_t)counted_ns - (init ? (int64_t)init->own_cpu * tick_ns : 0);
+		if (!first)
+			charge(w, &w->clock_allowance_us, elapsed_ms, (run_ns - w->clock_last_ns) / 1000);
+		w->clock_last_ns = run_ns;
+	}
 	/* Sampled: what runs now ran the whole interval, each thread on a
 	 * core of its own as far as there are cores. No share is taken off
 	 * for a busy host: the kernel shares the cores between sessions, not
@@ -1077,9 +1206,11 @@ static bool over_cpu(struct memwatch *w, int proc_fd, const pid_t *pids, int n, 
 		w->longest_interval_ms = elapsed_ms;
 	int64_t explained_us = (CPU_ESCAPE_MS + online_cores * w->longest_interval_ms) * 1000;
 	int64_t sampling_error_us = (int64_t)(4000 * sqrt(w->sampled_variance));
+	bool counted = w->clock_fd >= 0;
 	w->cpu_escaped = w->allowance_us < -explained_us ||
-		w->sampled_allowance_us < -(explained_us + sampling_error_us);
-	return w->allowance_us < 0;
+		w->sampled_allowance_us < -(explained_us + sampling_error_us) ||
+		(counted && w->clock_allowance_us < -(explained_us + tick_ns / 1000));
+	return w->allowance_us < 0 || (counted && w->clock_allowance_us < 0);
 }
 
 /* Long: one look is one sequence (list, bound, measure within the budget,
@@ -1102,6 +1233,7 @@ enum memwatch_verdict memwatch_look(struct memwatch *w, int64_t now_ms,
 		w->budget_ns = BUDGET_MAX_NS;
 	*r = (struct memwatch_reading){0};
 	enum memwatch_verdict verdict = MEMWATCH_OK;
+	memwatch_count(w);
 	int proc_fd = open("/proc", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (proc_fd < 0)
 		return MEMWATCH_OK;
@@ -1175,7 +1307,9 @@ enum memwatch_verdict memwatch_look(struct memwatch *w, int64_t now_ms,
 	r->processes = n;
 	r->frozen = w->frozen_memory;
 	r->throttled = w->frozen_cpu || verdict == MEMWATCH_CPU_OVER;
-	r->cpu_debt_ms = w->allowance_us < 0 ? (uint64_t)-w->allowance_us / 1000 : 0;
+	int64_t allowance_us = w->clock_fd >= 0 && w->clock_allowance_us < w->allowance_us ?
+		w->clock_allowance_us : w->allowance_us;
+	r->cpu_debt_ms = allowance_us < 0 ? (uint64_t)-allowance_us / 1000 : 0;
 	w->cpu_ns += (uint64_t)(thread_cpu_ns() - begin);
 	return verdict;
 }
@@ -1184,6 +1318,8 @@ void memwatch_free(struct memwatch *w)
 {
 	if (!w)
 		return;
+	if (w->clock_fd >= 0)
+		close(w->clock_fd);
 	free(w->table);
 	free(w->previous);
 	free(w);

@@ -87,6 +87,14 @@ struct memwatch *memwatch_new(const struct memwatch_options *opt);
  * run cannot fit its work between two looks (the CPU throttle's sampled
  * account, memwatch.c). */
 int64_t memwatch_next_look_ms(void);
+/* Where --cpus is throttled, opens the kernel's count of the run's CPU
+ * time (memwatch.c) on its first process while that is still its only
+ * one: called every few milliseconds from the container's start until it
+ * returns true (counting, or too late, or not allowed: perf_event_paranoid
+ * above 2). memwatch_look tries too. */
+bool memwatch_count(struct memwatch *w);
+/* Whether this account may open that count (status). */
+bool memwatch_kernel_counts(void);
 /* One look at now_ms (loop_now_ms() clock). MEMWATCH_OVER when the run's
  * memory, exactly measured, is past the limit, or its locks past
  * LOCKS_MAX: the caller kills it. While the upper bound, after this

@@ -61,6 +61,7 @@ struct sandbox {
 	struct outfiles *out; /* the call's, borrowed as in is */
 	struct loop_watch *out_watch, *err_watch;
 	struct loop_timer *deadline_timer, *grace_timer, *retry_timer, *memwatch_timer;
+	struct loop_timer *count_timer; /* until memwatch_count settles */
 	long host_uid; /* the run's own, for the memory watchdog; -1: not watched */
 	/* The watchdog of the run's memory and CPU (memwatch.c), where no
 	 * cgroup bounds them; NULL where none is kept. Owned. */
@@ -524,6 +525,20 @@ static void watch_memory(struct sandbox *sb)
 			on_memwatch, sb);
 }
 
+/* The kernel's count of the run's CPU time must be opened on the launcher
+ * before it forks (memwatch_count): from the container's start, every
+ * COUNT_POLL_MS, until it is open or too late. The launcher forks after
+ * Sage's import, a second or more after it appears. */
+enum { COUNT_POLL_MS = 20 };
+
+static void on_count(void *data)
+{
+	struct sandbox *sb = data;
+	if (sb->memwatch && !memwatch_count(sb->memwatch))
+		loop_timer_arm(&sb->scope, &sb->count_timer, loop_now_ms() + COUNT_POLL_MS, on_count,
+			sb);
+}
+
 static void stop_watching_memory(struct sandbox *sb)
 {
 	loop_timer_cancel(&sb->memwatch_timer);
@@ -789,6 +804,7 @@ static int spawn_podman(struct sandbox *sb, struct error *err)
 		.limit = config_memory_bytes(opt->cfg), .cpus_milli = throttle ? cpus : 0};
 	memwatch_free(sb->memwatch);
 	sb->memwatch = sb->host_uid >= 0 ? memwatch_new(&mo) : NULL;
+	loop_timer_arm(&sb->scope, &sb->count_timer, loop_now_ms(), on_count, sb);
 	struct process_spec spec = {.argv = sb->args.arg, .envp = podman_environment(),
 		.pipe_stdin = true, .pipe_stdout = true, .pipe_stderr = true,
 		.pass_fd = sb->profile_fd, .on_exit = on_podman_exit, .data = sb};
@@ -1245,7 +1261,11 @@ int setting_enforcement(enum setting_id id, const struct podman_host *host,
 		if (host->controller[CONTROLLER_CPU])
 			by[n++] = "cgroup cpu";
 		else if (sandbox_uid_max(host) >= SANDBOX_UID_MIN)
-			by[n++] = "sage-sandbox (the run's processes together, stopped while past it)";
+			by[n++] = memwatch_kernel_counts() ?
+				"sage-sandbox (the run's processes together, stopped while past it; "
+				"counted by the kernel)" :
+				"sage-sandbox (the run's processes together, stopped while past it; "
+				"counted from /proc: perf_event_paranoid is above 2)";
 		by[n++] = "rlimit cpu (timeout x cpus seconds per process)";
 		break;
 	case SET_PIDS_LIMIT:

@@ -127,7 +127,7 @@ check)
 	start
 	say "the suite's core under $(as_account "podman --version")"
 	status=0
-	as_account "cd sage-sandbox && bats $(echo $core_tests)" || status=$?
+	as_account "cd sage-sandbox && bats --timing $(echo $core_tests)" || status=$?
 	# A test that kills a run while podman starts it can leave a container
 	# created and never started: its runc init waits forever, as a process
 	# of a sandbox uid that the next run of the host's suite would find.

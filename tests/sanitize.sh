@@ -15,5 +15,5 @@ SAGE_SANDBOX=$(pwd)/build-sanitize/sage-sandbox
 ASAN_OPTIONS=abort_on_error=1:detect_leaks=1:detect_stack_use_after_return=1
 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
 export SAGE_SANDBOX ASAN_OPTIONS UBSAN_OPTIONS
-exec ${BATS:-bats} --filter-tags '!slow,!measures-rss' tests/070-core.bats tests/090-mcp.bats \
+exec ${BATS:-bats} --timing --filter-tags '!slow,!measures-rss' tests/070-core.bats tests/090-mcp.bats \
 	tests/130-batch.bats tests/150-reuse.bats tests/160-serve.bats
