@@ -93,3 +93,45 @@ True"
 	expect_equal "$output" "274177 * 67280421310721 1/3*x^3 -2"
 	expect_equal "$errors" "" "stderr"
 }
+
+@test "sage - what Sage itself changed between versions is each version's own answer: round, gens, numpy's reprs, the backslash operator" {
+	local version
+	version=$(sage_version)
+	case $version in
+	9.5)
+		# Sage 9.5 rounds half away from zero, gives a group's generators
+		# as a list, has numpy 1 (a scalar prints as its value), and its
+		# preparser turns A \ b into A.solve_right(b).
+		sage 'print(round(9/2)); print(SymmetricGroup(3).gens())
+import numpy; print(repr(numpy.float64(1.5)))' 0 run
+		expect_equal "$output" '5
+[(1,2,3), (1,2)]
+1.5'
+		sage 'A = matrix(QQ, [[1, 2], [3, 4]]); b = vector(QQ, [5, 6])
+print(A \ b)' 0 run
+		expect_equal "$output" '(-4, 9/2)'
+		expect_equal "$errors" '' stderr
+		;;
+	10.8* | 10.9* | 10.1[0-9]*)
+		# From Sage 10.6, round() of a rational rounds half to even; a
+		# group's generators are a tuple; numpy 2's scalars print with
+		# their type; Sage 10.8's preparser no longer knows A \ b, which
+		# is Python's SyntaxError, quoted from the code's own line.
+		sage 'print(round(9/2)); print(SymmetricGroup(3).gens())
+import numpy; print(repr(numpy.float64(1.5)))' 0 run
+		expect_equal "$output" '4
+((1,2,3), (1,2))
+np.float64(1.5)'
+		sage 'A = matrix(QQ, [[1, 2], [3, 4]]); b = vector(QQ, [5, 6])
+print(A \ b)' 1 run
+		expect_equal "$output" ''
+		expect_equal "$errors" '  File "<stdin>", line 2
+    print(A \ b)
+             ^
+SyntaxError: unexpected character after line continuation character' stderr
+		;;
+	*)
+		skip "no expectations recorded for Sage $version"
+		;;
+	esac
+}
