@@ -98,6 +98,17 @@ lmstudio/node_modules: lmstudio/package.json lmstudio/package-lock.json
 	cd lmstudio && npm ci --no-audit --no-fund
 	touch $@
 
+# The suite's core, which runs on the other image too (./setup.sh core
+# --sage 10, in CI): self-test, the Sage corpus and its fidelity, shown
+# output, batch, sessions through MCP, the server, the reuse probes and
+# warm calls against cold runs. SAGE_SANDBOX_IMAGE names the image.
+CORE_TESTS = tests/040-sage.bats tests/045-fidelity.bats tests/090-mcp.bats \
+	tests/130-batch.bats tests/150-reuse.bats tests/160-serve.bats tests/170-display.bats \
+	tests/180-warm.bats
+check-core: sage-sandbox
+	$(BATS) --timing -f 'verifies every property' tests/050-status.bats
+	$(BATS) --timing $(CORE_TESTS)
+
 # ---- sanitizers and fuzzing -------------------------------------------------
 
 # sage-sandbox built with AddressSanitizer and UndefinedBehaviorSanitizer,
@@ -164,4 +175,4 @@ clean:
 		launcher-bundle.py.tmp $(UNIT_TESTS) $(MANPAGES)
 	rm -rf build-sanitize build-fuzz lmstudio/dist
 
-.PHONY: all check check-unit sanitize fuzz fuzz-build install uninstall clean
+.PHONY: all check check-core check-unit sanitize fuzz fuzz-build install uninstall clean

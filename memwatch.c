@@ -222,9 +222,10 @@ struct memwatch {
 	/* The same account charged from the kernel's count of the run's CPU
 	 * time (memwatch_count): its descriptor, -1 where there is none, and
 	 * whether to stop trying (counting, or the moment has passed); its
-	 * reading, less the launcher's own time, at the last look. */
+	 * reading, less the launcher's own time, at the call's last look that
+	 * read it (clock_read: one did). */
 	int clock_fd;
-	bool clock_settled;
+	bool clock_settled, clock_read;
 	int64_t clock_last_ns;
 	int64_t clock_allowance_us;
 	/* The call's longest interval between two looks, and whether its
@@ -697,7 +698,7 @@ void memwatch_release(struct memwatch *w)
 	}
 	w->frozen_memory = w->frozen_cpu = false;
 	/* The next call's account: full, and counted from its first look. */
-	w->cpu_seen = false;
+	w->cpu_seen = w->clock_read = false;
 	w->allowance_us = w->sampled_allowance_us = w->clock_allowance_us =
 		w->opt.cpus_milli * CPU_BURST_MS;
 	w->sampled_variance = 0;
@@ -1168,15 +1169,17 @@ static bool over_cpu(struct memwatch *w, int proc_fd, const pid_t *pids, int n, 
 		(int64_t)(used * 1000000 / (uint64_t)ticks_per_second));
 	/* The kernel's count, where there is one: every process's time, by
 	 * whatever route it left. Less the launcher's own time, as above:
-	 * its stat's, to the clock tick. */
+	 * its stat's, to the clock tick (not read where the launcher was not
+	 * found: its whole time would look like the run's). */
 	int64_t tick_ns = 1000000000 / ticks_per_second;
 	uint64_t counted_ns;
-	if (w->clock_fd >= 0 && read(w->clock_fd, &counted_ns, sizeof counted_ns) ==
-			(ssize_t)sizeof counted_ns) {
+	if (w->clock_fd >= 0 && (init || !w->opt.spare_init) &&
+	    read(w->clock_fd, &counted_ns, sizeof counted_ns) == (ssize_t)sizeof counted_ns) {
 		int64_t run_ns = (int64_t)counted_ns - (init ? (int64_t)init->own_cpu * tick_ns : 0);
-		if (!first)
+		if (w->clock_read)
 			charge(w, &w->clock_allowance_us, elapsed_ms, (run_ns - w->clock_last_ns) / 1000);
 		w->clock_last_ns = run_ns;
+		w->clock_read = true;
 	}
 	/* Sampled: what runs now ran the whole interval, each thread on a
 	 * core of its own as far as there are cores. No share is taken off

@@ -12,6 +12,8 @@
 #   ./setup.sh check      set up (with Slurm and munge too, for the suite's
 #                         one-node cluster), then run the whole test suite
 #   ./setup.sh image      set up and build the image only
+#   ./setup.sh core       set up, then the suite's core only (make
+#                         check-core: with --sage 10, on Sage 10's image)
 #   ./setup.sh account   the account and its rootless podman configuration
 #                         only: no packages, no image (tests/podman5.sh
 #                         uses it inside a Debian 13 root)
@@ -19,7 +21,7 @@
 #                         put the image in USER's own rootless storage (copied
 #                         from the account's, or built), for a desktop user
 #                         who runs sage-sandbox (or LM Studio) as themselves
-#   ... --sage 10         example or image with Sage 10 (passagemath's wheels,
+#   ... --sage 10         example, image or core with Sage 10 (passagemath's wheels,
 #                         pinned, from the Python package index) in place of
 #                         Debian 12's Sage 9.5 (from the apt mirror); its
 #                         image is localhost/sagemath-passagemath:VERSION,
@@ -64,13 +66,13 @@ while [ $# -gt 0 ]; do
 		--sage)
 			sage=${2:?setup: --sage needs a version: 9.5 or 10}
 			shift 2 ;;
-		*) die "unknown argument '$1'; use: ./setup.sh [example|check|image|account] [--sage 9.5|10] [--for USER]" ;;
+		*) die "unknown argument '$1'; use: ./setup.sh [example|check|core|image|account] [--sage 9.5|10] [--for USER]" ;;
 	esac
 done
 
 case $action in
-	example|check|image|account) ;;
-	*) die "unknown action '$action'; use one of: example, check, image, account" ;;
+	example|check|core|image|account) ;;
+	*) die "unknown action '$action'; use one of: example, check, core, image, account" ;;
 esac
 case $sage in
 	9.5) image=${SAGE_SANDBOX_IMAGE:-localhost/sagemath-debian:bookworm} ;;
@@ -80,7 +82,7 @@ esac
 # The whole suite expects Sage 9.5 in places it has not yet been taught
 # Sage 10's answers (sage-sandbox(1), IMAGES).
 [ "$action" != check ] || [ "$sage" = 9.5 ] ||
-	die "the whole suite runs on Sage 9.5 only so far; use --sage 10 with example or image"
+	die "the whole suite runs on Sage 9.5 only so far; use --sage 10 with example, image or core"
 
 packages=(podman runc uidmap slirp4netns bats scdoc debootstrap make gcc libc6-dev
 	libjansson-dev nettle-dev pkg-config tar python3 ca-certificates)
@@ -317,6 +319,7 @@ run_action() {
 	case $action in
 		example) $run "cd $dir && make -s && ${use}./sage-sandbox run examples/seed.sage" ;;
 		check) $run "cd $dir && make -s && ${use}make -s check" ;;
+		core) $run "cd $dir && make -s && ${use}make -s check-core" ;;
 		image) ;;
 	esac
 }
