@@ -223,9 +223,10 @@ struct memwatch {
 	 * time (memwatch_count): its descriptor, -1 where there is none, and
 	 * whether to stop trying (counting, or the moment has passed); its
 	 * reading, less the launcher's own time, at the call's last look that
-	 * read it (clock_read: one did). */
+	 * read it (clock_read: one did), and the time since that look. */
 	int clock_fd;
 	bool clock_settled, clock_read;
+	int64_t clock_unread_ms;
 	int64_t clock_last_ns;
 	int64_t clock_allowance_us;
 	/* The call's longest interval between two looks, and whether its
@@ -699,6 +700,7 @@ void memwatch_release(struct memwatch *w)
 	w->frozen_memory = w->frozen_cpu = false;
 	/* The next call's account: full, and counted from its first look. */
 	w->cpu_seen = w->clock_read = false;
+	w->clock_unread_ms = 0;
 	w->allowance_us = w->sampled_allowance_us = w->clock_allowance_us =
 		w->opt.cpus_milli * CPU_BURST_MS;
 	w->sampled_variance = 0;
@@ -775,7 +777,11 @@ bool memwatch_count(struct memwatch *w)
 	 * second or more after it appears): a process or thread started
 	 * before the counter was opened would not inherit it. Before that
 	 * process is alone and single-threaded (runc's init, which execs it,
-	 * has threads), there is nothing to count yet; past it, too late. */
+	 * has threads), there is nothing to count yet; past it, too late.
+	 * (A fork under way as the counter opens, its child not yet listed,
+	 * would escape it; the launcher is found alone long before its first
+	 * fork.) A counter refused is refused for good: the kernel's
+	 * perf_event_paranoid, its security module, or no perf events. */
 	if (n == 1 && root.pid && root.threads == 1) {
 		int fd = open_task_clock(root.pid);
 		if (fd >= 0 && run_processes(w, proc_fd, &again) == 1 && again.pid == root.pid &&
@@ -1173,13 +1179,16 @@ static bool over_cpu(struct memwatch *w, int proc_fd, const pid_t *pids, int n, 
 	 * found: its whole time would look like the run's). */
 	int64_t tick_ns = 1000000000 / ticks_per_second;
 	uint64_t counted_ns;
+	w->clock_unread_ms += elapsed_ms;
 	if (w->clock_fd >= 0 && (init || !w->opt.spare_init) &&
 	    read(w->clock_fd, &counted_ns, sizeof counted_ns) == (ssize_t)sizeof counted_ns) {
 		int64_t run_ns = (int64_t)counted_ns - (init ? (int64_t)init->own_cpu * tick_ns : 0);
 		if (w->clock_read)
-			charge(w, &w->clock_allowance_us, elapsed_ms, (run_ns - w->clock_last_ns) / 1000);
+			charge(w, &w->clock_allowance_us, w->clock_unread_ms,
+				(run_ns - w->clock_last_ns) / 1000);
 		w->clock_last_ns = run_ns;
 		w->clock_read = true;
+		w->clock_unread_ms = 0;
 	}
 	/* Sampled: what runs now ran the whole interval, each thread on a
 	 * core of its own as far as there are cores. No share is taken off

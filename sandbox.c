@@ -460,6 +460,7 @@ static bool start_again(struct sandbox *sb)
 static void on_podman_exit(struct process *p, int status, void *data)
 {
 	struct sandbox *sb = data;
+	loop_timer_cancel(&sb->count_timer); /* its container is gone */
 	if (start_again(sb))
 		return;
 	sandbox_advance(sb);
@@ -527,8 +528,8 @@ static void watch_memory(struct sandbox *sb)
 
 /* The kernel's count of the run's CPU time must be opened on the launcher
  * before it forks (memwatch_count): from the container's start, every
- * COUNT_POLL_MS, until it is open or too late. The launcher forks after
- * Sage's import, a second or more after it appears. */
+ * COUNT_POLL_MS, until it is open or too late, or podman exits. The
+ * launcher forks after Sage's import, a second or more after it appears. */
 enum { COUNT_POLL_MS = 20 };
 
 static void on_count(void *data)
@@ -1265,7 +1266,8 @@ int setting_enforcement(enum setting_id id, const struct podman_host *host,
 				"sage-sandbox (the run's processes together, stopped while past it; "
 				"counted by the kernel)" :
 				"sage-sandbox (the run's processes together, stopped while past it; "
-				"counted from /proc: perf_event_paranoid is above 2)";
+				"counted from /proc: the kernel refuses to count it, see "
+				"perf_event_paranoid)";
 		by[n++] = "rlimit cpu (timeout x cpus seconds per process)";
 		break;
 	case SET_PIDS_LIMIT:

@@ -176,7 +176,7 @@ after 0 None 1"
 }
 
 # bats test_tags=slow
-@test "batch - 200 generated jobs: each its own exit code and stderr; every seventh gives what sage-sandbox run gives, byte for byte" {
+@test "batch - 200 generated jobs: each its own answer; every seventh gives what sage-sandbox run gives, byte for byte" {
 	dir=$BATS_TEST_TMPDIR
 	mkdir "$dir/code"
 	python3 - "$dir" <<-'EOF'
@@ -214,14 +214,34 @@ after 0 None 1"
 	    batch[j["id"]] = j
 	assert len(batch) == 200, len(batch)
 	differ = []
-	# Every job's own answer, where it can be told without Sage: its
-	# number on stderr and as its status, its own ValueError, or nothing.
+	# Every job's own answer, told without Sage: what its kind prints
+	# for its number, on stdout and stderr, and its status.
+	def primes(n):
+	    return [p for p in range(2, n + 1) if n % p == 0 and all(p % q for q in range(2, p))]
+	def factored(n):
+	    parts = []
+	    for p in primes(n):
+	        k = 0
+	        while n % p == 0:
+	            n, k = n // p, k + 1
+	        parts.append("%d^%d" % (p, k) if k > 1 else "%d" % p)
+	    return " * ".join(parts)
+	def next_prime(n):
+	    return next(m for m in range(n + 1, 2 * n) if primes(m) == [m])
+	def quadratic(n):
+	    r = int(n ** 0.5)
+	    return "(t - %d) * (t + %d)" % (r, r) if r * r == n else "t^2 - %d" % n
 	for i in range(200):
 	    b, n = batch["job-%03d" % i], 1000 + i
-	    want = {1: (n % 7, "%d\n" % n), 2: (1, None)}.get(i % 5, (0, ""))
-	    if b["exit_code"] != want[0] or (want[1] is not None and b["stderr"] != want[1]) or \
-	            (i % 5 == 2 and not b["stderr"].endswith("ValueError: job %d\n" % n)):
-	        differ.append("job-%03d: exit %r, stderr %r" % (i, b["exit_code"], b["stderr"][-200:]))
+	    want = [(0, "%s\n" % factored(n), ""), (n % 7, "", "%d\n" % n),
+	            (1, "%d\n" % (n * n + 1), None),
+	            (0, "%d\n%d\n" % (len(str(2 ** n)), next_prime(n)), ""),
+	            (0, "%s\n" % quadratic(n), "")][i % 5]
+	    got = (b["exit_code"], b["stdout"], b["stderr"])
+	    if got[:2] != want[:2] or (want[2] is not None and got[2] != want[2]) or \
+	            (want[2] is None and not got[2].endswith("ValueError: job %d\n" % n)) or \
+	            b["ok"] != (want[0] == 0) or b["stopped_by"] is not None:
+	        differ.append("job-%03d: got %r" % (i, got))
 	codes = sorted(os.listdir(dir + "/code"))
 	assert len(codes) == 29, len(codes)
 	for name in codes:
