@@ -119,10 +119,10 @@
  * container has a third account, charged from the kernel's own count:
  * a task clock opened on the launcher before it starts anything
  * (memwatch_count), which every process of the run inherits and adds its
- * time to as it exits, reaped or not. What it counts is exact, by any
- * route; it freezes the run as the first does, with the same verdict past
- * the same bound. The CPU rlimit (--timeout x --cpus seconds a process)
- * is a backstop. */
+ * time to as it exits, reaped or not. What it counts covers every route;
+ * it freezes the run as the first account does, but gives no verdict of
+ * its own (see over_cpu: an overcount seen once, not yet explained). The
+ * CPU rlimit (--timeout x --cpus seconds a process) is a backstop. */
 #include "memwatch.h"
 
 #include <dirent.h>
@@ -1218,11 +1218,14 @@ static bool over_cpu(struct memwatch *w, int proc_fd, const pid_t *pids, int n, 
 		w->longest_interval_ms = elapsed_ms;
 	int64_t explained_us = (CPU_ESCAPE_MS + online_cores * w->longest_interval_ms) * 1000;
 	int64_t sampling_error_us = (int64_t)(4000 * sqrt(w->sampled_variance));
-	bool counted = w->clock_fd >= 0;
+	/* The kernel's count throttles, and gives no verdict: at the start
+	 * of a run of 8 forked processes it once counted 524 ms where the
+	 * exact account counted 70, in a look 97 ms after the last, on 2
+	 * cores: more than the run could have used. Until that is explained,
+	 * an overcount may slow a run, never kill it. */
 	w->cpu_escaped = w->allowance_us < -explained_us ||
-		w->sampled_allowance_us < -(explained_us + sampling_error_us) ||
-		(counted && w->clock_allowance_us < -(explained_us + tick_ns / 1000));
-	return w->allowance_us < 0 || (counted && w->clock_allowance_us < 0);
+		w->sampled_allowance_us < -(explained_us + sampling_error_us);
+	return w->allowance_us < 0 || (w->clock_fd >= 0 && w->clock_allowance_us < 0);
 }
 
 /* Long: one look is one sequence (list, bound, measure within the budget,

@@ -114,7 +114,7 @@ load helpers
 	expect_equal "$(json_get 'j["ok"]')" true
 	expect_equal "$(json_get 'j["checks"][0]["name"], j["checks"][0]["outcome"]')" '["factorisation", "PASS"]'
 	expect_equal "$(json_get 'sorted({c["outcome"] for c in j["checks"]} - {"SKIP"})')" '["PASS"]'
-	expect_equal "$(json_get 'len(j["checks"])')" 37
+	expect_equal "$(json_get 'len(j["checks"])')" 38
 	expect_equal "$(json_get 'j["run"]["exit_code"]')" 0
 }
 
