@@ -380,6 +380,21 @@ static bool read_stat(int proc_fd, const char *pid, struct proc *p)
 	return true;
 }
 
+/* Whether the /proc entry name is one of the run's processes (its uid's,
+ * of its session where one is set), its stat read into *p. */
+static bool read_run_process(const struct memwatch *w, int proc_fd, const char *name,
+		struct proc *p)
+{
+	struct stat st;
+	*p = (struct proc){0};
+	if (name[0] < '1' || name[0] > '9' || fstatat(proc_fd, name, &st, 0) < 0 ||
+	    st.st_uid != w->opt.uid || !read_stat(proc_fd, name, p) ||
+	    (w->opt.session > 0 && p->session != w->opt.session))
+		return false;
+	p->pid = (pid_t)strtol(name, NULL, 10);
+	return true;
+}
+
 /* Is it the first process of its pid namespace (NSpid ending in 1)? */
 static bool namespace_init(int proc_fd, const char *pid)
 {
@@ -746,15 +761,10 @@ static int run_processes(const struct memwatch *w, int proc_fd, struct proc *roo
 	int n = 0;
 	struct dirent *entry;
 	while ((entry = readdir(dir))) {
-		struct stat st;
-		struct proc p = {0};
-		if (entry->d_name[0] < '1' || entry->d_name[0] > '9' ||
-		    fstatat(proc_fd, entry->d_name, &st, 0) < 0 || st.st_uid != w->opt.uid ||
-		    !read_stat(proc_fd, entry->d_name, &p) ||
-		    (w->opt.session > 0 && p.session != w->opt.session))
+		struct proc p;
+		if (!read_run_process(w, proc_fd, entry->d_name, &p))
 			continue;
 		n++;
-		p.pid = (pid_t)strtol(entry->d_name, NULL, 10);
 		if (w->opt.spare_init ? namespace_init(proc_fd, entry->d_name) :
 		    p.pid == w->opt.session)
 			*root = p;
@@ -856,13 +866,8 @@ static int list_run(struct memwatch *w, int proc_fd, pid_t *pids, struct proc **
 	int n = 0, listed = 0;
 	struct dirent *entry;
 	while ((entry = readdir(dir)) && listed < MAX_PROCESSES) {
-		struct stat st;
-		if (entry->d_name[0] < '1' || entry->d_name[0] > '9' ||
-		    fstatat(proc_fd, entry->d_name, &st, 0) < 0 || st.st_uid != w->opt.uid)
-			continue;
-		struct proc now = {.pid = (pid_t)strtol(entry->d_name, NULL, 10)};
-		if (!read_stat(proc_fd, entry->d_name, &now) ||
-		    (w->opt.session > 0 && now.session != w->opt.session))
+		struct proc now;
+		if (!read_run_process(w, proc_fd, entry->d_name, &now))
 			continue;
 		find_memory(proc_fd, &now);
 		struct proc *was = slot(w->previous, now.pid);
