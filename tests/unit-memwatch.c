@@ -477,6 +477,35 @@ static void autoreaped(void)
 			cases[i].what);
 		memwatch_free(w);
 	}
+	/* Those parents continued while frozen, as a process continuing the
+	 * run from a timer of its own would: no freeze holds, and only the
+	 * kernel's count sees the workers, so its verdict must end it, by
+	 * --cpus x (T + 0.5 s) + 0.5 s escaped + its margin (CLOCK_DOUBT_MS)
+	 * + the longest interval on each core + a tick's slack. */
+	if (clock_fd >= 0) {
+		*workers_spent = 0;
+		pid_t pid = start(short_nocldwait_parents);
+		struct memwatch_options o = opt;
+		o.session = pid;
+		struct memwatch *w = memwatch_new(&o);
+		int64_t began = now_ms();
+		enum memwatch_verdict v = look_for(w, 10000, -pid, &throttled, &cpu_ms);
+		int64_t took = now_ms() - began;
+		end(pid);
+		usleep(20000);
+		int64_t spent_ms = *workers_spent / 1000000;
+		int64_t interval_on_cores = 2 * MEMWATCH_INTERVAL_MS * sysconf(_SC_NPROCESSORS_ONLN);
+		printf("# the same parents continued while frozen: %lld CPU ms by the workers in "
+			"%lld ms, %s\n", (long long)spent_ms, (long long)took,
+			v == MEMWATCH_CPU_OVER ? "stopped" : "not stopped");
+		check(v == MEMWATCH_CPU_OVER &&
+			spent_ms <= 250 * took / 1000 + 125 + 500 + 1000 + interval_on_cores + 300,
+			"the same parents continued while frozen: the kernel's count gives the CPU verdict");
+		memwatch_free(w);
+	} else {
+		printf("ok %d # SKIP the kernel does not let this account count its CPU time "
+			"(perf_event_paranoid)\n", ++test_number);
+	}
 	munmap((void *)workers_spent, sizeof *workers_spent);
 }
 
