@@ -157,12 +157,12 @@ enum { MAX_PROCESSES = 1024, TABLE_SIZE = 2048 };
  * stops a run (see the opening comment). */
 #define CPU_ESCAPE_MS 500
 /* The kernel's count's further margin before its verdict: once, at the
- * start of a run of 8 forked processes, it charged 454 ms more in one
- * look than the exact account, and killed a run the freeze held. Its
- * cause is not found (one error of that kind is gone: the launcher's
- * time, taken off the count, was read with the look's listing, before
- * its measures; it is read with the count now). An overcount that size
- * may slow a run, never kill it. */
+ * start of a run of 8 forked processes, it counted 524 ms in a look 97
+ * ms after the last on 2 cores (the exact account: 70), and killed a run
+ * the freeze held. Its cause is not found. A count past every core for
+ * the time between two readings is dropped now (over_cpu), as that one
+ * was; this margin stands for one too high that a run could have used:
+ * one such overcount of up to a second may slow a run, never kill it. */
 #define CLOCK_DOUBT_MS 1000
 
 struct proc {
@@ -231,11 +231,12 @@ struct memwatch {
 	 * time (memwatch_count): its descriptor, -1 where there is none, and
 	 * whether to stop trying (counting, or the moment has passed); its
 	 * reading, less the launcher's own time, at the call's last look that
-	 * read it (clock_read: one did), and the time since that look. */
+	 * read it (clock_read: one did), when it was read (CLOCK_MONOTONIC),
+	 * and the time since that look. */
 	int clock_fd;
 	bool clock_settled, clock_read;
 	int64_t clock_unread_ms;
-	int64_t clock_last_ns;
+	int64_t clock_last_ns, clock_read_at_ns;
 	int64_t clock_allowance_us;
 	/* The call's longest interval between two looks, and whether its
 	 * debt passed what that interval explains: a freeze that did not
@@ -255,6 +256,13 @@ static uint64_t max_map_count;
 /* The least time the kernel takes to split a mapping, in nanoseconds
  * (calibrated once, halved: a faster core, a lighter moment). */
 static double split_ns;
+
+static int64_t monotonic_ns(void)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return t.tv_sec * 1000000000LL + t.tv_nsec;
+}
 
 static int64_t thread_cpu_ns(void)
 {
@@ -1188,12 +1196,14 @@ static bool over_cpu(struct memwatch *w, int proc_fd, const pid_t *pids, int n, 
 		(int64_t)(used * 1000000 / (uint64_t)ticks_per_second));
 	/* The kernel's count, where there is one: every process's time, by
 	 * whatever route it left. Less the launcher's own time, as above:
-	 * its stat's, to the clock tick, read again just after the count
-	 * (the launcher's time between the two readings is the run's credit,
-	 * never its debt; read with this look's listing, before the look's
-	 * measures, it would be charged to the run while the launcher
-	 * computes). Not read where the launcher was not found: its whole
-	 * time would look like the run's. */
+	 * its stat's, read again just after the count (so what the launcher
+	 * computes during a look's measures is not the run's; the error left
+	 * is the gaps between the two readings and the clock ticks, some
+	 * 20 ms of the launcher's time over a call). Not read where the
+	 * launcher was not found: its whole time would look like the run's.
+	 * Never charged more than every core for the time between two
+	 * readings: no run can use more, and a count past it is the count's
+	 * error (see CLOCK_DOUBT_MS), dropped. */
 	int64_t tick_ns = 1000000000 / ticks_per_second;
 	uint64_t counted_ns;
 	struct proc launcher = {0};
@@ -1204,10 +1214,15 @@ static bool over_cpu(struct memwatch *w, int proc_fd, const pid_t *pids, int n, 
 	    read(w->clock_fd, &counted_ns, sizeof counted_ns) == (ssize_t)sizeof counted_ns &&
 	    (!init || (read_stat(proc_fd, launcher_at, &launcher) && launcher.start == init->start))) {
 		int64_t run_ns = (int64_t)counted_ns - (init ? (int64_t)launcher.own_cpu * tick_ns : 0);
-		if (w->clock_read)
+		int64_t read_at_ns = monotonic_ns();
+		if (w->clock_read) {
+			int64_t used_ns = run_ns - w->clock_last_ns;
+			int64_t possible_ns = online_cores * (read_at_ns - w->clock_read_at_ns);
 			charge(w, &w->clock_allowance_us, w->clock_unread_ms,
-				(run_ns - w->clock_last_ns) / 1000);
+				(used_ns < possible_ns ? used_ns : possible_ns) / 1000);
+		}
 		w->clock_last_ns = run_ns;
+		w->clock_read_at_ns = read_at_ns;
 		w->clock_read = true;
 		w->clock_unread_ms = 0;
 	}

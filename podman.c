@@ -319,6 +319,16 @@ void podman_run_args(struct argv_builder *a, const struct config *cfg,
 	arg_add(a, "--env=PYTHONNOUSERSITE=1");
 	/* Printed progress reaches the caller as it happens, not at exit. */
 	arg_add(a, "--env=PYTHONUNBUFFERED=1");
+	/* One string hash seed in every container, cold or warm: the order a
+	 * set of strings prints in is then
+	 * the same in a cold run and a warm call, first or later, and --seed
+	 * repeats it. A fresh Python draws its own, and only at its start, so
+	 * a warm template's calls could have no other: one fixed value is
+	 * what makes cold and warm agree. The launcher takes it out of the
+	 * environment before Sage's import; the code and its subprocesses see
+	 * what a fresh Sage's see. (Any value but 0, which would turn the
+	 * randomisation off and show in sys.flags.hash_randomization.) */
+	arg_add(a, "--env=PYTHONHASHSEED=1");
 	/* PARI's stack within the memory limit (see launcher.py). */
 	arg_add(a, "--env=SAGE_SANDBOX_PARI_SIZEMAX=%llu",
 		(unsigned long long)rlimits[RL_DATA].value / 4);

@@ -20,8 +20,13 @@ import os
 import signal
 import sys
 
-from launcher import calls, display, parent
-from launcher.frames import ProtocolError, Reader, Writer
+# Python has taken its string hash seed from here (podman.c), the same in
+# every container; the code and what it starts see a fresh Sage's
+# environment.
+os.environ.pop("PYTHONHASHSEED", None)
+
+from launcher import calls, display, parent  # noqa: E402
+from launcher.frames import ProtocolError, Reader, Writer  # noqa: E402
 
 # Where sage-sandbox's environment points (podman.c): made here, empty.
 DIRECTORIES = ("/tmp/sage-home", "/tmp/dot-sage", "/tmp/sage-sandbox-out")

@@ -41,7 +41,7 @@ expect_as_fresh() {
 	cached=$BATS_FILE_TMPDIR/fresh-$(printf '%s\0' "$code" "$@" | sha256sum | cut -c1-16)
 	if [ ! -e "$cached" ]; then
 		sage "$code" "$(field "$id" 'j["exit_code"]' <<<"$batch")" run --json "$@"
-		printf '%s' "$output" >"$cached"
+		printf '%s' "$output" >"$cached.tmp" && mv "$cached.tmp" "$cached"
 	fi
 	local fresh
 	fresh=$(cat "$cached")
@@ -400,6 +400,7 @@ while time.monotonic() < end:
         os._exit(0)
     os.waitpid(parent, 0)
 """])
+assert continuer.poll() is None, "the continuer ended: %s" % continuer.poll()
 continuer.kill()
 print("%.2f CPU-s in %.2f s" % (sum(map(float, open("spent"))), time.monotonic() - start))'
 

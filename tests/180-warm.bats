@@ -167,15 +167,21 @@ print(random_matrix(ZZ, 3, 3))
 print(random(), python_random.random(), numpy.random.rand(2))
 print(random_prime(10^20), ZZ.random_element(10^30), GF(101).random_element())
 print(SymmetricGroup(6).random_element())
-print(RR.random_element(), QQ.random_element(10, 10))'
+print(RR.random_element(), QQ.random_element(10, 10))
+print(set(["apple", "banana", "cherry", "date"]))'
 
 @test "warm - --seed: the same seeded output cold, through the server (first call and later), MCP and batch; fresh state without a seed" {
 	sage "$SEEDED" 0 run --seed 42
 	local seeded=$output
 	[ -n "$seeded" ]
 
-	# (The rest through the server: cold runs are the slowest step, and
-	# unseeded fresh state cold is 150-reuse's.)
+	# Unseeded, two cold runs differ.
+	sage "$SEEDED" 0 run
+	local fresh=$output
+	sage "$SEEDED" 0 run
+	[ "$output" != "$fresh" ]
+
+	# The rest through the server (cold runs are the slowest step).
 	warm_server_up --warm 1
 	local i
 	for i in 1 2 3; do
@@ -192,7 +198,7 @@ print(RR.random_element(), QQ.random_element(10, 10))'
 	sage "$SEEDED" 0 run --seed 43
 	[ "$output" != "$seeded" ]
 	sage "$SEEDED" 0 run
-	local fresh=$output
+	fresh=$output
 	sage "$SEEDED" 0 run
 	[ "$output" != "$fresh" ]
 	"$SAGE_SANDBOX" serve --stop
