@@ -1115,8 +1115,10 @@ static uint64_t cpu_used_since(struct memwatch *w, int proc_fd, const pid_t *pid
 	}
 	uint64_t used = 0;
 	*sampled_instead = 0;
-	for (int i = -1; i < n; i++) {
-		struct proc *p = i < 0 ? init : slot(w->table, pids[i]);
+	/* The launcher last: what a parent that exited was credited for its
+	 * children that left and never reached it is the launcher's (below). */
+	for (int i = 0; i <= n; i++) {
+		struct proc *p = i == n ? init : slot(w->table, pids[i]);
 		if (!p)
 			continue;
 		const struct proc *parent = slot(w->table, p->ppid);
@@ -1135,6 +1137,17 @@ static uint64_t cpu_used_since(struct memwatch *w, int proc_fd, const pid_t *pid
 			p->children_cpu - was->children_cpu : 0;
 		if (reaped > p->departed_children_cpu)
 			used += reaped - p->departed_children_cpu;
+		/* A parent that exited (a zombie still listed) had its children
+		 * that were still running taken from it at its exit: those that
+		 * left since (reaped by the launcher, which takes orphans) were
+		 * charged up to the last look, and their time reaches the
+		 * launcher, not it. Without this, a chain of processes that each
+		 * fork the next and exit (a double fork, a daemon's start) was
+		 * charged twice and killed at --cpus 0.25. (The credit is time
+		 * already charged: where a child went to a subreaper of the run
+		 * instead, that one's reaping charges it again, as before.) */
+		else if (exited(p) && init && p != init)
+			init->departed_children_cpu += p->departed_children_cpu - reaped;
 		/* Children that left without their minor faults reaching it
 		 * (exact counts, where a short child's clock ticks round to
 		 * none). Read again: it may have reaped one between its own
