@@ -411,6 +411,15 @@ static bool read_run_process(const struct memwatch *w, int proc_fd, const char *
 	return true;
 }
 
+/* p's stat read again into *again, where it is still the same process. */
+static bool read_again(int proc_fd, const struct proc *p, struct proc *again)
+{
+	char at[16];
+	*again = (struct proc){0};
+	snprintf(at, sizeof at, "%d", (int)p->pid);
+	return read_stat(proc_fd, at, again) && again->start == p->start;
+}
+
 /* Is it the first process of its pid namespace (NSpid ending in 1)? */
 static bool namespace_init(int proc_fd, const char *pid)
 {
@@ -1154,10 +1163,8 @@ static uint64_t cpu_used_since(struct memwatch *w, int proc_fd, const pid_t *pid
 		 * line in /proc and its child's. The launcher reaps all it has. */
 		if (!p->init && p->departed_children_faults &&
 		    p->children_faults - was->children_faults < p->departed_children_faults) {
-			char at[16];
-			struct proc again = {0};
-			snprintf(at, sizeof at, "%d", (int)p->pid);
-			if (read_stat(proc_fd, at, &again) && again.start == p->start &&
+			struct proc again;
+			if (read_again(proc_fd, p, &again) &&
 			    again.children_faults - was->children_faults < p->departed_children_faults)
 				p->loses_children = true;
 		}
@@ -1220,12 +1227,10 @@ static bool over_cpu(struct memwatch *w, int proc_fd, const pid_t *pids, int n, 
 	int64_t tick_ns = 1000000000 / ticks_per_second;
 	uint64_t counted_ns;
 	struct proc launcher = {0};
-	char launcher_at[16];
-	snprintf(launcher_at, sizeof launcher_at, "%d", init ? (int)init->pid : 0);
 	w->clock_unread_ms += elapsed_ms;
 	if (w->clock_fd >= 0 && (init || !w->opt.spare_init) &&
 	    read(w->clock_fd, &counted_ns, sizeof counted_ns) == (ssize_t)sizeof counted_ns &&
-	    (!init || (read_stat(proc_fd, launcher_at, &launcher) && launcher.start == init->start))) {
+	    (!init || read_again(proc_fd, init, &launcher))) {
 		int64_t run_ns = (int64_t)counted_ns - (init ? (int64_t)launcher.own_cpu * tick_ns : 0);
 		int64_t read_at_ns = monotonic_ns();
 		if (w->clock_read) {

@@ -381,14 +381,14 @@ struct cpu_watch {
 	struct memwatch *w;
 };
 
-/* Looks at w for ms; counts the looks that found it throttled; the
- * verdict, or MEMWATCH_OK. continuer != 0: that process (< 0: that
- * process group) is sent SIGCONT every 10 ms meanwhile, as a process that
- * continues itself would be. */
 /* The longest time between two looks of the last look_for(): what the
  * watchdog's bounds allow on each core, on a host that delays the looks. */
 static int64_t longest_gap_ms;
 
+/* Looks at w for ms; counts the looks that found it throttled; the
+ * verdict, or MEMWATCH_OK. continuer != 0: that process (< 0: that
+ * process group) is sent SIGCONT every 10 ms meanwhile, as a process that
+ * continues itself would be. */
 static enum memwatch_verdict look_for(struct memwatch *w, int ms, pid_t continuer,
 		int *throttled, uint64_t *cpu_ms)
 {
@@ -412,6 +412,13 @@ static enum memwatch_verdict look_for(struct memwatch *w, int ms, pid_t continue
 		usleep(10000);
 	}
 	return v;
+}
+
+/* A case that needs the kernel's count, where the kernel refuses it. */
+static void skip_without_count(void)
+{
+	printf("ok %d # SKIP the kernel does not let this account count its CPU time "
+		"(perf_event_paranoid)\n", ++test_number);
 }
 
 /* Workers whose time no /proc shows: the sampled account sees them. */
@@ -453,8 +460,7 @@ static void autoreaped(void)
 		close(clock_fd);
 	for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
 		if (cases[i].make == short_nocldwait_parents && clock_fd < 0) {
-			printf("ok %d # SKIP the kernel does not let this account count its CPU time "
-				"(perf_event_paranoid)\n", ++test_number);
+			skip_without_count();
 			continue;
 		}
 		*workers_spent = 0;
@@ -514,8 +520,7 @@ static void autoreaped(void)
 			"the same parents continued while frozen: the kernel's count gives the CPU verdict");
 		memwatch_free(w);
 	} else {
-		printf("ok %d # SKIP the kernel does not let this account count its CPU time "
-			"(perf_event_paranoid)\n", ++test_number);
+		skip_without_count();
 	}
 	munmap((void *)workers_spent, sizeof *workers_spent);
 }
