@@ -57,7 +57,8 @@
  * system calls for each of the run's processes (--pids-limit at most;
  * before Linux 6.2, a listing of each one's descriptors too).
  * Still past it with processes unmeasured, the run is frozen (SIGSTOP,
- * every process but the launcher) until the bound is back under it: a
+ * every process but the launcher, listed again for what started meanwhile:
+ * freeze()) until the bound is back under it: a
  * frozen process cannot grow, so the measure converges; thawed, what the
  * run makes until the next look is in that look's bound (one look's worth
  * of growth past the limit at most, as at any first crossing). Past
@@ -156,6 +157,8 @@ enum { MAX_PROCESSES = 1024, TABLE_SIZE = 2048 };
 /* The debt past what one interval explains at which the CPU throttle
  * stops a run (see the opening comment). */
 #define CPU_ESCAPE_MS 500
+/* How often a freeze lists the run again for what it started meanwhile. */
+#define FREEZE_ROUNDS 8
 /* The kernel's count's further margin before its verdict: once, at the
  * start of a run of 8 forked processes, it counted 524 ms in a look 97
  * ms after the last on 2 cores (the exact account: 70), and killed a run
@@ -181,9 +184,12 @@ struct proc {
 	uint64_t faults;  /* minor faults: every page it made or copied is one */
 	uint64_t children_faults; /* its reaped children's: an exact count */
 	uint64_t children_cpu; /* cutime + cstime: its reaped children's */
-	/* This look's: what its children that left since the last look had
-	 * used by then (already charged; their reaping adds it again to
-	 * children_cpu), and its threads found running (state R). */
+	/* What its children that left had used by the look before they left
+	 * (already charged; their reaping adds it again to children_cpu),
+	 * less what its reaping has shown since: carried from look to look
+	 * (its stat may be read before a child it reaps meanwhile leaves the
+	 * listing); this look's minor faults of the same; and its threads
+	 * found running (state R). */
 	uint64_t departed_children_cpu, departed_children_faults;
 	int running;
 	/* Its children are freed with their CPU time: it ignores SIGCHLD, or
@@ -699,8 +705,17 @@ static void find_memory(int proc_fd, struct proc *p)
 }
 
 /* Stops every process of the run that runs, but the launcher; a process a
- * timer of its own continued is stopped again at the next look. */
-static void freeze(struct memwatch *w, int proc_fd)
+ * timer of its own continued is stopped again at the next look. Then the
+ * run is listed again, and what it started since this look's listing is
+ * stopped too, until a listing finds nothing new running (FREEZE_ROUNDS
+ * at most): a run whose processes each fork the next and exit (a chain
+ * of double forks) had moved on, by the time the look that listed it
+ * stopped it, to processes no look had seen; on a host whose cores the
+ * run keeps busy, the watchdog's own look is slowed as much, and a chain
+ * of 20 ms processes ran free at --cpus 0.25 until it was killed. One
+ * stopped here is recorded with no time of its own: the next look
+ * charges all it used. */
+static void freeze(struct memwatch *w, int proc_fd, const struct proc *init)
 {
 	for (size_t i = 0; i < TABLE_SIZE; i++) {
 		struct proc *p = &w->table[i];
@@ -712,6 +727,33 @@ static void freeze(struct memwatch *w, int proc_fd)
 			continue; /* stopped by its own or the launcher: not ours */
 		if (signal_process(proc_fd, p, w->opt.uid, SIGSTOP))
 			p->stopped = true;
+	}
+	for (int round = 0; round < FREEZE_ROUNDS; round++) {
+		DIR *dir = list_proc(proc_fd);
+		if (!dir)
+			return;
+		int stopped = 0;
+		struct dirent *entry;
+		while ((entry = readdir(dir))) {
+			struct proc now;
+			if (!read_run_process(w, proc_fd, entry->d_name, &now) || exited(&now) ||
+			    now.state == 'T' || now.state == 't')
+				continue;
+			struct proc *p = slot(w->table, now.pid);
+			if (p->pid == now.pid)
+				continue; /* this look's: stopped above, or the next look's to stop */
+			if (w->opt.spare_init &&
+			    (init ? now.pid == init->pid : namespace_init(proc_fd, entry->d_name)))
+				continue;
+			if (!signal_process(proc_fd, &now, w->opt.uid, SIGSTOP))
+				continue;
+			*p = (struct proc){.pid = now.pid, .ppid = now.ppid, .session = now.session,
+				.start = now.start, .state = 'T', .stopped = true};
+			stopped++;
+		}
+		closedir(dir);
+		if (!stopped)
+			return;
 	}
 }
 
@@ -736,6 +778,9 @@ void memwatch_release(struct memwatch *w)
 	for (size_t i = 0; i < TABLE_SIZE; i++) {
 		w->table[i].stopped = false;
 		w->table[i].loses_children = false; /* the next call's to show */
+		/* The launcher's credit is the last call's: it would hide the
+		 * next call's reaping. */
+		w->table[i].departed_children_cpu = 0;
 	}
 	w->frozen_memory = w->frozen_cpu = false;
 	/* The next call's account: full, and counted from its first look. */
@@ -903,7 +948,7 @@ static int list_run(struct memwatch *w, int proc_fd, pid_t *pids, struct proc **
 			p->ppid = now.ppid;
 			p->own_cpu = now.own_cpu;
 			p->children_cpu = now.children_cpu;
-			p->departed_children_cpu = p->departed_children_faults = 0;
+			p->departed_children_faults = 0;
 			p->children_faults = now.children_faults;
 			p->running = 0;
 			p->rss = now.rss;
@@ -1144,8 +1189,10 @@ static uint64_t cpu_used_since(struct memwatch *w, int proc_fd, const pid_t *pid
 		}
 		uint64_t reaped = p->children_cpu > was->children_cpu ?
 			p->children_cpu - was->children_cpu : 0;
-		if (reaped > p->departed_children_cpu)
-			used += reaped - p->departed_children_cpu;
+		uint64_t credit = p->departed_children_cpu;
+		p->departed_children_cpu = 0;
+		if (reaped > credit)
+			used += reaped - credit;
 		/* A parent that exited (a zombie still listed) had its children
 		 * that were still running taken from it at its exit: those that
 		 * left since (reaped by the launcher, which takes orphans) were
@@ -1156,7 +1203,17 @@ static uint64_t cpu_used_since(struct memwatch *w, int proc_fd, const pid_t *pid
 		 * already charged: where a child went to a subreaper of the run
 		 * instead, that one's reaping charges it again, as before.) */
 		else if (exited(p) && init && p != init)
-			init->departed_children_cpu += p->departed_children_cpu - reaped;
+			init->departed_children_cpu += credit - reaped;
+		/* Carried to the next look: a child it reaped after its own stat
+		 * was read, and before the child's was looked for, left this
+		 * look's listing while its time reaches this one's children_cpu
+		 * at the next (a reaper listed before its children: the
+		 * launcher, which reaps orphans every ORPHAN_REAP_MS, always
+		 * is). Credit kept past the reaping it
+		 * stands for hides no more than its own amount of later
+		 * reaping: never more, over the run, than was charged twice. */
+		else
+			p->departed_children_cpu = credit - reaped;
 		/* Children that left without their minor faults reaching it
 		 * (exact counts, where a short child's clock ticks round to
 		 * none). Read again: it may have reaped one between its own
@@ -1355,7 +1412,7 @@ enum memwatch_verdict memwatch_look(struct memwatch *w, int64_t now_ms,
 	if (verdict == MEMWATCH_OK && w->cpu_escaped)
 		verdict = MEMWATCH_CPU_OVER;
 	if (verdict == MEMWATCH_OK && (w->frozen_memory || w->frozen_cpu)) {
-		freeze(w, proc_fd);
+		freeze(w, proc_fd, init);
 	} else if (verdict == MEMWATCH_OK) {
 		for (int i = 0; i < n; i++) {
 			struct proc *p = slot(w->table, pids[i]);

@@ -35,6 +35,14 @@ INTERRUPT_GRACE_MS = 2000
 CPU_LOOK_MS = 100
 FROZEN_LOOK_MS = 200
 MAX_ESCAPES = 3
+# How long an orphan of the call waits to be reaped, at most, while the
+# call runs. This process is the namespace's init and takes every orphan,
+# but it catches no signal (parent.py), so SIGCHLD does not wake it: it
+# looks this often. A machine's init reaps at once; left until the call's
+# own output woke it, a chain of processes that each fork the next and
+# exit (a double fork) filled --pids-limit with zombies, and its next
+# fork failed with EAGAIN, where a fresh Sage's would not.
+ORPHAN_REAP_MS = 10
 TICKS = os.sysconf("SC_CLK_TCK")
 # Where a replaced child's ends are moved (replace_child): above the
 # launcher's own, below the container's descriptor limit.
@@ -519,6 +527,7 @@ class Launcher:
                     killed_at_deadline = True
                     self.kill_the_rest()
                     wait_ms = None
+            wait_ms = ORPHAN_REAP_MS if wait_ms is None else min(wait_ms, ORPHAN_REAP_MS)
             for fd, events in self.poller.poll(wait_ms):
                 if fd in self.streams:
                     self.relay(fd)

@@ -115,6 +115,45 @@ print(used <= 0.5 * (wall + 0.5) * 1.1, used > 0.5 * wall * 0.7, "%.1f CPU-s in 
 	expect_match "$output" "^True True "
 }
 
+@test "run --cpus - a chain of processes that each fork the next and exit (a double fork) is slowed to its share, not killed, and never runs out of pids" {
+	# Two chains. Each link burns 20 ms of CPU, forks the next and exits: its orphan
+	# goes to the launcher, the namespace's init. Issue 33: the launcher
+	# reaped orphans only when the call's output woke it, so zombies
+	# filled --pids-limit and a fork failed with EAGAIN; a freeze stopped
+	# the links one look had listed, which had moved on by then, and the
+	# chain ran free until the CPU verdict killed it (137).
+	sage 'import os, time
+start = time.monotonic()
+end = start + 10
+r, w = os.pipe()
+def link():
+    t = time.monotonic()
+    while time.monotonic() - t < float(0.02):
+        pass
+    os.write(w, b".")
+    if time.monotonic() < end:
+        try:
+            if os.fork() == 0:
+                link()
+        except OSError as e:
+            os.write(2, b"fork failed: %s\n" % str(e).encode())
+    os._exit(0)
+for chain in range(2):
+    if os.fork() == 0:
+        link()
+os.close(w)
+links = 0
+while True:
+    got = os.read(r, 4096)
+    if not got:
+        break
+    links += len(got)
+wall = time.monotonic() - start
+print(20 <= links <= 0.25 * (wall + 0.5) / 0.02 * 1.1, "%d links in %.1f s" % (links, wall))' 0 run --cpus 0.25 --timeout 60
+	expect_match "$output" "^True [0-9]+ links in "
+	expect_equal "$errors" ""
+}
+
 @test "run --cpus - a run the throttle held back that then times out names the CPU limit, in its line and JSON" {
 	# Before issue 33 it said only "timed out ...; raise --timeout", with
 	# nothing of the --cpus 0.2 that made it slow.
