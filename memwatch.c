@@ -55,7 +55,9 @@
  * measures, and the sums between them, spend more than their share). The
  * cheap pass is not paid from it: a listing of the host's /proc and a few
  * system calls for each of the run's processes (--pids-limit at most;
- * before Linux 6.2, a listing of each one's descriptors too).
+ * before Linux 6.2, a listing of each one's descriptors too), and, in a
+ * look that freezes the run, that listing and a stat read again up to
+ * FREEZE_ROUNDS times.
  * Still past it with processes unmeasured, the run is frozen (SIGSTOP,
  * every process but the launcher, listed again for what started meanwhile:
  * freeze()) until the bound is back under it: a
@@ -120,8 +122,15 @@
  * container has a third account, charged from the kernel's own count:
  * a task clock opened on the launcher before it starts anything
  * (memwatch_count), which every process of the run inherits and adds its
- * time to as it exits, reaped or not. What it counts covers every route;
- * it freezes the run as the first account does, and its debt past the
+ * time to as it exits, reaped or not. What it counts covers every route
+ * but one: the kernel adds a process's count as it exits, before it
+ * unmaps the process's memory (6.x), so the unmapping (some 15 ms for a
+ * forked Sage here) is in its reaper's time only. Children freed
+ * unreaped by parents with SA_NOCLDWAIT that end within a look or two,
+ * each child doing nothing but exit, used 0.41 cores at --cpus 0.25,
+ * never stopped: their forks, which cost as much, are counted, so such
+ * a run gets at most about twice its share, an open gap. The count
+ * freezes the run as the first account does, and its debt past the
  * same bound by CLOCK_DOUBT_MS more gets the same verdict. The CPU
  * rlimit (--timeout x --cpus seconds a process) is a backstop. */
 #include "memwatch.h"
@@ -157,8 +166,10 @@ enum { MAX_PROCESSES = 1024, TABLE_SIZE = 2048 };
 /* The debt past what one interval explains at which the CPU throttle
  * stops a run (see the opening comment). */
 #define CPU_ESCAPE_MS 500
-/* How often a freeze lists the run again for what it started meanwhile. */
-#define FREEZE_ROUNDS 8
+/* How often a freeze lists the run again for what it started meanwhile:
+ * each time a listing of the host's /proc and a stat read for each of the
+ * run's processes, like a look's cheap pass (the opening comment). */
+#define FREEZE_ROUNDS 4
 /* The kernel's count's further margin before its verdict: once, at the
  * start of a run of 8 forked processes, it counted 524 ms in a look 97
  * ms after the last on 2 cores (the exact account: 70), and killed a run
@@ -184,13 +195,13 @@ struct proc {
 	uint64_t faults;  /* minor faults: every page it made or copied is one */
 	uint64_t children_faults; /* its reaped children's: an exact count */
 	uint64_t children_cpu; /* cutime + cstime: its reaped children's */
-	/* What its children that left had used by the look before they left
-	 * (already charged; their reaping adds it again to children_cpu),
-	 * less what its reaping has shown since: carried from look to look
-	 * (its stat may be read before a child it reaps meanwhile leaves the
-	 * listing); this look's minor faults of the same; and its threads
-	 * found running (state R). */
+	/* This look's: what its children that left since the last look had
+	 * used by then (already charged; their reaping adds it again to
+	 * children_cpu), and its threads found running (state R). */
 	uint64_t departed_children_cpu, departed_children_faults;
+	/* The last look's departed_children_cpu that its reaping had not
+	 * shown yet (cpu_used_since): this look's to match. */
+	uint64_t carried_cpu;
 	int running;
 	/* Its children are freed with their CPU time: it ignores SIGCHLD, or
 	 * children that left took time that never reached it (once seen, for
@@ -714,8 +725,13 @@ static void find_memory(int proc_fd, struct proc *p)
  * run keeps busy, the watchdog's own look is slowed as much, and a chain
  * of 20 ms processes ran free at --cpus 0.25 until it was killed. One
  * stopped here is recorded with no time of its own: the next look
- * charges all it used. */
-static void freeze(struct memwatch *w, int proc_fd, const struct proc *init)
+ * charges all it used. None is stopped that cannot be recorded (one
+ * stopped and not recorded would count as stopped by its own, never
+ * continued), and no more than MAX_PROCESSES are recorded in all (listed:
+ * this look's so far), which keeps the table's probing short of full. A fork still in progress
+ * when its parent is stopped finishes, and its child runs until the next
+ * look. */
+static void freeze(struct memwatch *w, int proc_fd, const struct proc *init, int listed)
 {
 	for (size_t i = 0; i < TABLE_SIZE; i++) {
 		struct proc *p = &w->table[i];
@@ -745,14 +761,17 @@ static void freeze(struct memwatch *w, int proc_fd, const struct proc *init)
 			if (w->opt.spare_init &&
 			    (init ? now.pid == init->pid : namespace_init(proc_fd, entry->d_name)))
 				continue;
+			if (listed >= MAX_PROCESSES)
+				break;
 			if (!signal_process(proc_fd, &now, w->opt.uid, SIGSTOP))
 				continue;
 			*p = (struct proc){.pid = now.pid, .ppid = now.ppid, .session = now.session,
 				.start = now.start, .state = 'T', .stopped = true};
+			listed++;
 			stopped++;
 		}
 		closedir(dir);
-		if (!stopped)
+		if (!stopped || listed >= MAX_PROCESSES)
 			return;
 	}
 }
@@ -780,7 +799,7 @@ void memwatch_release(struct memwatch *w)
 		w->table[i].loses_children = false; /* the next call's to show */
 		/* The launcher's credit is the last call's: it would hide the
 		 * next call's reaping. */
-		w->table[i].departed_children_cpu = 0;
+		w->table[i].carried_cpu = 0;
 	}
 	w->frozen_memory = w->frozen_cpu = false;
 	/* The next call's account: full, and counted from its first look. */
@@ -948,7 +967,7 @@ static int list_run(struct memwatch *w, int proc_fd, pid_t *pids, struct proc **
 			p->ppid = now.ppid;
 			p->own_cpu = now.own_cpu;
 			p->children_cpu = now.children_cpu;
-			p->departed_children_faults = 0;
+			p->departed_children_cpu = p->departed_children_faults = 0;
 			p->children_faults = now.children_faults;
 			p->running = 0;
 			p->rss = now.rss;
@@ -1189,8 +1208,9 @@ static uint64_t cpu_used_since(struct memwatch *w, int proc_fd, const pid_t *pid
 		}
 		uint64_t reaped = p->children_cpu > was->children_cpu ?
 			p->children_cpu - was->children_cpu : 0;
-		uint64_t credit = p->departed_children_cpu;
-		p->departed_children_cpu = 0;
+		uint64_t fresh = p->departed_children_cpu, credit = fresh + p->carried_cpu;
+		uint64_t left = credit > reaped ? credit - reaped : 0;
+		p->carried_cpu = 0;
 		if (reaped > credit)
 			used += reaped - credit;
 		/* A parent that exited (a zombie still listed) had its children
@@ -1203,17 +1223,19 @@ static uint64_t cpu_used_since(struct memwatch *w, int proc_fd, const pid_t *pid
 		 * already charged: where a child went to a subreaper of the run
 		 * instead, that one's reaping charges it again, as before.) */
 		else if (exited(p) && init && p != init)
-			init->departed_children_cpu += credit - reaped;
-		/* Carried to the next look: a child it reaped after its own stat
-		 * was read, and before the child's was looked for, left this
-		 * look's listing while its time reaches this one's children_cpu
-		 * at the next (a reaper listed before its children: the
-		 * launcher, which reaps orphans every ORPHAN_REAP_MS, always
-		 * is). Credit kept past the reaping it
-		 * stands for hides no more than its own amount of later
-		 * reaping: never more, over the run, than was charged twice. */
-		else
-			p->departed_children_cpu = credit - reaped;
+			init->departed_children_cpu += left;
+		/* This look's credit that its reaping did not show is carried to
+		 * the next look, once: a child it reaped after its own stat was
+		 * read, and before the child's was looked for, left this look's
+		 * listing while its time reaches children_cpu at the next (a
+		 * reaper listed before its children: the launcher, which reaps
+		 * orphans every ORPHAN_REAP_MS, always is). Carried one look
+		 * only, and not by a parent that loses its children: a credit no
+		 * reaping will match (a child freed unreaped) hides at most its
+		 * own amount of the next look's reaping, as it could of its own
+		 * look's already. */
+		else if (!p->loses_children)
+			p->carried_cpu = left < fresh ? left : fresh;
 		/* Children that left without their minor faults reaching it
 		 * (exact counts, where a short child's clock ticks round to
 		 * none). Read again: it may have reaped one between its own
@@ -1412,7 +1434,7 @@ enum memwatch_verdict memwatch_look(struct memwatch *w, int64_t now_ms,
 	if (verdict == MEMWATCH_OK && w->cpu_escaped)
 		verdict = MEMWATCH_CPU_OVER;
 	if (verdict == MEMWATCH_OK && (w->frozen_memory || w->frozen_cpu)) {
-		freeze(w, proc_fd, init);
+		freeze(w, proc_fd, init, n + (init != NULL));
 	} else if (verdict == MEMWATCH_OK) {
 		for (int i = 0; i < n; i++) {
 			struct proc *p = slot(w->table, pids[i]);

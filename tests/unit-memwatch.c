@@ -528,6 +528,12 @@ static void autoreaped(void)
 		check((v == cases[i].expected || held) && took < 6000 + (v == MEMWATCH_OK) * 1000 &&
 			spent_ms <= milli * took / 1000 + milli / 2 + 700 + (int64_t)sampling_ms,
 			cases[i].what);
+		/* Its parents reap: the exact account holds it, with no sampling
+		 * margin, by stopping it. */
+		if (cases[i].make == double_fork_chains)
+			check(throttled > 0 && spent_ms <= milli * took / 1000 + milli / 2 + 700,
+				"the chains were stopped while past --cpus, and held to it without "
+				"the sampling margin");
 		memwatch_free(w);
 	}
 	/* Those parents continued while frozen, as a process continuing the
