@@ -1229,11 +1229,11 @@ static uint64_t cpu_used_since(struct memwatch *w, int proc_fd, const pid_t *pid
 		 * read, and before the child's was looked for, left this look's
 		 * listing while its time reaches children_cpu at the next (a
 		 * reaper listed before its children: the launcher, which reaps
-		 * orphans every ORPHAN_REAP_MS, always is). Carried one look
-		 * only, and not by a parent that loses its children: a credit no
-		 * reaping will match (a child freed unreaped) hides at most its
-		 * own amount of the next look's reaping, as it could of its own
-		 * look's already. */
+		 * orphans as they come while a call runs, always is). Carried
+		 * one look only, and not by a parent that loses its children: a
+		 * credit no reaping will match (a child freed unreaped) hides at
+		 * most its own amount of the next look's reaping, as it could of
+		 * its own look's already. */
 		else if (!p->loses_children)
 			p->carried_cpu = left < fresh ? left : fresh;
 		/* Children that left without their minor faults reaching it
