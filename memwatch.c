@@ -56,11 +56,10 @@
  * cheap pass is not paid from it: a listing of the host's /proc and a few
  * system calls for each of the run's processes (--pids-limit at most;
  * before Linux 6.2, a listing of each one's descriptors too), and, in a
- * look that freezes the run, that listing and a stat read again up to
- * FREEZE_ROUNDS times.
+ * look that freezes the run for its CPU, that listing and a stat read
+ * again up to FREEZE_ROUNDS times.
  * Still past it with processes unmeasured, the run is frozen (SIGSTOP,
- * every process but the launcher, listed again for what started meanwhile:
- * freeze()) until the bound is back under it: a
+ * every process but the launcher) until the bound is back under it: a
  * frozen process cannot grow, so the measure converges; thawed, what the
  * run makes until the next look is in that look's bound (one look's worth
  * of growth past the limit at most, as at any first crossing). Past
@@ -716,8 +715,9 @@ static void find_memory(int proc_fd, struct proc *p)
 }
 
 /* Stops every process of the run that runs, but the launcher; a process a
- * timer of its own continued is stopped again at the next look. Then the
- * run is listed again, and what it started since this look's listing is
+ * timer of its own continued is stopped again at the next look. Where the
+ * freeze is the CPU throttle's, the run is then listed again, and what it
+ * started since this look's listing is
  * stopped too, until a listing finds nothing new running (FREEZE_ROUNDS
  * at most): a run whose processes each fork the next and exit (a chain
  * of double forks) had moved on, by the time the look that listed it
@@ -730,7 +730,9 @@ static void find_memory(int proc_fd, struct proc *p)
  * continued), and no more than MAX_PROCESSES are recorded in all (listed:
  * this look's so far), which keeps the table's probing short of full. A fork still in progress
  * when its parent is stopped finishes, and its child runs until the next
- * look. */
+ * look. (For memory, what a process forked meanwhile holds is in the next
+ * look's bound, as at any crossing: a fork bomb frozen for its memory is
+ * measured as before.) */
 static void freeze(struct memwatch *w, int proc_fd, const struct proc *init, int listed)
 {
 	for (size_t i = 0; i < TABLE_SIZE; i++) {
@@ -744,7 +746,7 @@ static void freeze(struct memwatch *w, int proc_fd, const struct proc *init, int
 		if (signal_process(proc_fd, p, w->opt.uid, SIGSTOP))
 			p->stopped = true;
 	}
-	for (int round = 0; round < FREEZE_ROUNDS; round++) {
+	for (int round = 0; w->frozen_cpu && round < FREEZE_ROUNDS; round++) {
 		DIR *dir = list_proc(proc_fd);
 		if (!dir)
 			return;
