@@ -717,9 +717,8 @@ static void find_memory(int proc_fd, struct proc *p)
 /* Stops every process of the run that runs, but the launcher; a process a
  * timer of its own continued is stopped again at the next look. Where the
  * freeze is the CPU throttle's, the run is then listed again, and what it
- * started since this look's listing is
- * stopped too, until a listing finds nothing new running (FREEZE_ROUNDS
- * at most): a run whose processes each fork the next and exit (a chain
+ * started since this look's listing is stopped too, until a listing finds
+ * nothing new running (FREEZE_ROUNDS at most): a run whose processes each fork the next and exit (a chain
  * of double forks) had moved on, by the time the look that listed it
  * stopped it, to processes no look had seen; on a host whose cores the
  * run keeps busy, the watchdog's own look is slowed as much, and a chain
@@ -728,9 +727,9 @@ static void find_memory(int proc_fd, struct proc *p)
  * charges all it used. None is stopped that cannot be recorded (one
  * stopped and not recorded would count as stopped by its own, never
  * continued), and no more than MAX_PROCESSES are recorded in all (listed:
- * this look's so far), which keeps the table's probing short of full. A fork still in progress
- * when its parent is stopped finishes, and its child runs until the next
- * look. (For memory, what a process forked meanwhile holds is in the next
+ * this look's so far), which keeps the table's probing short of full. A
+ * fork still in progress when its parent is stopped finishes, and its
+ * child runs until the next look. (For memory, what a process forked meanwhile holds is in the next
  * look's bound, as at any crossing: a fork bomb frozen for its memory is
  * measured as before.) */
 static void freeze(struct memwatch *w, int proc_fd, const struct proc *init, int listed)
