@@ -529,7 +529,7 @@ def _():
             continue
         os.unlink(probe)
         writable.append(directory)
-    outside = [d for d in writable if d != "/tmp" and not d.startswith("/tmp/")]
+    outside = [d for d in writable if d not in ("/tmp", "/dev/shm") and not d.startswith("/tmp/")]
     return not outside, "writable: " + ", ".join(writable)
 
 
@@ -538,6 +538,20 @@ def _():
     st = os.statvfs("/tmp")
     size = st.f_blocks * st.f_frsize
     return size == EXPECTED["tmp_bytes"], "%d bytes, expected %d" % (size, EXPECTED["tmp_bytes"])
+
+
+@check("shm_size")
+def _():
+    # A second writable place, as a fresh container's /dev/shm (POSIX
+    # semaphores, multiprocessing's locks): capped in bytes and inodes
+    # outside --memory, as /tmp is, and no place to run a program from.
+    st = os.statvfs("/dev/shm")
+    size = st.f_blocks * st.f_frsize
+    noexec = bool(st.f_flag & os.ST_NOEXEC)
+    return size == EXPECTED["shm_bytes"] and st.f_files == EXPECTED["shm_inodes"] and noexec, \
+        "%d bytes, %d inodes, %s; expected %d, %d, noexec" % (
+            size, st.f_files, "noexec" if noexec else "exec", EXPECTED["shm_bytes"],
+            EXPECTED["shm_inodes"])
 
 
 def warm_inherited():

@@ -234,7 +234,7 @@ static void read_only_root_args(struct argv_builder *a)
 	 * uncapped tmpfs on /run, /var/tmp and /dev/shm. */
 	arg_add(a, "--read-only");
 	arg_add(a, "--read-only-tmpfs=false");
-	/* The only writable place, in memory, capped in bytes and in inodes
+	/* The code's writable place, in memory, capped in bytes and in inodes
 	 * (settings.h), no setuid or devices; empty (notmpcopyup: podman
 	 * would copy the image's own /tmp into it, and a directory of the
 	 * image's root there is one a container that serves several calls
@@ -245,6 +245,15 @@ static void read_only_root_args(struct argv_builder *a)
 	arg_add(a, "--mount=type=tmpfs,destination=/tmp,nosuid,nodev,tmpfs-mode=1777,notmpcopyup,"
 		"\"tmpfs-size=%llu,nr_inodes=%d\"", TMPFS_BYTES, TMPFS_INODES);
 	arg_add(a, "--workdir=/tmp");
+	/* A /dev/shm as a fresh container's, which --ipc=none leaves out:
+	 * without it multiprocessing's locks, queues and pools fail where a
+	 * fresh Sage runs them. Capped like /tmp (settings.h), and noexec: a
+	 * second writable place is no second place to run a program from
+	 * (/tmp is exec, as Sage's compiled caches need; nothing needs it
+	 * here). Emptied between calls (launcher/calls.py); self-test's
+	 * shm_size row checks what the kernel got. */
+	arg_add(a, "--mount=type=tmpfs,destination=/dev/shm,nosuid,nodev,noexec,tmpfs-mode=1777,"
+		"notmpcopyup,\"tmpfs-size=%llu,nr_inodes=%d\"", SHM_BYTES, SHM_INODES);
 }
 
 /* Long: one flag a line, each with the attack it closes beside it; split,
@@ -265,8 +274,9 @@ void podman_run_args(struct argv_builder *a, const struct config *cfg,
 	arg_add(a, "-i");
 	/* No /etc/hosts from the host: nothing about the host's names. */
 	arg_add(a, "--no-hosts");
-	/* No System V IPC or POSIX shared memory (/dev/shm) namespace at all:
-	 * one more kernel interface, and a writable tmpfs, gone. */
+	/* No System V IPC namespace to keep (SysV calls are refused anyway:
+	 * derive-seccomp.py), and not podman's /dev/shm, whose inodes are
+	 * uncapped: read_only_root_args mounts a capped one of its own. */
 	arg_add(a, "--ipc=none");
 	/* --ipc=none still mounts a writable /dev/mqueue; cover it with a
 	 * read-only empty directory. And what of the host the container's

@@ -54,7 +54,8 @@ void write_sandbox_summary(struct json *j, const struct config *cfg)
 	jw_key(j, "root_filesystem");
 	jw_cstring(j, "read-only");
 	jw_key(j, "writable");
-	snprintf(text, sizeof text, "/tmp (tmpfs, %llu MiB)", TMPFS_BYTES >> 20);
+	snprintf(text, sizeof text, "/tmp (tmpfs, %llu MiB), /dev/shm (tmpfs, %llu MiB)",
+		TMPFS_BYTES >> 20, SHM_BYTES >> 20);
 	jw_cstring(j, text);
 	jw_key(j, "ptys");
 	jw_integer(j, PTY_MAX);

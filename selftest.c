@@ -19,7 +19,7 @@ const char *const self_test_required[] = {
 	"user", "capabilities", "no_new_privs", "seccomp", "user_namespaces",
 	"other_namespaces", "mount", "ptrace", "network", "socket_families", "shared_memory",
 	"pty_cap", "syscall_abi", "socket_buffers", "kernel_objects", "root_read_only", "writable",
-	"tmp_size", "tmp_inodes", "rlimit_core", "rlimit_cpu", "rlimit_data", "rlimit_fsize",
+	"tmp_size", "tmp_inodes", "shm_size", "rlimit_core", "rlimit_cpu", "rlimit_data", "rlimit_fsize",
 	"rlimit_msgqueue", "rlimit_nofile", "rlimit_nproc", "rlimit_sigpending", "rlimit_stack",
 	"rlimit_as", "cgroup_memory", "cgroup_pids", "parent_unreachable", "host_tables",
 	"host_masked", "cpu_share", "cpu_unreaped",
@@ -40,7 +40,8 @@ void self_test_code(const struct config *cfg, const struct podman_host *host,
 	/* Not preparsed: checks.py is Python, run from a raw string (the
 	 * preparser leaves string literals alone). */
 	fprintf(f, "exec(r'''EXPECTED = {\"tmp_bytes\": %llu, \"tmp_inodes\": %d, "
-		"\"pty_max\": %d, \"rlimits\": {", TMPFS_BYTES, TMPFS_INODES, PTY_MAX);
+		"\"shm_bytes\": %llu, \"shm_inodes\": %d, \"pty_max\": %d, \"rlimits\": {",
+		TMPFS_BYTES, TMPFS_INODES, SHM_BYTES, SHM_INODES, PTY_MAX);
 	for (int i = 0; i < RLIMIT_COUNT; i++)
 		fprintf(f, "%s\"%s\": %llu", i ? ", " : "", rlimits[i].name,
 			(unsigned long long)rlimits[i].value);

@@ -16,7 +16,7 @@
  * then it reads end of file, and the result says so. */
 #define MAX_INPUT_BYTES (256ull << 20)
 
-/* Size of the container's /tmp, its only writable place. */
+/* Size of the container's /tmp, its writable place (with /dev/shm). */
 #define TMPFS_BYTES (256ull << 20)
 
 /* Files, directories and symlinks /tmp may hold at once (its nr_inodes=).
@@ -26,6 +26,15 @@
  * attributes to it, 1 KiB per inode. Sage's own start-up uses a few
  * dozen. */
 #define TMPFS_INODES 16384
+
+/* The container's /dev/shm, where a fresh container has one (podman's
+ * default is 64 MiB): POSIX semaphores and shared memory live there, and
+ * Python's multiprocessing needs them for its locks, queues and pools.
+ * Like /tmp it is a tmpfs outside --memory, capped in bytes and in inodes
+ * (semaphores are files unlinked once opened: few exist at once), and
+ * emptied between the calls of a container that serves several. */
+#define SHM_BYTES (64ull << 20)
+#define SHM_INODES 1024
 
 /* Pseudo-terminals a run may hold at once: pexpect-based interfaces (gp(),
  * gap(), maxima(), singular()) take one each; the host has 4096 in all. */

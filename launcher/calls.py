@@ -7,9 +7,9 @@
 #   once     one call, then the container ends;
 #   serial   call after call, each in a child of its own forked from this
 #            process (which no call's code touched), every process of a call
-#            killed, /tmp put back as recorded (tmpreset.py), this
-#            process's state checked (parent.py) and the network namespace
-#            found as it was (netns.py) before the next;
+#            killed, /tmp and /dev/shm put back as recorded (tmpreset.py),
+#            this process's state checked (parent.py) and the network
+#            namespace found as it was (netns.py) before the next;
 #   session  the cells of one Sage: one child runs every cell, stopped
 #            (SIGSTOP) between cells with every other process killed, so that
 #            nothing of a cell runs after its answer.
@@ -155,7 +155,7 @@ class Launcher:
         self.session = mode == "session"
         self.reader, self.writer = reader, writer
         self.handlers, self.namespace, self.preparse_file = handlers, namespace, preparse_file
-        self.recorded = None  # /tmp as recorded, for serial
+        self.recorded = None  # {place: as recorded} of WRITABLE, for serial
         self.state = None     # this process's state, checked before each call is handed on
         self.network = set()  # the sockets of its network namespace at its start (netns.py)
         self.child = 0
@@ -165,7 +165,7 @@ class Launcher:
         self.cpu_used = 0.0
         self.orphan_reaped_at = 0  # now_ms() when reap() last took an orphan
         self.frozen = False   # a session's child, stopped between cells
-        self.no_reset = None  # why /tmp could not be recorded (serial)
+        self.no_reset = None  # why the writable places could not be recorded (serial)
         self.unprepared = None  # why the next call's child could not be forked (serial)
 
     # ---- the prepared child -------------------------------------------------
@@ -713,16 +713,17 @@ class Launcher:
 
     def reset(self):
         """Between the calls of a serial container, with no process of the
-        last call left: /tmp as recorded, and this process as it was. None,
-        or why the container cannot serve another call."""
+        last call left: its writable places as recorded, and this process as
+        it was. None, or why the container cannot serve another call."""
         if self.recorded is None:
             return self.no_reset
         if self.unprepared:
             return self.unprepared
-        try:
-            tmpreset.reset(self.recorded)
-        except tmpreset.CannotReset as e:
-            return "/tmp could not be put back: %s" % e
+        for place, recorded in self.recorded.items():
+            try:
+                tmpreset.reset(recorded, place)
+            except tmpreset.CannotReset as e:
+                return "%s could not be put back: %s" % (place, e)
         differs = parent.changed(self.state)
         if differs:
             return "the launcher's state changed: %s" % ", ".join(differs)
@@ -777,9 +778,9 @@ class Launcher:
             # to be written again after each call (GAP's saved workspace),
             # and is what each call's /tmp is put back to.
             try:
-                self.warmer.tmp = tmpreset.record_trimmed()
+                trimmed = tmpreset.record_trimmed()
                 if self.recorded is not None:
-                    self.recorded = self.warmer.tmp
+                    self.recorded["/tmp"] = trimmed
             except (OSError, tmpreset.CannotReset) as e:
                 self.warmer.unsafe = "/tmp could not be recorded after the warm-up: %s" % e
             self.state = parent.state()
@@ -862,16 +863,16 @@ class Launcher:
     def serve(self):
         if self.mode == "serial":
             try:
-                self.recorded = tmpreset.record()
+                self.recorded = {place: tmpreset.record(place) for place in tmpreset.WRITABLE}
             except (OSError, tmpreset.CannotReset) as e:
                 # It serves one call, then ends, and says why with it.
-                self.no_reset = "/tmp could not be recorded: %s" % e
+                self.no_reset = "the writable places could not be recorded: %s" % e
         self.state = parent.state()
         self.network = netns.sockets()
         self.warmer = warm.Warmer.granted()
         if self.warmer:
             try:
-                self.warmer.tmp = tmpreset.record()
+                tmpreset.record()  # as each step's end will (warm_up)
             except (OSError, tmpreset.CannotReset):
                 self.warmer = None
         self.prepare_child()

@@ -19,6 +19,7 @@
 import os
 import signal
 import sys
+import types
 
 # Python has taken its string hash seed from here (podman.c), the same in
 # every container; the code and what it starts see a fresh Sage's
@@ -119,10 +120,16 @@ def main(argv):
     except ImportError:
         version = "unknown"
     writer.send(b"R", version.encode("ascii", "replace")[:64])
-    # What the code runs in, as `sage FILE` gives it: Sage's names, made
-    # once here (45 ms: as long as the fork itself) for every call's
-    # process to inherit.
-    namespace = {"__name__": "__main__", "__builtins__": __builtins__}
+    # What the code runs in, as `sage FILE` gives it: the __main__
+    # module, Sage's names in it, made once here (45 ms: as long as the
+    # fork itself) for every call's process to inherit. A module, and the
+    # one sys.modules names, as Python's own __main__ is: pickle finds the
+    # code's functions and classes there by name, so multiprocessing's
+    # pools, @parallel's results and dumps() of the code's objects work.
+    main = types.ModuleType("__main__")
+    sys.modules["__main__"] = main
+    namespace = main.__dict__
+    namespace.update(__builtins__=__builtins__, __annotations__={}, __cached__=None)
     exec("from %s import *" % sage_all, namespace)
     # What reports the code's errors, imported once here: each child has it.
     import linecache  # noqa: F401

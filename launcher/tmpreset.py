@@ -1,22 +1,25 @@
-# launcher/tmpreset.py: /tmp as a fresh container has it, recorded once
-# Sage is imported, and put back whole between the calls of a container
-# that serves several.
+# launcher/tmpreset.py: /tmp and /dev/shm as a fresh container has them,
+# recorded once Sage is imported, and put back whole between the calls of a
+# container that serves several.
 #
-# /tmp is the container's only writable place (HOME, DOT_SAGE, the working
-# directory and SAGE_SANDBOX_OUT are in it) and every call's code runs as
-# this process's uid, so whatever a call left there, in any mode, this
+# They are the container's only writable places (HOME, DOT_SAGE, the
+# working directory and SAGE_SANDBOX_OUT are in /tmp; POSIX semaphores and
+# shared memory in /dev/shm, which starts empty) and every call's code runs
+# as this process's uid, so whatever a call left there, in any mode, this
 # process may remove. Nothing is compared to decide what to keep: a
 # comparison by stat cannot see a directory chmod'ed 000 (its content was
 # planted for the next call: a matplotlibrc, a maxima-init.lisp that ran a
 # shell command in a later call, a libgap workspace), nor a file written in
 # place through a shared mapping, which tmpfs does not date. Everything
-# below /tmp goes, and the recording (a few bytes: Sage's caches) is
-# written again, modes and modification times included; then the result is compared
-# with the recording, and a reset that cannot be made exact ends the
-# container instead.
+# below each goes, and the recording (a few bytes: Sage's caches) is
+# written again, modes and modification times included; then the result is
+# compared with the recording, and a reset that cannot be made exact ends
+# the container instead.
 import os
 import stat
 
+# The writable places, each a tmpfs of its own (podman.c).
+WRITABLE = ("/tmp", "/dev/shm")
 # What /tmp may hold after Sage's import for a container to serve several
 # calls: its regular files are kept in memory to be written again.
 MAX_RECORDED_BYTES = 4 << 20

@@ -8,15 +8,18 @@
 # as a fresh Sage has it (Traces): a call prints what a fresh `sage FILE`
 # prints, byte for byte (tests/180-warm.bats).
 #
-# The steps use only objects no code names or every Sage has: the symbolic
-# x, rings whose names start with "sandbox_warm" (Sage orders and caches by
+# The steps use only objects no code names: Python functions, never a
+# symbolic expression (Sage's symbolic library numbers each symbol it
+# makes, even a temporary one, and a set of symbols prints in the order
+# of those numbers: a step that made one would shift every call's),
+# rings whose names start with "sandbox_warm" (Sage orders and caches by
 # name and by creation: a user's `var('y')` must be the first y), and GAP
 # objects through libgap only. Maxima is only started: its packages, run,
-# leave globals, properties and gensyms a call's output can name. What they cannot avoid changing is recorded before
-# each step and put back after it: Maxima's counters (solve's %r
-# parameters, gensyms) and facts, GAP's and PARI's random state,
-# matplotlib's rcParams, Python's warnings filters and their "printed
-# once" records. The launcher (calls.py) puts /tmp back, reads the signal
+# leave globals, properties and gensyms a call's output can name. What
+# the steps cannot avoid changing is recorded before each step and put
+# back after it: Maxima's counters (solve's %r parameters, gensyms) and
+# facts, GAP's and PARI's random state, matplotlib's rcParams, Python's
+# warnings filters and their "printed once" records. The launcher (calls.py) puts /tmp back, reads the signal
 # handlers again and records its own state again after each step.
 #
 # Fork safety: a process with more than one thread cannot be forked safely
@@ -27,6 +30,8 @@
 #
 # Memory: the host grants the warm-up by the data rlimit (Warmer.granted),
 # and each call's process gets back what the warm-up took (inherit()).
+import contextlib
+import io
 import os
 import time
 
@@ -59,13 +64,25 @@ def _gap():
 
 
 def _matplotlib():
-    import io
-    from sage.all import SR, plot, sin, point
-    x = SR.var("x")  # every Sage's own, made at its import
-    graphics = plot(sin(x), (x, 0, 6)) + point((0, 0))
+    """A plot of a Python function: matplotlib, its fonts, Sage's Graphics
+    and the PNG path, and what the symbolic plotting path imports (sympy,
+    IPython's pieces). Not a symbolic one: Sage's symbolic library numbers
+    every symbol it makes, and a set of symbols prints in the order of
+    those numbers; the module that turns an expression into a function
+    makes five at its import (sage.symbolic.expression_conversions, on
+    9.5), so imported here it would shift every symbol of every call. It
+    is left to the call, which imports it as a cold one does (10 ms)."""
+    import math
+    from sage.all import plot, point
+    graphics = plot(lambda t: math.sin(t), (0, 6)) + point((0, 0))
     figure = graphics.matplotlib()
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     FigureCanvasAgg(figure).print_png(io.BytesIO())
+    for name in ("sympy", "sage.interfaces.sympy", "sage.repl.ipython_extension"):
+        try:
+            __import__(name)
+        except ImportError:
+            pass
 
 
 def _singular():
@@ -76,10 +93,14 @@ def _singular():
 
 
 def _numerics():
-    from sage.all import SR, numerical_integral, find_root, sin, cos
-    x = SR.var("x")
-    numerical_integral(sin(x), 0, 1)
-    find_root(cos(x) - x, 0, 1)
+    """GSL's integration and scipy's root finding, on Python functions (on
+    symbolic ones each would make symbols: _matplotlib)."""
+    import math
+    from sage.all import numerical_integral, find_root
+    # A lambda: a built-in one has no argument list for Sage to read, and
+    # it prints an error for every point it evaluates.
+    numerical_integral(lambda t: math.sin(t), 0, 1)
+    find_root(lambda t: math.cos(t) - t, 0, 1)
     import scipy.integrate  # noqa: F401
     import scipy.optimize  # noqa: F401
 
@@ -245,7 +266,6 @@ class Warmer:
         self.done = False
         self.unsafe = None  # why no call's process may be forked from it
         self.failed = None  # the step that failed, and why
-        self.tmp = None     # /tmp before the warm-up (tmpreset.record())
         # A call was served at once, its steps not waited for (calls.py).
         self.served_while_warming = False
         self.spent_ms = {}
@@ -298,8 +318,14 @@ def run_step(name, step):
         except BaseException as e:
             raise Unsafe("the warm-up's %s step could not start it: %s: %s" % (
                 name, type(e).__name__, str(e)[:200]))
+        # What a step prints must not reach this process's standard output,
+        # which carries the frames to the host: a step that prints fails.
+        printed = io.StringIO()
         try:
-            step()
+            with contextlib.redirect_stdout(printed), contextlib.redirect_stderr(printed):
+                step()
+            if printed.getvalue():
+                failed = "the warm-up's %s step printed %r" % (name, printed.getvalue()[:200])
         except BaseException as e:
             failed = "the warm-up's %s step failed: %s: %s" % (name, type(e).__name__, str(e)[:200])
         try:

@@ -58,6 +58,28 @@ print(E.conductor(), E.rank())' 0 run
 	expect_equal "$errors" "" "stderr"
 }
 
+@test "sage - the code's functions and classes are __main__'s, as in a fresh Sage: pickled by dumps(), @parallel and multiprocessing" {
+	sage 'import multiprocessing, sys
+class Point:
+    def __init__(self, x):
+        self.x = x
+def norm(p):
+    return abs(p.x)
+print(loads(dumps(Point(-3))).x, sys.modules["__main__"].norm is norm)
+@parallel(2)
+def twice(n):
+    return Point(2 * n)
+print(sorted((args[0][0], p.x) for args, p in twice([1, 2, 3])))
+with multiprocessing.Pool(2) as pool:
+    print(pool.map(norm, [Point(-1), Point(2)]))
+print(sorted(k for k in globals() if k.startswith("__")))' 0 run
+	expect_equal "$output" "-3 True
+[(1, 2), (2, 4), (3, 6)]
+[1, 2]
+['__annotations__', '__builtins__', '__cached__', '__doc__', '__file__', '__loader__', '__name__', '__package__', '__spec__']"
+	expect_equal "$errors" "" "stderr"
+}
+
 @test "sage - plotting to a PNG file in /tmp" {
 	sage 'p = plot(sin(x), (x, 0, 2*pi))
 p.save("/tmp/sine.png")

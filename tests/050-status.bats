@@ -68,14 +68,14 @@ load helpers
 	local name
 	for name in factorisation exit_status user capabilities no_new_privs seccomp user_namespaces \
 		other_namespaces mount ptrace network socket_families shared_memory syscall_abi \
-		pty_cap root_read_only writable tmp_size rlimit_as rlimit_stack rlimit_core \
+		pty_cap root_read_only writable tmp_size shm_size rlimit_as rlimit_stack rlimit_core \
 		rlimit_cpu rlimit_data rlimit_fsize rlimit_msgqueue rlimit_nofile rlimit_nproc; do
 		printf '%s\n' "$output" | grep -q "^PASS  $name " ||
 			{ echo "# check $name did not PASS" >&2; return 1; }
 	done
 	expect_match "$output" "PASS  factorisation +\(x - 1\) \* \(x \+ 1\) \* \(x\^2 \+ 1\)"
 	expect_equal "$(printf '%s\n' "$output" | grep '^PASS  writable')" \
-		"PASS  writable          writable: /tmp, /tmp/sage-home"
+		"PASS  writable          writable: /dev/shm, /tmp, /tmp/sage-home"
 	local controllers
 	controllers=$(podman info --format '{{.Host.CgroupControllers}}')
 	if [[ $controllers == *memory* ]]; then
@@ -88,6 +88,7 @@ load helpers
 	expect_match "$output" "PASS  socket_buffers +SO_SNDBUF EPERM; SO_RCVBUF EPERM; SO_SNDBUFFORCE EPERM; SO_RCVBUFFORCE EPERM; send buffer [0-9]+ bytes"
 	expect_match "$output" "PASS  kernel_objects +splice ENOSYS; tee ENOSYS; inotify_init1 ENOSYS; setxattr ENOTSUP; F_OFD_SETLK ENOLCK"
 	expect_match "$output" "PASS  tmp_inodes +16384 inodes, expected 16384"
+	expect_match "$output" "PASS  shm_size +67108864 bytes, 1024 inodes, noexec; expected 67108864, 1024, noexec"
 	expect_match "$output" "PASS  rlimit_sigpending +\(1024, 1024\)"
 	expect_match "$output" "self-test passed: 3[0-9] passed, 0 failed, [0-3] skipped"
 }
@@ -114,7 +115,7 @@ load helpers
 	expect_equal "$(json_get 'j["ok"]')" true
 	expect_equal "$(json_get 'j["checks"][0]["name"], j["checks"][0]["outcome"]')" '["factorisation", "PASS"]'
 	expect_equal "$(json_get 'sorted({c["outcome"] for c in j["checks"]} - {"SKIP"})')" '["PASS"]'
-	expect_equal "$(json_get 'len(j["checks"])')" 38
+	expect_equal "$(json_get 'len(j["checks"])')" 39
 	expect_equal "$(json_get 'j["run"]["exit_code"]')" 0
 }
 

@@ -142,6 +142,49 @@ print(sorted(os.listdir(os.environ["HOME"])))'
 	expect_as_fresh victim "$victim" --timeout 120 --input "$BATS_TEST_TMPDIR/secret.txt"
 }
 
+@test "reuse - /dev/shm is a fresh container's in every job: multiprocessing's pools, queues and locks work, and what a job left there is gone" {
+	# The first job runs multiprocessing as a fresh Sage does (its locks
+	# are POSIX semaphores in /dev/shm); the second leaves a file, a held
+	# mapping of another, and a directory chmod'ed 000 there; the third
+	# finds /dev/shm empty and multiprocessing working again.
+	local pool='import multiprocessing, os
+st = os.statvfs("/dev/shm")
+print(sorted(os.listdir("/dev/shm")), st.f_bfree == st.f_blocks, oct(os.stat("/dev/shm").st_mode))
+def square(n):
+    return n * n
+with multiprocessing.Pool(2) as pool:
+    print(pool.map(square, range(8)))
+queue, lock = multiprocessing.Queue(), multiprocessing.Lock()
+worker = multiprocessing.Process(target=queue.put, args=("through a queue",))
+worker.start(); print(queue.get()); worker.join()
+with lock:
+    print("locked", worker.exitcode)'
+	local plant='import mmap, os
+open("/dev/shm/planted", "wb").write(b"x" * (32 << 20))
+fd = os.open("/dev/shm/mapped", os.O_RDWR | os.O_CREAT, 0o600)
+os.ftruncate(fd, 1 << 20)
+held = mmap.mmap(fd, 1 << 20)
+os.unlink("/dev/shm/mapped")
+os.makedirs("/dev/shm/d/e")
+open("/dev/shm/d/e/f", "w").write("left")
+os.chmod("/dev/shm/d", 0)
+if os.fork() == 0:
+    os.setsid(); import time; time.sleep(100)
+print("planted", sorted(os.listdir("/dev/shm")))'
+	jobs_file pool "$pool" plant "$plant" again "$pool"
+	run_ss 0 batch --order input --jobs 1 "$jobs"
+	expect_equal "$(field plant 'j["stdout"]')" "planted ['d', 'planted']"
+	local want="[] True 0o41777
+[0, 1, 4, 9, 16, 25, 36, 49]
+through a queue
+locked 0"
+	expect_equal "$(field pool 'j["stdout"]')" "$want"
+	expect_equal "$(field again 'j["stdout"]')" "$want"
+	expect_equal "$(field again 'j["attempts"]')" 1
+	expect_as_fresh pool "$pool"
+	expect_as_fresh again "$pool"
+}
+
 @test "reuse - prlimit, setpriority and sched_* on pid 1 are refused; the next job's limits, nice and scheduling are a fresh run's" {
 	# RLIMIT_DATA and RLIMIT_AS are a warm call's own: the memory limit
 	# plus what the warm-up took (sage-sandbox(1), Warm templates).

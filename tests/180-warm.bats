@@ -94,7 +94,7 @@ print(sorted(k for k in kinds if k != "pipe" and not k.startswith("/")), kinds.c
 	# ... which is what a cold run prints, for three whose output names
 	# Maxima's symbols (r1, _K1) or asks Maxima a question.
 	local id
-	for id in solve-free-two desolve-second integrate-parameter; do
+	for id in solve-free-two desolve-second integrate-parameter symbol-order; do
 		python3 -c 'import json, sys
 for line in open(sys.argv[1]):
     j = json.loads(line)
