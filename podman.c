@@ -226,7 +226,8 @@ const char *const masked_host_paths[] = {
 	NULL,
 };
 
-/* Nothing of the image writable; a capped /tmp the only writable place. */
+/* Nothing of the image writable; a capped /tmp and /dev/shm the only
+ * writable places. */
 static void read_only_root_args(struct argv_builder *a)
 {
 	/* The image cannot be modified: no trojaned sage for the next run.
@@ -274,9 +275,9 @@ void podman_run_args(struct argv_builder *a, const struct config *cfg,
 	arg_add(a, "-i");
 	/* No /etc/hosts from the host: nothing about the host's names. */
 	arg_add(a, "--no-hosts");
-	/* No System V IPC namespace to keep (SysV calls are refused anyway:
-	 * derive-seccomp.py), and not podman's /dev/shm, whose inodes are
-	 * uncapped: read_only_root_args mounts a capped one of its own. */
+	/* A private IPC namespace without podman's /dev/shm, whose inodes are
+	 * uncapped: read_only_root_args mounts a capped one of its own (SysV
+	 * IPC calls are refused anyway: derive-seccomp.py). */
 	arg_add(a, "--ipc=none");
 	/* --ipc=none still mounts a writable /dev/mqueue; cover it with a
 	 * read-only empty directory. And what of the host the container's

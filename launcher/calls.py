@@ -596,8 +596,8 @@ class Launcher:
         the fork runs on the other. A dying process can still signal the new
         child (prepare_child says how, and why that comes to nothing but its
         death); one that died is forked again once none is left. Nothing of
-        the next call reaches the new child before /tmp and this process are
-        checked (reset(), then X). Returns the call's process's wait status
+        the next call reaches the new child before /tmp, /dev/shm and this
+        process are checked (reset(), then X). Returns the call's process's wait status
         and CPU seconds."""
         called = self.child
         status, cpu = self.child_status, self.cpu_used  # if already reaped
@@ -860,13 +860,25 @@ class Launcher:
 
     # ---- the whole ----------------------------------------------------------------
 
+    def record_writable(self):
+        """self.recorded: each writable place as it is now, to be put back
+        after each call. None, or why they cannot be."""
+        shared = tmpreset.shared_mappings()
+        if shared:
+            return "the launcher maps %s shared, and every call's process would" % shared[0]
+        recorded = {}
+        for place in tmpreset.WRITABLE:
+            try:
+                recorded[place] = tmpreset.record(place)
+            except (OSError, tmpreset.CannotReset) as e:
+                return "%s could not be recorded: %s" % (place, e)
+        self.recorded = recorded
+        return None
+
     def serve(self):
         if self.mode == "serial":
-            try:
-                self.recorded = {place: tmpreset.record(place) for place in tmpreset.WRITABLE}
-            except (OSError, tmpreset.CannotReset) as e:
-                # It serves one call, then ends, and says why with it.
-                self.no_reset = "the writable places could not be recorded: %s" % e
+            # Where it cannot, it serves one call, then ends, and says why.
+            self.no_reset = self.record_writable()
         self.state = parent.state()
         self.network = netns.sockets()
         self.warmer = warm.Warmer.granted()

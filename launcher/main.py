@@ -126,9 +126,9 @@ def main(argv):
     # one sys.modules names, as Python's own __main__ is: pickle finds the
     # code's functions and classes there by name, so multiprocessing's
     # pools, @parallel's results and dumps() of the code's objects work.
-    main = types.ModuleType("__main__")
-    sys.modules["__main__"] = main
-    namespace = main.__dict__
+    module = types.ModuleType("__main__")
+    sys.modules["__main__"] = module
+    namespace = module.__dict__
     namespace.update(__builtins__=__builtins__, __annotations__={}, __cached__=None)
     exec("from %s import *" % sage_all, namespace)
     # What reports the code's errors, imported once here: each child has it.

@@ -20,17 +20,18 @@ import stat
 
 # The writable places, each a tmpfs of its own (podman.c).
 WRITABLE = ("/tmp", "/dev/shm")
-# What /tmp may hold after Sage's import for a container to serve several
-# calls: its regular files are kept in memory to be written again.
+# What a writable place may hold after Sage's import for a container to
+# serve several calls: its regular files are kept in memory to be written
+# again.
 MAX_RECORDED_BYTES = 4 << 20
 MAX_RECORDED_ENTRIES = 4096
-# Directories deeper than this below /tmp are not walked down: such a tree
+# Directories deeper than this below a place are not walked down: such a tree
 # (a call made it) ends the container instead.
 MAX_DEPTH = 200
 
 
 class CannotReset(Exception):
-    """/tmp cannot be made as recorded: the container must end."""
+    """A writable place cannot be made as recorded: the container must end."""
 
 
 class Entry:
@@ -116,6 +117,24 @@ def record_trimmed(root="/tmp", largest=1 << 20):
         if stat.S_ISREG(st.st_mode) and st.st_size > largest:
             os.unlink(name, dir_fd=fd)
     return record(root)
+
+
+def shared_mappings(places=WRITABLE):
+    """The files in places this process maps shared: a call's process
+    forked from it would inherit each mapping, and share its pages with
+    every other call's, whatever the reset removes. Where the mappings
+    cannot be read, that is the finding (never forked on a guess)."""
+    found = []
+    try:
+        with open("/proc/self/maps") as f:
+            for line in f:
+                fields = line.split(None, 5)
+                if len(fields) == 6 and "s" in fields[1] and fields[5].startswith(
+                        tuple(place + "/" for place in places)):
+                    found.append(fields[5].rstrip("\n"))
+    except OSError as e:
+        found.append("/proc/self/maps, unreadable: %s" % e.strerror)
+    return found
 
 
 def make_accessible(dir_fd, name):

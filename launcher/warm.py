@@ -19,8 +19,10 @@
 # the steps cannot avoid changing is recorded before each step and put
 # back after it: Maxima's counters (solve's %r parameters, gensyms) and
 # facts, GAP's and PARI's random state, matplotlib's rcParams, Python's
-# warnings filters and their "printed once" records. The launcher (calls.py) puts /tmp back, reads the signal
-# handlers again and records its own state again after each step.
+# warnings filters and their "printed once" records. The launcher
+# (calls.py) puts /tmp back, reads the signal handlers again and records
+# its own state again after each step. A step must print nothing, and
+# leave no thread and no shared mapping of a writable place (run_step).
 #
 # Fork safety: a process with more than one thread cannot be forked safely
 # (a lock another thread held stays held in the child). ECL's collector
@@ -30,10 +32,11 @@
 #
 # Memory: the host grants the warm-up by the data rlimit (Warmer.granted),
 # and each call's process gets back what the warm-up took (inherit()).
-import contextlib
-import io
 import os
+import sys
 import time
+
+from launcher import tmpreset
 
 PREFIX = "sandbox_warm"
 
@@ -72,6 +75,7 @@ def _matplotlib():
     makes five at its import (sage.symbolic.expression_conversions, on
     9.5), so imported here it would shift every symbol of every call. It
     is left to the call, which imports it as a cold one does (10 ms)."""
+    import io
     import math
     from sage.all import plot, point
     graphics = plot(lambda t: math.sin(t), (0, 6)) + point((0, 0))
@@ -301,42 +305,82 @@ class Unsafe(Exception):
     forked from it."""
 
 
+class _Captured:
+    """This process's file descriptors 1 and 2 pointed at an unnamed file
+    in /tmp while in the block: they carry the frames to the host (fd 1)
+    and the launcher's last words (fd 2), and a library may write to them
+    from C (ECL, libgap, Singular) as well as from Python. printed() is
+    what was written, its first bytes."""
+
+    def __enter__(self):
+        self._flush()
+        self.file = os.open("/tmp", os.O_TMPFILE | os.O_RDWR, 0o600)
+        self.saved = (os.dup(1), os.dup(2))
+        os.dup2(self.file, 1)
+        os.dup2(self.file, 2)
+        return self
+
+    def __exit__(self, *exc):
+        self._flush()
+        os.dup2(self.saved[0], 1)
+        os.dup2(self.saved[1], 2)
+        for fd in self.saved:
+            os.close(fd)
+        self.written = os.pread(self.file, 200, 0)
+        os.close(self.file)
+        return False
+
+    @staticmethod
+    def _flush():
+        import ctypes
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except (AttributeError, OSError, ValueError):
+                pass
+        ctypes.CDLL(None).fflush(None)
+
+
 def run_step(name, step):
     """One step, and its traces put back. Returns why the step itself
     failed, or None (its traces are put back either way: the template
     serves on, the warm-up ends). Raises Unsafe where the library could
-    not be started cleanly or its traces put back, or the step left a
-    thread. ECL's collector is told to mark in this thread alone
-    (GC_MARKERS, read once, as ECL starts)."""
+    not be started cleanly or its traces put back, the step printed
+    anything (a cold call's first use would print it, and a warm one
+    would not), left a thread, or left this process a shared mapping of
+    a file in /tmp or /dev/shm (every call's process would inherit it,
+    and share it with the next). ECL's collector is told to mark in this
+    thread alone (GC_MARKERS, read once, as ECL starts)."""
     alone = threads()
     previous = os.environ.get("GC_MARKERS")
     os.environ["GC_MARKERS"] = "1"
     failed = None
     try:
-        try:
-            traces = Traces(name)
-        except BaseException as e:
-            raise Unsafe("the warm-up's %s step could not start it: %s: %s" % (
-                name, type(e).__name__, str(e)[:200]))
-        # What a step prints must not reach this process's standard output,
-        # which carries the frames to the host: a step that prints fails.
-        printed = io.StringIO()
-        try:
-            with contextlib.redirect_stdout(printed), contextlib.redirect_stderr(printed):
+        with _Captured() as captured:
+            try:
+                traces = Traces(name)
+            except BaseException as e:
+                raise Unsafe("the warm-up's %s step could not start it: %s: %s" % (
+                    name, type(e).__name__, str(e)[:200]))
+            try:
                 step()
-            if printed.getvalue():
-                failed = "the warm-up's %s step printed %r" % (name, printed.getvalue()[:200])
-        except BaseException as e:
-            failed = "the warm-up's %s step failed: %s: %s" % (name, type(e).__name__, str(e)[:200])
-        try:
-            traces.put_back()
-        except BaseException as e:
-            raise Unsafe("the warm-up's %s step could not put back %s" % (name, e))
+            except BaseException as e:
+                failed = "the warm-up's %s step failed: %s: %s" % (
+                    name, type(e).__name__, str(e)[:200])
+            try:
+                traces.put_back()
+            except BaseException as e:
+                raise Unsafe("the warm-up's %s step could not put back %s" % (name, e))
     finally:
         if previous is None:
             del os.environ["GC_MARKERS"]
         else:
             os.environ["GC_MARKERS"] = previous
+    if captured.written:
+        raise Unsafe("the warm-up's %s step printed %r" % (name, captured.written))
     if threads() > alone:
         raise Unsafe("the warm-up's %s step left %d threads in the template" % (name, threads()))
+    shared = tmpreset.shared_mappings()
+    if shared:
+        raise Unsafe("the warm-up's %s step left a shared mapping of %s" % (name, shared[0]))
     return failed

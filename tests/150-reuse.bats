@@ -144,9 +144,10 @@ print(sorted(os.listdir(os.environ["HOME"])))'
 
 @test "reuse - /dev/shm is a fresh container's in every job: multiprocessing's pools, queues and locks work, and what a job left there is gone" {
 	# The first job runs multiprocessing as a fresh Sage does (its locks
-	# are POSIX semaphores in /dev/shm); the second leaves a file, a held
-	# mapping of another, and a directory chmod'ed 000 there; the third
-	# finds /dev/shm empty and multiprocessing working again.
+	# are POSIX semaphores in /dev/shm); the second fills it to its bytes
+	# and its inodes, then leaves a file, a held mapping of another, and a
+	# directory chmod'ed 000 there; the third finds /dev/shm empty and
+	# multiprocessing working again.
 	local pool='import multiprocessing, os
 st = os.statvfs("/dev/shm")
 print(sorted(os.listdir("/dev/shm")), st.f_bfree == st.f_blocks, oct(os.stat("/dev/shm").st_mode))
@@ -159,7 +160,22 @@ worker = multiprocessing.Process(target=queue.put, args=("through a queue",))
 worker.start(); print(queue.get()); worker.join()
 with lock:
     print("locked", worker.exitcode)'
-	local plant='import mmap, os
+	local plant='import errno, mmap, os
+try:
+    with open("/dev/shm/planted", "wb") as f:
+        f.write(b"x" * (80 << 20))
+except OSError as e:
+    print("full at", os.path.getsize("/dev/shm/planted") >> 20, "MiB:", errno.errorcode[e.errno])
+os.unlink("/dev/shm/planted")
+made = 0
+try:
+    while True:
+        open("/dev/shm/f%d" % made, "w").close()
+        made += 1
+except OSError as e:
+    print("inodes:", made, errno.errorcode[e.errno])
+for i in range(made):
+    os.unlink("/dev/shm/f%d" % i)
 open("/dev/shm/planted", "wb").write(b"x" * (32 << 20))
 fd = os.open("/dev/shm/mapped", os.O_RDWR | os.O_CREAT, 0o600)
 os.ftruncate(fd, 1 << 20)
@@ -173,7 +189,10 @@ if os.fork() == 0:
 print("planted", sorted(os.listdir("/dev/shm")))'
 	jobs_file pool "$pool" plant "$plant" again "$pool"
 	run_ss 0 batch --order input --jobs 1 "$jobs"
-	expect_equal "$(field plant 'j["stdout"]')" "planted ['d', 'planted']"
+	# At most 64 MiB and 1024 inodes (the root's own is one).
+	expect_equal "$(field plant 'j["stdout"]')" "full at 64 MiB: ENOSPC
+inodes: 1023 ENOSPC
+planted ['d', 'planted']"
 	local want="[] True 0o41777
 [0, 1, 4, 9, 16, 25, 36, 49]
 through a queue

@@ -92,7 +92,9 @@ print(sorted(k for k in kinds if k != "pipe" and not k.startswith("/")), kinds.c
 	printf '%s\n' "$output" | normalise >"$cold"
 	[ "$(wc -l <"$cold")" -ge 40 ]
 	# ... which is what a cold run prints, for three whose output names
-	# Maxima's symbols (r1, _K1) or asks Maxima a question.
+	# Maxima's symbols (r1, _K1) or asks Maxima a question, and one that
+	# prints sets of symbolic variables (their order follows the numbers
+	# Sage gives symbols as they are made).
 	local id
 	for id in solve-free-two desolve-second integrate-parameter symbol-order; do
 		python3 -c 'import json, sys

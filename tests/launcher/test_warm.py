@@ -85,6 +85,45 @@ class StepTest(unittest.TestCase):
                          "the warm-up's failing step failed: KeyboardInterrupt: ")
         self.assertEqual(warnings.filters, before)
 
+    def test_a_step_that_prints_makes_the_template_unsafe_and_its_output_reaches_no_frame(self):
+        # Descriptor 1 carries the frames to the host: nothing a step
+        # writes, from Python or from C (a write(2) here), may reach it.
+        before = [os.fstat(fd) for fd in (1, 2)]
+        r, w = os.pipe()
+        saved = os.dup(1)
+        os.dup2(w, 1)
+        try:
+            def printing():
+                print("from Python")
+                os.write(1, b"from C\n")
+                os.write(2, b"on stderr\n")
+            with self.assertRaisesRegex(warm.Unsafe, r"^the warm-up's printing step printed "
+                                        r"b'from Python\\nfrom C\\non stderr\\n'$"):
+                warm.run_step("printing", printing)
+            os.write(1, b"after")
+        finally:
+            os.dup2(saved, 1)
+            os.close(saved)
+            os.close(w)
+        with os.fdopen(r, "rb") as pipe:
+            self.assertEqual(pipe.read(), b"after")
+        self.assertEqual([(s.st_dev, s.st_ino) for s in before],
+                         [(s.st_dev, s.st_ino) for s in map(os.fstat, (1, 2))])
+
+    def test_a_shared_mapping_of_a_writable_place_is_found(self):
+        import mmap
+        import tempfile
+        from launcher import tmpreset
+        with tempfile.TemporaryDirectory() as place:
+            with open(os.path.join(place, "segment"), "w+b") as f:
+                f.truncate(4096)
+                shared = mmap.mmap(f.fileno(), 4096, mmap.MAP_SHARED)
+                private = mmap.mmap(f.fileno(), 4096, mmap.MAP_PRIVATE)
+            self.assertEqual(tmpreset.shared_mappings((place,)), [place + "/segment"])
+            shared.close()
+            self.assertEqual(tmpreset.shared_mappings((place,)), [])
+            private.close()
+
     def test_an_image_setting_of_gc_markers_is_kept(self):
         os.environ["GC_MARKERS"] = "3"
         try:
