@@ -305,30 +305,58 @@ class Unsafe(Exception):
     forked from it."""
 
 
+# Where _Captured keeps its descriptors: above the low numbers the
+# libraries' own files take (a call sees those as a cold one would), below
+# the container's descriptor limit.
+CAPTURE_FDS_FROM = 600
+
+
 class _Captured:
     """This process's file descriptors 1 and 2 pointed at an unnamed file
     in /tmp while in the block: they carry the frames to the host (fd 1)
     and the launcher's last words (fd 2), and a library may write to them
-    from C (ECL, libgap, Singular) as well as from Python. printed() is
-    what was written, its first bytes."""
+    from C (ECL, libgap, Singular) as well as from Python. written is what
+    was written, its first bytes. Raises OSError where the descriptors
+    cannot be set up or put back (each put back as far as it can be)."""
 
     def __enter__(self):
         self._flush()
-        self.file = os.open("/tmp", os.O_TMPFILE | os.O_RDWR, 0o600)
-        self.saved = (os.dup(1), os.dup(2))
-        os.dup2(self.file, 1)
-        os.dup2(self.file, 2)
+        self.saved = []
+        self.file = self._high(os.open("/tmp", os.O_TMPFILE | os.O_RDWR, 0o600))
+        try:
+            for fd in (1, 2):
+                self.saved.append(self._high(os.dup(fd)))
+            for fd in (1, 2):
+                os.dup2(self.file, fd)
+        except BaseException:
+            self._put_back()
+            raise
         return self
 
     def __exit__(self, *exc):
-        self._flush()
-        os.dup2(self.saved[0], 1)
-        os.dup2(self.saved[1], 2)
-        for fd in self.saved:
-            os.close(fd)
-        self.written = os.pread(self.file, 200, 0)
-        os.close(self.file)
+        try:
+            self._flush()
+        finally:
+            self._put_back()
         return False
+
+    def _put_back(self):
+        for fd, saved in zip((1, 2), self.saved):
+            os.dup2(saved, fd)
+            os.close(saved)
+        self.saved = []
+        try:
+            self.written = os.pread(self.file, 200, 0)
+        finally:
+            os.close(self.file)
+
+    @staticmethod
+    def _high(fd):
+        import fcntl
+        try:
+            return fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, CAPTURE_FDS_FROM)
+        finally:
+            os.close(fd)
 
     @staticmethod
     def _flush():
@@ -355,8 +383,9 @@ def run_step(name, step):
     previous = os.environ.get("GC_MARKERS")
     os.environ["GC_MARKERS"] = "1"
     failed = None
+    captured = _Captured()
     try:
-        with _Captured() as captured:
+        with captured:
             try:
                 traces = Traces(name)
             except BaseException as e:
@@ -371,6 +400,9 @@ def run_step(name, step):
                 traces.put_back()
             except BaseException as e:
                 raise Unsafe("the warm-up's %s step could not put back %s" % (name, e))
+    except OSError as e:
+        raise Unsafe("the warm-up's %s step's output could not be held back: %s" % (
+            name, e.strerror))
     finally:
         if previous is None:
             del os.environ["GC_MARKERS"]
