@@ -597,8 +597,8 @@ class Launcher:
         child (prepare_child says how, and why that comes to nothing but its
         death); one that died is forked again once none is left. Nothing of
         the next call reaches the new child before /tmp, /dev/shm and this
-        process are checked (reset(), then X). Returns the call's process's wait status
-        and CPU seconds."""
+        process are checked (reset(), then X). Returns the call's process's
+        wait status and CPU seconds."""
         called = self.child
         status, cpu = self.child_status, self.cpu_used  # if already reaped
         try:
@@ -882,9 +882,11 @@ class Launcher:
         self.state = parent.state()
         self.network = netns.sockets()
         self.warmer = warm.Warmer.granted()
-        if self.warmer:
+        if self.warmer and self.recorded is None:
+            # As each step's end will (warm_up); a serial container's
+            # record_writable has just done it.
             try:
-                tmpreset.record()  # as each step's end will (warm_up)
+                tmpreset.record()
             except (OSError, tmpreset.CannotReset):
                 self.warmer = None
         self.prepare_child()
