@@ -120,18 +120,28 @@ def record_trimmed(root="/tmp", largest=1 << 20):
 
 
 def shared_mappings(places=WRITABLE):
-    """The files in places this process maps shared: a call's process
-    forked from it would inherit each mapping, and share its pages with
-    every other call's, whatever the reset removes. Where the mappings
-    cannot be read, that is the finding (never forked on a guess)."""
+    """This process's shared mappings that a call could write through: a
+    call's process forked from it would inherit each, and share its pages
+    with every other call's, whatever the reset removes. Those mapped
+    writable, those of a file in places, and those of no file the image
+    holds (anonymous: "/dev/zero (deleted)"; a deleted file; SysV's and
+    memfd's, which seccomp refuses the code but not every library): each
+    by the name /proc gives it. A read-only one of the image's files (a
+    font cache) stays read-only: the image's files are not the code's
+    to open for writing. Where the mappings cannot be read, that is the
+    finding (never forked on a guess)."""
     found = []
     try:
         with open("/proc/self/maps") as f:
             for line in f:
                 fields = line.split(None, 5)
-                if len(fields) == 6 and "s" in fields[1] and fields[5].startswith(
-                        tuple(place + "/" for place in places)):
-                    found.append(fields[5].rstrip("\n"))
+                if len(fields) < 5 or "s" not in fields[1]:
+                    continue
+                name = fields[5].rstrip("\n") if len(fields) == 6 else ""
+                if ("w" in fields[1] or not name.startswith("/") or
+                        name.endswith(" (deleted)") or name.startswith(("/SYSV", "/memfd:")) or
+                        name.startswith(tuple(place + "/" for place in places))):
+                    found.append(name or "no file")
     except OSError as e:
         found.append("/proc/self/maps, unreadable: %s" % e.strerror)
     return found

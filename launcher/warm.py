@@ -19,10 +19,11 @@
 # the steps cannot avoid changing is recorded before each step and put
 # back after it: Maxima's counters (solve's %r parameters, gensyms) and
 # facts, GAP's and PARI's random state, matplotlib's rcParams, Python's
-# warnings filters and their "printed once" records. The launcher
+# warnings filters (but those the imports add, as a cold import does)
+# and their "printed once" records. The launcher
 # (calls.py) puts /tmp back, reads the signal handlers again and records
 # its own state again after each step. A step must print nothing, and
-# leave no thread and no shared mapping of a writable place (run_step).
+# leave no thread and no shared mapping a call could write (run_step).
 #
 # Fork safety: a process with more than one thread cannot be forked safely
 # (a lock another thread held stays held in the child). ECL's collector
@@ -128,6 +129,7 @@ class Traces:
         import warnings
         self.name = name
         self.filters = list(warnings.filters)
+        self.once = dict(warnings.onceregistry)
         self.saved = None
         try:
             from sage.all import pari
@@ -153,10 +155,11 @@ class Traces:
             import matplotlib
             self.saved = dict.copy(matplotlib.rcParams)
 
-    def put_back(self):
+    def put_back(self, completed):
         """Everything recorded, as it was, each item whatever became of the
-        others; raises at the end if any could not be put back (the
-        template is then not to be forked: calls.py)."""
+        others (but the filters a completed step's imports added); raises
+        at the end if any could not be put back (the template is then not
+        to be forked: calls.py)."""
         failures = []
 
         def attempt(what, restore):
@@ -197,8 +200,21 @@ class Traces:
             from sage.all import pari
             attempt("PARI's random state", lambda: pari.setrand(self.pari))
         import warnings
-        warnings.filters[:] = self.filters
-        # Every module's "printed once" record is dropped with them.
+        # The filters a completed step's imports added stay: a module's
+        # filter comes with its import (sympy's "once" for its
+        # deprecations, scipy's "always" for its special functions'...),
+        # which a call that uses the module does not repeat; put back,
+        # the call's warnings would print as no fresh Sage prints them.
+        # The rest is as recorded: a step that removed or reordered one
+        # gets the record back, what it added in front of it. A step that
+        # failed may have stopped anywhere: the record, whole.
+        added = [f for f in warnings.filters if f not in self.filters] if completed else []
+        if [f for f in warnings.filters if f not in added] != self.filters:
+            warnings.filters[:] = added + self.filters
+        # Every "printed once" record goes: the modules' with the version
+        # the filters' change bumps, "once"'s own table by hand.
+        warnings.onceregistry.clear()
+        warnings.onceregistry.update(self.once)
         warnings._filters_mutated()
         if failures:
             raise RuntimeError("; ".join(failures))
@@ -375,9 +391,9 @@ def run_step(name, step):
     serves on, the warm-up ends). Raises Unsafe where the library could
     not be started cleanly or its traces put back, the step printed
     anything (a cold call's first use would print it, and a warm one
-    would not), left a thread, or left this process a shared mapping of
-    a file in /tmp or /dev/shm (every call's process would inherit it,
-    and share it with the next). ECL's collector is told to mark in this
+    would not), left a thread, or left this process a shared mapping a
+    call could write (tmpreset.shared_mappings: every call's process
+    would inherit it, and share it with the next). ECL's collector is told to mark in this
     thread alone (GC_MARKERS, read once, as ECL starts)."""
     alone = threads()
     previous = os.environ.get("GC_MARKERS")
@@ -397,7 +413,7 @@ def run_step(name, step):
                 failed = "the warm-up's %s step failed: %s: %s" % (
                     name, type(e).__name__, str(e)[:200])
             try:
-                traces.put_back()
+                traces.put_back(completed=failed is None)
             except BaseException as e:
                 raise Unsafe("the warm-up's %s step could not put back %s" % (name, e))
     except OSError as e:

@@ -1,7 +1,7 @@
 # tests/launcher/test_warm.py: the warm-up's mechanisms without Sage: the
 # grant read from the data rlimit, the rlimits a call's process gets back,
 # a step that leaves a thread behind, warnings put back with their
-# "printed once" records, and a launcher that is idle although the last
+# "printed once" records (but the filters a step's imports add), and a launcher that is idle although the last
 # call's end of input is still unread.
 import os
 import resource
@@ -75,6 +75,38 @@ class StepTest(unittest.TestCase):
             library()
         self.assertEqual([str(w.message) for w in seen], ["deprecated, said once"])
 
+    def test_the_filters_a_step_adds_stay_and_its_once_records_go(self):
+        def importing():
+            # What a module's import does (sympy's, scipy's): its filter.
+            warnings.filterwarnings("always", message="the library's")
+            warnings.warn("said once", UserWarning)  # the "once" recorded here
+
+        def call():
+            for _ in range(2):
+                warnings.warn("said once", UserWarning)
+                warnings.warn("the library's", UserWarning)
+        with warnings.catch_warnings(record=True) as seen:
+            warnings.simplefilter("once")
+            before = list(warnings.filters)
+            warm.run_step("importing", importing)
+            self.assertEqual(warnings.filters[1:], before)
+            self.assertEqual(warnings.filters[0][0], "always")
+            del seen[:]
+            call()  # as after the library's import in a fresh Sage
+        self.assertEqual([str(w.message) for w in seen],
+                         ["said once", "the library's", "the library's"])
+
+    def test_a_step_that_removes_a_filter_gets_it_back_under_those_it_added(self):
+        def resetting():
+            warnings.resetwarnings()
+            warnings.simplefilter("error", UserWarning)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)
+            before = list(warnings.filters)
+            warm.run_step("resetting", resetting)
+            self.assertEqual(warnings.filters,
+                             [("error", None, UserWarning, None, 0)] + before)
+
     def test_a_step_that_fails_still_puts_back(self):
         before = list(warnings.filters)
 
@@ -125,6 +157,18 @@ class StepTest(unittest.TestCase):
             shared.close()
             self.assertEqual(tmpreset.shared_mappings((place,)), [])
             private.close()
+
+    def test_a_shared_mapping_of_no_file_or_mapped_writable_is_found(self):
+        import mmap
+        from launcher import tmpreset
+        anonymous = mmap.mmap(-1, 4096, flags=mmap.MAP_SHARED | mmap.MAP_ANONYMOUS)
+        self.assertEqual(tmpreset.shared_mappings(()), ["/dev/zero (deleted)"])
+        anonymous.close()
+        # A read-only one of a file outside the places: not the code's to write.
+        with open("/etc/passwd", "rb") as f:
+            font_cache_like = mmap.mmap(f.fileno(), 0, mmap.MAP_SHARED, mmap.PROT_READ)
+        self.assertEqual(tmpreset.shared_mappings(()), [])
+        font_cache_like.close()
 
     def test_an_image_setting_of_gc_markers_is_kept(self):
         os.environ["GC_MARKERS"] = "3"
