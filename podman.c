@@ -257,12 +257,18 @@ static void read_only_root_args(struct argv_builder *a)
 		"notmpcopyup,\"tmpfs-size=%llu,nr_inodes=%d\"", SHM_BYTES, SHM_INODES);
 }
 
+bool podman_warms(const struct config *cfg, long idle_seconds, const char *mode, bool cold)
+{
+	bool serves_many = strcmp(mode, "once") != 0;
+	return !cold && (serves_many || idle_seconds > 0) && warm_up_room(cfg) > 0;
+}
+
 /* Long: one flag a line, each with the attack it closes beside it; split,
  * the reasoning would be read in pieces. */
 void podman_run_args(struct argv_builder *a, const struct config *cfg,
 		const struct podman_host *host, const struct sage_image *image, const char *podman,
 		const char *name, const char *owner, unsigned long uid, long idle_seconds,
-		const char *mode)
+		const char *mode, bool cold)
 {
 	bool serves_many = strcmp(mode, "once") != 0;
 	long cpus = cfg->number[SET_CPUS];
@@ -380,7 +386,7 @@ void podman_run_args(struct argv_builder *a, const struct config *cfg,
 	 * Where a memory cgroup holds the container, the launcher's warm
 	 * pages are in it too: it gets that much more, and a call the room a
 	 * cold one has. */
-	bool warms = (serves_many || idle_seconds > 0) && warm_up_room(cfg) > 0;
+	bool warms = podman_warms(cfg, idle_seconds, mode, cold);
 	if (host->controller[CONTROLLER_MEMORY])
 		arg_add(a, "--memory=%llu", (unsigned long long)config_memory_bytes(cfg) +
 			(warms ? WARM_UP_RESIDENT : 0));

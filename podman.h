@@ -98,11 +98,15 @@ struct sage_image;
  * idle_seconds: how long it may wait, ready, for its program (a warm
  * sandbox), which the backstop adds. mode: the launcher's, "once",
  * "serial" or "session"; the last two serve many calls
- * (SESSION_CPU_SECONDS, SESSION_MAX_SECONDS). */
+ * (SESSION_CPU_SECONDS, SESSION_MAX_SECONDS). cold: no warm-up even
+ * where podman_warms would grant one. */
 void podman_run_args(struct argv_builder *a, const struct config *cfg,
 		const struct podman_host *host, const struct sage_image *image, const char *podman,
 		const char *name, const char *owner, unsigned long uid, long idle_seconds,
-		const char *mode);
+		const char *mode, bool cold);
+/* Whether such a container is granted a warm-up (launcher/warm.py): one
+ * that waits for its calls, with room for it above --memory, unless cold. */
+bool podman_warms(const struct config *cfg, long idle_seconds, const char *mode, bool cold);
 /* `podman run` of the image probe (image.c): script under the image's
  * /bin/sh as the image's own user, with no network and nothing writable
  * but /tmp. */

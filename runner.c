@@ -26,6 +26,7 @@
  * killed from outside, the memory watchdog ended it, podman refused to
  * start it) runs once more, in a container of its own, if it asked to. */
 #include "runner.h"
+#include "result.h"
 
 #include <signal.h>
 #include <stdarg.h>
@@ -90,6 +91,10 @@ struct runner {
 	int64_t created_at;
 	bool first_ready_logged;
 	bool first_warm_logged;
+	/* A warm-up killed its launcher (warm_up_broke): in this image it
+	 * would kill every container's, each after one call. The sandboxes
+	 * started from then on get none. */
+	bool cold;
 	bool draining;
 	int drain_signal;
 	char drain_why[160];
@@ -488,6 +493,14 @@ static void on_done(struct sandbox *sb, void *data)
 	}
 	if (s->kind == SLOT_SERIAL && res->ends_why[0])
 		say(r, "a container is replaced after a call: %s", res->ends_why);
+	if (res->warm_up_broke && !r->cold) {
+		char sig[32];
+		r->cold = true;
+		say(r, "a sandbox's launcher died by %s during its warm-up (a library of the image "
+			"that crashes as it starts: see its stderr in 'sage-sandbox run'); the sandboxes "
+			"started from now on serve their calls without a warm-up",
+			signal_name(res->signal, sig, sizeof sig));
+	}
 	bool next = SERVES_NEXT(res) && !r->draining && !s->leaving;
 	if (s->kind == SLOT_SERIAL)
 		next = next && s->calls < SERIAL_CALLS_MAX &&
@@ -582,7 +595,7 @@ static struct slot *start_slot(struct runner *r, enum slot_kind kind, struct cal
 	s->warm = !c;
 	struct sandbox_options so = {.cfg = r->opt.cfg, .host = &r->opt.host->podman_host,
 		.image = &r->opt.host->image, .podman = r->opt.host->podman,
-		.session = kind == SLOT_SESSION, .serial = kind == SLOT_SERIAL,
+		.session = kind == SLOT_SESSION, .serial = kind == SLOT_SERIAL, .cold = r->cold,
 		.cb = {.keep_output = true, .on_ready = on_ready, .on_warm = on_warm,
 			.on_output = on_output, .on_input_room = on_input_room, .on_done = on_done,
 			.on_released = on_released, .data = s}};

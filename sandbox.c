@@ -71,6 +71,7 @@ struct sandbox {
 	/* The launcher's stream, read into whole frames. */
 	struct frame_reader frames;
 	bool saw_started, saw_ready, saw_exit;
+	bool warming; /* granted a warm-up (podman_warms), its W frame not yet seen */
 	int64_t code_ended_at; /* from the exit frame, loop_now_ms() clock */
 	struct buffer podman_errors;
 	size_t seen[2];
@@ -291,6 +292,7 @@ static void take_frame(struct sandbox *sb, char type, const char *payload, size_
 	case 'W': {
 		/* Its warm-up ended, at any time between calls: only told. */
 		struct warm_report w;
+		sb->warming = false;
 		if (frame_parse_warm(payload, len, &w) < 0)
 			protocol_broken(sb, "a malformed warm-up frame");
 		else if (sb->opt.cb.on_warm)
@@ -711,6 +713,7 @@ static void finish_result(struct sandbox *sb)
 	r->exit_code = sb->podman.status < 0 ? 1 : sb->podman.status;
 	if (r->exit_code > 128 && r->exit_code < 128 + 65)
 		r->signal = r->exit_code - 128;
+	r->warm_up_broke = sb->warming && r->signal;
 	if (sb->opt.cb.keep_output && sb->podman_errors.len)
 		buffer_append(&r->err, errors, sb->podman_errors.len);
 	else if (sb->podman_errors.len && sb->opt.cb.on_output)
@@ -789,8 +792,10 @@ static int spawn_podman(struct sandbox *sb, struct error *err)
 	process_identity(getpid(), owner, sizeof owner);
 	unsigned long uid = sandbox_uid(opt->host);
 	args_free(&sb->args);
+	const char *mode = opt->session ? "session" : opt->serial ? "serial" : "once";
 	podman_run_args(&sb->args, opt->cfg, opt->host, opt->image, opt->podman, sb->name, owner,
-		uid, opt->idle_seconds, opt->session ? "session" : opt->serial ? "serial" : "once");
+		uid, opt->idle_seconds, mode, opt->cold);
+	sb->warming = podman_warms(opt->cfg, opt->idle_seconds, mode, opt->cold);
 	/* Watched where no memory cgroup holds the total, and where the run's
 	 * uid is its own (with the shared fallback uid, the sum would be of
 	 * every run's processes). */

@@ -71,6 +71,10 @@ struct run_result {
 	 * outside, the launcher died. Not the code's doing, as far as can
 	 * be told: batch tries such a job once more. */
 	bool sandbox_broke;
+	/* ... and its launcher died by a signal while its warm-up had not
+	 * ended (no W frame yet): the warm-up's doing, as far as can be told
+	 * (a library that crashes as it starts in this image: SIGSEGV). */
+	bool warm_up_broke;
 	struct buffer out, err; /* kept only when asked (keep_output) */
 	bool out_truncated, err_truncated;
 	uint64_t input_bytes;  /* of the code's stdin, handed over */
@@ -128,6 +132,9 @@ struct sandbox_options {
 	 * nothing of one left for the next (launcher.py, tmp_restored): the
 	 * next is submitted after on_done said serves_next. */
 	bool serial;
+	/* No warm-up, where one would be granted (podman_warms): the runner
+	 * saw one kill its launcher. */
+	bool cold;
 	struct sandbox_callbacks cb;
 };
 

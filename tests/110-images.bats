@@ -14,6 +14,7 @@ setup_file() {
 IMAGE_104=localhost/sage-sandbox-test:official-10.4
 IMAGE_109=localhost/sage-sandbox-test:official-10.9
 IMAGE_BROKEN=localhost/sage-sandbox-test:broken
+IMAGE_GAP_CRASH=localhost/sage-sandbox-test:gap-crash
 VENV_PYTHON=/home/sage/sage/local/var/lib/sage/venv-python3.11/bin/python3
 
 SEED_OUTPUT='x^6 - 2*x^5 - 13*x^4 + 8*x^3 + 32*x^2 - 8*x - 4
@@ -111,6 +112,43 @@ mcp_call() {
 	mcp_call 'print(factor(2^64+1))' --image "$IMAGE_109" --warm 1
 	expect_equal "$(json_get 'j["result"]["structuredContent"]["stdout"]')" "274177 * 67280421310721"
 	expect_equal "$(json_get 'j["result"]["isError"]')" false
+}
+
+@test "images - one container serves a batch's jobs on the 10.9 layout, warmed between them, GAP's and Maxima's too" {
+	# Before, GAP could not find its library in this layout and its first
+	# use, the warm-up's, crashed the launcher: every second job was
+	# retried in a new container.
+	local jobs=$BATS_TEST_TMPDIR/jobs.jsonl i
+	for i in 1 2 3 4 5 6; do
+		printf '{"id": "j%d", "code": "print(%d)"}\n' "$i" "$i"
+	done >"$jobs"
+	printf '{"id": "gap", "code": "print(SymmetricGroup(5).order())"}\n' >>"$jobs"
+	printf '{"id": "maxima", "code": "print(integrate(x^2, x))"}\n' >>"$jobs"
+	run_ss 0 batch --image "$IMAGE_109" --jobs 1 --order input "$jobs"
+	expect_equal "$(printf '%s\n' "$output" | python3 -c 'import json, sys
+print(" ".join(json.loads(l)["stdout"].strip() + "/%d" % json.loads(l)["attempts"] for l in sys.stdin))')" \
+		"1/1 2/1 3/1 4/1 5/1 6/1 120/1 1/3*x^3/1"
+	expect_match "$errors" "8 ok, 0 failed, 0 bad lines, 0 not run; 0 retried, .* 0 containers replaced after a job"
+}
+
+@test "images - a warm-up that kills the launcher (GAP that crashes as it starts) costs one retry, then the sandboxes serve without one" {
+	local jobs=$BATS_TEST_TMPDIR/jobs.jsonl i
+	for i in 1 2 3 4 5 6; do
+		printf '{"id": "j%d", "code": "print(%d)"}\n' "$i" "$i"
+	done >"$jobs"
+	run_ss 0 batch --image "$IMAGE_GAP_CRASH" --jobs 1 --order input "$jobs"
+	expect_equal "$(printf '%s\n' "$output" | python3 -c 'import json, sys
+print(" ".join(json.loads(l)["stdout"].strip() for l in sys.stdin))')" "1 2 3 4 5 6"
+	# The second job waited as the warm-up's GAP step crashed the first
+	# container (SIGSEGV); it ran again in a container with no warm-up,
+	# which served the rest. Without the runner going cold, every second
+	# job was retried.
+	expect_match "$errors" "6 ok, 0 failed, 0 bad lines, 0 not run; 1 retried"
+	# The server says so, once.
+	mcp_call 'print(7*6)' --image "$IMAGE_GAP_CRASH" --warm 1
+	expect_equal "$(json_get 'j["result"]["structuredContent"]["stdout"]')" "42"
+	expect_equal "$(grep -c "launcher died" "$BATS_TEST_TMPDIR/err")" 1
+	expect_match "$(cat "$BATS_TEST_TMPDIR/err")" "sage-sandbox mcp: a sandbox's launcher died by SIGSEGV during its warm-up \\(a library of the image that crashes as it starts: see its stderr in 'sage-sandbox run'\\); the sandboxes started from now on serve their calls without a warm-up"
 }
 
 @test "images - an image whose Sage cannot start is a refusal (125) naming the image, for run, self-test, status and MCP" {

@@ -10,11 +10,17 @@
 # Layouts (from sagemath/sage docker/Dockerfile):
 #   official-10.4  Sage in /home/sage/sage, its Python a venv at
 #                  local/var/lib/sage/venv-python3.11, no python3 on PATH,
-#                  /usr/bin/sage -> /home/sage/sage/sage, user sage (1000)
+#                  /usr/bin/sage -> /home/sage/sage/sage, user sage (1000);
+#                  Sage's data where the venv's prefix says (Debian's Sage
+#                  looks for GAP and its data there: without them, GAP's
+#                  first use crashed the process)
 #   official-10.9  the same with a system python3 on PATH that cannot
 #                  import Sage, user sage as uid 1001, /home/sage mode 0750
 #   broken         Debian's layout whose sage.all_cmdline fails to import,
 #                  while sage.version (what the image probe asks) works
+#   gap-crash      Debian's layout whose GAP cannot start (its lib/init.g
+#                  removed): GAP's first use, a warm-up's too, ends the
+#                  process with SIGSEGV
 # Each has the official ENTRYPOINT (sage -sh -c), CMD, WORKDIR and HOME,
 # none of which may matter to sage-sandbox.
 set -euo pipefail
@@ -35,6 +41,9 @@ official_layout() {
 	    ln -s python3 "$venv/bin/python"; \
 	    printf 'home = /usr/lib/sage-test-python\ninclude-system-site-packages = true\nversion = 3.11\n' \
 	        >"$venv/pyvenv.cfg"; \
+	    mkdir -p "$venv/lib"; \
+	    ln -s /usr/lib/gap "$venv/lib/gap"; \
+	    ln -s /usr/share "$venv/share"; \
 	    printf '%s\n' '#!/bin/sh' \
 	        '# A stand-in for Sage'"'"'s own sage script: its venv first on PATH.' \
 	        'SAGE_ROOT=/home/sage/sage' \
@@ -93,10 +102,20 @@ containerfile() {
 		EOF_BROKEN
 		official_entry
 		;;
+	gap-crash)
+		echo "FROM $base"
+		cat <<-'EOF_GAP'
+		USER root
+		RUN rm /usr/share/gap/lib/init.g
+		USER sage
+		EOF_GAP
+		;;
 	esac
 }
 
-layouts=(official-10.4 official-10.9 broken)
+layouts=(official-10.4 official-10.9 broken gap-crash)
+# A change to this script rebuilds them all: each carries its hash.
+recipe=$(sha256sum "$0" | cut -c1-16)
 
 case ${1:-} in
 build)
@@ -104,10 +123,11 @@ build)
 	context=$(mktemp -d)
 	trap 'rmdir "$context"' EXIT
 	for layout in "${layouts[@]}"; do
-		podman image exists "$prefix:$layout" && continue
+		[ "$(podman image inspect --format '{{index .Labels "sage-sandbox-test.recipe"}}' \
+			"$prefix:$layout" 2>/dev/null)" != "$recipe" ] || continue
 		# RUN steps need --network=none under rootless podman 4.3 here
 		# (slirp4netns fails); none of them needs a network.
-		containerfile "$layout" |
+		{ containerfile "$layout"; echo "LABEL sage-sandbox-test.recipe=$recipe"; } |
 			podman build --quiet --network=none --pull=never -t "$prefix:$layout" -f - \
 				"$context" >/dev/null
 	done
@@ -118,7 +138,7 @@ names)
 	done
 	;;
 remove)
-	for layout in official-10.9 official-10.4 broken; do
+	for layout in gap-crash official-10.9 official-10.4 broken; do
 		podman rmi -f "$prefix:$layout" >/dev/null 2>&1 || true
 	done
 	;;
