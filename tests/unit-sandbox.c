@@ -1031,6 +1031,62 @@ static void runner_serial(void)
 		"runner - serial: the drain removes the waiting container; nothing left running");
 }
 
+/* Runs of the fake (mode warm-crash) that were granted a warm-up. */
+static int warm_runs(const struct fake *f)
+{
+	char line[300];
+	int warm = 0;
+	for (int i = 0; i < fake_count(f, "run", NULL); i++) {
+		fake_lines(f, "run", NULL, i, line, sizeof line);
+		size_t len = strlen(line);
+		warm += len > 5 && strcmp(line + len - 5, " warm") == 0;
+	}
+	return warm;
+}
+
+/* A serial container's launcher dies by SIGSEGV at its second call. Before
+ * its warm-up ended (no W frame), that is the warm-up's doing: the call
+ * runs once more, and no container the runner starts after it is granted
+ * a warm-up. After a W frame it is not: the next serial one is. */
+static void warm_crash_case(const char *name, const char *mode, bool goes_cold)
+{
+	struct fake f;
+	struct host h;
+	struct loop *loop = loop_new();
+	struct front a = {.loop = loop}, b = {.loop = loop}, c = {.loop = loop};
+	char what[200];
+	fake_new(&f, name, mode);
+	struct runner *r = runner_for(loop, &h, f.podman, 1);
+	struct call_spec sa = make_spec(&a, "1", true), sb = make_spec(&b, "2", true);
+	struct call_spec sc = make_spec(&c, "3", true);
+	struct call *ca = runner_submit(r, &sa), *cb = runner_submit(r, &sb);
+	struct call *cc = runner_submit(r, &sc);
+	turn_until(loop, &c.done, 1, 20000);
+	turn_until(loop, &b.done, 1, 20000);
+	snprintf(what, sizeof what, "runner - %s: three calls, each its output; the second "
+		"in two containers", name);
+	check(a.done == 1 && b.done == 1 && c.done == 1 && strcmp(a.out, "out:1") == 0 &&
+		strcmp(b.out, "out:2") == 0 && strcmp(c.out, "out:3") == 0 &&
+		a.attempts == 1 && b.attempts == 2 && c.attempts == 1 && !b.result.sandbox_broke,
+		what);
+	/* Three runs: the first serial one (granted), the retry's one-call
+	 * container (never granted), the next serial one. */
+	snprintf(what, sizeof what, "runner - %s: the next serial container is granted %s", name,
+		goes_cold ? "no warm-up" : "a warm-up");
+	check(fake_count(&f, "run", NULL) == 3 && warm_runs(&f) == (goes_cold ? 1 : 2), what);
+	call_free(ca);
+	call_free(cb);
+	call_free(cc);
+	snprintf(what, sizeof what, "runner - %s: drained, nothing left running", name);
+	check(drain(r, &c) && nothing_left(&f), what);
+}
+
+static void runner_warm_crash(void)
+{
+	warm_crash_case("warm-crash", "run warm-crash\n", true);
+	warm_crash_case("crash-after-warm-up", "run warm-crash warmed\n", false);
+}
+
 /* ---- main ------------------------------------------------------------------- */
 
 static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
@@ -1125,6 +1181,7 @@ static const struct {
 	{"runner-drain", runner_drains},
 	{"runner-free-in-done", runner_free_in_done},
 	{"runner-serial", runner_serial},
+	{"runner-warm-crash", runner_warm_crash},
 	{"host-check", host_check_answers_later_and_cancels},
 };
 
