@@ -93,7 +93,8 @@ struct runner {
 	bool first_warm_logged;
 	/* A warm-up killed its launcher (warm_up_broke): in this image it
 	 * would kill every container's, each after one call. The sandboxes
-	 * started from then on get none. */
+	 * started from then on get none (those already warming may crash in
+	 * turn: a retry each). */
 	bool cold;
 	bool draining;
 	int drain_signal;
@@ -497,9 +498,9 @@ static void on_done(struct sandbox *sb, void *data)
 		char sig[32];
 		r->cold = true;
 		say(r, "a sandbox's launcher died by %s during its warm-up (a library of the image "
-			"that crashes as it starts: see its stderr in 'sage-sandbox run'); the sandboxes "
-			"started from now on serve their calls without a warm-up",
-			signal_name(res->signal, sig, sizeof sig));
+			"that crashes as it starts: GAP, Maxima, matplotlib, Singular or scipy; a call "
+			"that uses it crashes too); the sandboxes started from now on serve their calls "
+			"without a warm-up", signal_name(res->signal, sig, sizeof sig));
 	}
 	bool next = SERVES_NEXT(res) && !r->draining && !s->leaving;
 	if (s->kind == SLOT_SERIAL)

@@ -601,6 +601,15 @@ void sandbox_stop(struct sandbox *sb, enum stop_reason reason, int signal)
 	start_remove(sb);
 }
 
+/* A signal a process gets from its own fault (a library that crashes as it
+ * starts), not one another sends it (an OOM killer's SIGKILL, podman's
+ * SIGTERM). */
+static bool crash_signal(int sig)
+{
+	return sig == SIGSEGV || sig == SIGBUS || sig == SIGILL || sig == SIGFPE ||
+		sig == SIGABRT || sig == SIGSYS;
+}
+
 /* Long: one branch per way a run ends (stop reasons, the launcher's
  * trailer, podman's exit), each setting its fields: read as one table. */
 static void finish_result(struct sandbox *sb)
@@ -713,7 +722,7 @@ static void finish_result(struct sandbox *sb)
 	r->exit_code = sb->podman.status < 0 ? 1 : sb->podman.status;
 	if (r->exit_code > 128 && r->exit_code < 128 + 65)
 		r->signal = r->exit_code - 128;
-	r->warm_up_broke = sb->warming && r->signal;
+	r->warm_up_broke = sb->warming && crash_signal(r->signal);
 	if (sb->opt.cb.keep_output && sb->podman_errors.len)
 		buffer_append(&r->err, errors, sb->podman_errors.len);
 	else if (sb->podman_errors.len && sb->opt.cb.on_output)
@@ -741,6 +750,11 @@ static void sandbox_advance(struct sandbox *sb)
 		if (sb->out)
 			outfiles_stopped(sb->out); /* a file cut short by the end */
 		finish_result(sb);
+		/* A session's warm-up ends as its first cell comes, with no W
+		 * frame (launcher/calls.py): what kills its launcher later is
+		 * not the warm-up. */
+		if (sb->opt.session)
+			sb->warming = false;
 		/* A run that never ran the code exits with its refusal's
 		 * status, as a call refused by the runner does (not 128 for a
 		 * stop, nor 0). */

@@ -155,11 +155,11 @@ class Traces:
             import matplotlib
             self.saved = dict.copy(matplotlib.rcParams)
 
-    def put_back(self, completed):
+    def put_back(self):
         """Everything recorded, as it was, each item whatever became of the
-        others (but the filters a completed step's imports added); raises
-        at the end if any could not be put back (the template is then not
-        to be forked: calls.py)."""
+        others (but the filters the step's imports added); raises at the
+        end if any could not be put back (the template is then not to be
+        forked: calls.py)."""
         failures = []
 
         def attempt(what, restore):
@@ -200,19 +200,25 @@ class Traces:
             from sage.all import pari
             attempt("PARI's random state", lambda: pari.setrand(self.pari))
         import warnings
-        # The filters a completed step's imports added stay: a module's
-        # filter comes with its import (sympy's "once" for its
-        # deprecations, scipy's "always" for its special functions'...),
-        # which a call that uses the module does not repeat; put back,
-        # the call's warnings would print as no fresh Sage prints them.
-        # The rest is as recorded: a step that removed or reordered one
-        # gets the record back, what it added in front of it. A step that
-        # failed may have stopped anywhere: the record, whole.
-        added = [f for f in warnings.filters if f not in self.filters] if completed else []
+        # The filters the step added stay: a module's filter comes with its
+        # import (sympy's "once" for its deprecations, scipy's "always" for
+        # its special functions'...), which a call that uses the module
+        # does not repeat, and an import is never undone (a step that
+        # failed keeps what it imported too); put back, the call's
+        # warnings would print as no fresh Sage prints them. What a step
+        # adds that is no import's (a library function that sets a filter
+        # as it runs) stays as well, where a cold call has it only once it
+        # calls that function: no library here does. The rest is as
+        # recorded: a step that removed or reordered one gets the record
+        # back, what it added in front of it (an import that added again a
+        # filter already there moves it to the front in a cold process,
+        # and not here).
+        added = [f for f in warnings.filters if f not in self.filters]
         if [f for f in warnings.filters if f not in added] != self.filters:
             warnings.filters[:] = added + self.filters
-        # Every "printed once" record goes: the modules' with the version
-        # the filters' change bumps, "once"'s own table by hand.
+        # The "printed once" records the step made go: the modules' with
+        # the version the filters' change bumps, "once"'s own table put
+        # back by hand.
         warnings.onceregistry.clear()
         warnings.onceregistry.update(self.once)
         warnings._filters_mutated()
@@ -392,8 +398,8 @@ def run_step(name, step):
     not be started cleanly or its traces put back, the step printed
     anything (a cold call's first use would print it, and a warm one
     would not), left a thread, or left this process a shared mapping a
-    call could write (tmpreset.shared_mappings: every call's process
-    would inherit it, and share it with the next). ECL's collector is told to mark in this
+    call could write (tmpreset.shared_mappings: every call's process would
+    inherit it, and share it with the next). ECL's collector is told to mark in this
     thread alone (GC_MARKERS, read once, as ECL starts)."""
     alone = threads()
     previous = os.environ.get("GC_MARKERS")
@@ -413,7 +419,7 @@ def run_step(name, step):
                 failed = "the warm-up's %s step failed: %s: %s" % (
                     name, type(e).__name__, str(e)[:200])
             try:
-                traces.put_back(completed=failed is None)
+                traces.put_back()
             except BaseException as e:
                 raise Unsafe("the warm-up's %s step could not put back %s" % (name, e))
     except OSError as e:

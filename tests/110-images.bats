@@ -139,16 +139,16 @@ print(" ".join(json.loads(l)["stdout"].strip() + "/%d" % json.loads(l)["attempts
 	run_ss 0 batch --image "$IMAGE_GAP_CRASH" --jobs 1 --order input "$jobs"
 	expect_equal "$(printf '%s\n' "$output" | python3 -c 'import json, sys
 print(" ".join(json.loads(l)["stdout"].strip() for l in sys.stdin))')" "1 2 3 4 5 6"
-	# The second job waited as the warm-up's GAP step crashed the first
-	# container (SIGSEGV); it ran again in a container with no warm-up,
-	# which served the rest. Without the runner going cold, every second
-	# job was retried.
+	# The job that waited as the warm-up's GAP step crashed the first
+	# container (SIGSEGV) ran again in a container with no warm-up; the
+	# rest were served without one. Without the runner going cold, every
+	# second job was retried.
 	expect_match "$errors" "6 ok, 0 failed, 0 bad lines, 0 not run; 1 retried"
 	# The server says so, once.
 	mcp_call 'print(7*6)' --image "$IMAGE_GAP_CRASH" --warm 1
 	expect_equal "$(json_get 'j["result"]["structuredContent"]["stdout"]')" "42"
 	expect_equal "$(grep -c "launcher died" "$BATS_TEST_TMPDIR/err")" 1
-	expect_match "$(cat "$BATS_TEST_TMPDIR/err")" "sage-sandbox mcp: a sandbox's launcher died by SIGSEGV during its warm-up \\(a library of the image that crashes as it starts: see its stderr in 'sage-sandbox run'\\); the sandboxes started from now on serve their calls without a warm-up"
+	expect_match "$(cat "$BATS_TEST_TMPDIR/err")" "sage-sandbox mcp: a sandbox's launcher died by SIGSEGV during its warm-up \\(a library of the image that crashes as it starts: GAP, Maxima, matplotlib, Singular or scipy; a call that uses it crashes too\\); the sandboxes started from now on serve their calls without a warm-up"
 }
 
 @test "images - an image whose Sage cannot start is a refusal (125) naming the image, for run, self-test, status and MCP" {

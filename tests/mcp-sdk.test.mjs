@@ -218,9 +218,10 @@ test("a call at its pids or memory limit changes nothing for a call beside it or
   // descriptors (memwatch.c charges them) as a rule, but up to 1401 MiB
   // seen in CI (what the parent writes between forks is copied, and each
   // child keeps the copy it was forked with): at 1g the bomb was stopped
-  // for memory twice in CI; at 2g it is held by its pids limit. It is frozen while the watchdog
-  // measures each child (about 13 ms each): 12 s alone, 60 s of margin
-  // for a loaded machine (at 30 s, it once timed out in CI).
+  // for memory twice in CI; at 2g it is held by its pids limit. It is
+  // frozen while the watchdog measures each child (about 13 ms each): 12 s
+  // alone, 60 s of margin for a loaded machine (at 30 s, it once timed out
+  // in CI).
   const s = await connect(["--warm", "3", "--concurrency", "3", "--memory", "2g"]);
   try {
     await waitFor(() => containers().length >= 3, 60, "3 warm containers");

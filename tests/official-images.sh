@@ -114,17 +114,22 @@ containerfile() {
 }
 
 layouts=(official-10.4 official-10.9 broken gap-crash)
-# A change to this script rebuilds them all: each carries its hash.
-recipe=$(sha256sum "$0" | cut -c1-16)
 
 case ${1:-} in
 build)
 	podman image exists "$base" || { echo "official-images: $base is missing" >&2; exit 1; }
+	# A change to this script or to the base image rebuilds them all: each
+	# carries the hash of both.
+	recipe=$({ cat "$0"; podman image inspect --format '{{.Id}}' "$base"; } |
+		sha256sum | cut -c1-16)
 	context=$(mktemp -d)
 	trap 'rmdir "$context"' EXIT
 	for layout in "${layouts[@]}"; do
 		[ "$(podman image inspect --format '{{index .Labels "sage-sandbox-test.recipe"}}' \
 			"$prefix:$layout" 2>/dev/null)" != "$recipe" ] || continue
+		# The stale one goes first, not left behind untagged (where a
+		# layout built on it still holds it, the build replaces the tag).
+		podman rmi "$prefix:$layout" >/dev/null 2>&1 || true
 		# RUN steps need --network=none under rootless podman 4.3 here
 		# (slirp4netns fails); none of them needs a network.
 		{ containerfile "$layout"; echo "LABEL sage-sandbox-test.recipe=$recipe"; } |
@@ -138,7 +143,8 @@ names)
 	done
 	;;
 remove)
-	for layout in gap-crash official-10.9 official-10.4 broken; do
+	# The layouts built on another first.
+	for layout in official-10.9 "${layouts[@]}"; do
 		podman rmi -f "$prefix:$layout" >/dev/null 2>&1 || true
 	done
 	;;

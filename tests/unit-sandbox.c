@@ -1047,7 +1047,8 @@ static int warm_runs(const struct fake *f)
 /* A serial container's launcher dies by SIGSEGV at its second call. Before
  * its warm-up ended (no W frame), that is the warm-up's doing: the call
  * runs once more, and no container the runner starts after it is granted
- * a warm-up. After a W frame it is not: the next serial one is. */
+ * a warm-up. After a W frame it is not, nor a SIGKILL (an OOM killer's,
+ * podman's) before it: the next serial one is. */
 static void warm_crash_case(const char *name, const char *mode, bool goes_cold)
 {
 	struct fake f;
@@ -1085,6 +1086,7 @@ static void runner_warm_crash(void)
 {
 	warm_crash_case("warm-crash", "run warm-crash\n", true);
 	warm_crash_case("crash-after-warm-up", "run warm-crash warmed\n", false);
+	warm_crash_case("killed-while-warming", "run warm-crash killed\n", false);
 }
 
 /* ---- main ------------------------------------------------------------------- */

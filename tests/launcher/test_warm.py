@@ -1,7 +1,8 @@
 # tests/launcher/test_warm.py: the warm-up's mechanisms without Sage: the
 # grant read from the data rlimit, the rlimits a call's process gets back,
 # a step that leaves a thread behind, warnings put back with their
-# "printed once" records (but the filters a step's imports add), and a launcher that is idle although the last
+# "printed once" records (but the filters a step's imports add), shared
+# mappings a call could write, and a launcher that is idle although the last
 # call's end of input is still unread.
 import os
 import resource
@@ -44,6 +45,15 @@ class GrantTest(unittest.TestCase):
 
 
 class StepTest(unittest.TestCase):
+    def setUp(self):
+        # catch_warnings() does not put back the "once" table.
+        saved = dict(warnings.onceregistry)
+
+        def restore():
+            warnings.onceregistry.clear()
+            warnings.onceregistry.update(saved)
+        self.addCleanup(restore)
+
     def test_a_step_that_leaves_a_thread_makes_the_template_unsafe(self):
         stop = threading.Event()
         lingering = threading.Thread(target=stop.wait)
@@ -107,15 +117,20 @@ class StepTest(unittest.TestCase):
             self.assertEqual(warnings.filters,
                              [("error", None, UserWarning, None, 0)] + before)
 
-    def test_a_step_that_fails_still_puts_back(self):
-        before = list(warnings.filters)
+    def test_a_step_that_fails_still_puts_back_but_what_it_imported(self):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)
+            before = list(warnings.filters)
 
-        def failing():
-            warnings.simplefilter("ignore")
-            raise KeyboardInterrupt  # a BaseException, as cysignals' are
-        self.assertEqual(warm.run_step("failing", failing),
-                         "the warm-up's failing step failed: KeyboardInterrupt: ")
-        self.assertEqual(warnings.filters, before)
+            def failing():
+                warnings.resetwarnings()
+                warnings.filterwarnings("always", message="imported before the failure")
+                raise KeyboardInterrupt  # a BaseException, as cysignals' are
+            self.assertEqual(warm.run_step("failing", failing),
+                             "the warm-up's failing step failed: KeyboardInterrupt: ")
+            self.assertEqual(warnings.filters[1:], before)
+            self.assertEqual(warnings.filters[0][0], "always")
+            self.assertEqual(warnings.filters[0][1].pattern, "imported before the failure")
 
     def test_a_step_that_prints_makes_the_template_unsafe_and_its_output_reaches_no_frame(self):
         # Descriptor 1 carries the frames to the host: nothing a step
@@ -160,10 +175,25 @@ class StepTest(unittest.TestCase):
 
     def test_a_shared_mapping_of_no_file_or_mapped_writable_is_found(self):
         import mmap
+        import tempfile
         from launcher import tmpreset
         anonymous = mmap.mmap(-1, 4096, flags=mmap.MAP_SHARED | mmap.MAP_ANONYMOUS)
         self.assertEqual(tmpreset.shared_mappings(()), ["/dev/zero (deleted)"])
         anonymous.close()
+        with tempfile.TemporaryDirectory() as place:
+            path = os.path.join(place, "segment")
+            with open(path, "w+b") as f:
+                f.truncate(4096)
+                writable = mmap.mmap(f.fileno(), 4096, mmap.MAP_SHARED)
+            # Outside the places, but writable: found.
+            self.assertEqual(tmpreset.shared_mappings(()), [path])
+            writable.close()
+            with open(path, "rb") as f:
+                read_only = mmap.mmap(f.fileno(), 0, mmap.MAP_SHARED, mmap.PROT_READ)
+            os.unlink(path)
+            # Read-only, but of a file no longer there: found.
+            self.assertEqual(tmpreset.shared_mappings(()), [path + " (deleted)"])
+            read_only.close()
         # A read-only one of a file outside the places: not the code's to write.
         with open("/etc/passwd", "rb") as f:
             font_cache_like = mmap.mmap(f.fileno(), 0, mmap.MAP_SHARED, mmap.PROT_READ)
