@@ -71,9 +71,10 @@ struct run_result {
 	 * outside, the launcher died. Not the code's doing, as far as can
 	 * be told: batch tries such a job once more. */
 	bool sandbox_broke;
-	/* ... and its launcher died by a signal while its warm-up had not
-	 * ended (no W frame yet): the warm-up's doing, as far as can be told
-	 * (a library that crashes as it starts in this image: SIGSEGV). */
+	/* ... and its launcher died by a crash signal (sandbox.c's
+	 * crash_signal: SIGSEGV and the like, never SIGKILL) while its
+	 * warm-up had not ended (no W frame yet): the warm-up's doing, as far
+	 * as can be told (a library that crashes as it starts in this image). */
 	bool warm_up_broke;
 	struct buffer out, err; /* kept only when asked (keep_output) */
 	bool out_truncated, err_truncated;
