@@ -399,8 +399,8 @@ def run_step(name, step):
     anything (a cold call's first use would print it, and a warm one
     would not), left a thread, or left this process a shared mapping a
     call could write (tmpreset.shared_mappings: every call's process would
-    inherit it, and share it with the next). ECL's collector is told to mark in this
-    thread alone (GC_MARKERS, read once, as ECL starts)."""
+    inherit it, and share it with the next). ECL's collector is told to
+    mark in this thread alone (GC_MARKERS, read once, as ECL starts)."""
     alone = threads()
     previous = os.environ.get("GC_MARKERS")
     os.environ["GC_MARKERS"] = "1"

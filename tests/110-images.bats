@@ -114,14 +114,20 @@ mcp_call() {
 	expect_equal "$(json_get 'j["result"]["isError"]')" false
 }
 
+# one_line_jobs N: batch jobs j1..jN, each printing its number.
+one_line_jobs() {
+	local i
+	for ((i = 1; i <= $1; i++)); do
+		printf '{"id": "j%d", "code": "print(%d)"}\n' "$i" "$i"
+	done
+}
+
 @test "images - one container serves a batch's jobs on the 10.9 layout, warmed between them, GAP's and Maxima's too" {
 	# Before, GAP could not find its library in this layout and its first
 	# use, the warm-up's, crashed the launcher: every second job was
 	# retried in a new container.
-	local jobs=$BATS_TEST_TMPDIR/jobs.jsonl i
-	for i in 1 2 3 4 5 6; do
-		printf '{"id": "j%d", "code": "print(%d)"}\n' "$i" "$i"
-	done >"$jobs"
+	local jobs=$BATS_TEST_TMPDIR/jobs.jsonl
+	one_line_jobs 6 >"$jobs"
 	printf '{"id": "gap", "code": "print(SymmetricGroup(5).order())"}\n' >>"$jobs"
 	printf '{"id": "maxima", "code": "print(integrate(x^2, x))"}\n' >>"$jobs"
 	run_ss 0 batch --image "$IMAGE_109" --jobs 1 --order input "$jobs"
@@ -132,10 +138,8 @@ print(" ".join(json.loads(l)["stdout"].strip() + "/%d" % json.loads(l)["attempts
 }
 
 @test "images - a warm-up that kills the launcher (GAP that crashes as it starts) costs one retry, then the sandboxes serve without one" {
-	local jobs=$BATS_TEST_TMPDIR/jobs.jsonl i
-	for i in 1 2 3 4 5 6; do
-		printf '{"id": "j%d", "code": "print(%d)"}\n' "$i" "$i"
-	done >"$jobs"
+	local jobs=$BATS_TEST_TMPDIR/jobs.jsonl
+	one_line_jobs 6 >"$jobs"
 	run_ss 0 batch --image "$IMAGE_GAP_CRASH" --jobs 1 --order input "$jobs"
 	expect_equal "$(printf '%s\n' "$output" | python3 -c 'import json, sys
 print(" ".join(json.loads(l)["stdout"].strip() for l in sys.stdin))')" "1 2 3 4 5 6"
