@@ -14,7 +14,8 @@ static const char *const display_choices[] = {"none", "last", NULL};
 const struct setting settings[SETTING_COUNT] = {
 	[SET_IMAGE] = {"--image", "SAGE_SANDBOX_IMAGE", "IMAGE", "image", KIND_IMAGE, 0, 0, NULL,
 		"an image reference, not starting with '-', no white space",
-		"localhost/sagemath-debian:bookworm",
+		/* setup.sh's passagemath_version: tests/unit-cli.sh holds them equal */
+		"localhost/sagemath-passagemath:10.8.13",
 		"container image with Sage (see IMAGES in sage-sandbox(1))"},
 	[SET_PYTHON] = {"--python", "SAGE_SANDBOX_PYTHON", "PATH", "python", KIND_INTERPRETER, 0, 0,
 		NULL, "auto, or an absolute path inside the image", "auto",

@@ -4,8 +4,11 @@
 #
 # As root it installs the packages, creates an unprivileged account with
 # subordinate ids and a rootless podman configuration, builds the SageMath
-# image once (from Debian's sagemath package: no registry but the apt mirror
-# is needed), builds sage-sandbox as that account, and runs a command there:
+# image once, builds sage-sandbox as that account, and runs a command there.
+# The image holds the newest Sage this machine can build: Sage 10 from
+# passagemath's wheels (pinned) where the Python package index answers,
+# sage-sandbox's default image; else Debian 12's Sage 9.5 from the apt mirror,
+# which the account's settings file then names. One line says which and why.
 #
 #   ./setup.sh            set up, install sage-sandbox in /usr/local, run the
 #                         seed example through the sandbox, say what to type next
@@ -21,28 +24,33 @@
 #                         put the image in USER's own rootless storage (copied
 #                         from the account's, or built), for a desktop user
 #                         who runs sage-sandbox (or LM Studio) as themselves
-#   ... --sage 10         any of them with Sage 10 (passagemath's wheels,
-#                         pinned, from the Python package index) in place of
-#                         Debian 12's Sage 9.5 (from the apt mirror); its
-#                         image is localhost/sagemath-passagemath:VERSION,
-#                         which sage-sandbox is then given with --image or
-#                         SAGE_SANDBOX_IMAGE
+#   ... --sage 10|9.5     any of them with that Sage, by name: 10 is
+#                         localhost/sagemath-passagemath:VERSION, 9.5
+#                         localhost/sagemath-debian:bookworm. Chosen by
+#                         name for example or image, 9.5 is written in the
+#                         settings file as the image; check and core name
+#                         it to the tests alone. check builds 9.5's image
+#                         too: its official-layout test images are made
+#                         from it.
 #
 # As an ordinary user with rootless podman already working it skips the root
 # steps and builds and runs in place; `./setup.sh image` as that user gets
 # the image into their own storage, with sudo for the root-only steps.
 #
 # Environment: SAGE_SANDBOX_ACCOUNT (default sage-sandbox), SAGE_SANDBOX_SAGE
-# (9.5 or 10, as --sage; default 9.5), SAGE_SANDBOX_IMAGE (default the
-# image of that Sage), SAGE_SANDBOX_BUILD_DIR (where the image's root
-# filesystem is assembled, default /var/tmp).
+# (9.5 or 10, as --sage; default the newest that can be built),
+# SAGE_SANDBOX_IMAGE (default the image of that Sage), SAGE_SANDBOX_BUILD_DIR
+# (where the image's root filesystem is assembled, default /var/tmp).
 set -euo pipefail
 
 # The passagemath release Sage 10's image is built from: one whose corpus
 # (bench/corpus.jsonl), self-test and display tests pass here. (10.8.10
 # and 10.8.11 compile Maxima's files at import, which needs a compiler the
-# image does not have: solve and integrate fail.)
+# image does not have: solve and integrate fail.) Its image is
+# sage-sandbox's default (settings.c; tests/unit-cli.sh holds them equal).
 passagemath_version=10.8.13
+sage10_image=localhost/sagemath-passagemath:$passagemath_version
+sage95_image=localhost/sagemath-debian:bookworm
 
 say() { printf 'setup: %s\n' "$*" >&2; }
 die() { printf 'setup: error: %s\n' "$*" >&2; exit 1; }
@@ -56,7 +64,10 @@ case ${1:-} in
 	*) action=$1; shift ;;
 esac
 for_user=
-sage=${SAGE_SANDBOX_SAGE:-9.5}
+sage=${SAGE_SANDBOX_SAGE:-}
+# Why this Sage: said once, and written beside a settings file's image.
+sage_why=
+[ -z "$sage" ] || sage_why="chosen with SAGE_SANDBOX_SAGE=$sage"
 while [ $# -gt 0 ]; do
 	case $1 in
 		--for)
@@ -65,6 +76,7 @@ while [ $# -gt 0 ]; do
 			shift 2 ;;
 		--sage)
 			sage=${2:?setup: --sage needs a version: 9.5 or 10}
+			sage_why="chosen with --sage $sage"
 			shift 2 ;;
 		*) die "unknown argument '$1'; use: ./setup.sh [example|check|core|image|account] [--sage 9.5|10] [--for USER]" ;;
 	esac
@@ -75,13 +87,32 @@ case $action in
 	*) die "unknown action '$action'; use one of: example, check, core, image, account" ;;
 esac
 case $sage in
-	9.5) image=${SAGE_SANDBOX_IMAGE:-localhost/sagemath-debian:bookworm} ;;
-	10) image=${SAGE_SANDBOX_IMAGE:-localhost/sagemath-passagemath:$passagemath_version} ;;
-	*) die "unknown Sage '$sage'; use --sage 9.5 (Debian's package) or --sage 10 (passagemath's wheels)" ;;
+	''|9.5|10) ;;
+	*) die "unknown Sage '$sage'; use --sage 10 (passagemath's wheels) or --sage 9.5 (Debian's package)" ;;
 esac
+# image_of SAGE: the image that Sage's build is tagged with.
+image_of() {
+	case $1 in
+		9.5) echo "${SAGE_SANDBOX_IMAGE:-$sage95_image}" ;;
+		10) echo "${SAGE_SANDBOX_IMAGE:-$sage10_image}" ;;
+	esac
+}
+image=
+if [ -n "$sage" ]; then
+	image=$(image_of "$sage")
+elif [ -n "${SAGE_SANDBOX_IMAGE:-}" ]; then
+	# An image named without a Sage: one of the two, whose Sage is known.
+	case $SAGE_SANDBOX_IMAGE in
+		"$sage10_image") sage=10 ;;
+		"$sage95_image") sage=9.5 ;;
+		*) die "SAGE_SANDBOX_IMAGE=$SAGE_SANDBOX_IMAGE: say which Sage to build it from with --sage 10 or --sage 9.5" ;;
+	esac
+	image=$SAGE_SANDBOX_IMAGE sage_why="named with SAGE_SANDBOX_IMAGE"
+fi
 
+# python3-venv: a pip for asking whether the Python package index answers.
 packages=(podman runc uidmap slirp4netns bats scdoc debootstrap make gcc libc6-dev
-	libjansson-dev nettle-dev pkg-config tar python3 ca-certificates)
+	libjansson-dev nettle-dev pkg-config tar python3 python3-venv ca-certificates)
 # For check only, not for a machine that just runs sage-sandbox: the
 # suite's real one-node Slurm (tests/slurm.sh, for tests/140-slurm.bats),
 # and clang with its sanitizer and libFuzzer runtimes (make fuzz).
@@ -212,7 +243,7 @@ build_image() {
 	case $sage in
 		9.5) say "building $image (Sage 9.5) in $build_root from $mirror (about 6 minutes)" ;;
 		10) say "building $image (Sage 10, passagemath $passagemath_version) in $build_root" \
-			"from $mirror and the Python package index (about 8 minutes)" ;;
+			"from $mirror and the Python package index (about 5 minutes)" ;;
 	esac
 	quietly "$log" debootstrap --variant=minbase bookworm "$build_root" "$mirror"
 	# The host's own sources where it is bookworm too (its updates and
@@ -265,10 +296,8 @@ install_passagemath() {
 	'
 	cp /etc/resolv.conf "$build_root/etc/resolv.conf"
 	cp /etc/ssl/certs/ca-certificates.crt "$build_root/tmp/host-ca.crt"
-	local proxies=() v
-	for v in http_proxy https_proxy no_proxy HTTP_PROXY HTTPS_PROXY NO_PROXY; do
-		[ -z "${!v:-}" ] || proxies+=("$v=${!v}")
-	done
+	local proxies
+	mapfile -t proxies < <(proxy_settings)
 	quietly "$log" chroot "$build_root" /usr/bin/env -i PATH=/usr/bin:/bin HOME=/root \
 		"${proxies[@]}" PIP_CERT=/tmp/host-ca.crt REQUESTS_CA_BUNDLE=/tmp/host-ca.crt \
 		/opt/sage/bin/pip install -q --no-cache-dir --only-binary=:all: \
@@ -276,6 +305,75 @@ install_passagemath() {
 	rm -f "$build_root/tmp/host-ca.crt"
 	: >"$build_root/etc/resolv.conf"
 	ln -s /opt/sage/bin/sage "$build_root/usr/local/bin/sage"
+}
+
+# proxy_settings: the host's proxy variables, a NAME=VALUE line each: all
+# of root's environment that pip is given.
+proxy_settings() {
+	local v
+	for v in http_proxy https_proxy no_proxy HTTP_PROXY HTTPS_PROXY NO_PROXY; do
+		[ -z "${!v:-}" ] || printf '%s=%s\n' "$v" "${!v}"
+	done
+}
+
+# index_answers: whether pip fetches passagemath's pinned package (that one
+# file, no dependencies) as the image's build would: Debian's Python in a
+# throwaway venv, the host's proxies and trust, no pip configuration. Sets
+# index_error to the last line pip said when it does not.
+index_answers() {
+	local dir status=0 proxies
+	mapfile -t proxies < <(proxy_settings)
+	dir=$(mktemp -d "$build_dir/sage-sandbox-index.XXXXXX")
+	{
+		/usr/bin/python3 -m venv "$dir/venv" &&
+			timeout 150 /usr/bin/env -i PATH=/usr/bin:/bin HOME="$dir" "${proxies[@]}" \
+				PIP_CONFIG_FILE=/dev/null PIP_CERT=/etc/ssl/certs/ca-certificates.crt \
+				"$dir/venv/bin/pip" download -q --no-deps --only-binary=:all: \
+				--retries 1 --timeout 20 -d "$dir/wheels" \
+				"passagemath-standard==$passagemath_version"
+	} >"$dir/log" 2>&1 || status=$?
+	# Where pip retried, why the connection failed says more than its last
+	# line (no matching distribution).
+	index_error=$(grep -m 1 -o "connection broken by '[A-Za-z]*('[^']*'" "$dir/log" ||
+		grep -v '^[[:space:]]*$' "$dir/log" | tail -n 1 | cut -c1-200)
+	[ "$status" -ne 124 ] || index_error="no answer in 150 s"
+	rm -rf "$dir"
+	return "$status"
+}
+
+# choose_sage: Sage 10 where it is built or can be, else 9.5; one line says
+# which and why. A Sage chosen by name stays.
+choose_sage() {
+	if [ -n "$sage" ]; then
+		:
+	elif as_account "podman image exists $sage10_image" 2>/dev/null; then
+		sage=10 sage_why="the newest; its image is built"
+	elif index_answers; then
+		sage=10 sage_why="the newest; the Python package index answers, for passagemath's wheels"
+	else
+		sage=9.5 sage_why="the Python package index does not answer (pip: ${index_error:-no message}), and Sage 10 is built from its wheels; Sage 9.5 comes from the apt mirror"
+	fi
+	image=$(image_of "$sage")
+	say "Sage $sage, $image: $sage_why"
+}
+
+# remember_image RUN HOME: the settings file under HOME (RUN writes it, as
+# its owner) names the image where that is not sage-sandbox's default: Sage
+# 9.5, chosen or all the machine could build. The two lines an earlier run
+# wrote go first; an image line written by hand stays, and is said.
+remember_image() {
+	local run=$1 file=$2/.config/sage-sandbox/settings
+	$run "[ ! -e $file ] || sed -i '/^# written by setup.sh: Sage /,+1d' $file"
+	if $run "grep -qE '^[[:space:]]*image[[:space:]]*=' $file 2>/dev/null"; then
+		say "$file names an image by hand: left as it is (sage-sandbox status says which runs)"
+		return 0
+	fi
+	[ "$image" != "$sage10_image" ] || return 0
+	$run "mkdir -p ${file%/*} && cat >>$file" <<-EOF
+		# written by setup.sh: Sage $sage, $sage_why
+		image = $image
+	EOF
+	say "$file names $image: sage-sandbox runs it from now on"
 }
 
 # The commands that work now, for the user who ran setup.sh.
@@ -293,8 +391,6 @@ say_next_steps() {
 		setup:   then: sage-sandbox run FILE
 		setup: Built tree: $dir; manual: man sage-sandbox
 	EOF
-	[ "$sage" = 9.5 ] || say "Sage 10's image is not sage-sandbox's default: give it" \
-		"--image $image, or SAGE_SANDBOX_IMAGE=$image"
 }
 
 # The account cannot necessarily read the caller's tree (CI clones under
@@ -309,9 +405,10 @@ stage_tree() {
 }
 
 run_action() {
-	local dir=$1 run=$2 use=
-	# Sage 10's image is not sage-sandbox's default: it is named.
-	[ "$sage" = 9.5 ] || use="export SAGE_SANDBOX_IMAGE=$image && "
+	local dir=$1 run=$2 use
+	# The image is named: the tests ignore settings files, and the example
+	# runs what was just built.
+	use="export SAGE_SANDBOX_IMAGE=$image && "
 	case $action in
 		example) $run "cd $dir && make -s && ${use}./sage-sandbox run examples/seed.sage" ;;
 		check) $run "cd $dir && make -s && ${use}make -s check" ;;
@@ -324,14 +421,25 @@ as_self() { bash -c "$*"; }
 
 if [ "$(id -u)" -ne 0 ]; then
 	[ "$action" != account ] || die "'account' creates a user: run it as root"
-	if ! podman image exists "$image" 2>/dev/null; then
-		# The image goes into this user's own storage; building or copying
-		# it needs root for a moment.
-		command -v sudo >/dev/null ||
-			die "image $image not found; as root run: $src/setup.sh image --for $(id -un)"
-		say "image $image is not in your podman storage; asking sudo to put it there"
-		sudo "$src/setup.sh" image --sage "$sage" --for "$(id -un)"
+	if [ -z "$sage" ] && podman image exists "$sage10_image" 2>/dev/null; then
+		sage=10 sage_why="the newest; its image is in your storage"
+		image=$sage10_image
 	fi
+	if [ -z "$image" ] || ! podman image exists "$image" 2>/dev/null; then
+		# The image goes into this user's own storage; building or copying
+		# it needs root for a moment (which chooses the Sage when none is
+		# named, and says why).
+		command -v sudo >/dev/null ||
+			die "no Sage image in your podman storage; as root run: $src/setup.sh image${sage:+ --sage $sage} --for $(id -un)"
+		say "${image:-no Sage image} is not in your podman storage; asking sudo to put it there"
+		sudo "$src/setup.sh" image ${sage:+--sage "$sage"} --for "$(id -un)"
+		if [ -z "$sage" ]; then
+			sage=9.5 sage_why="the newest this machine could build"
+			! podman image exists "$sage10_image" 2>/dev/null || sage=10
+			image=$(image_of "$sage")
+		fi
+	fi
+	case $action in example|image) remember_image as_self "$HOME" ;; esac
 	[ "$action" = image ] && { say "image $image is ready for $(id -un): try 'make && ./sage-sandbox self-test'"; exit 0; }
 	run_action "$src" as_self
 	exit
@@ -348,13 +456,22 @@ if [ -n "$for_user" ]; then
 	[ "$(as_user "$for_user" "podman info --format '{{.Host.Security.Rootless}}'" 2>/dev/null)" = true ] ||
 		die "podman is not rootless for $for_user; see: runuser -l $for_user -c 'podman info'"
 	create_account
+	choose_sage
 	build_image "$account"
 	build_image "$for_user"
+	remember_image "as_user $for_user" "$(getent passwd "$for_user" | cut -d: -f6)"
 	say "next, as $for_user: sage-sandbox self-test (or ./sage-sandbox self-test after make)"
 	exit 0
 fi
 create_account
+choose_sage
 build_image
+if [ "$action" = check ] && [ "$sage" != 9.5 ]; then
+	# The official-layout test images (tests/official-images.sh) are made
+	# of Debian's Sage 9.5, and CI's second pass runs on it.
+	(sage=9.5 image=$sage95_image && build_image)
+fi
+case $action in example|image) remember_image as_account "/home/$account" ;; esac
 [ "$action" = image ] && exit 0
 dir=$(stage_tree)
 if [ "$action" = check ]; then
@@ -365,14 +482,14 @@ fi
 suite_status=0
 if [ "$action" = check ]; then
 	# Its failure is recorded, not fatal: the rest of the suite still runs.
-	(cd "$dir" && bats tests/000-root.bats) || suite_status=$?
+	(cd "$dir" && SAGE_SANDBOX_IMAGE=$image bats tests/000-root.bats) || suite_status=$?
 fi
 run_action "$dir" as_account || suite_status=$?
 if [ "$action" = check ]; then
 	# A real single-node Slurm (tests/slurm.sh) runs batch's example script
 	# as the account: its daemons need root, so this part of the suite runs
 	# as root, after the rest whatever its outcome.
-	(cd "$dir" && bats tests/140-slurm.bats) || suite_status=$?
+	(cd "$dir" && SAGE_SANDBOX_IMAGE=$image bats tests/140-slurm.bats) || suite_status=$?
 fi
 [ "$suite_status" -eq 0 ] || exit "$suite_status"
 if [ "$action" = example ]; then

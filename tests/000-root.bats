@@ -32,7 +32,7 @@ teardown() { :; }
 	run_ss 125 self-test
 	expect_match "$errors" "refusing to run as root"
 	run_ss 1 status
-	expect_match "$output" "image: +localhost/sagemath-debian:bookworm \(not checked: images are per user"
+	expect_match "$output" "image: +$IMAGE \(not checked: images are per user"
 	expect_no_match "$output" "NOT PRESENT"
 	expect_match "$output" "fix: +run it as the account that has the image: sudo -iu sage-sandbox sage-sandbox status"
 	expect_no_match "$output" " $"$'\n' "no trailing spaces"
@@ -73,6 +73,31 @@ remove_user() {
 	expect_equal "$output" "641 * 6700417"
 	remove_user "$user"
 	[ ! -e "/home/$user" ]
+}
+
+@test "setup.sh image --sage 9.5 - names Debian's image in the account's settings file, which status then shows; the newest takes it back" {
+	local account=${SAGE_SANDBOX_ACCOUNT:-sage-sandbox} home settings saved
+	runuser -l "$account" -c "podman image exists localhost/sagemath-debian:bookworm && podman image exists $DEFAULT_IMAGE" ||
+		skip "the account has not both images (./setup.sh check builds both where Sage 10 can be built)"
+	home=$(getent passwd "$account" | cut -d: -f6)
+	settings=$home/.config/sage-sandbox/settings
+	saved=$BATS_TEST_TMPDIR/settings
+	[ ! -e "$settings" ] || cp -p "$settings" "$saved"
+	# Both images are there: nothing is built or copied.
+	env -u SAGE_SANDBOX_IMAGE "$BATS_TEST_DIRNAME/../setup.sh" image --sage 9.5 2>"$BATS_TEST_TMPDIR/said"
+	expect_match "$(cat "$BATS_TEST_TMPDIR/said")" "setup: Sage 9.5, localhost/sagemath-debian:bookworm: chosen with --sage 9.5"
+	expect_match "$(tail -n 2 "$settings")" "^# written by setup.sh: Sage 9.5, chosen with --sage 9.5"$'\n'"image = localhost/sagemath-debian:bookworm\$"
+	run runuser -l "$account" -c "cd $BATS_TEST_DIRNAME/.. && ./sage-sandbox status"
+	expect_match "$output" "--image +localhost/sagemath-debian:bookworm +settings file"
+	# Twice gives the two lines once.
+	env -u SAGE_SANDBOX_IMAGE "$BATS_TEST_DIRNAME/../setup.sh" image --sage 9.5 2>/dev/null
+	expect_equal "$(grep -c '^image = ' "$settings")" 1 "image lines"
+	# The newest again (its image is there): the two lines go.
+	env -u SAGE_SANDBOX_IMAGE "$BATS_TEST_DIRNAME/../setup.sh" image 2>"$BATS_TEST_TMPDIR/said"
+	expect_match "$(cat "$BATS_TEST_TMPDIR/said")" "setup: Sage 10, $DEFAULT_IMAGE: the newest; its image is built"
+	run grep -c "written by setup.sh\|^image" "$settings"
+	expect_equal "$output" 0
+	if [ -e "$saved" ]; then cp -p "$saved" "$settings"; else rm -f "$settings"; fi
 }
 
 @test "batch - as root refuses with status 125, one line, no result line" {

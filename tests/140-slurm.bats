@@ -60,9 +60,9 @@ import json
 for i in range(400):
     print(json.dumps({\"id\": i, \"code\": \"print(factor(%d)); print(%d^3 %% 97)\" % (2**31 + i, i)}))' >$dir/jobs.jsonl"
 	# The tasks run as the account under rootless podman, with the
-	# account's login environment (no XDG_RUNTIME_DIR) and the build
-	# under test.
-	run as_account "cd $dir && SLURM_CONF=$SLURM_CONF SAGE_SANDBOX=$(cd "$BATS_TEST_DIRNAME/.." && pwd)/sage-sandbox \
+	# account's login environment (no XDG_RUNTIME_DIR), the build under
+	# test and the suite's image.
+	run as_account "cd $dir && SLURM_CONF=$SLURM_CONF SAGE_SANDBOX_IMAGE=$IMAGE SAGE_SANDBOX=$(cd "$BATS_TEST_DIRNAME/.." && pwd)/sage-sandbox \
 		timeout 1200 sbatch --wait --array=0-3 --output=$dir/slurm-%A_%a.out \
 		$(cd "$BATS_TEST_DIRNAME/.." && pwd)/examples/slurm-batch.sh $dir/jobs.jsonl $dir/results"
 	echo "# $output" >&3
@@ -71,7 +71,7 @@ for i in range(400):
 	[ "$(ls "$dir/results" | wc -l)" -eq 4 ]
 	as_account "cd $dir && cat results/results-*.jsonl >merged.jsonl"
 	# The same file as one local batch.
-	as_account "cd $dir && $(cd "$BATS_TEST_DIRNAME/.." && pwd)/sage-sandbox batch jobs.jsonl >local.jsonl 2>local.err"
+	as_account "cd $dir && SAGE_SANDBOX_IMAGE=$IMAGE $(cd "$BATS_TEST_DIRNAME/.." && pwd)/sage-sandbox batch jobs.jsonl >local.jsonl 2>local.err"
 	python3 - "$dir" <<-'EOF'
 	import json, sys
 	dir = sys.argv[1]
@@ -91,7 +91,7 @@ for i in range(400):
 	    assert merged[i]["exit_code"] == 0, merged[i]
 	EOF
 	# Merging checks itself: resuming the merged file runs nothing.
-	run as_account "cd $dir && $(cd "$BATS_TEST_DIRNAME/.." && pwd)/sage-sandbox batch --resume merged.jsonl jobs.jsonl 2>/dev/null"
+	run as_account "cd $dir && SAGE_SANDBOX_IMAGE=$IMAGE $(cd "$BATS_TEST_DIRNAME/.." && pwd)/sage-sandbox batch --resume merged.jsonl jobs.jsonl 2>/dev/null"
 	[ "$status" -eq 0 ]
 	[ -z "$output" ]
 	rm -rf "$dir"

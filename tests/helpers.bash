@@ -2,8 +2,11 @@
 # against the real image under rootless podman: nothing here is a stand-in.
 
 SAGE_SANDBOX=${SAGE_SANDBOX:-$BATS_TEST_DIRNAME/../sage-sandbox}
-# The image the suite runs on: sage-sandbox's default, or the one named.
-IMAGE=${SAGE_SANDBOX_IMAGE:-localhost/sagemath-debian:bookworm}
+# sage-sandbox's default image, setup.sh's Sage 10 (tests/unit-cli.sh holds
+# the two equal), and the image the suite runs on: the one named, else that.
+DEFAULT_IMAGE=localhost/sagemath-passagemath:$(sed -n 's/^passagemath_version=//p' \
+	"$BATS_TEST_DIRNAME/../setup.sh")
+IMAGE=${SAGE_SANDBOX_IMAGE:-$DEFAULT_IMAGE}
 LABEL_FILTER=label=sage-sandbox=1
 
 # Settings from the caller's environment or settings file must not change

@@ -25,7 +25,10 @@
 # none of which may matter to sage-sandbox.
 set -euo pipefail
 
-base=${SAGE_SANDBOX_IMAGE:-localhost/sagemath-debian:bookworm}
+# Always Debian's Sage 9.5 image, whatever image the suite runs on: the
+# layouts below are made of its files (./setup.sh check builds it beside
+# Sage 10's).
+base=localhost/sagemath-debian:bookworm
 prefix=localhost/sage-sandbox-test
 
 official_layout() {
@@ -117,7 +120,7 @@ layouts=(official-10.4 official-10.9 broken gap-crash)
 
 case ${1:-} in
 build)
-	podman image exists "$base" || { echo "official-images: $base is missing" >&2; exit 1; }
+	podman image exists "$base" || { echo "official-images: $base is missing: build it with ./setup.sh image --sage 9.5" >&2; exit 1; }
 	# A change to this script or to the base image rebuilds them all: each
 	# carries the hash of both.
 	recipe=$({ cat "$0"; podman image inspect --format '{{.Id}}' "$base"; } |

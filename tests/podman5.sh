@@ -21,6 +21,10 @@
 set -euo pipefail
 
 account=${SAGE_SANDBOX_ACCOUNT:-sage-sandbox}
+# Sage 9.5's image, not sage-sandbox's default (Sage 10): the official
+# layouts of 110-images.bats are built from it, so the root needs it anyway,
+# and one 3.6 GB copy is enough. The whole suite and its core on Sage 10
+# run on the host's podman 4 (.ci/run).
 image=${SAGE_SANDBOX_IMAGE:-localhost/sagemath-debian:bookworm}
 root=${SAGE_SANDBOX_TRIXIE_ROOT:-/var/tmp/sage-sandbox-trixie}
 src=$(cd "$(dirname "$0")/.." && pwd)
@@ -59,14 +63,15 @@ enter() {
 }
 
 # as_account LINE: LINE in a login shell of the account inside the root,
-# with a runtime directory of its own, as a login manager would make.
+# with a runtime directory of its own, as a login manager would make, and
+# the image loaded into the root as SAGE_SANDBOX_IMAGE.
 as_account() {
 	enter bash -c 'uid=$(id -u "$1")
 		mkdir -p "/run/user/$uid"
 		chown "$1:" "/run/user/$uid"
 		chmod 700 "/run/user/$uid"
-		exec runuser -l "$1" -c "export XDG_RUNTIME_DIR=/run/user/$uid PODMAN_IGNORE_CGROUPSV1_WARNING=1; $2"' as_account \
-		"$account" "$1"
+		exec runuser -l "$1" -c "export XDG_RUNTIME_DIR=/run/user/$uid PODMAN_IGNORE_CGROUPSV1_WARNING=1 SAGE_SANDBOX_IMAGE=$3; $2"' as_account \
+		"$account" "$1" "$image"
 }
 
 build_root() {

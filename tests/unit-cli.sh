@@ -36,6 +36,11 @@ elif unshare --user --map-user=1000 --map-group=1000 true 2>/dev/null; then
 	not_root=yes
 fi
 
+# sage-sandbox's default image (settings.c) is the one ./setup.sh builds
+# by default: Sage 10 of the passagemath release setup.sh pins. The image
+# probe's refusal below names it, which holds the two equal.
+default_image=localhost/sagemath-passagemath:$(sed -n 's/^passagemath_version=//p' setup.sh)
+
 n=0
 failures=0
 out=$scratch/stdout
@@ -198,8 +203,8 @@ else
 	ss run --podman "$podman"
 	# podman's own failure (the image's shell never ran): podman's words,
 	# not the image blamed.
-	check "run - podman exits 125 on the image probe: 125, one line" \
-		refused 125 "^sage-sandbox: podman could not run a container of image 'localhost/sagemath-debian:bookworm' \\(status 125\\): "
+	check "run - podman exits 125 on the image probe: 125, one line, naming the default image, setup.sh's" \
+		refused 125 "^sage-sandbox: podman could not run a container of image '${default_image//./\\.}' \\(status 125\\): "
 	check "run - ... the line carries podman's last stderr line, its error" \
 		eval 'grep -q ": Error: fake podman: crun: cannot set up the container;" "$err"'
 
