@@ -99,7 +99,7 @@ lmstudio/node_modules: lmstudio/package.json lmstudio/package-lock.json
 	touch $@
 
 # The suite's core, which runs on the other image too (./setup.sh core
-# --sage 10, in CI): self-test, the Sage corpus and its fidelity, shown
+# --sage 9.5, in CI): self-test, the Sage corpus and its fidelity, shown
 # output, batch, sessions through MCP, the server, the reuse probes and
 # warm calls against cold runs. SAGE_SANDBOX_IMAGE names the image.
 CORE_TESTS = tests/040-sage.bats tests/045-fidelity.bats tests/090-mcp.bats \

@@ -16,8 +16,8 @@
 #                         one-node cluster), then run the whole test suite
 #   ./setup.sh image      set up and build the image only
 #   ./setup.sh core       set up, then the suite's core only (make
-#                         check-core: with --sage 10, on Sage 10's image)
-#   ./setup.sh account   the account and its rootless podman configuration
+#                         check-core; CI's --sage 9.5 after the suite on 10)
+#   ./setup.sh account    the account and its rootless podman configuration
 #                         only: no packages, no image (tests/podman5.sh
 #                         uses it inside a Debian 13 root)
 #   ./setup.sh image --for USER
@@ -34,13 +34,17 @@
 #                         from it.
 #
 # As an ordinary user with rootless podman already working it skips the root
-# steps and builds and runs in place; `./setup.sh image` as that user gets
-# the image into their own storage, with sudo for the root-only steps.
+# steps and builds and runs in place, on the newest Sage image already in
+# their storage; where there is none, `./setup.sh image` as that user gets
+# one into it, with sudo for the root-only steps. The settings file written
+# is always its owner's: the one sage-sandbox reads (SAGE_SANDBOX_SETTINGS,
+# else under XDG_CONFIG_HOME or ~/.config).
 #
 # Environment: SAGE_SANDBOX_ACCOUNT (default sage-sandbox), SAGE_SANDBOX_SAGE
 # (9.5 or 10, as --sage; default the newest that can be built),
-# SAGE_SANDBOX_IMAGE (default the image of that Sage), SAGE_SANDBOX_BUILD_DIR
-# (where the image's root filesystem is assembled, default /var/tmp).
+# SAGE_SANDBOX_IMAGE (default the image of that Sage; without a Sage, one
+# of the two names above), SAGE_SANDBOX_BUILD_DIR (where the image's root
+# filesystem is assembled, default /var/tmp).
 set -euo pipefail
 
 # The passagemath release Sage 10's image is built from: one whose corpus
@@ -98,6 +102,9 @@ image_of() {
 	esac
 }
 image=
+# Set where Sage 10 was chosen because the index answered: a build of it
+# that fails then falls back to 9.5.
+sage_by_index=
 if [ -n "$sage" ]; then
 	image=$(image_of "$sage")
 elif [ -n "${SAGE_SANDBOX_IMAGE:-}" ]; then
@@ -202,8 +209,9 @@ create_account() {
 		die "podman is not rootless for $account; see: runuser -l $account -c 'podman info'"
 }
 
-# The image: Debian's own sagemath in a minimal Debian root, imported by the
-# account (so it lands in that account's rootless storage). Built once.
+# The image: Sage (Debian's sagemath, or passagemath's wheels) in a minimal
+# Debian root, imported by the account (so it lands in that account's
+# rootless storage). Built once.
 build_root=
 remove_build_root() {
 	[ -n "$build_root" ] || return 0
@@ -211,7 +219,6 @@ remove_build_root() {
 	rm -rf --one-file-system "$build_root"
 	build_root=
 }
-
 
 # build_image [USER]: the image in USER's rootless storage (default: the
 # account's). For another user it is copied from the account's storage when
@@ -239,9 +246,9 @@ build_image() {
 	build_root=$(mktemp -d "$build_dir/sage-sandbox-rootfs.XXXXXX")
 	# Whatever happens, the 5 GB build root does not outlive this script.
 	trap remove_build_root EXIT
-	local log=$build_dir/sage-sandbox-image.log
+	local log=$build_dir/sage-sandbox-image-$sage.log
 	case $sage in
-		9.5) say "building $image (Sage 9.5) in $build_root from $mirror (about 6 minutes)" ;;
+		9.5) say "building $image (Sage 9.5) in $build_root from $mirror (about 5 minutes)" ;;
 		10) say "building $image (Sage 10, passagemath $passagemath_version) in $build_root" \
 			"from $mirror and the Python package index (about 5 minutes)" ;;
 	esac
@@ -271,6 +278,25 @@ build_image() {
 	trap - EXIT
 	rm -f "$log"
 	say "image $image built for $user"
+}
+
+# build_or_fall_back: the account's image; where Sage 10 was chosen because
+# the package index answered and its build fails all the same, Sage 9.5's.
+build_or_fall_back() {
+	local status=0
+	if [ -z "$sage_by_index" ]; then
+		build_image
+		return
+	fi
+	set +e
+	(set -e && build_image)
+	status=$?
+	set -e
+	[ "$status" -ne 0 ] || return 0
+	sage=9.5 image=$(image_of 9.5) sage_by_index=
+	sage_why="Sage 10's build failed (above); Sage 9.5 comes from the apt mirror"
+	say "Sage $sage, $image: $sage_why"
+	build_image
 }
 
 # Sage 9.5: Debian 12's sagemath package, and what it depends on.
@@ -317,19 +343,20 @@ proxy_settings() {
 }
 
 # index_answers: whether pip fetches passagemath's pinned package (that one
-# file, no dependencies) as the image's build would: Debian's Python in a
-# throwaway venv, the host's proxies and trust, no pip configuration. Sets
-# index_error to the last line pip said when it does not.
+# file, no dependencies, for the image's Python 3.11) as the image's build
+# would: Debian's Python in a throwaway venv, the host's proxies and trust,
+# no pip configuration. Sets index_error to what pip said when it does not.
 index_answers() {
 	local dir status=0 proxies
 	mapfile -t proxies < <(proxy_settings)
-	dir=$(mktemp -d "$build_dir/sage-sandbox-index.XXXXXX")
+	dir=$(mktemp -d "$build_dir/sage-sandbox-index.XXXXXX") ||
+		{ index_error="no directory for pip in $build_dir"; return 1; }
 	{
 		/usr/bin/python3 -m venv "$dir/venv" &&
 			timeout 150 /usr/bin/env -i PATH=/usr/bin:/bin HOME="$dir" "${proxies[@]}" \
 				PIP_CONFIG_FILE=/dev/null PIP_CERT=/etc/ssl/certs/ca-certificates.crt \
 				"$dir/venv/bin/pip" download -q --no-deps --only-binary=:all: \
-				--retries 1 --timeout 20 -d "$dir/wheels" \
+				--python-version 3.11 --retries 1 --timeout 20 -d "$dir/wheels" \
 				"passagemath-standard==$passagemath_version"
 	} >"$dir/log" 2>&1 || status=$?
 	# Where pip retried, why the connection failed says more than its last
@@ -350,6 +377,7 @@ choose_sage() {
 		sage=10 sage_why="the newest; its image is built"
 	elif index_answers; then
 		sage=10 sage_why="the newest; the Python package index answers, for passagemath's wheels"
+		sage_by_index=yes
 	else
 		sage=9.5 sage_why="the Python package index does not answer (pip: ${index_error:-no message}), and Sage 10 is built from its wheels; Sage 9.5 comes from the apt mirror"
 	fi
@@ -357,24 +385,42 @@ choose_sage() {
 	say "Sage $sage, $image: $sage_why"
 }
 
-# remember_image RUN HOME: the settings file under HOME (RUN writes it, as
-# its owner) names the image where that is not sage-sandbox's default: Sage
-# 9.5, chosen or all the machine could build. The two lines an earlier run
-# wrote go first; an image line written by hand stays, and is said.
+# remember_image RUN: the settings file of RUN's user (RUN runs a shell line
+# as them) names the image where that is not sage-sandbox's default: Sage
+# 9.5, chosen by name or all the machine could build. The two lines an
+# earlier run wrote go first; an image line written by hand stays, and is
+# said. A file that cannot be written is said, with the line to add: the
+# image is built either way.
 remember_image() {
-	local run=$1 file=$2/.config/sage-sandbox/settings
-	$run "[ ! -e $file ] || sed -i '/^# written by setup.sh: Sage /,+1d' $file"
-	if $run "grep -qE '^[[:space:]]*image[[:space:]]*=' $file 2>/dev/null"; then
-		say "$file names an image by hand: left as it is (sage-sandbox status says which runs)"
+	local run=$1 line= said file
+	[ "$image" = "$sage10_image" ] || line="image = $image"
+	if ! said=$($run "bash -s -- $(printf '%q ' "$line" "# written by setup.sh: Sage $sage, $sage_why")" \
+		<<<"$remember_image_script"); then
+		say "cannot update ${said%%$'\n'*}${line:+; add '$line' to it by hand}"
 		return 0
 	fi
-	[ "$image" != "$sage10_image" ] || return 0
-	$run "mkdir -p ${file%/*} && cat >>$file" <<-EOF
-		# written by setup.sh: Sage $sage, $sage_why
-		image = $image
-	EOF
-	say "$file names $image: sage-sandbox runs it from now on"
+	file=${said%%$'\n'*}
+	case $said in
+		*$'\n'"by hand") say "$file names an image by hand: left as it is" \
+			"(sage-sandbox status says which runs)" ;;
+		*$'\n'written) say "$file names $image: sage-sandbox runs it from now on" ;;
+	esac
 }
+# As the file's owner, with the image line ($1, or none) and its comment
+# ($2): prints the file's name (the one sage-sandbox reads: settings.c),
+# then "by hand" or "written" where either is the case. sed joins a comment
+# line to the next and drops both only where that is an image line.
+remember_image_script='set -u
+file=${SAGE_SANDBOX_SETTINGS:-${XDG_CONFIG_HOME:-$HOME/.config}/sage-sandbox/settings}
+echo "$file"
+if [ -e "$file" ]; then
+	sed -i --follow-symlinks "/^# written by setup.sh: Sage /{\$d;N;/\\nimage = [^\\n]*\$/d;s/^[^\\n]*\\n//}" "$file" || exit 1
+	if grep -qE "^[[:space:]]*image[[:space:]]*=" "$file"; then echo "by hand"; exit 0; fi
+fi
+[ -n "$1" ] || exit 0
+mkdir -p "${file%/*}" || exit 1
+{ [ ! -s "$file" ] || [ -z "$(tail -c 1 "$file")" ] || echo; printf "%s\n%s\n" "$2" "$1"; } >>"$file" || exit 1
+echo written'
 
 # The commands that work now, for the user who ran setup.sh.
 say_next_steps() {
@@ -421,25 +467,33 @@ as_self() { bash -c "$*"; }
 
 if [ "$(id -u)" -ne 0 ]; then
 	[ "$action" != account ] || die "'account' creates a user: run it as root"
-	if [ -z "$sage" ] && podman image exists "$sage10_image" 2>/dev/null; then
-		sage=10 sage_why="the newest; its image is in your storage"
-		image=$sage10_image
+	if [ -z "$sage" ]; then
+		# What this user's storage holds already, the newest first.
+		if podman image exists "$sage10_image" 2>/dev/null; then
+			sage=10 sage_why="the newest; its image is in your podman storage"
+		elif podman image exists "$sage95_image" 2>/dev/null; then
+			sage=9.5 sage_why="the Sage in your podman storage (./setup.sh image --sage 10 asks for Sage 10)"
+		fi
+		[ -z "$sage" ] || image=$(image_of "$sage")
 	fi
-	if [ -z "$image" ] || ! podman image exists "$image" 2>/dev/null; then
+	if [ -n "$image" ] && podman image exists "$image" 2>/dev/null; then
+		say "Sage $sage, $image: $sage_why"
+		case $action in example|image) remember_image as_self ;; esac
+	else
 		# The image goes into this user's own storage; building or copying
-		# it needs root for a moment (which chooses the Sage when none is
-		# named, and says why).
+		# it needs root for a moment. As root, setup.sh chooses the Sage
+		# where none is named, says why, and writes this user's settings
+		# file where it must.
 		command -v sudo >/dev/null ||
-			die "no Sage image in your podman storage; as root run: $src/setup.sh image${sage:+ --sage $sage} --for $(id -un)"
-		say "${image:-no Sage image} is not in your podman storage; asking sudo to put it there"
+			die "no ${image:-Sage image} in your podman storage; as root run: $src/setup.sh image${sage:+ --sage $sage} --for $(id -un)"
+		say "asking sudo to put ${image:-the newest Sage this machine can build} in your podman storage"
 		sudo "$src/setup.sh" image ${sage:+--sage "$sage"} --for "$(id -un)"
 		if [ -z "$sage" ]; then
-			sage=9.5 sage_why="the newest this machine could build"
+			sage=9.5
 			! podman image exists "$sage10_image" 2>/dev/null || sage=10
 			image=$(image_of "$sage")
 		fi
 	fi
-	case $action in example|image) remember_image as_self "$HOME" ;; esac
 	[ "$action" = image ] && { say "image $image is ready for $(id -un): try 'make && ./sage-sandbox self-test'"; exit 0; }
 	run_action "$src" as_self
 	exit
@@ -457,21 +511,22 @@ if [ -n "$for_user" ]; then
 		die "podman is not rootless for $for_user; see: runuser -l $for_user -c 'podman info'"
 	create_account
 	choose_sage
-	build_image "$account"
+	build_or_fall_back
 	build_image "$for_user"
-	remember_image "as_user $for_user" "$(getent passwd "$for_user" | cut -d: -f6)"
+	remember_image as_account
+	remember_image "as_user $for_user"
 	say "next, as $for_user: sage-sandbox self-test (or ./sage-sandbox self-test after make)"
 	exit 0
 fi
 create_account
 choose_sage
-build_image
+build_or_fall_back
 if [ "$action" = check ] && [ "$sage" != 9.5 ]; then
 	# The official-layout test images (tests/official-images.sh) are made
 	# of Debian's Sage 9.5, and CI's second pass runs on it.
 	(sage=9.5 image=$sage95_image && build_image)
 fi
-case $action in example|image) remember_image as_account "/home/$account" ;; esac
+case $action in example|image) remember_image as_account ;; esac
 [ "$action" = image ] && exit 0
 dir=$(stage_tree)
 if [ "$action" = check ]; then

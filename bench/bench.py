@@ -19,6 +19,7 @@
 # Machines are noisy: compare the ratios within one run, not across runs.
 # Only python3 and podman are needed.
 import argparse
+import json
 import os
 import shutil
 import statistics
@@ -60,6 +61,14 @@ def plugin_command(podman, image):
             "--entrypoint", "/bin/bash", "--", image, "-lc", script]
 
 
+def image_of(binary):
+    """The image sage-sandbox runs with no --image: its default, or what the
+    environment or the settings file name (status says which)."""
+    done = subprocess.run([binary, "status", "--json"], stdout=subprocess.PIPE,
+                          stderr=subprocess.DEVNULL, text=True)
+    return json.loads(done.stdout)["image"]
+
+
 def floor_command(podman, image):
     code = ("import os, sys\n"
             "from sage.all_cmdline import *\n"
@@ -69,7 +78,7 @@ def floor_command(podman, image):
             "os._exit(0)\n")
     return [podman, "run", "--rm", "-i", "--pull=never", "--network=none", "--read-only",
             "--tmpfs", "/tmp:rw,size=256m", "--env", "HOME=/tmp", "--env", "DOT_SAGE=/tmp",
-            "--user", "sage", "--entrypoint", "python3", "--", image, "-c", code]
+            "--user", "sage", "--entrypoint", "sage", "--", image, "-python", "-c", code]
 
 
 def own_usage(pid):
@@ -143,7 +152,7 @@ def row(name, values):
 def main():
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--runs", type=int, default=7, help="interleaved rounds (default 7)")
-    parser.add_argument("--image", default="localhost/sagemath-debian:bookworm")
+    parser.add_argument("--image", help="default: the one sage-sandbox runs")
     parser.add_argument("--podman", default="podman")
     parser.add_argument("--sage-sandbox", default=os.path.join(ROOT, "sage-sandbox"))
     parser.add_argument("--workloads", default=",".join(WORKLOADS),
@@ -154,6 +163,7 @@ def main():
                         help="seed runs started at once at the end (0: none)")
     args = parser.parse_args()
     podman = shutil.which(args.podman) or sys.exit("bench: podman not found")
+    args.image = args.image or image_of(args.sage_sandbox)
     ss = [args.sage_sandbox, "run", "--image", args.image, "--podman", podman]
     variants = {
         "plugin (a)": lambda: plugin_command(podman, args.image),

@@ -8,7 +8,16 @@ setup() {
 	[ "$(id -u)" -eq 0 ] || skip "needs root: run by ./setup.sh check as root"
 }
 
-teardown() { :; }
+teardown() {
+	# The account's settings file as it was before a test that changed it.
+	[ -n "${account_settings:-}" ] || return 0
+	if [ -e "$saved_settings" ]; then
+		cp -p "$saved_settings" "$account_settings"
+	else
+		rm -f "$account_settings"
+	fi
+	account_settings=
+}
 
 @test "run - as root refuses with status 125 and names the account to run it as" {
 	input_file=$BATS_TEST_DIRNAME/../examples/seed.sage
@@ -75,29 +84,34 @@ remove_user() {
 	[ ! -e "/home/$user" ]
 }
 
-@test "setup.sh image --sage 9.5 - names Debian's image in the account's settings file, which status then shows; the newest takes it back" {
-	local account=${SAGE_SANDBOX_ACCOUNT:-sage-sandbox} home settings saved
+@test "setup.sh image --sage 9.5 - names Debian's image in the account's settings file, which status then shows; the newest takes it back; the file's own lines stay" {
+	local account=${SAGE_SANDBOX_ACCOUNT:-sage-sandbox} home said=$BATS_TEST_TMPDIR/said
 	runuser -l "$account" -c "podman image exists localhost/sagemath-debian:bookworm && podman image exists $DEFAULT_IMAGE" ||
 		skip "the account has not both images (./setup.sh check builds both where Sage 10 can be built)"
 	home=$(getent passwd "$account" | cut -d: -f6)
-	settings=$home/.config/sage-sandbox/settings
-	saved=$BATS_TEST_TMPDIR/settings
-	[ ! -e "$settings" ] || cp -p "$settings" "$saved"
+	# Globals: teardown puts the account's file back, whatever happens here.
+	account_settings=$home/.config/sage-sandbox/settings
+	saved_settings=$BATS_TEST_TMPDIR/settings
+	if [ -e "$account_settings" ]; then
+		! grep -qE '^[[:space:]]*image[[:space:]]*=' "$account_settings" ||
+			skip "$account_settings names an image by hand"
+		cp -p "$account_settings" "$saved_settings"
+	fi
+	runuser -l "$account" -c "mkdir -p ${account_settings%/*} && printf 'timeout = 30' >$account_settings"
 	# Both images are there: nothing is built or copied.
-	env -u SAGE_SANDBOX_IMAGE "$BATS_TEST_DIRNAME/../setup.sh" image --sage 9.5 2>"$BATS_TEST_TMPDIR/said"
-	expect_match "$(cat "$BATS_TEST_TMPDIR/said")" "setup: Sage 9.5, localhost/sagemath-debian:bookworm: chosen with --sage 9.5"
-	expect_match "$(tail -n 2 "$settings")" "^# written by setup.sh: Sage 9.5, chosen with --sage 9.5"$'\n'"image = localhost/sagemath-debian:bookworm\$"
+	env -u SAGE_SANDBOX_IMAGE -u SAGE_SANDBOX_SAGE "$BATS_TEST_DIRNAME/../setup.sh" image --sage 9.5 2>"$said"
+	expect_match "$(cat "$said")" "setup: Sage 9.5, localhost/sagemath-debian:bookworm: chosen with --sage 9.5"
+	expect_equal "$(cat "$account_settings")" "timeout = 30"$'\n'"# written by setup.sh: Sage 9.5, chosen with --sage 9.5"$'\n'"image = localhost/sagemath-debian:bookworm"
 	run runuser -l "$account" -c "cd $BATS_TEST_DIRNAME/.. && ./sage-sandbox status"
 	expect_match "$output" "--image +localhost/sagemath-debian:bookworm +settings file"
+	expect_match "$output" "--timeout +30 +settings file"
 	# Twice gives the two lines once.
-	env -u SAGE_SANDBOX_IMAGE "$BATS_TEST_DIRNAME/../setup.sh" image --sage 9.5 2>/dev/null
-	expect_equal "$(grep -c '^image = ' "$settings")" 1 "image lines"
-	# The newest again (its image is there): the two lines go.
-	env -u SAGE_SANDBOX_IMAGE "$BATS_TEST_DIRNAME/../setup.sh" image 2>"$BATS_TEST_TMPDIR/said"
-	expect_match "$(cat "$BATS_TEST_TMPDIR/said")" "setup: Sage 10, $DEFAULT_IMAGE: the newest; its image is built"
-	run grep -c "written by setup.sh\|^image" "$settings"
-	expect_equal "$output" 0
-	if [ -e "$saved" ]; then cp -p "$saved" "$settings"; else rm -f "$settings"; fi
+	env -u SAGE_SANDBOX_IMAGE -u SAGE_SANDBOX_SAGE "$BATS_TEST_DIRNAME/../setup.sh" image --sage 9.5 2>/dev/null
+	expect_equal "$(grep -c '^# written by setup.sh\|^image = ' "$account_settings")" 2 "setup.sh's lines: a comment and an image"
+	# The newest again (its image is there): the two lines go, the file's own stays.
+	env -u SAGE_SANDBOX_IMAGE -u SAGE_SANDBOX_SAGE "$BATS_TEST_DIRNAME/../setup.sh" image 2>"$said"
+	expect_match "$(cat "$said")" "setup: Sage 10, $DEFAULT_IMAGE: the newest; its image is built"
+	expect_equal "$(cat "$account_settings")" "timeout = 30"
 }
 
 @test "batch - as root refuses with status 125, one line, no result line" {

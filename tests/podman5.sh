@@ -23,8 +23,8 @@ set -euo pipefail
 account=${SAGE_SANDBOX_ACCOUNT:-sage-sandbox}
 # Sage 9.5's image, not sage-sandbox's default (Sage 10): the official
 # layouts of 110-images.bats are built from it, so the root needs it anyway,
-# and one 3.6 GB copy is enough. The whole suite and its core on Sage 10
-# run on the host's podman 4 (.ci/run).
+# and one 3.6 GB copy is enough. The whole suite on Sage 10 runs on the
+# host's podman 4 (.ci/run).
 image=${SAGE_SANDBOX_IMAGE:-localhost/sagemath-debian:bookworm}
 root=${SAGE_SANDBOX_TRIXIE_ROOT:-/var/tmp/sage-sandbox-trixie}
 src=$(cd "$(dirname "$0")/.." && pwd)
@@ -96,12 +96,15 @@ build_root() {
 	echo "$packages" >"$root/.sage-sandbox-ready"
 }
 
+# load_image: the image, and Sage 9.5's that 110-images.bats makes its
+# official layouts of, copied from the host account's storage.
 load_image() {
-	if as_account "podman image exists $image"; then
-		return
-	fi
-	say "copying $image into the root's podman storage (about 2 minutes)"
-	runuser -l "$account" -c "podman save $image" | as_account "podman load --quiet" >/dev/null
+	local each
+	for each in $(printf '%s\n' "$image" localhost/sagemath-debian:bookworm | sort -u); do
+		as_account "podman image exists $each" && continue
+		say "copying $each into the root's podman storage (about 2 minutes)"
+		runuser -l "$account" -c "podman save $each" | as_account "podman load --quiet" >/dev/null
+	done
 }
 
 stage_tree() {
