@@ -48,9 +48,6 @@ ORPHAN_LOOK_MS = 100
 ORPHAN_REAP_MS = 10
 ORPHANS_WATCHED_MS = 1000
 TICKS = os.sysconf("SC_CLK_TCK")
-# Where a replaced child's ends are moved (replace_child): above the
-# launcher's own, below the container's descriptor limit.
-MOVED_FDS_FROM = 512
 
 
 def parse_status(line):
@@ -839,7 +836,7 @@ class Launcher:
         moved = {}
         try:
             for fd in ends:
-                moved[fd] = fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, MOVED_FDS_FROM)
+                moved[fd] = fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, child.MOVED_FDS_FROM)
         except OSError:
             for fd in moved.values():
                 os.close(fd)

@@ -10,6 +10,7 @@
 # session, and the child waits for the next call, or (serial) just before
 # the child exits with that status. The code's stdin,
 # stdout and stderr are three more pipes, relayed by the launcher.
+import fcntl
 import os
 import struct
 import sys
@@ -24,6 +25,13 @@ DISPLAY_LAST, FILES_BACK, LATEX = 1, 2, 4
 MISSING_FILE_NOTE = (
     "note: the sandbox holds only this code, the image's packages and the files\n"
     "given with --input (MCP: files); nothing else of the host is there\n")
+
+
+# Where descriptors that are no call's own are moved: a replaced child's
+# ends in the launcher (calls.py, replace_child), a child's call and done
+# ends in the child. Above the launcher's own, below the container's
+# descriptor limit.
+MOVED_FDS_FROM = 512
 
 
 class Pipes:
@@ -48,6 +56,19 @@ class Pipes:
 
     def child_ends(self):
         return (self.stdin[0], self.stdout[1], self.stderr[1], self.call[0], self.done[1])
+
+
+def move_up(fd):
+    """fd at MOVED_FDS_FROM or above (close-on-exec), the old number closed;
+    fd itself where that cannot be (or it is -1)."""
+    if fd < 0:
+        return fd
+    try:
+        moved = fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, MOVED_FDS_FROM)
+    except OSError:
+        return fd
+    os.close(fd)
+    return moved
 
 
 def encode_call(cpu_seconds, argv, code, flags=0, first_show=1, seed=None):
@@ -400,6 +421,10 @@ def child_main(pipes, handlers, namespace, preparse_file, session, stale=()):
     for fd in pipes.child_ends()[:3] + pipes.launcher_ends():
         if fd >= 0:
             os.close(fd)
+    # The call and done ends too, above any the code opens: a fresh Sage
+    # has neither, so the code's first open() gets the number it gets
+    # there, warm or cold. Where one cannot move, it stays.
+    call, done = (move_up(fd) for fd in (call, done))
     first_call = True
     me = os.getpid()
     while True:

@@ -263,7 +263,7 @@ class MoveChildEndsTest(unittest.TestCase):
         moved = self.launcher.move_child_ends()
         self.assertEqual(sorted(moved), self.ends())
         self.assertEqual(len(moved), 6)
-        self.assertTrue(all(fd >= calls.MOVED_FDS_FROM for fd in moved))
+        self.assertTrue(all(fd >= calls.child.MOVED_FDS_FROM for fd in moved))
         self.assertFalse([fd for fd in before if self.is_open(fd)])
         launcher = self.launcher
         self.assertEqual(set(launcher.streams), {launcher.pipes.stdout[0], launcher.pipes.stderr[0]})
@@ -279,7 +279,7 @@ class MoveChildEndsTest(unittest.TestCase):
         before = self.ends()
         soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
         # Room above MOVED_FDS_FROM for two only.
-        resource.setrlimit(resource.RLIMIT_NOFILE, (calls.MOVED_FDS_FROM + 2, hard))
+        resource.setrlimit(resource.RLIMIT_NOFILE, (calls.child.MOVED_FDS_FROM + 2, hard))
         try:
             with self.assertRaises(OSError):
                 self.launcher.move_child_ends()
@@ -287,6 +287,6 @@ class MoveChildEndsTest(unittest.TestCase):
             resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
         self.assertEqual(self.ends(), before)
         self.assertTrue(all(self.is_open(fd) for fd in before))
-        self.assertFalse([fd for fd in range(calls.MOVED_FDS_FROM, calls.MOVED_FDS_FROM + 8)
-                          if self.is_open(fd)])
+        above = calls.child.MOVED_FDS_FROM
+        self.assertFalse([fd for fd in range(above, above + 8) if self.is_open(fd)])
         self.assertTrue(self.still_connected())

@@ -78,6 +78,37 @@ class CallPipeTest(unittest.TestCase):
                 self.assertIsNone(child.read_call(pipe.r))
 
 
+class MoveUpTest(unittest.TestCase):
+    """A child's call and done ends go above the numbers the code opens."""
+
+    def test_moved_above_and_the_old_number_free(self):
+        r, w = os.pipe()
+        moved = child.move_up(r)
+        try:
+            self.assertGreaterEqual(moved, child.MOVED_FDS_FROM)
+            self.assertFalse(os.get_inheritable(moved))
+            with self.assertRaises(OSError):
+                os.fstat(r)
+            os.write(w, b"x")
+            self.assertEqual(os.read(moved, 1), b"x")
+        finally:
+            os.close(moved)
+            os.close(w)
+
+    def test_stays_where_it_cannot_move_and_none_stays_none(self):
+        import resource
+        r, w = os.pipe()
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (child.MOVED_FDS_FROM, hard))
+        try:
+            self.assertEqual(child.move_up(r), r)
+        finally:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+            os.close(r)
+            os.close(w)
+        self.assertEqual(child.move_up(-1), -1)
+
+
 class UnblockSignalsTest(unittest.TestCase):
     # What dying processes sent the prepared child while it held every
     # signal blocked is thrown away: the call's code never sees it.
