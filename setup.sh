@@ -57,7 +57,21 @@ sage10_image=localhost/sagemath-passagemath:$passagemath_version
 sage95_image=localhost/sagemath-debian:bookworm
 
 say() { printf 'setup: %s\n' "$*" >&2; }
-die() { printf 'setup: error: %s\n' "$*" >&2; exit 1; }
+die() {
+	printf 'setup: error: %s\n' "$*" >&2
+	# A second image's build, started beside the first, ends on its own
+	# (and removes its root): killed, it would leave both behind.
+	[ -z "${second_build:-}" ] || say "waiting for $sage95_image's build to end"
+	wait_second_build || true
+	exit 1
+}
+# The pid of the second image's build, while it runs in the background.
+second_build=
+wait_second_build() {
+	local pid=$second_build
+	second_build=
+	[ -z "$pid" ] || wait "$pid"
+}
 
 account=${SAGE_SANDBOX_ACCOUNT:-sage-sandbox}
 build_dir=${SAGE_SANDBOX_BUILD_DIR:-/var/tmp}
@@ -289,10 +303,12 @@ build_or_fall_back() {
 		return
 	fi
 	set +e
-	(set -e && build_image)
+	(set -e && second_build= && build_image)
 	status=$?
 	set -e
 	[ "$status" -ne 0 ] || return 0
+	# Not two builds of one image at once: 9.5's beside it may be one.
+	wait_second_build || true
 	sage=9.5 image=$(image_of 9.5) sage_by_index=
 	sage_why="Sage 10's build failed (above); Sage 9.5 comes from the apt mirror"
 	say "Sage $sage, $image: $sage_why"
@@ -520,12 +536,16 @@ if [ -n "$for_user" ]; then
 fi
 create_account
 choose_sage
-build_or_fall_back
+# check on Sage 10 needs 9.5's image too: the official-layout test images
+# (tests/official-images.sh) are made of it, and CI's second pass runs on
+# it. Built beside Sage 10's, in a root of its own: the two builds mostly
+# wait on the network and the disk.
 if [ "$action" = check ] && [ "$sage" != 9.5 ]; then
-	# The official-layout test images (tests/official-images.sh) are made
-	# of Debian's Sage 9.5, and CI's second pass runs on it.
-	(sage=9.5 image=$sage95_image && build_image)
+	(sage=9.5 image=$sage95_image && build_image) &
+	second_build=$!
 fi
+build_or_fall_back
+wait_second_build || die "building $sage95_image failed (above)"
 case $action in example|image) remember_image as_account ;; esac
 [ "$action" = image ] && exit 0
 dir=$(stage_tree)
