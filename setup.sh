@@ -375,10 +375,13 @@ index_answers() {
 				--python-version 3.11 --retries 1 --timeout 20 -d "$dir/wheels" \
 				"passagemath-standard==$passagemath_version"
 	} >"$dir/log" 2>&1 || status=$?
-	# Where pip retried, why the connection failed says more than its last
-	# line (no matching distribution).
-	index_error=$(grep -m 1 -o "connection broken by '[A-Za-z]*('[^']*'" "$dir/log" ||
+	# Why it could not fetch says more than pip's last line (no matching
+	# distribution): a certificate it could not verify (a proxy's own CA
+	# missing from this host's trust), or a connection that failed.
+	index_error=$(grep -m 1 -o "certificate verify failed: [^(']*" "$dir/log" ||
+		grep -m 1 -o "connection broken by '[A-Za-z]*('[^']*'" "$dir/log" ||
 		grep -v '^[[:space:]]*$' "$dir/log" | tail -n 1 | cut -c1-200)
+	index_error=${index_error%"${index_error##*[![:space:]]}"}
 	[ "$status" -ne 124 ] || index_error="no answer in 150 s"
 	rm -rf "$dir"
 	return "$status"
