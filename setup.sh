@@ -486,15 +486,18 @@ as_self() { bash -c "$*"; }
 
 if [ "$(id -u)" -ne 0 ]; then
 	[ "$action" != account ] || die "'account' creates a user: run it as root"
-	if [ -z "$sage" ]; then
-		# What this user's storage holds already, the newest first.
+	# sage_in_storage: where no Sage is named, the newest whose image this
+	# user's storage holds, if any.
+	sage_in_storage() {
+		[ -z "$sage" ] || return 0
 		if podman image exists "$sage10_image" 2>/dev/null; then
 			sage=10 sage_why="the newest; its image is in your podman storage"
 		elif podman image exists "$sage95_image" 2>/dev/null; then
 			sage=9.5 sage_why="the Sage in your podman storage (./setup.sh image --sage 10 asks for Sage 10)"
 		fi
 		[ -z "$sage" ] || image=$(image_of "$sage")
-	fi
+	}
+	sage_in_storage
 	if [ -n "$image" ] && podman image exists "$image" 2>/dev/null; then
 		say "Sage $sage, $image: $sage_why"
 		case $action in example|image) remember_image as_self ;; esac
@@ -507,11 +510,7 @@ if [ "$(id -u)" -ne 0 ]; then
 			die "no ${image:-Sage image} in your podman storage; as root run: $src/setup.sh image${sage:+ --sage $sage} --for $(id -un)"
 		say "asking sudo to put ${image:-the newest Sage this machine can build} in your podman storage"
 		sudo "$src/setup.sh" image ${sage:+--sage "$sage"} --for "$(id -un)"
-		if [ -z "$sage" ]; then
-			sage=9.5
-			! podman image exists "$sage10_image" 2>/dev/null || sage=10
-			image=$(image_of "$sage")
-		fi
+		sage_in_storage
 	fi
 	[ "$action" = image ] && { say "image $image is ready for $(id -un): try 'make && ./sage-sandbox self-test'"; exit 0; }
 	run_action "$src" as_self

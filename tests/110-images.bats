@@ -10,8 +10,10 @@ load helpers
 setup_file() {
 	# Their base is Sage 9.5's image whatever the suite runs on: ./setup.sh
 	# check builds it as root; an ordinary user's check may lack it.
-	podman image exists localhost/sagemath-debian:bookworm ||
-		skip "localhost/sagemath-debian:bookworm, which the official layouts are made of, is not here (./setup.sh check as root builds it)"
+	local base
+	base=$("$BATS_TEST_DIRNAME/official-images.sh" base)
+	podman image exists "$base" ||
+		skip "$base, which the official layouts are made of, is not here (./setup.sh check as root builds it)"
 	"$BATS_TEST_DIRNAME/official-images.sh" build
 }
 

@@ -5,6 +5,7 @@
 #
 #   official-images.sh build    build the missing ones (as the account)
 #   official-images.sh names    print "LAYOUT IMAGE" for each
+#   official-images.sh base     print the image they are made of
 #   official-images.sh remove   remove them
 #
 # Layouts (from sagemath/sage docker/Dockerfile):
@@ -120,7 +121,7 @@ layouts=(official-10.4 official-10.9 broken gap-crash)
 
 case ${1:-} in
 build)
-	podman image exists "$base" || { echo "official-images: $base is missing: build it with ./setup.sh image --sage 9.5" >&2; exit 1; }
+	podman image exists "$base" || { echo "official-images: $base is missing: ./setup.sh check as root builds it" >&2; exit 1; }
 	# A change to this script or to the base image rebuilds them all: each
 	# carries the hash of both.
 	recipe=$({ cat "$0"; podman image inspect --format '{{.Id}}' "$base"; } |
@@ -140,6 +141,9 @@ build)
 				"$context" >/dev/null
 	done
 	;;
+base)
+	echo "$base"
+	;;
 names)
 	for layout in "${layouts[@]}"; do
 		echo "$layout $prefix:$layout"
@@ -152,7 +156,7 @@ remove)
 	done
 	;;
 *)
-	echo "usage: official-images.sh build|names|remove" >&2
+	echo "usage: official-images.sh build|names|base|remove" >&2
 	exit 2
 	;;
 esac

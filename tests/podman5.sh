@@ -21,13 +21,14 @@
 set -euo pipefail
 
 account=${SAGE_SANDBOX_ACCOUNT:-sage-sandbox}
-# Sage 9.5's image, not sage-sandbox's default (Sage 10): the official
-# layouts of 110-images.bats are built from it, so the root needs it anyway,
-# and one 3.6 GB copy is enough. The whole suite on Sage 10 runs on the
-# host's podman 4 (.ci/run).
-image=${SAGE_SANDBOX_IMAGE:-localhost/sagemath-debian:bookworm}
-root=${SAGE_SANDBOX_TRIXIE_ROOT:-/var/tmp/sage-sandbox-trixie}
 src=$(cd "$(dirname "$0")/.." && pwd)
+# Sage 9.5's image, which the official layouts of 110-images.bats are made
+# of, not sage-sandbox's default (Sage 10): the root needs it anyway, and
+# one 3.6 GB copy is enough. The whole suite on Sage 10 runs on the host's
+# podman 4 (.ci/run).
+base_image=$("$src/tests/official-images.sh" base)
+image=${SAGE_SANDBOX_IMAGE:-$base_image}
+root=${SAGE_SANDBOX_TRIXIE_ROOT:-/var/tmp/sage-sandbox-trixie}
 # The suite's core: everything that drives podman run, rm and ps.
 core_tests="tests/020-run.bats tests/030-limits.bats tests/060-adversarial.bats
 	tests/090-mcp.bats tests/100-files.bats tests/110-images.bats tests/120-kernel-memory.bats"
@@ -96,11 +97,11 @@ build_root() {
 	echo "$packages" >"$root/.sage-sandbox-ready"
 }
 
-# load_image: the image, and Sage 9.5's that 110-images.bats makes its
-# official layouts of, copied from the host account's storage.
+# load_image: the image, and the official layouts' base, copied from the
+# host account's storage.
 load_image() {
 	local each
-	for each in $(printf '%s\n' "$image" localhost/sagemath-debian:bookworm | sort -u); do
+	for each in $(printf '%s\n' "$image" "$base_image" | sort -u); do
 		as_account "podman image exists $each" && continue
 		say "copying $each into the root's podman storage (about 2 minutes)"
 		runuser -l "$account" -c "podman save $each" | as_account "podman load --quiet" >/dev/null
