@@ -72,9 +72,10 @@ for line in sys.stdin:
 	# holds none a cold one does not (a replaced child's ends, its pidfd):
 	# none but pipes, and at most the five a serial container's call has
 	# (its stdin, stdout and stderr, its call and done pipes; an MCP warm
-	# sandbox's has no done pipe). Files the warm-up's libraries keep open
-	# (IPython's /dev/null, matplotlib's font) are theirs, as their modules
-	# are (the man page, Warm templates).
+	# sandbox's has no done pipe), none among the numbers the code's own
+	# open() calls get (3, 4, 5... as in a fresh Sage). Files the warm-up's
+	# libraries keep open (IPython's /dev/null, matplotlib's font) are
+	# theirs, as their modules are (the man page, Warm templates).
 	local corpus=$BATS_TEST_TMPDIR/corpus.jsonl
 	cat "$CORPUS" >"$corpus"
 	python3 -c 'import json, sys; print(json.dumps({"id": "descriptors", "code": sys.argv[1]}))' '
@@ -85,18 +86,20 @@ for fd in os.listdir("/proc/self/fd"):
         kinds.append(os.readlink("/proc/self/fd/" + fd).split(":")[0])
     except OSError:
         pass
-print(sorted(k for k in kinds if k != "pipe" and not k.startswith("/")), kinds.count("pipe") <= 5)' >>"$corpus"
+print(sorted(k for k in kinds if k != "pipe" and not k.startswith("/")), kinds.count("pipe") <= 5)
+print("descriptors the code opens:", [os.open("/dev/null", os.O_RDONLY) for _ in range(12)])' >>"$corpus"
 	# Cold: below --memory 1g no template is warmed, and each job runs as
 	# a run does, in a child forked from a launcher that only imported Sage.
 	run_ss 0 batch --memory 768m --jobs 2 --order input "$corpus"
 	printf '%s\n' "$output" | normalise >"$cold"
 	[ "$(wc -l <"$cold")" -ge 40 ]
 	# ... which is what a cold run prints, for three whose output names
-	# Maxima's symbols (r1, _K1) or asks Maxima a question, and one that
+	# Maxima's symbols (r1, _K1) or asks Maxima a question, one that
 	# prints sets of symbolic variables (their order follows the numbers
-	# Sage gives symbols as they are made).
+	# Sage gives symbols as they are made), and the descriptors (a run's
+	# child has no done pipe: the code's numbers must not depend on it).
 	local id
-	for id in solve-free-two desolve-second integrate-parameter symbol-order; do
+	for id in solve-free-two desolve-second integrate-parameter symbol-order descriptors; do
 		python3 -c 'import json, sys
 for line in open(sys.argv[1]):
     j = json.loads(line)
