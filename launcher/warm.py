@@ -327,9 +327,9 @@ class Unsafe(Exception):
     forked from it."""
 
 
-# Where _Captured keeps its descriptors: above the low numbers the
-# libraries' own files take (a call sees those as a cold one would), below
-# the container's descriptor limit.
+# Where _Captured keeps its descriptors, and where the files a step's
+# libraries keep open start (_LowNumbersHeld): above the numbers a call's
+# code's files get, below the container's descriptor limit.
 CAPTURE_FDS_FROM = 600
 
 
@@ -391,6 +391,37 @@ class _Captured:
         ctypes.CDLL(None).fflush(None)
 
 
+class _LowNumbersHeld:
+    """Every free descriptor number below CAPTURE_FDS_FROM taken while in
+    the block (copies of one /dev/null), so that a file a library opens in
+    a step and keeps (9.5's IPython keeps /dev/null open from its import)
+    gets a number above them: a call's code's own open() calls then get 3,
+    4, 5... as in a fresh Sage, where the kept file took one of them.
+    Raises OSError where they cannot be taken (each taken one closed)."""
+
+    def __enter__(self):
+        self.held = []
+        try:
+            fd = os.open("/dev/null", os.O_RDONLY | os.O_CLOEXEC)
+            while fd < CAPTURE_FDS_FROM:
+                self.held.append(fd)
+                fd = os.dup(fd)  # the lowest free number
+            os.close(fd)
+        except BaseException:
+            self._close()
+            raise
+        return self
+
+    def __exit__(self, *exc):
+        self._close()
+        return False
+
+    def _close(self):
+        for fd in self.held:
+            os.close(fd)
+        self.held = []
+
+
 def run_step(name, step):
     """One step, and its traces put back. Returns why the step itself
     failed, or None (its traces are put back either way: the template
@@ -407,7 +438,7 @@ def run_step(name, step):
     failed = None
     captured = _Captured()
     try:
-        with captured:
+        with _LowNumbersHeld(), captured:
             try:
                 traces = Traces(name)
             except BaseException as e:
@@ -423,8 +454,8 @@ def run_step(name, step):
             except BaseException as e:
                 raise Unsafe("the warm-up's %s step could not put back %s" % (name, e))
     except OSError as e:
-        raise Unsafe("the warm-up's %s step's output could not be held back: %s" % (
-            name, e.strerror))
+        raise Unsafe("the warm-up's %s step's output or descriptor numbers could not be "
+                     "held back: %s" % (name, e.strerror))
     finally:
         if previous is None:
             del os.environ["GC_MARKERS"]

@@ -74,8 +74,8 @@ for line in sys.stdin:
 	# (its stdin, stdout and stderr, its call and done pipes; an MCP warm
 	# sandbox's has no done pipe), none among the numbers the code's own
 	# open() calls get (3, 4, 5... as in a fresh Sage). Files the warm-up's
-	# libraries keep open (IPython's /dev/null, matplotlib's font) are
-	# theirs, as their modules are (the man page, Warm templates).
+	# libraries keep open (9.5's IPython's /dev/null) are theirs, as their
+	# modules are, at numbers above 600 (the man page, Warm templates).
 	local corpus=$BATS_TEST_TMPDIR/corpus.jsonl
 	cat "$CORPUS" >"$corpus"
 	python3 -c 'import json, sys; print(json.dumps({"id": "descriptors", "code": sys.argv[1]}))' '

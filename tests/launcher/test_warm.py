@@ -1,6 +1,7 @@
 # tests/launcher/test_warm.py: the warm-up's mechanisms without Sage: the
 # grant read from the data rlimit, the rlimits a call's process gets back,
-# a step that leaves a thread behind, warnings put back with their
+# a step that leaves a thread behind, a file a step keeps open (above the
+# numbers a call's code opens), warnings put back with their
 # "printed once" records (but the filters a step's imports add), shared
 # mappings a call could write, and a launcher that is idle although the last
 # call's end of input is still unread.
@@ -68,6 +69,23 @@ class StepTest(unittest.TestCase):
 
     def test_a_quiet_step_is_safe(self):
         self.assertIsNone(warm.run_step("quiet", lambda: None))
+
+    def test_a_file_a_step_keeps_open_takes_none_of_the_numbers_code_opens(self):
+        # As 9.5's IPython keeps /dev/null from its import: the code's
+        # first open() gets the number it got before the step.
+        kept = []
+        probe = os.open("/dev/null", os.O_RDONLY)
+        os.close(probe)
+        try:
+            self.assertIsNone(warm.run_step("keeping", lambda: kept.append(
+                os.open("/dev/null", os.O_RDONLY))))
+            self.assertGreaterEqual(kept[0], warm.CAPTURE_FDS_FROM)
+            again = os.open("/dev/null", os.O_RDONLY)
+            os.close(again)
+            self.assertEqual(again, probe)
+        finally:
+            for fd in kept:
+                os.close(fd)
 
     def test_warnings_and_their_printed_once_records_put_back(self):
         def library():
