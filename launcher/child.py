@@ -345,7 +345,8 @@ def reseed(seed=None):
     fresh containers differ. Sage's randstate (its random(), GMP's, and
     PARI's and GAP's, which it seeds as each is first used through Sage),
     Python's random module and numpy's draw new seeds from the kernel, or
-    all come from seed: the same code with the same seed prints the same,
+    all come from seed (and the programs of Sage's interfaces, as they
+    start: seed_interfaces): the same code with the same seed prints the same,
     cold or warm, first call or later (GAP's and PARI's own generators,
     used directly, start where a fresh Sage's do: warm.py puts them back)."""
     import random
@@ -370,9 +371,35 @@ def reseed(seed=None):
     # draws its own at its start).
     randstate(seed).set_seed_libc(True)
     set_random_seed(seed)
+    if seed is not None:
+        seed_interfaces(seed)
     if "sage.interfaces.maxima_lib" in sys.modules:
         from sage.libs.ecl import ecl_eval
         ecl_eval("(setq *random-state* (make-random-state t))")
+
+
+# The interfaces that run a program of their own (gap, maxima, singular,
+# gp, as opposed to libgap and Maxima's library) and seed it, as it starts,
+# from their _seed, else from a fresh randstate (Sage's rand_seed).
+SEEDED_INTERFACES = (("sage.interfaces.gap", "gap"), ("sage.interfaces.maxima", "maxima"),
+                     ("sage.interfaces.singular", "singular"), ("sage.interfaces.gp", "gp"))
+
+
+def seed_interfaces(seed):
+    """Those programs seeded from seed as they start: --seed's same output
+    covers gap.Random() and maxima's random() too (Sage itself seeds them
+    from set_random_seed's state in doctests only). Its own number for
+    each (29 bits, as Sage's seeds for them), mixed from all of seed's."""
+    import hashlib
+    import importlib
+    for module, name in SEEDED_INTERFACES:
+        try:
+            interface = getattr(importlib.import_module(module), name)
+        except (ImportError, AttributeError):
+            continue
+        if interface._expect is None:  # not started: it seeds itself as it starts
+            digest = hashlib.sha256(("%d %s" % (seed, name)).encode()).digest()
+            interface._seed = int.from_bytes(digest[:4], "big") & 0x1FFFFFFF
 
 
 def unblock_signals():

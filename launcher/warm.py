@@ -18,9 +18,10 @@
 # leave globals, properties and gensyms a call's output can name. What
 # the steps cannot avoid changing is recorded before each step and put
 # back after it: Maxima's counters (solve's %r parameters, gensyms) and
-# facts, GAP's and PARI's random state, matplotlib's rcParams, Python's
-# warnings filters (but those the imports add, as a cold import does)
-# and their "printed once" records. The launcher
+# facts, GAP's and PARI's random state, matplotlib's rcParams, numpy's
+# print options, the recursion limit, Python's warnings filters (but
+# those the imports add, as a cold import does) and their "printed once"
+# records. The launcher
 # (calls.py) puts /tmp back, reads the signal handlers again and records
 # its own state again after each step. A step must print nothing, and
 # leave no thread and no shared mapping a call could write (run_step).
@@ -28,7 +29,7 @@
 # Fork safety: a process with more than one thread cannot be forked safely
 # (a lock another thread held stays held in the child). ECL's collector
 # starts a marker thread per core unless GC_MARKERS=1, which it is told for
-# the warm-up only; the threads are counted after each step (run_step),
+# Maxima's step only; the threads are counted after each step (run_step),
 # and before each fork (calls.py).
 #
 # Memory: the host grants the warm-up by the data rlimit (Warmer.granted),
@@ -136,6 +137,17 @@ class Traces:
             self.pari = pari.getrand()
         except BaseException:
             self.pari = None
+        # What a library function sets as it runs, which a cold call has
+        # only once it calls that function: Sage 10's find_root sets
+        # numpy's legacy="1.25" printing (a call's np.float64(2.0) then
+        # printed 2.0). And what an import sets, which no cold call has
+        # but one that imports it: IPython's recursion limit of 3000 (9.5;
+        # a call's recursion of depth 2000 then passed, where cold it
+        # raises RecursionError).
+        self.recursion_limit = sys.getrecursionlimit()
+        self.numpy_print = None
+        if "numpy" in sys.modules:
+            self.numpy_print = sys.modules["numpy"].get_printoptions()
         # The library is started first: its start is what a fresh Sage's
         # first use does too, counters and all.
         if name == "maxima":
@@ -199,6 +211,10 @@ class Traces:
         if self.pari is not None:
             from sage.all import pari
             attempt("PARI's random state", lambda: pari.setrand(self.pari))
+        attempt("the recursion limit", lambda: sys.setrecursionlimit(self.recursion_limit))
+        if self.numpy_print is not None:
+            attempt("numpy's print options",
+                    lambda: sys.modules["numpy"].set_printoptions(**self.numpy_print))
         import warnings
         # The filters the step added stay: a module's filter comes with its
         # import (sympy's "once" for its deprecations, scipy's "always" for
@@ -431,10 +447,13 @@ def run_step(name, step):
     would not), left a thread, or left this process a shared mapping a
     call could write (tmpreset.shared_mappings: every call's process would
     inherit it, and share it with the next). ECL's collector is told to
-    mark in this thread alone (GC_MARKERS, read once, as ECL starts)."""
+    mark in this thread alone (GC_MARKERS, read once, as ECL starts), in
+    Maxima's step only: GAP keeps a copy of the environment it started
+    with, which a call can print."""
     alone = threads()
     previous = os.environ.get("GC_MARKERS")
-    os.environ["GC_MARKERS"] = "1"
+    if name == "maxima":
+        os.environ["GC_MARKERS"] = "1"
     failed = None
     captured = _Captured()
     try:
@@ -458,7 +477,7 @@ def run_step(name, step):
                      "held back: %s" % (name, e.strerror))
     finally:
         if previous is None:
-            del os.environ["GC_MARKERS"]
+            os.environ.pop("GC_MARKERS", None)
         else:
             os.environ["GC_MARKERS"] = previous
     if captured.written:

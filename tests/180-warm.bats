@@ -7,7 +7,8 @@
 # equations, plots, groups, number theory, a syntax error...) cold, and
 # warm through batch, the server and MCP, as a container's first call and
 # later ones, after a hostile call. And --seed: the same code with the same
-# seed prints the same, cold or warm, first call or later.
+# seed prints the same, cold or warm, first call or later (PARI's gp, a
+# program of its own, stands for the interfaces seeded as they start).
 
 load helpers
 
@@ -173,7 +174,8 @@ print(random(), python_random.random(), numpy.random.rand(2))
 print(random_prime(10^20), ZZ.random_element(10^30), GF(101).random_element())
 print(SymmetricGroup(6).random_element())
 print(RR.random_element(), QQ.random_element(10, 10))
-print(set(["apple", "banana", "cherry", "date"]))'
+print(set(["apple", "banana", "cherry", "date"]))
+print(gp.eval("random(10^9)"))'
 
 @test "warm - --seed: the same seeded output cold, through the server (first call and later), MCP and batch; fresh state without a seed" {
 	sage "$SEEDED" 0 run --seed 42

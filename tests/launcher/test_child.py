@@ -1,6 +1,7 @@
 # tests/launcher/test_child.py: the prepared child (launcher/child.py): a
-# call over the call pipe as it was sent, the signals held since its fork
-# thrown away, and the code run as `sage FILE` runs it, with its exit
+# call over the call pipe as it was sent, the programs of Sage's interfaces
+# seeded from --seed, the signals held since its fork thrown away, and the
+# code run as `sage FILE` runs it, with its exit
 # status and a traceback of the user's own lines.
 import contextlib
 import io
@@ -107,6 +108,29 @@ class MoveUpTest(unittest.TestCase):
             os.close(r)
             os.close(w)
         self.assertEqual(child.move_up(-1), -1)
+
+
+class SeedInterfacesTest(unittest.TestCase):
+    def test_programs_not_started_get_a_seed_of_their_own_from_the_calls(self):
+        # Stand-ins for Sage's interface modules: gp not started, gap
+        # running (a session's: its state is the session's), the rest
+        # absent.
+        gp = mock.Mock(_expect=None, _seed=None)
+        gap = mock.Mock(_expect=object(), _seed=5)
+        modules = {"sage.interfaces.gp": mock.Mock(gp=gp),
+                   "sage.interfaces.gap": mock.Mock(gap=gap)}
+
+        def import_module(name):
+            if name not in modules:
+                raise ImportError(name)
+            return modules[name]
+        with mock.patch("importlib.import_module", side_effect=import_module):
+            child.seed_interfaces(42)
+            first = gp._seed
+            child.seed_interfaces(43)
+        self.assertTrue(0 <= first < 1 << 29)
+        self.assertNotEqual(first, gp._seed)
+        self.assertEqual(gap._seed, 5)
 
 
 class UnblockSignalsTest(unittest.TestCase):

@@ -1,14 +1,17 @@
 # tests/launcher/test_warm.py: the warm-up's mechanisms without Sage: the
 # grant read from the data rlimit, the rlimits a call's process gets back,
 # a step that leaves a thread behind, a file a step keeps open (above the
-# numbers a call's code opens), warnings put back with their
-# "printed once" records (but the filters a step's imports add), shared
-# mappings a call could write, and a launcher that is idle although the last
-# call's end of input is still unread.
+# numbers a call's code opens), numpy's print options and the recursion
+# limit put back, GC_MARKERS in Maxima's step only, warnings put back with
+# their "printed once" records (but the filters a step's imports add),
+# shared mappings a call could write, and a launcher that is idle although
+# the last call's end of input is still unread.
 import os
 import resource
+import sys
 import threading
 import unittest
+import unittest.mock
 import warnings
 
 from launcher import calls, frames, warm
@@ -217,6 +220,36 @@ class StepTest(unittest.TestCase):
             font_cache_like = mmap.mmap(f.fileno(), 0, mmap.MAP_SHARED, mmap.PROT_READ)
         self.assertEqual(tmpreset.shared_mappings(()), [])
         font_cache_like.close()
+
+    def test_what_a_library_function_sets_as_it_runs_is_put_back(self):
+        # As Sage 10's find_root sets numpy's legacy printing, and
+        # IPython's import raises the recursion limit: a stand-in numpy,
+        # so that the host's need not have one.
+        class FakeNumpy:
+            options = {"legacy": False, "precision": 8}
+
+            def get_printoptions(self):
+                return dict(self.options)
+
+            def set_printoptions(self, **options):
+                self.options.update(options)
+        numpy = FakeNumpy()
+        limit = sys.getrecursionlimit()
+
+        def find_root_like():
+            numpy.set_printoptions(legacy="1.25")
+            sys.setrecursionlimit(limit + 2000)
+        with unittest.mock.patch.dict(sys.modules, numpy=numpy):
+            self.assertIsNone(warm.run_step("numerics", find_root_like))
+        self.assertEqual(numpy.options, {"legacy": False, "precision": 8})
+        self.assertEqual(sys.getrecursionlimit(), limit)
+
+    def test_only_maximas_step_runs_with_gc_markers(self):
+        # GAP keeps a copy of the environment it started with.
+        seen = []
+        self.assertIsNone(warm.run_step("gap-like", lambda: seen.append(
+            os.environ.get("GC_MARKERS"))))
+        self.assertEqual(seen, [None])
 
     def test_an_image_setting_of_gc_markers_is_kept(self):
         os.environ["GC_MARKERS"] = "3"
