@@ -6,16 +6,28 @@
 # launcher.main.main(sys.argv[1:]).
 #
 #   launcher/bundle.py launcher/*.py > launcher.bundle.py
+import base64
+import json
 import os
 import sys
+import zlib
+
+# podman is given the program as one argument, which the kernel holds to
+# 128 KiB (MAX_ARG_STRLEN: execve fails with E2BIG past it); the modules'
+# sources passed that, so they travel compressed (a quarter of the size).
+MAX_ARGUMENT_BYTES = 128 * 1024 - 1
 
 PROLOGUE = '''\
 # The sage-sandbox launcher, joined from launcher/*.py by launcher/bundle.py.
+import base64
 import importlib.abc
 import importlib.util
+import json
 import sys
+import zlib
 
-SOURCES = %s
+# Each module's source by its name, compressed (bundle.py).
+SOURCES = json.loads(zlib.decompress(base64.b85decode(%r)))
 
 
 class Finder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
@@ -50,7 +62,12 @@ def main(paths):
             continue
         with open(path) as f:
             sources["launcher" if name == "__init__" else "launcher." + name] = f.read()
-    sys.stdout.write(PROLOGUE % repr(sources))
+    packed = base64.b85encode(zlib.compress(json.dumps(sources).encode(), 9)).decode("ascii")
+    program = PROLOGUE % packed
+    if len(program.encode()) > MAX_ARGUMENT_BYTES:
+        sys.exit("bundle.py: the launcher is %d bytes, past the %d of one argument" % (
+            len(program.encode()), MAX_ARGUMENT_BYTES))
+    sys.stdout.write(program)
 
 
 if __name__ == "__main__":

@@ -380,7 +380,8 @@ def reseed(seed=None):
 
 # The interfaces that run a program of their own (gap, maxima, singular,
 # gp, as opposed to libgap and Maxima's library) and seed it, as it starts,
-# from their _seed, else from a fresh randstate (Sage's rand_seed).
+# from their _seed, else from a fresh randstate (Sage's rand_seed). (Not
+# R's: Sage 10's R object refuses attributes that start with _.)
 SEEDED_INTERFACES = (("sage.interfaces.gap", "gap"), ("sage.interfaces.maxima", "maxima"),
                      ("sage.interfaces.singular", "singular"), ("sage.interfaces.gp", "gp"))
 
@@ -393,13 +394,15 @@ def seed_interfaces(seed):
     import hashlib
     import importlib
     for module, name in SEEDED_INTERFACES:
+        # An image whose interface is missing or other is left as it is:
+        # the seed must never stop the call.
         try:
             interface = getattr(importlib.import_module(module), name)
-        except (ImportError, AttributeError):
+            if interface._expect is None:  # not started: it seeds itself as it starts
+                digest = hashlib.sha256(("%d %s" % (seed, name)).encode()).digest()
+                interface._seed = int.from_bytes(digest[:4], "big") & 0x1FFFFFFF
+        except Exception:
             continue
-        if interface._expect is None:  # not started: it seeds itself as it starts
-            digest = hashlib.sha256(("%d %s" % (seed, name)).encode()).digest()
-            interface._seed = int.from_bytes(digest[:4], "big") & 0x1FFFFFFF
 
 
 def unblock_signals():

@@ -116,7 +116,9 @@ def _numerics():
 # and here it gets what it would get in a cold call's process, forked from
 # this one as Sage's import left it (Warmer.step).
 # Each is about as long as a cold run's start at most (a call that waits,
-# waits for one: calls.py).
+# waits for one: calls.py). Maxima's is the first to start ECL, and the
+# only one told GC_MARKERS (run_step): ECL started before it would start
+# its marker threads, and the step that did would end the warm-up.
 STEPS = (("gap", _gap), ("maxima", _maxima), ("matplotlib", _matplotlib),
          ("singular", _singular), ("numerics", _numerics))
 
@@ -141,9 +143,11 @@ class Traces:
         # only once it calls that function: Sage 10's find_root sets
         # numpy's legacy="1.25" printing (a call's np.float64(2.0) then
         # printed 2.0). And what an import sets, which no cold call has
-        # but one that imports it: IPython's recursion limit of 3000 (9.5;
-        # a call's recursion of depth 2000 then passed, where cold it
-        # raises RecursionError).
+        # but one that imports it: jedi's recursion limit of 3000 (9.5's
+        # IPython imports it; a call's recursion of depth 2000 then
+        # passed, where cold it raises RecursionError). Put back, a call
+        # that imports IPython itself keeps 1000, where a cold one gets
+        # 3000: recursion in model code is common, IPython's import is not.
         self.recursion_limit = sys.getrecursionlimit()
         self.numpy_print = None
         if "numpy" in sys.modules:
@@ -428,14 +432,26 @@ class _LowNumbersHeld:
             raise
         return self
 
-    def __exit__(self, *exc):
-        self._close()
+    def __exit__(self, kind, *exc):
+        try:
+            self._close()
+        except OSError:
+            if kind is None:  # else the block's own exception says more
+                raise
         return False
 
     def _close(self):
-        for fd in self.held:
-            os.close(fd)
-        self.held = []
+        """Each held number closed, whatever became of the others (a step
+        that closed one gets EBADF here, raised once all are closed)."""
+        held, self.held = self.held, []
+        failure = None
+        for fd in held:
+            try:
+                os.close(fd)
+            except OSError as e:
+                failure = failure or e
+        if failure:
+            raise failure
 
 
 def run_step(name, step):
@@ -457,24 +473,29 @@ def run_step(name, step):
     failed = None
     captured = _Captured()
     try:
-        with _LowNumbersHeld(), captured:
+        with _LowNumbersHeld():
             try:
-                traces = Traces(name)
-            except BaseException as e:
-                raise Unsafe("the warm-up's %s step could not start it: %s: %s" % (
-                    name, type(e).__name__, str(e)[:200]))
-            try:
-                step()
-            except BaseException as e:
-                failed = "the warm-up's %s step failed: %s: %s" % (
-                    name, type(e).__name__, str(e)[:200])
-            try:
-                traces.put_back()
-            except BaseException as e:
-                raise Unsafe("the warm-up's %s step could not put back %s" % (name, e))
+                with captured:
+                    try:
+                        traces = Traces(name)
+                    except BaseException as e:
+                        raise Unsafe("the warm-up's %s step could not start it: %s: %s" % (
+                            name, type(e).__name__, str(e)[:200]))
+                    try:
+                        step()
+                    except BaseException as e:
+                        failed = "the warm-up's %s step failed: %s: %s" % (
+                            name, type(e).__name__, str(e)[:200])
+                    try:
+                        traces.put_back()
+                    except BaseException as e:
+                        raise Unsafe("the warm-up's %s step could not put back %s" % (name, e))
+            except OSError as e:
+                raise Unsafe("the warm-up's %s step's output could not be held back: %s" % (
+                    name, e))
     except OSError as e:
-        raise Unsafe("the warm-up's %s step's output or descriptor numbers could not be "
-                     "held back: %s" % (name, e.strerror))
+        raise Unsafe("the warm-up's %s step could not hold the low descriptor numbers: %s" % (
+            name, e))
     finally:
         if previous is None:
             os.environ.pop("GC_MARKERS", None)

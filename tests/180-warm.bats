@@ -76,7 +76,7 @@ for line in sys.stdin:
 	# sandbox's has no done pipe), none among the numbers the code's own
 	# open() calls get (3, 4, 5... as in a fresh Sage). Files the warm-up's
 	# libraries keep open (9.5's IPython's /dev/null) are theirs, as their
-	# modules are, at numbers above 600 (the man page, Warm templates).
+	# modules are, at numbers from 600 up (the man page, Warm templates).
 	local corpus=$BATS_TEST_TMPDIR/corpus.jsonl
 	cat "$CORPUS" >"$corpus"
 	python3 -c 'import json, sys; print(json.dumps({"id": "descriptors", "code": sys.argv[1]}))' '

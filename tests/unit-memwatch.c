@@ -458,6 +458,8 @@ static enum memwatch_verdict look_for(struct memwatch *w, int ms, pid_t continue
 static void count_from_start(pid_t pid, struct memwatch *w)
 {
 	int status;
+	if (pid <= 0)
+		return; /* never started: its case fails on what it finds */
 	waitpid(pid, &status, WUNTRACED);
 	memwatch_count(w);
 	kill(pid, SIGCONT);
@@ -552,9 +554,10 @@ static void autoreaped(void)
 	}
 	/* Those parents continued while frozen, as a process continuing the
 	 * run from a timer of its own would: no freeze holds, and only the
-	 * kernel's count sees the workers, so its verdict must end it, by
-	 * --cpus x (T + 0.5 s) + 0.5 s escaped + its margin (CLOCK_DOUBT_MS)
-	 * + the longest interval on each core + a tick's slack. */
+	 * kernel's count sees the workers, so its verdict must end it once
+	 * they pass --cpus x (T + 0.5 s) + 0.5 s escaped + its margin
+	 * (CLOCK_DOUBT_MS) + the longest interval on each core + a tick's
+	 * slack. */
 	if (clock_fd >= 0) {
 		*workers_spent = 0;
 		pid_t pid = start(short_nocldwait_parents);
@@ -575,14 +578,16 @@ static void autoreaped(void)
 			"%lld ms, %s (looks at most %lld ms apart)\n", (long long)spent_ms,
 			(long long)took, v == MEMWATCH_CPU_OVER ? "stopped" : "not stopped",
 			(long long)longest_gap_ms);
-		/* Held to that bound either way: on a loaded host the workers
-		 * may get too little of the CPU to pass it in 10 s (once 4179 ms
-		 * here, just under it, and not stopped), where idle they pass it
-		 * within 3 s. */
-		check((v == MEMWATCH_CPU_OVER || took >= 10000) &&
-			spent_ms <= 250 * took / 1000 + 125 + 500 + 1000 + interval_on_cores + 300,
-			"the same parents continued while frozen: held to the bound by the kernel's "
-			"count's CPU verdict");
+		/* Held to that bound: the verdict comes by the time they pass
+		 * it. On a loaded host the workers may get too little of the CPU
+		 * to pass it in 10 s (once 4179 ms here, just under it), where
+		 * idle they pass it within 3 s: then no verdict is due, and the
+		 * bound is all there is to check (said, so that it shows). */
+		if (v != MEMWATCH_CPU_OVER)
+			printf("# no verdict: the workers stayed under the bound for 10 s\n");
+		check(spent_ms <= 250 * took / 1000 + 125 + 500 + 1000 + interval_on_cores + 300,
+			"the same parents continued while frozen: held to the bound, by the kernel's "
+			"count's CPU verdict where they pass it");
 		memwatch_free(w);
 	} else {
 		skip_without_count();

@@ -113,12 +113,18 @@ class MoveUpTest(unittest.TestCase):
 class SeedInterfacesTest(unittest.TestCase):
     def test_programs_not_started_get_a_seed_of_their_own_from_the_calls(self):
         # Stand-ins for Sage's interface modules: gp not started, gap
-        # running (a session's: its state is the session's), the rest
-        # absent.
+        # running (a session's: its state is the session's), singular one
+        # that refuses the attribute (as Sage 10's R object does: the seed
+        # must not stop the call), the rest absent.
         gp = mock.Mock(_expect=None, _seed=None)
         gap = mock.Mock(_expect=object(), _seed=5)
+
+        class Refusing:
+            def __getattr__(self, name):
+                raise AttributeError("Attribute %s is not allowed" % name)
         modules = {"sage.interfaces.gp": mock.Mock(gp=gp),
-                   "sage.interfaces.gap": mock.Mock(gap=gap)}
+                   "sage.interfaces.gap": mock.Mock(gap=gap),
+                   "sage.interfaces.singular": mock.Mock(singular=Refusing())}
 
         def import_module(name):
             if name not in modules:
