@@ -64,9 +64,10 @@ def main(paths):
             sources["launcher" if name == "__init__" else "launcher." + name] = f.read()
     packed = base64.b85encode(zlib.compress(json.dumps(sources).encode(), 9)).decode("ascii")
     program = PROLOGUE % packed
-    if len(program.encode()) > MAX_ARGUMENT_BYTES:
+    size = len(program.encode())
+    if size > MAX_ARGUMENT_BYTES:
         sys.exit("bundle.py: the launcher is %d bytes, past the %d of one argument" % (
-            len(program.encode()), MAX_ARGUMENT_BYTES))
+            size, MAX_ARGUMENT_BYTES))
     sys.stdout.write(program)
 
 

@@ -402,7 +402,7 @@ def seed_interfaces(seed):
                 digest = hashlib.sha256(("%d %s" % (seed, name)).encode()).digest()
                 interface._seed = int.from_bytes(digest[:4], "big") & 0x1FFFFFFF
         except Exception:
-            continue
+            pass
 
 
 def unblock_signals():

@@ -454,6 +454,27 @@ class _LowNumbersHeld:
             raise failure
 
 
+def _traced(name, step):
+    """The step between its traces' record and their putting back: why the
+    step itself failed, or None. Raises Unsafe where the traces could not
+    be recorded (the library could not be started) or put back."""
+    try:
+        traces = Traces(name)
+    except BaseException as e:
+        raise Unsafe("the warm-up's %s step could not start it: %s: %s" % (
+            name, type(e).__name__, str(e)[:200]))
+    failed = None
+    try:
+        step()
+    except BaseException as e:
+        failed = "the warm-up's %s step failed: %s: %s" % (name, type(e).__name__, str(e)[:200])
+    try:
+        traces.put_back()
+    except BaseException as e:
+        raise Unsafe("the warm-up's %s step could not put back %s" % (name, e))
+    return failed
+
+
 def run_step(name, step):
     """One step, and its traces put back. Returns why the step itself
     failed, or None (its traces are put back either way: the template
@@ -470,26 +491,12 @@ def run_step(name, step):
     previous = os.environ.get("GC_MARKERS")
     if name == "maxima":
         os.environ["GC_MARKERS"] = "1"
-    failed = None
     captured = _Captured()
     try:
         with _LowNumbersHeld():
             try:
                 with captured:
-                    try:
-                        traces = Traces(name)
-                    except BaseException as e:
-                        raise Unsafe("the warm-up's %s step could not start it: %s: %s" % (
-                            name, type(e).__name__, str(e)[:200]))
-                    try:
-                        step()
-                    except BaseException as e:
-                        failed = "the warm-up's %s step failed: %s: %s" % (
-                            name, type(e).__name__, str(e)[:200])
-                    try:
-                        traces.put_back()
-                    except BaseException as e:
-                        raise Unsafe("the warm-up's %s step could not put back %s" % (name, e))
+                    failed = _traced(name, step)
             except OSError as e:
                 raise Unsafe("the warm-up's %s step's output could not be held back: %s" % (
                     name, e))
