@@ -131,7 +131,9 @@
  * a run gets at most about twice its share, an open gap. The count
  * freezes the run as the first account does, and its debt past the
  * same bound by CLOCK_DOUBT_MS more gets the same verdict. The CPU
- * rlimit (--timeout x --cpus seconds a process) is a backstop. */
+ * rlimit (--timeout x --cpus x 1.25 seconds a process) is a backstop.
+ * Where root delegated a cpu group to the account, the scheduler holds
+ * --cpus instead, by every route (cpugroup.c), and this throttle is off. */
 #include "memwatch.h"
 
 #include <dirent.h>

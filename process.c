@@ -28,7 +28,8 @@ static void close_pair(int pair[2])
 }
 
 /* The child side of fork: no stdio, no malloc, no exit(): dup2 and exec,
- * or errno down the error pipe and _exit(127). */
+ * or errno down the error pipe and _exit(127) (a cgroup that could not be
+ * joined is told the same way). */
 static __attribute__((noreturn)) void child_exec(const struct process_spec *spec, int in_fd,
 		int out_fd, int err_fd, int error_fd)
 {
@@ -41,6 +42,13 @@ static __attribute__((noreturn)) void child_exec(const struct process_spec *spec
 	 * which then stops the container by name (podman would only forward
 	 * it). */
 	setpgid(0, 0);
+	/* "0": the process that writes it. */
+	if (spec->join_cgroup) {
+		int fd = open(spec->join_cgroup, O_WRONLY | O_CLOEXEC);
+		if (fd < 0 || write(fd, "0", 1) != 1)
+			goto fail;
+		close(fd);
+	}
 	if (dup2(in_fd, 0) < 0 || dup2(out_fd, 1) < 0 || dup2(err_fd, 2) < 0)
 		goto fail;
 	/* main() keeps 0-2 open, so pass_fd is never one of them. */

@@ -22,6 +22,10 @@ struct process_spec {
 	bool pipe_stdout;      /* else /dev/null */
 	bool pipe_stderr;      /* else /dev/null */
 	int pass_fd;           /* given to the child as fd 3, or -1 */
+	/* A cgroup's cgroup.procs, which the child joins before its exec
+	 * (cpugroup.h), so that all it starts is in the group from its
+	 * start; or NULL. */
+	const char *join_cgroup;
 	process_exit_callback *on_exit;
 	void *data;
 };
@@ -45,7 +49,8 @@ struct process {
 /* Starts argv. Returns 0, or -1 with errno set and nothing left open or
  * running: when the program could not be executed, errno is exec's own
  * (ENOENT, EACCES), told apart from any status the program could exit with
- * by a close-on-exec pipe that only a failed exec writes to. */
+ * by a close-on-exec pipe that only a failed exec writes to (or a failed
+ * join of spec->join_cgroup, errno open's or write's). */
 int process_spawn(struct loop *loop, struct process *p, const struct process_spec *spec);
 /* Sends sig through the pidfd: never to a reaped pid that the kernel may
  * have given to another process. 0, or -1 with errno (ESRCH once gone). */

@@ -2,6 +2,7 @@
  * the launcher's frames, the deadline, the output limit, and stopping
  * (`podman rm` as one more child on the loop, never a nested loop). */
 #include "sandbox.h"
+#include "cpugroup.h"
 #include "embedded.h"
 #include "frames.h"
 #include "json.h"
@@ -66,6 +67,10 @@ struct sandbox {
 	/* The watchdog of the run's memory and CPU (memwatch.c), where no
 	 * cgroup bounds them; NULL where none is kept. Owned. */
 	struct memwatch *memwatch;
+	/* The container's cpu group, where one holds --cpus (cpugroup.c) in
+	 * place of memwatch's throttle; its path "" elsewhere. Removed with
+	 * the sandbox, or at the next start after a start race. */
+	struct cpugroup cpus;
 	bool output_paused;
 
 	/* The launcher's stream, read into whole frames. */
@@ -101,6 +106,7 @@ struct sandbox {
 };
 
 static void sandbox_advance(struct sandbox *sb);
+static void hold_cpus(struct sandbox *sb);
 
 /* ---- code -------------------------------------------------------------- */
 
@@ -286,6 +292,7 @@ static void take_frame(struct sandbox *sb, char type, const char *payload, size_
 			sb->state = SANDBOX_READY;
 		if (sb->input && sb->state == SANDBOX_READY)
 			sb->state = SANDBOX_RUNNING;
+		hold_cpus(sb);
 		if (sb->opt.cb.on_ready)
 			sb->opt.cb.on_ready(sb, sb->opt.cb.data);
 		break;
@@ -502,6 +509,7 @@ static void on_memwatch(void *data)
 	struct memwatch_reading look;
 	enum memwatch_verdict verdict = memwatch_look(sb->memwatch, loop_now_ms(), &look);
 	struct run_result *r = &sb->result;
+	look.throttled |= cpugroup_throttled(&sb->cpus);
 	if (!sb->between_cells) {
 		r->memory_seen = look.total;
 		r->descriptors_seen = look.descriptors;
@@ -526,6 +534,23 @@ static void watch_memory(struct sandbox *sb)
 	if (sb->memwatch && !sb->memwatch_timer)
 		loop_timer_arm(&sb->scope, &sb->memwatch_timer, loop_now_ms() + memwatch_next_look_ms(),
 			on_memwatch, sb);
+}
+
+/* A call's code starts once its launcher has both the program and Sage
+ * imported, whichever came last: from then until the call's end its cpu
+ * group, where it has one, is held to --cpus (cpugroup.c). For a cold
+ * run, the launcher may fork the code a moment before its R frame is
+ * read here: that moment is the code's unheld (a few milliseconds). */
+static void hold_cpus(struct sandbox *sb)
+{
+	if (!sb->submitted || !sb->saw_ready ||
+	    cpugroup_hold(&sb->cpus, sb->opt.cfg->number[SET_CPUS]) == 0)
+		return;
+	struct error err;
+	error_set(&err, EXIT_REFUSED, "run 'sage-sandbox status' to see how --cpus is held",
+		"cannot hold --cpus in the container's cpu group %s: %s", sb->cpus.path,
+		strerror(errno));
+	fail_running(sb, &err);
 }
 
 /* The kernel's count of the run's CPU time must be opened on the launcher
@@ -775,6 +800,7 @@ static void sandbox_advance(struct sandbox *sb)
 		 * has not begun. */
 		if (sb->memwatch)
 			memwatch_release(sb->memwatch);
+		cpugroup_hold(&sb->cpus, 0);
 		if (!(sb->between_cells && sb->opt.session))
 			stop_watching_memory(sb);
 		sb->state = sb->between_cells ? SANDBOX_READY : SANDBOX_DONE;
@@ -815,19 +841,29 @@ static int spawn_podman(struct sandbox *sb, struct error *err)
 	 * every run's processes). */
 	sb->host_uid = !opt->host->controller[CONTROLLER_MEMORY] && uid >= SANDBOX_UID_MIN ?
 		host_uid_of(opt->host, uid) : -1;
-	/* --cpus, where no cpu cgroup holds it and it is less than the host
-	 * has: the watchdog's throttle. */
+	/* --cpus, where podman's cgroup does not hold it and it is less than
+	 * the host has: a cpu group of the container's own where root
+	 * delegated one (the podman client joins it, and all it starts is in
+	 * it); else the watchdog's throttle. */
 	long cpus = opt->cfg->number[SET_CPUS];
-	bool throttle = !opt->host->controller[CONTROLLER_CPU] &&
+	bool limited = !opt->host->controller[CONTROLLER_CPU] &&
 		cpus < sysconf(_SC_NPROCESSORS_ONLN) * 1000L;
+	char delegated[512], join[600];
+	cpugroup_remove(&sb->cpus);
+	bool grouped = limited && !opt->host->remote &&
+		cpugroup_delegated(delegated, sizeof delegated) &&
+		cpugroup_create(&sb->cpus, delegated, sb->name) == 0;
+	if (grouped)
+		cpugroup_procs_path(&sb->cpus, join, sizeof join);
 	struct memwatch_options mo = {.uid = (uid_t)sb->host_uid, .spare_init = true,
-		.limit = config_memory_bytes(opt->cfg), .cpus_milli = throttle ? cpus : 0};
+		.limit = config_memory_bytes(opt->cfg), .cpus_milli = limited && !grouped ? cpus : 0};
 	memwatch_free(sb->memwatch);
 	sb->memwatch = sb->host_uid >= 0 ? memwatch_new(&mo) : NULL;
 	loop_timer_arm(&sb->scope, &sb->count_timer, loop_now_ms(), on_count, sb);
 	struct process_spec spec = {.argv = sb->args.arg, .envp = podman_environment(),
 		.pipe_stdin = true, .pipe_stdout = true, .pipe_stderr = true,
-		.pass_fd = sb->profile_fd, .on_exit = on_podman_exit, .data = sb};
+		.pass_fd = sb->profile_fd, .join_cgroup = grouped ? join : NULL,
+		.on_exit = on_podman_exit, .data = sb};
 	int spawned = process_spawn(sb->loop, &sb->podman, &spec);
 	/* podman has read the profile by the time it runs the container; the
 	 * memfd itself must not outlive this call in us. */
@@ -1019,6 +1055,9 @@ void sandbox_submit(struct sandbox *sb, const struct program *p)
 	sb->in = p->in;
 	sb->out = p->out;
 	sb->result.files = p->out;
+	/* Held before the program goes: a waiting launcher starts it at once. */
+	if (sb->stopping == STOP_NONE && !sb->done_reported)
+		hold_cpus(sb);
 	queue_program(sb);
 	/* A warm sandbox's run counts from now: its wait was not the call's. */
 	if (sb->state == SANDBOX_READY) {
@@ -1131,6 +1170,7 @@ void sandbox_free(struct sandbox *sb)
 	for (size_t i = 0; i < sizeof sb->discards / sizeof sb->discards[0]; i++)
 		capture_abandon(&sb->discards[i]);
 	memwatch_free(sb->memwatch);
+	cpugroup_remove(&sb->cpus);
 	queue_free(sb->input);
 	/* A client still running is left to finish on its own (conmon removes
 	 * the container); we only let go of our ends. */
@@ -1250,6 +1290,11 @@ int sandbox_cleanup(const char *podman, struct buffer *removed, struct error *er
 		args_free(&rm_args);
 	}
 	buffer_free(&orphans);
+	/* The cpu groups of containers gone, where they could not be removed
+	 * at the time (cpugroup.c). */
+	char group[512];
+	if (cpugroup_delegated(group, sizeof group))
+		cpugroup_sweep(group);
 	return count;
 }
 
@@ -1260,6 +1305,7 @@ int setting_enforcement(enum setting_id id, const struct podman_host *host,
 		const char *by[MAX_ENFORCERS])
 {
 	int n = 0;
+	char group[512];
 	switch (id) {
 	case SET_TIMEOUT:
 		by[n++] = "sage-sandbox";
@@ -1280,6 +1326,8 @@ int setting_enforcement(enum setting_id id, const struct podman_host *host,
 	case SET_CPUS:
 		if (host->controller[CONTROLLER_CPU])
 			by[n++] = "cgroup cpu";
+		else if (!host->remote && cpugroup_delegated(group, sizeof group))
+			by[n++] = "cgroup cpu (the account's, delegated by setup.sh)";
 		else if (sandbox_uid_max(host) >= SANDBOX_UID_MIN)
 			by[n++] = memwatch_kernel_counts() ?
 				"sage-sandbox (the run's processes together, stopped while past it; "
@@ -1287,7 +1335,7 @@ int setting_enforcement(enum setting_id id, const struct podman_host *host,
 				"sage-sandbox (the run's processes together, stopped while past it; "
 				"counted from /proc: the kernel refuses to count it, see "
 				"perf_event_paranoid)";
-		by[n++] = "rlimit cpu (timeout x cpus seconds per process)";
+		by[n++] = "rlimit cpu (timeout x cpus x 1.25 seconds per process)";
 		break;
 	case SET_PIDS_LIMIT:
 		if (host->controller[CONTROLLER_PIDS])

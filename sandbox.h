@@ -158,7 +158,7 @@ struct program {
 	 * from the call, not from when the container started. */
 	int64_t deadline;
 	/* The code's CPU rlimit in seconds; 0: the sandbox's own settings'
-	 * (--timeout x --cpus). The container's is higher by the launcher's
+	 * (--timeout x --cpus x 1.25). The container's is higher by the launcher's
 	 * share (LAUNCHER_CPU_SECONDS), and the launcher sets this one on the
 	 * code's process. */
 	long cpu_seconds;

@@ -176,6 +176,9 @@ struct rlimit_value {
  * with room: added to a memory cgroup's limit, where one holds --memory. */
 #define WARM_UP_RESIDENT (320ull << 20)
 #define WARM_UP_MEMORY_MIN (1ull << 30)
+/* A process's CPU rlimit, in percent of --timeout x --cpus (settings.c,
+ * sandbox_rlimits). */
+#define RLIMIT_CPU_PERCENT 125
 /* The container's CPU rlimit is the code's plus this: the launcher's own
  * share (Sage's import, relaying output); see podman_run_args(). */
 #define LAUNCHER_CPU_SECONDS 30

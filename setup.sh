@@ -221,6 +221,27 @@ create_account() {
 	fi
 	[ "$(as_account "podman info --format '{{.Host.Security.Rootless}}'" 2>/dev/null)" = true ] ||
 		die "podman is not rootless for $account; see: runuser -l $account -c 'podman info'"
+	delegate_cpu_group "$account"
+}
+
+# delegate_cpu_group USER: where cgroup v1 has the cpu controller, rootless
+# podman applies no --cpus; root makes USER a cpu group of its own, in
+# which sage-sandbox gives each container a group with --cpus as its quota
+# (cpugroup.c), where the scheduler holds it by every route. Elsewhere
+# sage-sandbox's throttle holds it (memwatch.c). cgroupfs forgets the group
+# at a reboot: running setup again makes it again ('sage-sandbox status'
+# says which holds --cpus).
+delegate_cpu_group() {
+	local user=$1 hierarchy group
+	hierarchy=$(awk '{ split($0, side, " - "); split(side[2], f, " ")
+		if (f[1] == "cgroup" && f[3] ~ /(^|,)cpu(,|$)/) { print $5; exit } }' /proc/self/mountinfo)
+	[ -n "$hierarchy" ] || return 0
+	group=$hierarchy/sage-sandbox-$(id -u "$user")
+	if mkdir -p "$group" 2>/dev/null && chown "$user" "$group"; then
+		say "--cpus for $user: held by the cpu group $group"
+	else
+		say "--cpus for $user: no cpu group could be made in $hierarchy; sage-sandbox's throttle holds it"
+	fi
 }
 
 # The image: Sage (Debian's sagemath, or passagemath's wheels) in a minimal
@@ -528,6 +549,7 @@ if [ -n "$for_user" ]; then
 	[ "$(as_user "$for_user" "podman info --format '{{.Host.Security.Rootless}}'" 2>/dev/null)" = true ] ||
 		die "podman is not rootless for $for_user; see: runuser -l $for_user -c 'podman info'"
 	create_account
+	delegate_cpu_group "$for_user"
 	choose_sage
 	build_or_fall_back
 	build_image "$for_user"

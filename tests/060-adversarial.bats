@@ -165,7 +165,7 @@ for path, flags in (("/proc/1/fd/1", os.O_WRONLY), ("/proc/1/mem", os.O_RDWR), (
 
 @test "attack - a CPU spin under --cpus 0.2 is held to a fifth of a core, and ends at the timeout, told so" {
 	# The throttle (memwatch.c) holds the run to --cpus of a core: the
-	# CPU rlimit (timeout x cpus seconds) is then only a backstop, never
+	# CPU rlimit (timeout x cpus x 1.25 seconds) is then only a backstop, never
 	# reached before the timeout.
 	sage 'while True: pass' 124 run --timeout 10 --cpus 0.2 --json
 	expect_equal "$(json_get 'j["signal"], j["timed_out"], j["cpu_limit_exceeded"], j["stopped_by"]')" \

@@ -7,6 +7,7 @@
 load helpers
 
 teardown() {
+	restore_cpu_group
 	wait_no_containers 30
 }
 
@@ -369,6 +370,9 @@ assert cpu <= cpus * (wall + 0.5) + eval(sys.argv[7]), sys.argv' \
 	# verdict once it is half a second past what the stop allows, or,
 	# where a loaded machine gives it less than its share anyway, held to
 	# --cpus x (T + 0.5) + 0.5 s + 50 ms on each core (and ticks).
+	# The watchdog's throttle, as where root delegated no cpu group: in
+	# one, the scheduler holds every route (030-limits.bats).
+	without_cpu_group
 	jobs_file attacker "$SELF_CONTINUING" victim "$VICTIM"
 	run_ss 0 batch --order input --jobs 1 --cpus 0.5 "$jobs"
 	expect_cpu_held 0.5 '0.5 + 0.1 + 0.05'
@@ -405,6 +409,9 @@ print("%.2f CPU-s in %.2f s" % (sum(map(float, open("spent"))), time.monotonic()
 	# one interval on each core and the sampling error (four standard
 	# deviations: 1.05 s x sqrt(T) on 2 cores; 2 allows for the
 	# sampled account's shortfall, as tests/unit-memwatch.c does).
+	# The watchdog's throttle, as where root delegated no cpu group: in
+	# one, the scheduler holds every route (030-limits.bats).
+	without_cpu_group
 	jobs_file attacker "$AUTOREAPED" victim "$VICTIM"
 	run_ss 0 batch --order input --jobs 1 --cpus 0.2 "$jobs"
 	expect_cpu_held 0.2 '0.5 + 0.2 + 2 * wall ** 0.5'
@@ -478,6 +485,9 @@ print("%.2f CPU-s in %.2f s" % (sum(map(float, open("spent"))), time.monotonic()
 	# outside).
 	[ "$(cat /proc/sys/kernel/perf_event_paranoid)" -le 2 ] ||
 		skip "the kernel does not let the account count a run's CPU time (perf_event_paranoid above 2)"
+	# The watchdog's throttle, as where root delegated no cpu group: in
+	# one, the scheduler holds every route (030-limits.bats).
+	without_cpu_group
 	jobs_file attacker "$SHORT_NOCLDWAIT_CONTINUING" victim "$VICTIM"
 	run_ss 0 batch --order input --jobs 1 --cpus 0.2 "$jobs"
 	expect_cpu_held 0.2 '0.5 + 0.2 + 0.01'

@@ -19,6 +19,30 @@ unset SAGE_SANDBOX_PODMAN SAGE_SANDBOX_TIMEOUT SAGE_SANDBOX_MEMORY SAGE_SANDBOX_
 # (160-serve.bats) turn it back on, and start and stop their servers.
 export SAGE_SANDBOX_SERVER=off
 
+# The cpu group root delegated to the account (setup.sh), where one is:
+# sage-sandbox holds --cpus in a group of each container's own inside it
+# (cpugroup.c).
+CPU_GROUP=$(awk '{ split($0, side, " - "); split(side[2], f, " ")
+	if (f[1] == "cgroup" && f[3] ~ /(^|,)cpu(,|$)/) { print $5; exit } }' \
+	/proc/self/mountinfo)/sage-sandbox-$(id -u)
+
+# without_cpu_group: until the test's teardown, the account's cpu group
+# is not writable, so sage-sandbox finds none and its watchdog's throttle
+# holds --cpus (memwatch.c), as on a host where root delegated none.
+without_cpu_group() {
+	if [ -d "$CPU_GROUP" ] && [ -w "$CPU_GROUP" ]; then
+		chmod a-w "$CPU_GROUP"
+		CPU_GROUP_WITHHELD=1
+	fi
+}
+
+restore_cpu_group() {
+	if [ -n "${CPU_GROUP_WITHHELD:-}" ]; then
+		chmod u+w "$CPU_GROUP"
+		CPU_GROUP_WITHHELD=
+	fi
+}
+
 # sage_version: the image's Sage version, as status reports it (9.5,
 # 10.8.13...), asked once per test file. Where Sage's own output
 # legitimately differs between versions, a test expects each's.
@@ -151,6 +175,7 @@ wait_no_containers() {
 # the code's exit, and conmon removes its container (podman run --rm) a
 # moment later: give it a few seconds.
 teardown() {
+	restore_cpu_group
 	wait_no_containers 10
 }
 

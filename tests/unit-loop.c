@@ -70,6 +70,43 @@ static void note_input_error(struct queue *q, void *data)
 	((struct exit_seen *)data)->input_failed = true;
 }
 
+/* A child joins spec->join_cgroup before its exec, by writing "0" to it
+ * (here a plain file stands for a group's cgroup.procs); one it cannot
+ * open is a failed spawn, nothing run. */
+static void child_joins_cgroup(void)
+{
+	struct loop *loop = loop_new();
+	char dir[] = "/tmp/unit-loop-XXXXXX", procs[64], marker[64];
+	check(mkdtemp(dir) != NULL, "a directory for the group's file");
+	snprintf(procs, sizeof procs, "%s/cgroup.procs", dir);
+	snprintf(marker, sizeof marker, "%s/ran", dir);
+	close(open(procs, O_WRONLY | O_CREAT, 0600));
+	char *argv[] = {"/bin/sh", "-c", "touch \"$0\"", marker, NULL};
+	struct exit_seen seen = {.loop = loop};
+	struct process p;
+	struct process_spec spec = {.argv = argv, .envp = no_env, .pass_fd = -1,
+		.join_cgroup = procs, .on_exit = note_exit, .data = &seen};
+	check(process_spawn(loop, &p, &spec) == 0, "spawn a child that joins a group");
+	while (!seen.seen)
+		loop_run(loop);
+	char got[8] = {0};
+	int fd = open(procs, O_RDONLY);
+	check(read(fd, got, sizeof got - 1) == 1 && strcmp(got, "0") == 0,
+		"it wrote \"0\" (itself) to the group's cgroup.procs");
+	close(fd);
+	check(seen.status == 0 && access(marker, F_OK) == 0, "then ran its program");
+	process_release(&p);
+	unlink(marker);
+	unlink(procs);
+	spec.join_cgroup = procs; /* gone now */
+	errno = 0;
+	check(process_spawn(loop, &p, &spec) < 0 && errno == ENOENT,
+		"a group it cannot join: the spawn fails with open's errno");
+	check(access(marker, F_OK) < 0, "and its program never ran");
+	rmdir(dir);
+	loop_free(loop);
+}
+
 static void child_never_reads_stdin(void)
 {
 	struct loop *loop = loop_new();
@@ -596,6 +633,7 @@ int main(void)
 	loop_strict = true;
 	signal(SIGPIPE, SIG_IGN);
 	child_never_reads_stdin();
+	child_joins_cgroup();
 	flood();
 	grandchild_holds_pipe();
 	ignores_sigterm();

@@ -3,6 +3,7 @@
  * in unit-loop.c; everything else is tested against the real sandbox by the
  * bats suite. */
 #include "base64.h"
+#include "cpugroup.h"
 #include "jobs.h"
 #include "json.h"
 #include "mcp.h"
@@ -446,6 +447,65 @@ static void test_settings_file(void)
 		"settings file: a NUL byte is refused");
 }
 
+/* The text of dir/file, its first line. */
+static void read_line(const char *dir, const char *file, char *out, size_t size)
+{
+	char path[600];
+	snprintf(path, sizeof path, "%s/%s", dir, file);
+	FILE *f = fopen(path, "r");
+	out[0] = '\0';
+	if (f && fgets(out, (int)size, f))
+		out[strcspn(out, "\n")] = '\0';
+	if (f)
+		fclose(f);
+}
+
+static void write_text(const char *dir, const char *file, const char *text)
+{
+	char path[600];
+	snprintf(path, sizeof path, "%s/%s", dir, file);
+	FILE *f = fopen(path, "w");
+	fputs(text, f);
+	fclose(f);
+}
+
+/* cpugroup.c's file handling, on plain directories standing for the
+ * delegated group and a container's (the kernel makes a group's files;
+ * here the test does). */
+static void test_cpugroup(void)
+{
+	char dir[] = "/tmp/unit-cpugroup-XXXXXX", quota[32];
+	struct cpugroup g;
+	check(mkdtemp(dir) != NULL, "cpugroup: a directory for the delegated group");
+	check(cpugroup_create(&g, dir, "sage-sandbox-0123456789abcdef") == 0,
+		"cpugroup: a container's group is made in it");
+	write_text(g.path, "cpu.cfs_quota_us", "-1\n");
+	write_text(g.path, "cpu.stat", "nr_periods 10\nnr_throttled 3\nthrottled_time 5\n");
+	check(cpugroup_hold(&g, 250) == 0, "cpugroup: held at --cpus 0.25");
+	read_line(g.path, "cpu.cfs_quota_us", quota, sizeof quota);
+	check(strcmp(quota, "25000") == 0, "cpugroup: the quota is a quarter of the 100 ms period");
+	check(!cpugroup_throttled(&g), "cpugroup: not throttled since it was held");
+	write_text(g.path, "cpu.stat", "nr_periods 12\nnr_throttled 4\nthrottled_time 9\n");
+	check(cpugroup_throttled(&g), "cpugroup: throttled once more: told");
+	check(!cpugroup_throttled(&g), "cpugroup: and told once");
+	check(cpugroup_hold(&g, 0) == 0, "cpugroup: the hold lifted");
+	read_line(g.path, "cpu.cfs_quota_us", quota, sizeof quota);
+	check(strcmp(quota, "-1") == 0, "cpugroup: no quota between calls");
+	char path[600];
+	snprintf(path, sizeof path, "%s/cpu.stat", g.path);
+	unlink(path);
+	snprintf(path, sizeof path, "%s/cpu.cfs_quota_us", g.path);
+	unlink(path);
+	snprintf(path, sizeof path, "%s/runc-made", g.path);
+	mkdir(path, 0755);
+	cpugroup_remove(&g);
+	check(g.path[0] == '\0' && rmdir(dir) == 0,
+		"cpugroup: removed, the runtime's group in it first");
+	check(cpugroup_hold(&g, 500) == 0, "cpugroup: a sandbox without a group holds nothing");
+	check(cpugroup_create(&g, "/nonexistent-dir", "x") < 0 && g.path[0] == '\0',
+		"cpugroup: a group that cannot be made is none");
+}
+
 int main(void)
 {
 	check_string("plain", 5, "\"plain\"", "plain ASCII is copied");
@@ -681,6 +741,7 @@ int main(void)
 	test_outfiles();
 	test_jobs();
 	test_settings_file();
+	test_cpugroup();
 
 	printf("1..%d\n", test_number);
 	return failures ? 1 : 0;

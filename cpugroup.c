@@ -1,0 +1,198 @@
+/* cpugroup.c: --cpus held by the kernel's scheduler, in a cgroup v1 cpu
+ * group that root delegated to the account, where podman applies none.
+ *
+ * Rootless podman on cgroup v1 drops --cpus (it may not make cgroups), so
+ * the CPU throttle of memwatch.c holds it there from /proc, with the gaps
+ * its opening comment lists: work done between two looks by processes
+ * whose time reaches no one, the memory a process frees as it exits. The
+ * scheduler has none of them: CFS bandwidth control charges every
+ * nanosecond a task of the group runs, in the kernel or out, exiting or
+ * not, to the group, and stops the group's tasks for the rest of each
+ * period once its quota is spent. Where root made a cpu group for the
+ * account (setup.sh: CPUGROUP_PREFIX and the uid, owned by the account),
+ * each container gets a group of its own inside it: the podman client
+ * joins it before its exec, and conmon, the runtime and every process of
+ * the container are its descendants, so they start in it. runc, rootless,
+ * makes a group of its own below it for the container, which stays under
+ * the quota (a group's quota bounds its descendants).
+ *
+ * Nothing in the container can leave the group: moving a process needs
+ * write access to a group's cgroup.procs, and every file here is root's
+ * or the account's, while the run's uids are neither (sandbox_uid), and
+ * it has no capabilities. The quota is set when a call's code starts and
+ * lifted when it ends: Sage's import and a warm container's warm-up are
+ * the launcher's, never charged to a call, as memwatch.c spares the
+ * launcher. Setting it again resets the group's runtime: a call cannot
+ * begin in another's debt. */
+#include "cpugroup.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+/* The mount point of the cgroup v1 hierarchy that has the cpu controller,
+ * from /proc/self/mountinfo: "ID PARENT DEV ROOT MOUNTPOINT OPTS ... -
+ * cgroup SOURCE rw,cpu,cpuacct". */
+static bool cpu_hierarchy(char *out, size_t size)
+{
+	FILE *f = fopen("/proc/self/mountinfo", "re");
+	if (!f)
+		return false;
+	char line[4096];
+	bool found = false;
+	while (!found && fgets(line, sizeof line, f)) {
+		char mount_point[1024], fstype[64], options[1024];
+		const char *tail = strstr(line, " - ");
+		if (!tail || sscanf(line, "%*s %*s %*s %*s %1023s", mount_point) != 1 ||
+		    sscanf(tail, " - %63s %*s %1023s", fstype, options) != 2 ||
+		    strcmp(fstype, "cgroup") != 0)
+			continue;
+		for (char *save, *o = strtok_r(options, ",", &save); o && !found;
+		     o = strtok_r(NULL, ",", &save))
+			found = strcmp(o, "cpu") == 0;
+		if (found && (size_t)snprintf(out, size, "%s", mount_point) >= size)
+			found = false;
+	}
+	fclose(f);
+	return found;
+}
+
+bool cpugroup_delegated(char *dir, size_t size)
+{
+	char mount_point[1024];
+	struct stat st;
+	if (!cpu_hierarchy(mount_point, sizeof mount_point))
+		return false;
+	if ((size_t)snprintf(dir, size, "%s/" CPUGROUP_PREFIX "%lu", mount_point,
+		    (unsigned long)geteuid()) >= size)
+		return false;
+	return stat(dir, &st) == 0 && S_ISDIR(st.st_mode) && access(dir, W_OK) == 0;
+}
+
+static int write_file(const char *dir, const char *file, const char *text)
+{
+	char path[640];
+	snprintf(path, sizeof path, "%s/%s", dir, file);
+	int fd = open(path, O_WRONLY | O_TRUNC | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	ssize_t n = write(fd, text, strlen(text));
+	int saved = errno;
+	close(fd);
+	errno = saved;
+	return n == (ssize_t)strlen(text) ? 0 : -1;
+}
+
+int cpugroup_create(struct cpugroup *g, const char *dir, const char *name)
+{
+	*g = (struct cpugroup){0};
+	if ((size_t)snprintf(g->path, sizeof g->path, "%s/%s", dir, name) >= sizeof g->path) {
+		g->path[0] = '\0';
+		errno = ENAMETOOLONG;
+		return -1;
+	}
+	cpugroup_sweep(dir);
+	if (mkdir(g->path, 0755) < 0) {
+		g->path[0] = '\0';
+		return -1;
+	}
+	return 0;
+}
+
+void cpugroup_procs_path(const struct cpugroup *g, char *out, size_t size)
+{
+	snprintf(out, size, "%s/cgroup.procs", g->path);
+}
+
+/* nr_throttled from the group's cpu.stat, or 0. */
+static uint64_t times_throttled(const char *path)
+{
+	char file[640], line[128];
+	uint64_t n = 0;
+	snprintf(file, sizeof file, "%s/cpu.stat", path);
+	FILE *f = fopen(file, "re");
+	if (!f)
+		return 0;
+	while (fgets(line, sizeof line, f))
+		if (sscanf(line, "nr_throttled %" SCNu64, &n) == 1)
+			break;
+	fclose(f);
+	return n;
+}
+
+int cpugroup_hold(struct cpugroup *g, long cpus_milli)
+{
+	char quota[32];
+	if (!g->path[0])
+		return 0;
+	/* Thousandths of a core, of a period in microseconds. */
+	snprintf(quota, sizeof quota, "%ld",
+		cpus_milli ? cpus_milli * (CPUGROUP_PERIOD_US / 1000) : -1L);
+	g->throttled = times_throttled(g->path);
+	return write_file(g->path, "cpu.cfs_quota_us", quota);
+}
+
+bool cpugroup_throttled(struct cpugroup *g)
+{
+	if (!g->path[0])
+		return false;
+	uint64_t now = times_throttled(g->path);
+	bool more = now > g->throttled;
+	g->throttled = now;
+	return more;
+}
+
+/* rmdir of the group at path, and first of the groups in it (runc's). */
+static int remove_group(const char *path)
+{
+	DIR *d = opendir(path);
+	if (d) {
+		struct dirent *e;
+		while ((e = readdir(d)))
+			if (e->d_type == DT_DIR && e->d_name[0] != '.') {
+				char child[1024];
+				snprintf(child, sizeof child, "%s/%s", path, e->d_name);
+				rmdir(child);
+			}
+		closedir(d);
+	}
+	return rmdir(path);
+}
+
+void cpugroup_remove(struct cpugroup *g)
+{
+	if (g->path[0])
+		remove_group(g->path);
+	g->path[0] = '\0';
+}
+
+int cpugroup_sweep(const char *dir)
+{
+	DIR *d = opendir(dir);
+	int removed = 0;
+	if (!d)
+		return 0;
+	time_t now = time(NULL);
+	struct dirent *e;
+	while ((e = readdir(d))) {
+		char path[1024];
+		struct stat st;
+		if (e->d_type != DT_DIR || e->d_name[0] == '.')
+			continue;
+		snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+		/* Young ones may be another sage-sandbox's, made a moment
+		 * before its podman joins them. */
+		if (stat(path, &st) == 0 && now - st.st_ctime >= CPUGROUP_STRAY_SECONDS &&
+		    remove_group(path) == 0)
+			removed++;
+	}
+	closedir(d);
+	return removed;
+}

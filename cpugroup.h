@@ -1,0 +1,52 @@
+/* cpugroup.h: --cpus held by the kernel's scheduler, in a cgroup v1 cpu
+ * group that root delegated to the account (setup.sh), where podman can
+ * apply no cpu cgroup itself (rootless on cgroup v1). */
+#ifndef SAGE_SANDBOX_CPUGROUP_H
+#define SAGE_SANDBOX_CPUGROUP_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* The group setup.sh makes for an account, below the cpu hierarchy's
+ * mount: CPUGROUP_PREFIX and the account's uid. */
+#define CPUGROUP_PREFIX "sage-sandbox-"
+/* The scheduler's period, which a new group has: the quota is --cpus of
+ * it. */
+#define CPUGROUP_PERIOD_US 100000
+/* A group this old with nothing in it is a stray (cpugroup_sweep): one is
+ * joined within milliseconds of its making, and holds its container's
+ * conmon while the container lives; conmon outlives the podman client by
+ * a moment, so a run's group is often left to a later sweep. */
+#define CPUGROUP_STRAY_SECONDS 10
+
+/* One container's group. Owned by its sandbox. */
+struct cpugroup {
+	char path[512];      /* "" when there is none */
+	uint64_t throttled;  /* the kernel's nr_throttled when last read */
+};
+
+/* Writes the delegated group's path to dir and returns true where it is
+ * there and this account may make groups in it; false elsewhere (no cpu
+ * hierarchy of cgroup v1 mounted, setup.sh not run as root since boot,
+ * or made for another account). */
+bool cpugroup_delegated(char *dir, size_t size);
+/* Makes the group name in the delegated dir, with no quota yet. 0, or -1
+ * with errno. */
+int cpugroup_create(struct cpugroup *g, const char *dir, const char *name);
+/* The file a process joins the group by: its cgroup.procs (process.h). */
+void cpugroup_procs_path(const struct cpugroup *g, char *out, size_t size);
+/* Holds the group to cpus_milli thousandths of a core, or lifts the hold
+ * (0). Setting a quota starts the group's account afresh: no earlier
+ * call's use is charged to it. 0, or -1 with errno. */
+int cpugroup_hold(struct cpugroup *g, long cpus_milli);
+/* Whether the scheduler throttled the group since the last call. */
+bool cpugroup_throttled(struct cpugroup *g);
+/* Removes the group once nothing is in it (what runc made in it first);
+ * where something still is, cpugroup_sweep removes it later. */
+void cpugroup_remove(struct cpugroup *g);
+/* Removes the delegated dir's groups left empty for CPUGROUP_STRAY_SECONDS
+ * or more. The number removed. */
+int cpugroup_sweep(const char *dir);
+
+#endif
