@@ -1,5 +1,5 @@
-/* cpugroup.c: --cpus held by the kernel's scheduler, in a cgroup v1 cpu
- * group that root delegated to the account, where podman applies none.
+/* cpugroup.c: --cpus held by the scheduler, in a cgroup v1 cpu group that
+ * root delegated to the account.
  *
  * Rootless podman on cgroup v1 drops --cpus (it may not make cgroups), so
  * the CPU throttle of memwatch.c holds it there from /proc, with the gaps
@@ -19,11 +19,19 @@
  * Nothing in the container can leave the group: moving a process needs
  * write access to a group's cgroup.procs, and every file here is root's
  * or the account's, while the run's uids are neither (sandbox_uid), and
- * it has no capabilities. The quota is set when a call's code starts and
- * lifted when it ends: Sage's import and a warm container's warm-up are
- * the launcher's, never charged to a call, as memwatch.c spares the
- * launcher. Setting it again resets the group's runtime: a call cannot
- * begin in another's debt. */
+ * it has no capabilities. Nor can it escape the quota by real-time
+ * scheduling: a new group's cpu.rt_runtime_us is 0, which lets no task of
+ * it take SCHED_FIFO or SCHED_RR (and RLIMIT_RTPRIO is 0 for an account).
+ * The quota is set when a call's code starts and lifted when it ends:
+ * Sage's import and a warm container's warm-up are the launcher's, never
+ * charged to a call, as memwatch.c spares the launcher. Setting it again
+ * resets the group's runtime: a call cannot begin in another's debt. The
+ * podman client, conmon and the launcher share the group: what they do
+ * while a call runs (relaying its output) is charged to the call. Rootless
+ * podman's pause process, which keeps its user namespace, is born in the
+ * group of the podman client that first needs one (after a reboot, say):
+ * where that is a container's, the group outlives its container, never
+ * removable, with that idle process charged nothing. */
 #include "cpugroup.h"
 
 #include <dirent.h>
@@ -37,9 +45,22 @@
 #include <time.h>
 #include <unistd.h>
 
-/* The mount point of the cgroup v1 hierarchy that has the cpu controller,
- * from /proc/self/mountinfo: "ID PARENT DEV ROOT MOUNTPOINT OPTS ... -
- * cgroup SOURCE rw,cpu,cpuacct". */
+bool cpugroup_cpu_mount(const char *line, char *out, size_t size)
+{
+	char mount_point[1024], fstype[64], options[1024];
+	const char *tail = strstr(line, " - ");
+	if (!tail || sscanf(line, "%*s %*s %*s %*s %1023s", mount_point) != 1 ||
+	    sscanf(tail, " - %63s %*s %1023s", fstype, options) != 2 ||
+	    strcmp(fstype, "cgroup") != 0)
+		return false;
+	bool cpu = false;
+	for (char *save, *o = strtok_r(options, ",", &save); o && !cpu;
+	     o = strtok_r(NULL, ",", &save))
+		cpu = strcmp(o, "cpu") == 0;
+	return cpu && (size_t)snprintf(out, size, "%s", mount_point) < size;
+}
+
+/* The mount point of the cgroup v1 hierarchy that has the cpu controller. */
 static bool cpu_hierarchy(char *out, size_t size)
 {
 	FILE *f = fopen("/proc/self/mountinfo", "re");
@@ -47,19 +68,8 @@ static bool cpu_hierarchy(char *out, size_t size)
 		return false;
 	char line[4096];
 	bool found = false;
-	while (!found && fgets(line, sizeof line, f)) {
-		char mount_point[1024], fstype[64], options[1024];
-		const char *tail = strstr(line, " - ");
-		if (!tail || sscanf(line, "%*s %*s %*s %*s %1023s", mount_point) != 1 ||
-		    sscanf(tail, " - %63s %*s %1023s", fstype, options) != 2 ||
-		    strcmp(fstype, "cgroup") != 0)
-			continue;
-		for (char *save, *o = strtok_r(options, ",", &save); o && !found;
-		     o = strtok_r(NULL, ",", &save))
-			found = strcmp(o, "cpu") == 0;
-		if (found && (size_t)snprintf(out, size, "%s", mount_point) >= size)
-			found = false;
-	}
+	while (!found && fgets(line, sizeof line, f))
+		found = cpugroup_cpu_mount(line, out, size);
 	fclose(f);
 	return found;
 }
@@ -133,10 +143,45 @@ int cpugroup_hold(struct cpugroup *g, long cpus_milli)
 	if (!g->path[0])
 		return 0;
 	/* Thousandths of a core, of a period in microseconds. */
-	snprintf(quota, sizeof quota, "%ld",
-		cpus_milli ? cpus_milli * (CPUGROUP_PERIOD_US / 1000) : -1L);
+	snprintf(quota, sizeof quota, "%ld", cpus_milli * (CPUGROUP_PERIOD_US / 1000));
 	g->throttled = times_throttled(g->path);
 	return write_file(g->path, "cpu.cfs_quota_us", quota);
+}
+
+void cpugroup_lift(struct cpugroup *g)
+{
+	if (g->path[0])
+		write_file(g->path, "cpu.cfs_quota_us", "-1");
+}
+
+/* Whether the group at path lists a process. */
+static bool has_processes(const char *path)
+{
+	char file[1100];
+	snprintf(file, sizeof file, "%s/cgroup.procs", path);
+	FILE *f = fopen(file, "re");
+	bool some = f && fgetc(f) != EOF;
+	if (f)
+		fclose(f);
+	return some;
+}
+
+bool cpugroup_populated(const struct cpugroup *g)
+{
+	if (!g->path[0])
+		return false;
+	bool some = has_processes(g->path);
+	DIR *d = opendir(g->path);
+	struct dirent *e;
+	while (!some && d && (e = readdir(d)))
+		if (e->d_type == DT_DIR && e->d_name[0] != '.') {
+			char child[1024];
+			snprintf(child, sizeof child, "%s/%s", g->path, e->d_name);
+			some = has_processes(child);
+		}
+	if (d)
+		closedir(d);
+	return some;
 }
 
 bool cpugroup_throttled(struct cpugroup *g)

@@ -1,6 +1,5 @@
-/* cpugroup.h: --cpus held by the kernel's scheduler, in a cgroup v1 cpu
- * group that root delegated to the account (setup.sh), where podman can
- * apply no cpu cgroup itself (rootless on cgroup v1). */
+/* cpugroup.h: --cpus held by the scheduler, in a cgroup v1 cpu group that
+ * root delegated to the account (setup.sh), where podman applies none. */
 #ifndef SAGE_SANDBOX_CPUGROUP_H
 #define SAGE_SANDBOX_CPUGROUP_H
 
@@ -26,6 +25,10 @@ struct cpugroup {
 	uint64_t throttled;  /* the kernel's nr_throttled when last read */
 };
 
+/* Where a line of /proc/self/mountinfo ("ID PARENT DEV ROOT MOUNTPOINT
+ * OPTS ... - cgroup SOURCE rw,cpu,cpuacct") mounts a cgroup v1 hierarchy
+ * with the cpu controller, writes its mount point to out and returns true. */
+bool cpugroup_cpu_mount(const char *line, char *out, size_t size);
 /* Writes the delegated group's path to dir and returns true where it is
  * there and this account may make groups in it; false elsewhere (no cpu
  * hierarchy of cgroup v1 mounted, setup.sh not run as root since boot,
@@ -36,10 +39,14 @@ bool cpugroup_delegated(char *dir, size_t size);
 int cpugroup_create(struct cpugroup *g, const char *dir, const char *name);
 /* The file a process joins the group by: its cgroup.procs (process.h). */
 void cpugroup_procs_path(const struct cpugroup *g, char *out, size_t size);
-/* Holds the group to cpus_milli thousandths of a core, or lifts the hold
- * (0). Setting a quota starts the group's account afresh: no earlier
- * call's use is charged to it. 0, or -1 with errno. */
+/* Holds the group to cpus_milli thousandths of a core. Setting a quota
+ * starts the group's account afresh: no earlier call's use is charged to
+ * it. 0 (also where there is no group), or -1 with errno. */
 int cpugroup_hold(struct cpugroup *g, long cpus_milli);
+/* Lifts the hold: no quota. */
+void cpugroup_lift(struct cpugroup *g);
+/* Whether a process is in the group, or in one below it (runc's). */
+bool cpugroup_populated(const struct cpugroup *g);
 /* Whether the scheduler throttled the group since the last call. */
 bool cpugroup_throttled(struct cpugroup *g);
 /* Removes the group once nothing is in it (what runc made in it first);

@@ -181,7 +181,7 @@ bool describe_stop(const struct run_result *r, const struct config *cfg,
 			setting_text(cfg, SET_CPUS, cpus, sizeof cpus));
 	} else if (r->cpu_limit_exceeded) {
 		snprintf(buf, size, "the code used its CPU time limit of %llu s (--timeout x "
-			"--cpus) and the kernel killed it; raise --timeout or --cpus",
+			"--cpus x 1.25) and the kernel killed it; raise --timeout or --cpus",
 			(unsigned long long)rl[RL_CPU].value);
 	} else if (r->session_ended)
 		snprintf(buf, size, "its session was ended while it ran (sage_sandbox_end_session); "

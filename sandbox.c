@@ -70,7 +70,7 @@ struct sandbox {
 	/* The container's cpu group, where one holds --cpus (cpugroup.c) in
 	 * place of memwatch's throttle; its path "" elsewhere. Removed with
 	 * the sandbox, or at the next start after a start race. */
-	struct cpugroup cpus;
+	struct cpugroup cpu_group;
 	bool output_paused;
 
 	/* The launcher's stream, read into whole frames. */
@@ -292,9 +292,15 @@ static void take_frame(struct sandbox *sb, char type, const char *payload, size_
 			sb->state = SANDBOX_READY;
 		if (sb->input && sb->state == SANDBOX_READY)
 			sb->state = SANDBOX_RUNNING;
-		hold_cpus(sb);
 		if (sb->opt.cb.on_ready)
 			sb->opt.cb.on_ready(sb, sb->opt.cb.data);
+		break;
+	case 'B':
+		/* The launcher hands the call to its child: the code begins. */
+		if (!sb->submitted)
+			protocol_broken(sb, "a call begun that was never sent");
+		else
+			hold_cpus(sb);
 		break;
 	case 'W': {
 		/* Its warm-up ended, at any time between calls: only told. */
@@ -509,7 +515,7 @@ static void on_memwatch(void *data)
 	struct memwatch_reading look;
 	enum memwatch_verdict verdict = memwatch_look(sb->memwatch, loop_now_ms(), &look);
 	struct run_result *r = &sb->result;
-	look.throttled |= cpugroup_throttled(&sb->cpus);
+	look.throttled |= cpugroup_throttled(&sb->cpu_group);
 	if (!sb->between_cells) {
 		r->memory_seen = look.total;
 		r->descriptors_seen = look.descriptors;
@@ -521,6 +527,7 @@ static void on_memwatch(void *data)
 		r->throttled_looks += look.throttled;
 	}
 	if (verdict != MEMWATCH_OK) {
+		cpugroup_lift(&sb->cpu_group);
 		memwatch_kill((uid_t)sb->host_uid);
 		sandbox_stop(sb, verdict == MEMWATCH_OVER ? STOP_MEMORY_LIMIT : STOP_CPU_ESCAPED, 0);
 		return;
@@ -536,20 +543,27 @@ static void watch_memory(struct sandbox *sb)
 			on_memwatch, sb);
 }
 
-/* A call's code starts once its launcher has both the program and Sage
- * imported, whichever came last: from then until the call's end its cpu
- * group, where it has one, is held to --cpus (cpugroup.c). For a cold
- * run, the launcher may fork the code a moment before its R frame is
- * read here: that moment is the code's unheld (a few milliseconds). */
+/* The call's code begins (its B frame: the launcher hands the call to its
+ * child, after any warm-up step under way): from then until the call's
+ * end the container's cpu group, where it has one, is held to --cpus
+ * (cpugroup.c). The child may start a moment before the frame is read
+ * here: that moment is the code's unheld (a few milliseconds). A group
+ * with nothing in it was left by podman (its processes moved elsewhere):
+ * nothing would hold the run, so it is refused. */
 static void hold_cpus(struct sandbox *sb)
 {
-	if (!sb->submitted || !sb->saw_ready ||
-	    cpugroup_hold(&sb->cpus, sb->opt.cfg->number[SET_CPUS]) == 0)
+	const char *why = NULL;
+	if (!sb->cpu_group.path[0])
+		return;
+	if (cpugroup_hold(&sb->cpu_group, sb->opt.cfg->number[SET_CPUS]) < 0)
+		why = strerror(errno);
+	else if (!cpugroup_populated(&sb->cpu_group))
+		why = "the container's processes are not in it";
+	if (!why)
 		return;
 	struct error err;
 	error_set(&err, EXIT_REFUSED, "run 'sage-sandbox status' to see how --cpus is held",
-		"cannot hold --cpus in the container's cpu group %s: %s", sb->cpus.path,
-		strerror(errno));
+		"cannot hold --cpus in the container's cpu group %s: %s", sb->cpu_group.path, why);
 	fail_running(sb, &err);
 }
 
@@ -612,6 +626,9 @@ void sandbox_stop(struct sandbox *sb, enum stop_reason reason, int signal)
 	sb->between_cells = false;
 	sb->stopping = reason;
 	sb->stop_signal = signal;
+	/* Killed processes must run to die (a forked Sage's exit takes tens
+	 * of ms of CPU): held at --cpus, they would outlive the stop. */
+	cpugroup_lift(&sb->cpu_group);
 	sb->state = SANDBOX_STOPPING;
 	loop_timer_cancel(&sb->deadline_timer);
 	stop_watching_memory(sb);
@@ -800,7 +817,11 @@ static void sandbox_advance(struct sandbox *sb)
 		 * has not begun. */
 		if (sb->memwatch)
 			memwatch_release(sb->memwatch);
-		cpugroup_hold(&sb->cpus, 0);
+		/* A session's Sage waits stopped for its next cell, still held:
+		 * a process of it that continues itself runs at --cpus at most.
+		 * A serial container's launcher warms up between calls. */
+		if (!(sb->between_cells && sb->opt.session))
+			cpugroup_lift(&sb->cpu_group);
 		if (!(sb->between_cells && sb->opt.session))
 			stop_watching_memory(sb);
 		sb->state = sb->between_cells ? SANDBOX_READY : SANDBOX_DONE;
@@ -849,12 +870,18 @@ static int spawn_podman(struct sandbox *sb, struct error *err)
 	bool limited = !opt->host->controller[CONTROLLER_CPU] &&
 		cpus < sysconf(_SC_NPROCESSORS_ONLN) * 1000L;
 	char delegated[512], join[600];
-	cpugroup_remove(&sb->cpus);
+	cpugroup_remove(&sb->cpu_group);
 	bool grouped = limited && !opt->host->remote &&
-		cpugroup_delegated(delegated, sizeof delegated) &&
-		cpugroup_create(&sb->cpus, delegated, sb->name) == 0;
+		cpugroup_delegated(delegated, sizeof delegated);
+	if (grouped && cpugroup_create(&sb->cpu_group, delegated, sb->name) < 0) {
+		error_set(err, EXIT_REFUSED, "run 'sage-sandbox status' to see how --cpus is held",
+			"cannot make the container's cpu group in %s: %s", delegated, strerror(errno));
+		close(sb->profile_fd);
+		sb->profile_fd = -1;
+		return -1;
+	}
 	if (grouped)
-		cpugroup_procs_path(&sb->cpus, join, sizeof join);
+		cpugroup_procs_path(&sb->cpu_group, join, sizeof join);
 	struct memwatch_options mo = {.uid = (uid_t)sb->host_uid, .spare_init = true,
 		.limit = config_memory_bytes(opt->cfg), .cpus_milli = limited && !grouped ? cpus : 0};
 	memwatch_free(sb->memwatch);
@@ -869,9 +896,16 @@ static int spawn_podman(struct sandbox *sb, struct error *err)
 	 * memfd itself must not outlive this call in us. */
 	close(sb->profile_fd);
 	sb->profile_fd = -1;
+	int spawn_errno = errno;
+	if (spawned < 0 && grouped && access(join, W_OK) < 0) {
+		error_set(err, EXIT_REFUSED, "run 'sage-sandbox status' to see how --cpus is held",
+			"podman could not join the container's cpu group %s: %s", sb->cpu_group.path,
+			strerror(spawn_errno));
+		return -1;
+	}
 	if (spawned < 0) {
 		error_set(err, EXIT_REFUSED, podman_install_hint, "cannot execute podman %s: %s",
-			opt->podman, strerror(errno));
+			opt->podman, strerror(spawn_errno));
 		return -1;
 	}
 	if (loop_watch(&sb->scope, &sb->out_watch, sb->podman.stdout_fd, LOOP_READ,
@@ -1055,9 +1089,6 @@ void sandbox_submit(struct sandbox *sb, const struct program *p)
 	sb->in = p->in;
 	sb->out = p->out;
 	sb->result.files = p->out;
-	/* Held before the program goes: a waiting launcher starts it at once. */
-	if (sb->stopping == STOP_NONE && !sb->done_reported)
-		hold_cpus(sb);
 	queue_program(sb);
 	/* A warm sandbox's run counts from now: its wait was not the call's. */
 	if (sb->state == SANDBOX_READY) {
@@ -1170,7 +1201,7 @@ void sandbox_free(struct sandbox *sb)
 	for (size_t i = 0; i < sizeof sb->discards / sizeof sb->discards[0]; i++)
 		capture_abandon(&sb->discards[i]);
 	memwatch_free(sb->memwatch);
-	cpugroup_remove(&sb->cpus);
+	cpugroup_remove(&sb->cpu_group);
 	queue_free(sb->input);
 	/* A client still running is left to finish on its own (conmon removes
 	 * the container); we only let go of our ends. */

@@ -443,7 +443,8 @@ void sandbox_rlimits(const struct config *cfg, struct rlimit_value out[RLIMIT_CO
 	 * the scheduler's throttling, the kernel's count for the rlimit runs
 	 * ahead of the process's own CPU time (SIGXCPU at 0.865 s of a 1 s
 	 * limit at --cpus 0.2, where a process without a quota got it at
-	 * 0.999 s). At least 1: 0 would mean no limit. */
+	 * 0.999 s). Where the watchdog's throttle holds --cpus instead, this
+	 * backstop is that much looser. At least 1: 0 would mean no limit. */
 	uint64_t cpu = ((uint64_t)cfg->number[SET_TIMEOUT] * cfg->number[SET_CPUS] *
 		RLIMIT_CPU_PERCENT + 99999) / 100000;
 	out[RL_DATA] = (struct rlimit_value){.name = "data", .value = config_memory_bytes(cfg)};

@@ -237,7 +237,7 @@ delegate_cpu_group() {
 		if (f[1] == "cgroup" && f[3] ~ /(^|,)cpu(,|$)/) { print $5; exit } }' /proc/self/mountinfo)
 	[ -n "$hierarchy" ] || return 0
 	group=$hierarchy/sage-sandbox-$(id -u "$user")
-	if mkdir -p "$group" 2>/dev/null && chown "$user" "$group"; then
+	if mkdir -p "$group" 2>/dev/null && chown "$user" "$group" && chmod 755 "$group"; then
 		say "--cpus for $user: held by the cpu group $group"
 	else
 		say "--cpus for $user: no cpu group could be made in $hierarchy; sage-sandbox's throttle holds it"

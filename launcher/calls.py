@@ -476,6 +476,9 @@ class Launcher:
                 signal.pidfd_send_signal(self.pidfd, signal.SIGCONT)
             except ProcessLookupError:
                 pass
+        # The code begins: the host holds the call to its CPU share from
+        # here (cpugroup.c), not for the warm-up step before it.
+        self.writer.send(b"B")
         try:
             write_all(self.call_w, child.encode_call(call.cpu_seconds, call.argv, call.code,
                                                            call.display_flags, call.first_show,

@@ -97,7 +97,7 @@ load helpers
 	run_ss 0 self-test --memory 512m --pids-limit 40 --timeout 30 --cpus 0.5
 	expect_match "$output" "PASS  rlimit_data +\(536870912, 536870912\)"
 	expect_match "$output" "PASS  rlimit_nproc +\(40, 40\)"
-	expect_match "$output" "PASS  rlimit_cpu +\(15, 15\)"
+	expect_match "$output" "PASS  rlimit_cpu +\(19, 19\)"
 	expect_match "$output" "PASS  rlimit_as +\(1610612736, 1610612736\)"
 }
 

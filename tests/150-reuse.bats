@@ -409,9 +409,7 @@ print("%.2f CPU-s in %.2f s" % (sum(map(float, open("spent"))), time.monotonic()
 	# one interval on each core and the sampling error (four standard
 	# deviations: 1.05 s x sqrt(T) on 2 cores; 2 allows for the
 	# sampled account's shortfall, as tests/unit-memwatch.c does).
-	# The watchdog's throttle, as where root delegated no cpu group: in
-	# one, the scheduler holds every route (030-limits.bats).
-	without_cpu_group
+	without_cpu_group # the watchdog's throttle, as above
 	jobs_file attacker "$AUTOREAPED" victim "$VICTIM"
 	run_ss 0 batch --order input --jobs 1 --cpus 0.2 "$jobs"
 	expect_cpu_held 0.2 '0.5 + 0.2 + 2 * wall ** 0.5'
@@ -485,9 +483,7 @@ print("%.2f CPU-s in %.2f s" % (sum(map(float, open("spent"))), time.monotonic()
 	# outside).
 	[ "$(cat /proc/sys/kernel/perf_event_paranoid)" -le 2 ] ||
 		skip "the kernel does not let the account count a run's CPU time (perf_event_paranoid above 2)"
-	# The watchdog's throttle, as where root delegated no cpu group: in
-	# one, the scheduler holds every route (030-limits.bats).
-	without_cpu_group
+	without_cpu_group # the watchdog's throttle, as above
 	jobs_file attacker "$SHORT_NOCLDWAIT_CONTINUING" victim "$VICTIM"
 	run_ss 0 batch --order input --jobs 1 --cpus 0.2 "$jobs"
 	expect_cpu_held 0.2 '0.5 + 0.2 + 0.01'

@@ -488,22 +488,47 @@ static void test_cpugroup(void)
 	write_text(g.path, "cpu.stat", "nr_periods 12\nnr_throttled 4\nthrottled_time 9\n");
 	check(cpugroup_throttled(&g), "cpugroup: throttled once more: told");
 	check(!cpugroup_throttled(&g), "cpugroup: and told once");
-	check(cpugroup_hold(&g, 0) == 0, "cpugroup: the hold lifted");
+	check(!cpugroup_populated(&g), "cpugroup: nothing in it");
+	write_text(g.path, "cgroup.procs", "4242\n");
+	check(cpugroup_populated(&g), "cpugroup: a process in it");
+	char runc[600];
+	snprintf(runc, sizeof runc, "%s/runc-made", g.path);
+	mkdir(runc, 0755);
+	write_text(g.path, "cgroup.procs", "");
+	write_text(runc, "cgroup.procs", "4242\n");
+	check(cpugroup_populated(&g), "cpugroup: a process in the runtime's group below it");
+	write_text(runc, "cgroup.procs", "");
+	cpugroup_lift(&g);
 	read_line(g.path, "cpu.cfs_quota_us", quota, sizeof quota);
 	check(strcmp(quota, "-1") == 0, "cpugroup: no quota between calls");
-	char path[600];
+	char path[700];
 	snprintf(path, sizeof path, "%s/cpu.stat", g.path);
 	unlink(path);
 	snprintf(path, sizeof path, "%s/cpu.cfs_quota_us", g.path);
 	unlink(path);
-	snprintf(path, sizeof path, "%s/runc-made", g.path);
-	mkdir(path, 0755);
+	snprintf(path, sizeof path, "%s/cgroup.procs", g.path);
+	unlink(path);
+	snprintf(path, sizeof path, "%s/cgroup.procs", runc);
+	unlink(path);
+	check(cpugroup_sweep(dir) == 0, "cpugroup: a young group is no stray");
 	cpugroup_remove(&g);
 	check(g.path[0] == '\0' && rmdir(dir) == 0,
 		"cpugroup: removed, the runtime's group in it first");
-	check(cpugroup_hold(&g, 500) == 0, "cpugroup: a sandbox without a group holds nothing");
+	check(cpugroup_hold(&g, 500) == 0 && !cpugroup_populated(&g),
+		"cpugroup: a sandbox without a group holds nothing");
 	check(cpugroup_create(&g, "/nonexistent-dir", "x") < 0 && g.path[0] == '\0',
 		"cpugroup: a group that cannot be made is none");
+	char at[64];
+	check(cpugroup_cpu_mount("30 25 0:26 / /sys/fs/cgroup/cpu rw,relatime shared:9 - cgroup "
+		"cgroup rw,cpu\n", at, sizeof at) && strcmp(at, "/sys/fs/cgroup/cpu") == 0,
+		"cpugroup: the cpu hierarchy mounted alone");
+	check(cpugroup_cpu_mount("31 25 0:27 / /sys/fs/cgroup/cpu,cpuacct rw - cgroup cgroup "
+		"rw,cpuacct,cpu\n", at, sizeof at) && strcmp(at, "/sys/fs/cgroup/cpu,cpuacct") == 0,
+		"cpugroup: ... mounted with cpuacct, in either order");
+	check(!cpugroup_cpu_mount("32 25 0:28 / /sys/fs/cgroup/cpuset rw - cgroup cgroup "
+		"rw,cpuset\n", at, sizeof at) &&
+		!cpugroup_cpu_mount("33 25 0:29 / /sys/fs/cgroup rw - cgroup2 cgroup2 rw\n", at,
+		sizeof at), "cpugroup: cpuset and cgroup v2 are not it");
 }
 
 int main(void)
