@@ -487,6 +487,24 @@ def _():
         "at most %.2f (%s)" % (used, wall, most, EXPECTED["cpus_by"])
 
 
+@check("realtime")
+def _():
+    # A real-time process runs ahead of every fair-shared one and outside
+    # a cpu group's quota (CFS bandwidth): refused (no CAP_SYS_NICE, an
+    # RLIMIT_RTPRIO of 0, and a delegated cpu group has no real-time
+    # runtime).
+    taken = []
+    for policy, name in ((os.SCHED_FIFO, "SCHED_FIFO"), (os.SCHED_RR, "SCHED_RR")):
+        try:
+            os.sched_setscheduler(0, policy, os.sched_param(1))
+            taken.append(name)
+            os.sched_setscheduler(0, os.SCHED_OTHER, os.sched_param(0))
+        except PermissionError:
+            pass
+    return not taken, "taken: %s" % ", ".join(taken) if taken else \
+        "SCHED_FIFO and SCHED_RR refused (EPERM)"
+
+
 @check("tmp_inodes")
 def _():
     st = os.statvfs("/tmp")

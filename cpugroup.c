@@ -22,7 +22,8 @@
  * it has no capabilities. Nor can it escape the quota by real-time
  * scheduling: a new group's cpu.rt_runtime_us is 0, which lets no task of
  * it take SCHED_FIFO or SCHED_RR (and RLIMIT_RTPRIO is 0 for an account).
- * The quota is set when a call's code starts and lifted when it ends:
+ * The quota is set when a call's code starts and lifted when it ends
+ * (sandbox.c says when exactly):
  * Sage's import and a warm container's warm-up are the launcher's, never
  * charged to a call, as memwatch.c spares the launcher. Setting it again
  * resets the group's runtime: a call cannot begin in another's debt. The

@@ -527,7 +527,6 @@ static void on_memwatch(void *data)
 		r->throttled_looks += look.throttled;
 	}
 	if (verdict != MEMWATCH_OK) {
-		cpugroup_lift(&sb->cpu_group);
 		memwatch_kill((uid_t)sb->host_uid);
 		sandbox_stop(sb, verdict == MEMWATCH_OVER ? STOP_MEMORY_LIMIT : STOP_CPU_ESCAPED, 0);
 		return;
@@ -627,8 +626,15 @@ void sandbox_stop(struct sandbox *sb, enum stop_reason reason, int signal)
 	sb->stopping = reason;
 	sb->stop_signal = signal;
 	/* Killed processes must run to die (a forked Sage's exit takes tens
-	 * of ms of CPU): held at --cpus, they would outlive the stop. */
-	cpugroup_lift(&sb->cpu_group);
+	 * of ms of CPU): held at --cpus, they would outlive the stop. So
+	 * where the run's uid is its own, every process of it is killed here
+	 * first, then the hold lifted: what is left to run is the kernel's
+	 * work as each exits, never the code (podman rm, below, takes a few
+	 * hundred ms to kill them). */
+	if (sb->cpu_group.path[0] && sb->host_uid >= 0) {
+		memwatch_kill((uid_t)sb->host_uid);
+		cpugroup_lift(&sb->cpu_group);
+	}
 	sb->state = SANDBOX_STOPPING;
 	loop_timer_cancel(&sb->deadline_timer);
 	stop_watching_memory(sb);
@@ -817,10 +823,13 @@ static void sandbox_advance(struct sandbox *sb)
 		 * has not begun. */
 		if (sb->memwatch)
 			memwatch_release(sb->memwatch);
-		/* A session's Sage waits stopped for its next cell, still held:
-		 * a process of it that continues itself runs at --cpus at most.
-		 * A serial container's launcher warms up between calls. */
-		if (!(sb->between_cells && sb->opt.session))
+		/* A serial container's launcher, which has killed and reaped
+		 * every process of the call, warms up between calls: unheld. A
+		 * session's Sage waits stopped for its next cell, still held (a
+		 * process of it that continues itself runs at --cpus at most),
+		 * and so does a container that ends: what the code left running
+		 * dies with it, held until it is gone. */
+		if (sb->between_cells && !sb->opt.session)
 			cpugroup_lift(&sb->cpu_group);
 		if (!(sb->between_cells && sb->opt.session))
 			stop_watching_memory(sb);

@@ -22,7 +22,7 @@ const char *const self_test_required[] = {
 	"tmp_size", "tmp_inodes", "shm_size", "rlimit_core", "rlimit_cpu", "rlimit_data", "rlimit_fsize",
 	"rlimit_msgqueue", "rlimit_nofile", "rlimit_nproc", "rlimit_sigpending", "rlimit_stack",
 	"rlimit_as", "cgroup_memory", "cgroup_pids", "parent_unreachable", "host_tables",
-	"host_masked", "cpu_share", "cpu_unreaped",
+	"host_masked", "cpu_share", "cpu_unreaped", "realtime",
 };
 const size_t self_test_required_count =
 	sizeof self_test_required / sizeof self_test_required[0];
