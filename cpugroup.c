@@ -20,10 +20,12 @@
  * write access to a group's cgroup.procs, and every file here is root's
  * or the account's, while the run's uids are neither (sandbox_uid), and
  * it has no capabilities. Nor can it escape the quota by real-time
- * scheduling: a new group's cpu.rt_runtime_us is 0, which lets no task of
- * it take SCHED_FIFO or SCHED_RR (and RLIMIT_RTPRIO is 0 for an account).
- * The quota is set when a call's code starts and lifted when it ends
- * (sandbox.c says when exactly):
+ * scheduling: the container's RLIMIT_RTPRIO is 0 (podman.c), and where
+ * the kernel schedules groups' real-time tasks (CONFIG_RT_GROUP_SCHED),
+ * a new group's cpu.rt_runtime_us is 0 too.
+ * The quota is set when a call's code starts, and lifted when a serial
+ * container's launcher warms up between calls or a stopped run's
+ * processes are killed (sandbox.c):
  * Sage's import and a warm container's warm-up are the launcher's, never
  * charged to a call, as memwatch.c spares the launcher. Setting it again
  * resets the group's runtime: a call cannot begin in another's debt. The
@@ -39,6 +41,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <signal.h>
+#include <sys/pidfd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -155,34 +159,84 @@ void cpugroup_lift(struct cpugroup *g)
 		write_file(g->path, "cpu.cfs_quota_us", "-1");
 }
 
-/* Whether the group at path lists a process. */
-static bool has_processes(const char *path)
+/* The processes of the container listed in the group at path: pids whose
+ * owner is not this account (the podman client's and conmon's are), up
+ * to max, appended at *n. */
+static void container_processes(const char *path, pid_t *pids, int *n, int max)
 {
-	char file[1100];
+	char file[1100], line[32];
 	snprintf(file, sizeof file, "%s/cgroup.procs", path);
 	FILE *f = fopen(file, "re");
-	bool some = f && fgetc(f) != EOF;
+	while (f && *n < max && fgets(line, sizeof line, f)) {
+		char proc[48];
+		struct stat st;
+		pid_t pid = (pid_t)strtol(line, NULL, 10);
+		snprintf(proc, sizeof proc, "/proc/%d", (int)pid);
+		if (pid > 0 && stat(proc, &st) == 0 && st.st_uid != geteuid())
+			pids[(*n)++] = pid;
+	}
 	if (f)
 		fclose(f);
-	return some;
+}
+
+/* The container's processes in the group and the groups below it. */
+static int list_container(const struct cpugroup *g, pid_t *pids, int max)
+{
+	int n = 0;
+	container_processes(g->path, pids, &n, max);
+	DIR *d = opendir(g->path);
+	struct dirent *e;
+	while (d && (e = readdir(d)))
+		if (e->d_type == DT_DIR && e->d_name[0] != '.') {
+			char child[1024];
+			snprintf(child, sizeof child, "%s/%s", g->path, e->d_name);
+			container_processes(child, pids, &n, max);
+		}
+	if (d)
+		closedir(d);
+	return n;
 }
 
 bool cpugroup_populated(const struct cpugroup *g)
 {
+	pid_t one;
+	return g->path[0] && list_container(g, &one, 1) > 0;
+}
+
+/* A run has at most --pids-limit (512) processes. */
+enum { MAX_LISTED = 1024 };
+
+int cpugroup_kill(const struct cpugroup *g)
+{
+	static pid_t listed[MAX_LISTED], killed[MAX_LISTED];
+	int n_killed = 0;
 	if (!g->path[0])
-		return false;
-	bool some = has_processes(g->path);
-	DIR *d = opendir(g->path);
-	struct dirent *e;
-	while (!some && d && (e = readdir(d)))
-		if (e->d_type == DT_DIR && e->d_name[0] != '.') {
-			char child[1024];
-			snprintf(child, sizeof child, "%s/%s", g->path, e->d_name);
-			some = has_processes(child);
+		return 0;
+	for (int round = 0; round < CPUGROUP_KILL_ROUNDS; round++) {
+		int n = list_container(g, listed, MAX_LISTED), fresh = 0;
+		for (int i = 0; i < n && n_killed < MAX_LISTED; i++) {
+			bool done = false;
+			for (int k = 0; k < n_killed && !done; k++)
+				done = killed[k] == listed[i];
+			if (done)
+				continue;
+			/* Through a pidfd, and only while it is still the
+			 * container's: never a pid the kernel gave to another. */
+			int pidfd = pidfd_open(listed[i], 0);
+			char proc[48];
+			struct stat st;
+			snprintf(proc, sizeof proc, "/proc/%d", (int)listed[i]);
+			if (pidfd >= 0 && stat(proc, &st) == 0 && st.st_uid != geteuid())
+				pidfd_send_signal(pidfd, SIGKILL, NULL, 0);
+			if (pidfd >= 0)
+				close(pidfd);
+			killed[n_killed++] = listed[i];
+			fresh++;
 		}
-	if (d)
-		closedir(d);
-	return some;
+		if (!fresh)
+			break;
+	}
+	return n_killed;
 }
 
 bool cpugroup_throttled(struct cpugroup *g)

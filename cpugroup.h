@@ -45,8 +45,15 @@ void cpugroup_procs_path(const struct cpugroup *g, char *out, size_t size);
 int cpugroup_hold(struct cpugroup *g, long cpus_milli);
 /* Lifts the hold: no quota. */
 void cpugroup_lift(struct cpugroup *g);
-/* Whether a process is in the group, or in one below it (runc's). */
+/* Whether a process of the container (one not of this account: the podman
+ * client and conmon are) is in the group, or in one below it (runc's). */
 bool cpugroup_populated(const struct cpugroup *g);
+/* SIGKILL to every process of the container in the group and below it,
+ * listed again until a listing finds none not yet killed (one forked
+ * while the last was read), at most CPUGROUP_KILL_ROUNDS times. The
+ * number killed. */
+#define CPUGROUP_KILL_ROUNDS 8
+int cpugroup_kill(const struct cpugroup *g);
 /* Whether the scheduler throttled the group since the last call. */
 bool cpugroup_throttled(struct cpugroup *g);
 /* Removes the group once nothing is in it (what runc made in it first);

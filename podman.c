@@ -411,6 +411,10 @@ void podman_run_args(struct argv_builder *a, const struct config *cfg,
 			arg_add(a, "--ulimit=%s=%llu:%llu", rlimits[i].name,
 				(unsigned long long)rlimits[i].value,
 				(unsigned long long)rlimits[i].value + (i == RL_DATA ? room : 0));
+	/* No real-time scheduling, which runs ahead of every other process
+	 * and outside a cpu group's quota (cpugroup.c): whatever the account's
+	 * own limit (an audio group's may allow it). */
+	arg_add(a, "--ulimit=rtprio=0:0");
 	arg_add(a, "--env=SAGE_SANDBOX_RLIMIT_AS=%llu", (unsigned long long)rlimits[RL_AS].value);
 	/* A backstop run by conmon: if sage-sandbox itself is killed before
 	 * it can stop the container, the container still dies. A warm

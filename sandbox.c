@@ -557,7 +557,7 @@ static void hold_cpus(struct sandbox *sb)
 	if (cpugroup_hold(&sb->cpu_group, sb->opt.cfg->number[SET_CPUS]) < 0)
 		why = strerror(errno);
 	else if (!cpugroup_populated(&sb->cpu_group))
-		why = "the container's processes are not in it";
+		why = "no process of the container is in it";
 	if (!why)
 		return;
 	struct error err;
@@ -627,12 +627,12 @@ void sandbox_stop(struct sandbox *sb, enum stop_reason reason, int signal)
 	sb->stop_signal = signal;
 	/* Killed processes must run to die (a forked Sage's exit takes tens
 	 * of ms of CPU): held at --cpus, they would outlive the stop. So
-	 * where the run's uid is its own, every process of it is killed here
-	 * first, then the hold lifted: what is left to run is the kernel's
-	 * work as each exits, never the code (podman rm, below, takes a few
-	 * hundred ms to kill them). */
-	if (sb->cpu_group.path[0] && sb->host_uid >= 0) {
-		memwatch_kill((uid_t)sb->host_uid);
+	 * every process of the container in its group is killed here first
+	 * (podman rm, below, takes a few hundred ms to), then the hold
+	 * lifted: what is left to run is the kernel's work as each exits,
+	 * never the code. */
+	if (sb->cpu_group.path[0]) {
+		cpugroup_kill(&sb->cpu_group);
 		cpugroup_lift(&sb->cpu_group);
 	}
 	sb->state = SANDBOX_STOPPING;
@@ -831,6 +831,11 @@ static void sandbox_advance(struct sandbox *sb)
 		 * dies with it, held until it is gone. */
 		if (sb->between_cells && !sb->opt.session)
 			cpugroup_lift(&sb->cpu_group);
+		/* A pause of the output is the call's (its reader's back
+		 * pressure): its end, read, ends it, or the next call's frames
+		 * would never be read. */
+		if (sb->output_paused)
+			sandbox_pause_output(sb, false);
 		if (!(sb->between_cells && sb->opt.session))
 			stop_watching_memory(sb);
 		sb->state = sb->between_cells ? SANDBOX_READY : SANDBOX_DONE;

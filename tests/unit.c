@@ -17,6 +17,8 @@
 
 #include <fcntl.h>
 #include <jansson.h>
+#include <signal.h>
+#include <sys/wait.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -469,6 +471,34 @@ static void write_text(const char *dir, const char *file, const char *text)
 	fclose(f);
 }
 
+/* A process of another user than this test's, as a container's process is
+ * to the account: pid 1 (root's), or, for root, a child that became
+ * nobody (*child set, to be killed). */
+static pid_t other_users_process(pid_t *child)
+{
+	*child = 0;
+	if (geteuid() != 0)
+		return 1;
+	int ready[2];
+	if (pipe(ready) < 0)
+		return 1;
+	*child = fork();
+	if (*child == 0) {
+		close(ready[0]);
+		if (setgid(65534) < 0 || setuid(65534) < 0)
+			_exit(1);
+		close(ready[1]);
+		pause();
+		_exit(0);
+	}
+	close(ready[1]);
+	char c;
+	while (read(ready[0], &c, 1) > 0)
+		;
+	close(ready[0]);
+	return *child > 0 ? *child : 1;
+}
+
 /* cpugroup.c's file handling, on plain directories standing for the
  * delegated group and a container's (the kernel makes a group's files;
  * here the test does). */
@@ -489,14 +519,27 @@ static void test_cpugroup(void)
 	check(cpugroup_throttled(&g), "cpugroup: throttled once more: told");
 	check(!cpugroup_throttled(&g), "cpugroup: and told once");
 	check(!cpugroup_populated(&g), "cpugroup: nothing in it");
-	write_text(g.path, "cgroup.procs", "4242\n");
-	check(cpugroup_populated(&g), "cpugroup: a process in it");
+	pid_t child;
+	char procs[32];
+	snprintf(procs, sizeof procs, "%d\n", (int)getpid());
+	write_text(g.path, "cgroup.procs", procs);
+	check(!cpugroup_populated(&g), "cpugroup: only the account's own processes (podman's): none "
+		"of the container's");
+	snprintf(procs, sizeof procs, "%d\n", (int)other_users_process(&child));
+	write_text(g.path, "cgroup.procs", procs);
+	check(cpugroup_populated(&g), "cpugroup: a process of another uid in it");
 	char runc[600];
 	snprintf(runc, sizeof runc, "%s/runc-made", g.path);
 	mkdir(runc, 0755);
 	write_text(g.path, "cgroup.procs", "");
-	write_text(runc, "cgroup.procs", "4242\n");
-	check(cpugroup_populated(&g), "cpugroup: a process in the runtime's group below it");
+	write_text(runc, "cgroup.procs", procs);
+	check(cpugroup_populated(&g), "cpugroup: ... in the runtime's group below it");
+	if (child > 0) {
+		check(cpugroup_kill(&g) == 1, "cpugroup: the container's process killed, once");
+		int status;
+		check(waitpid(child, &status, 0) == child && WIFSIGNALED(status) &&
+			WTERMSIG(status) == SIGKILL, "cpugroup: by SIGKILL");
+	}
 	write_text(runc, "cgroup.procs", "");
 	cpugroup_lift(&g);
 	read_line(g.path, "cpu.cfs_quota_us", quota, sizeof quota);
