@@ -118,8 +118,8 @@ test("run_sagemath: timeout_seconds and the chat's limits reach sage-sandbox as 
   assert.equal(result.timed_out, true);
   assert.equal(result.stopped_by, "timeout");
   assert.equal(result.exit_code, 124);
-  // 512 MiB; 40 processes; ceil(10 s x 1.2 cpus) CPU seconds.
-  assert.equal(result.stdout, "536870912\n40\n12\n");
+  // 512 MiB; 40 processes; ceil(10 s x 1.2 cpus x 1.25) CPU seconds.
+  assert.equal(result.stdout, "536870912\n40\n15\n");
   assert.equal(result.truncated.max_bytes_per_stream, 16 * 1024);
 });
 
