@@ -107,6 +107,8 @@ struct sandbox {
 
 static void sandbox_advance(struct sandbox *sb);
 static void hold_cpus(struct sandbox *sb);
+/* The fix named by every failure of a container's cpu group. */
+static const char cpu_group_hint[] = "run 'sage-sandbox status' to see how --cpus is held";
 
 /* ---- code -------------------------------------------------------------- */
 
@@ -561,7 +563,7 @@ static void hold_cpus(struct sandbox *sb)
 	if (!why)
 		return;
 	struct error err;
-	error_set(&err, EXIT_REFUSED, "run 'sage-sandbox status' to see how --cpus is held",
+	error_set(&err, EXIT_REFUSED, cpu_group_hint,
 		"cannot hold --cpus in the container's cpu group %s: %s", sb->cpu_group.path, why);
 	fail_running(sb, &err);
 }
@@ -631,10 +633,8 @@ void sandbox_stop(struct sandbox *sb, enum stop_reason reason, int signal)
 	 * (podman rm, below, takes a few hundred ms to), then the hold
 	 * lifted: what is left to run is the kernel's work as each exits,
 	 * never the code. */
-	if (sb->cpu_group.path[0]) {
-		cpugroup_kill(&sb->cpu_group);
-		cpugroup_lift(&sb->cpu_group);
-	}
+	cpugroup_kill(&sb->cpu_group);
+	cpugroup_lift(&sb->cpu_group);
 	sb->state = SANDBOX_STOPPING;
 	loop_timer_cancel(&sb->deadline_timer);
 	stop_watching_memory(sb);
@@ -888,7 +888,7 @@ static int spawn_podman(struct sandbox *sb, struct error *err)
 	bool grouped = limited && !opt->host->remote &&
 		cpugroup_delegated(delegated, sizeof delegated);
 	if (grouped && cpugroup_create(&sb->cpu_group, delegated, sb->name) < 0) {
-		error_set(err, EXIT_REFUSED, "run 'sage-sandbox status' to see how --cpus is held",
+		error_set(err, EXIT_REFUSED, cpu_group_hint,
 			"cannot make the container's cpu group in %s: %s", delegated, strerror(errno));
 		close(sb->profile_fd);
 		sb->profile_fd = -1;
@@ -912,7 +912,7 @@ static int spawn_podman(struct sandbox *sb, struct error *err)
 	sb->profile_fd = -1;
 	int spawn_errno = errno;
 	if (spawned < 0 && grouped && access(join, W_OK) < 0) {
-		error_set(err, EXIT_REFUSED, "run 'sage-sandbox status' to see how --cpus is held",
+		error_set(err, EXIT_REFUSED, cpu_group_hint,
 			"podman could not join the container's cpu group %s: %s", sb->cpu_group.path,
 			strerror(spawn_errno));
 		return -1;
