@@ -197,10 +197,94 @@ static int list_container(const struct cpugroup *g, pid_t *pids, int max)
 	return n;
 }
 
-bool cpugroup_populated(const struct cpugroup *g)
+bool cpugroup_names_group(const char *proc_cgroup, const char *mount_point, const char *path)
 {
-	pid_t one;
-	return g->path[0] && list_container(g, &one, 1) > 0;
+	size_t mount_len = strlen(mount_point), path_len = strlen(path);
+	if (strncmp(path, mount_point, mount_len) != 0)
+		return false;
+	const char *below = path + mount_len; /* the group as /proc/PID/cgroup names it */
+	size_t below_len = path_len - mount_len;
+	for (const char *line = proc_cgroup; line && *line;) {
+		const char *end = strchr(line, '\n');
+		size_t len = end ? (size_t)(end - line) : strlen(line);
+		const char *controllers = memchr(line, ':', len);
+		const char *group = controllers ? memchr(controllers + 1, ':', len - (size_t)(controllers + 1 - line)) : NULL;
+		if (group) {
+			bool cpu = false;
+			for (const char *c = controllers + 1; c < group && !cpu;) {
+				const char *comma = memchr(c, ',', (size_t)(group - c));
+				const char *stop = comma ? comma : group;
+				cpu = stop - c == 3 && memcmp(c, "cpu", 3) == 0;
+				c = stop + 1;
+			}
+			size_t group_len = len - (size_t)(group + 1 - line);
+			if (cpu)
+				return group_len >= below_len && memcmp(group + 1, below, below_len) == 0 &&
+				       (group_len == below_len || group[1 + below_len] == '/');
+		}
+		line = end ? end + 1 : NULL;
+	}
+	return false;
+}
+
+/* Whether the process is exiting (the kernel's PF_EXITING, in the flags
+ * of /proc/PID/stat), or gone: cgroup v1 names an exiting process's group
+ * "/" in /proc/PID/cgroup, wherever it was. A run's code that ends at
+ * once is exiting as its B frame is read. */
+static bool exiting(const char *pid)
+{
+	enum { PF_EXITING_FLAG = 0x4 };
+	char path[300], text[1024];
+	snprintf(path, sizeof path, "/proc/%s/stat", pid);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return true;
+	ssize_t n = read(fd, text, sizeof text - 1);
+	close(fd);
+	if (n <= 0)
+		return true;
+	text[n] = '\0';
+	/* After the name, which may hold anything, ")" included: state,
+	 * ppid, pgrp, session, tty, tpgid, flags. */
+	const char *after = strrchr(text, ')');
+	unsigned flags = 0;
+	if (!after || sscanf(after + 1, " %*c %*d %*d %*d %*d %*d %u", &flags) != 1)
+		return true;
+	return flags & PF_EXITING_FLAG;
+}
+
+pid_t cpugroup_outside(const struct cpugroup *g, uid_t uid)
+{
+	char mount_point[1024];
+	if (!g->path[0] || !cpu_hierarchy(mount_point, sizeof mount_point))
+		return 0;
+	DIR *proc = opendir("/proc");
+	struct dirent *e;
+	pid_t outside = 0;
+	while (proc && !outside && (e = readdir(proc))) {
+		char path[300], text[4096];
+		struct stat st;
+		if (e->d_name[0] < '1' || e->d_name[0] > '9')
+			continue;
+		snprintf(path, sizeof path, "/proc/%s", e->d_name);
+		if (stat(path, &st) < 0 || st.st_uid != uid)
+			continue;
+		snprintf(path, sizeof path, "/proc/%s/cgroup", e->d_name);
+		int fd = open(path, O_RDONLY | O_CLOEXEC);
+		if (fd < 0)
+			continue; /* gone meanwhile */
+		ssize_t n = read(fd, text, sizeof text - 1);
+		close(fd);
+		/* A process that ended between the two reads has no lines. */
+		if (n <= 0)
+			continue;
+		text[n] = '\0';
+		if (!cpugroup_names_group(text, mount_point, g->path) && !exiting(e->d_name))
+			outside = (pid_t)strtol(e->d_name, NULL, 10);
+	}
+	if (proc)
+		closedir(proc);
+	return outside;
 }
 
 /* A run has at most --pids-limit (512) processes. */

@@ -6,6 +6,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 /* The group setup.sh makes for an account, below the cpu hierarchy's
  * mount: CPUGROUP_PREFIX and the account's uid. */
@@ -45,9 +46,14 @@ void cpugroup_procs_path(const struct cpugroup *g, char *out, size_t size);
 int cpugroup_hold(struct cpugroup *g, long cpus_milli);
 /* Lifts the hold: no quota. */
 void cpugroup_lift(struct cpugroup *g);
-/* Whether a process of the container (one not of this account: the podman
- * client and conmon are) is in the group, or in one below it (runc's). */
-bool cpugroup_populated(const struct cpugroup *g);
+/* Whether /proc/PID/cgroup's text puts the process in the group at path
+ * (below the cpu hierarchy's mount_point), or in one below it (runc's). */
+bool cpugroup_names_group(const char *proc_cgroup, const char *mount_point, const char *path);
+/* A process of uid (the run's own) that is neither in the group nor below
+ * it, or 0 where there is none: the group holds the whole run. A run that
+ * already ended has no process anywhere, and so none outside; one that is
+ * ending has only exiting ones, which are not asked. */
+pid_t cpugroup_outside(const struct cpugroup *g, uid_t uid);
 /* SIGKILL to every process of the container in the group and below it,
  * listed again until a listing finds none not yet killed (one forked
  * while the last was read), at most CPUGROUP_KILL_ROUNDS times. The

@@ -553,14 +553,19 @@ static void watch_memory(struct sandbox *sb)
  * nothing would hold the run, so it is refused. */
 static void hold_cpus(struct sandbox *sb)
 {
-	const char *why = NULL;
+	char why[128] = "";
+	pid_t outside;
 	if (!sb->cpu_group.path[0])
 		return;
+	/* Every process of the run's own uid must be in the group (podman
+	 * could have put the container elsewhere). Whether any is there is
+	 * no test: this frame may be read after the run ended (a cold run
+	 * of 1/0 on a loaded host), when none is anywhere. */
 	if (cpugroup_hold(&sb->cpu_group, sb->opt.cfg->number[SET_CPUS]) < 0)
-		why = strerror(errno);
-	else if (!cpugroup_populated(&sb->cpu_group))
-		why = "no process of the container is in it";
-	if (!why)
+		snprintf(why, sizeof why, "%s", strerror(errno));
+	else if (sb->host_uid >= 0 && (outside = cpugroup_outside(&sb->cpu_group, (uid_t)sb->host_uid)))
+		snprintf(why, sizeof why, "process %d of the container is not in it", (int)outside);
+	if (!why[0])
 		return;
 	struct error err;
 	error_set(&err, EXIT_REFUSED, cpu_group_hint,

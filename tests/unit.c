@@ -518,28 +518,40 @@ static void test_cpugroup(void)
 	write_text(g.path, "cpu.stat", "nr_periods 12\nnr_throttled 4\nthrottled_time 9\n");
 	check(cpugroup_throttled(&g), "cpugroup: throttled once more: told");
 	check(!cpugroup_throttled(&g), "cpugroup: and told once");
-	check(!cpugroup_populated(&g), "cpugroup: nothing in it");
 	pid_t child;
 	char procs[32];
-	snprintf(procs, sizeof procs, "%d\n", (int)getpid());
-	write_text(g.path, "cgroup.procs", procs);
-	check(!cpugroup_populated(&g), "cpugroup: only the account's own processes (podman's): none "
-		"of the container's");
 	snprintf(procs, sizeof procs, "%d\n", (int)other_users_process(&child));
-	write_text(g.path, "cgroup.procs", procs);
-	check(cpugroup_populated(&g), "cpugroup: a process of another uid in it");
 	char runc[600];
 	snprintf(runc, sizeof runc, "%s/runc-made", g.path);
 	mkdir(runc, 0755);
 	write_text(g.path, "cgroup.procs", "");
 	write_text(runc, "cgroup.procs", procs);
-	check(cpugroup_populated(&g), "cpugroup: ... in the runtime's group below it");
+	/* pid 1 for a test not run as root: listed, its signal refused. */
+	check(cpugroup_kill(&g) == 1, "cpugroup: the container's process in the runtime's group "
+		"below it killed, once");
 	if (child > 0) {
-		check(cpugroup_kill(&g) == 1, "cpugroup: the container's process killed, once");
 		int status;
 		check(waitpid(child, &status, 0) == child && WIFSIGNALED(status) &&
 			WTERMSIG(status) == SIGKILL, "cpugroup: by SIGKILL");
 	}
+	snprintf(procs, sizeof procs, "%d\n", (int)getpid());
+	write_text(runc, "cgroup.procs", procs);
+	check(cpugroup_kill(&g) == 0, "cpugroup: the account's own processes (podman's) are not "
+		"the container's");
+	/* Every process of this test's uid is outside a group of plain
+	 * directories; no process has a uid never given. */
+	FILE *mounts = fopen("/proc/self/mountinfo", "re");
+	char line[4096], mount_point[1024];
+	bool cpu_mounted = false;
+	while (mounts && !cpu_mounted && fgets(line, sizeof line, mounts))
+		cpu_mounted = cpugroup_cpu_mount(line, mount_point, sizeof mount_point);
+	if (mounts)
+		fclose(mounts);
+	if (cpu_mounted)
+		check(cpugroup_outside(&g, geteuid()) > 0, "cpugroup: a process of the run's uid "
+			"outside the group is named");
+	check(cpugroup_outside(&g, 3999999) == 0, "cpugroup: a run with no process left has none "
+		"outside (its frame read after its end)");
 	write_text(runc, "cgroup.procs", "");
 	cpugroup_lift(&g);
 	read_line(g.path, "cpu.cfs_quota_us", quota, sizeof quota);
@@ -557,8 +569,8 @@ static void test_cpugroup(void)
 	cpugroup_remove(&g);
 	check(g.path[0] == '\0' && rmdir(dir) == 0,
 		"cpugroup: removed, the runtime's group in it first");
-	check(cpugroup_hold(&g, 500) == 0 && !cpugroup_populated(&g),
-		"cpugroup: a sandbox without a group holds nothing");
+	check(cpugroup_hold(&g, 500) == 0 && cpugroup_outside(&g, geteuid()) == 0,
+		"cpugroup: a sandbox without a group holds nothing, and has nothing outside it");
 	check(cpugroup_create(&g, "/nonexistent-dir", "x") < 0 && g.path[0] == '\0',
 		"cpugroup: a group that cannot be made is none");
 	char at[64];
@@ -568,6 +580,22 @@ static void test_cpugroup(void)
 	check(cpugroup_cpu_mount("31 25 0:27 / /sys/fs/cgroup/cpu,cpuacct rw - cgroup cgroup "
 		"rw,cpuacct,cpu\n", at, sizeof at) && strcmp(at, "/sys/fs/cgroup/cpu,cpuacct") == 0,
 		"cpugroup: ... mounted with cpuacct, in either order");
+	static const char in_group[] = "9:name=systemd:/\n4:memory:/process_api/7\n"
+		"2:cpuacct:/\n1:cpu:/sage-sandbox-1000/sage-sandbox-ab/0123\n0::/\n";
+	check(cpugroup_names_group(in_group, "/sys/fs/cgroup/cpu",
+		"/sys/fs/cgroup/cpu/sage-sandbox-1000/sage-sandbox-ab"),
+		"cpugroup: /proc/PID/cgroup: in the runtime's group below the container's");
+	check(cpugroup_names_group("3:cpuacct,cpu:/sage-sandbox-1000/sage-sandbox-ab\n",
+		"/sys/fs/cgroup/cpu,cpuacct", "/sys/fs/cgroup/cpu,cpuacct/sage-sandbox-1000/sage-sandbox-ab"),
+		"cpugroup: ... in the container's own, cpu mounted with cpuacct");
+	check(!cpugroup_names_group("1:cpu:/sage-sandbox-1000/sage-sandbox-abc/0123\n",
+		"/sys/fs/cgroup/cpu", "/sys/fs/cgroup/cpu/sage-sandbox-1000/sage-sandbox-ab"),
+		"cpugroup: ... not in a group whose name only begins with the container's");
+	check(!cpugroup_names_group("2:cpuacct:/sage-sandbox-1000/sage-sandbox-ab\n1:cpu:/\n",
+		"/sys/fs/cgroup/cpu", "/sys/fs/cgroup/cpu/sage-sandbox-1000/sage-sandbox-ab") &&
+		!cpugroup_names_group("0::/\n", "/sys/fs/cgroup/cpu",
+		"/sys/fs/cgroup/cpu/sage-sandbox-1000/sage-sandbox-ab"),
+		"cpugroup: ... not where only cpuacct's names it, nor without a cpu line");
 	check(!cpugroup_cpu_mount("32 25 0:28 / /sys/fs/cgroup/cpuset rw - cgroup cgroup "
 		"rw,cpuset\n", at, sizeof at) &&
 		!cpugroup_cpu_mount("33 25 0:29 / /sys/fs/cgroup rw - cgroup2 cgroup2 rw\n", at,
