@@ -63,8 +63,8 @@ remove_user() {
 	! id "$1" >/dev/null 2>&1
 }
 
-@test "setup.sh image --for USER - a desktop user other than the account gets the image and a working run" {
-	local user=ss-desktop-test sandbox=$BATS_TEST_DIRNAME/../sage-sandbox
+@test "setup.sh image --for USER - a desktop user other than the account gets the image and a working run, their own ./setup.sh image finds it, and Sage 9.5 by name" {
+	local user=ss-desktop-test sandbox=$BATS_TEST_DIRNAME/../sage-sandbox account=${SAGE_SANDBOX_ACCOUNT:-sage-sandbox} home
 	# A new user, whatever an interrupted earlier run left.
 	remove_user "$user"
 	useradd -m -s /bin/bash "$user"
@@ -76,10 +76,39 @@ remove_user() {
 	run runuser -l "$user" -c "echo 'print(1)' | $sandbox run"
 	expect_equal "$status" 125
 	expect_match "$output" "put it in this user's podman storage with './setup.sh image'"
-	"$BATS_TEST_DIRNAME/../setup.sh" image --for "$user"
+	env -u SAGE_SANDBOX_IMAGE -u SAGE_SANDBOX_SAGE "$BATS_TEST_DIRNAME/../setup.sh" image --for "$user"
 	run runuser -l "$user" -c "echo 'print(factor(2^32+1))' | $sandbox run"
 	expect_equal "$status" 0
 	expect_equal "$output" "641 * 6700417"
+	# The user's own ./setup.sh image finds it in their storage: nothing
+	# built, no sudo asked, no settings file written for the default.
+	run runuser -l "$user" -c "$BATS_TEST_DIRNAME/../setup.sh image"
+	expect_equal "$status" 0
+	expect_match "$output" "setup: Sage 10, $DEFAULT_IMAGE: the newest; its image is in your podman storage"
+	expect_match "$output" "setup: image $DEFAULT_IMAGE is ready for $user"
+	expect_no_match "$output" "sudo"
+	[ ! -e "/home/$user/.config/sage-sandbox/settings" ]
+	if runuser -l "$account" -c "podman image exists localhost/sagemath-debian:bookworm"; then
+		# Sage 9.5 by name for that user: copied from the account's
+		# storage, and named in their settings file (the account's too:
+		# teardown puts it back), which their run then uses.
+		home=$(getent passwd "$account" | cut -d: -f6)
+		account_settings=$home/.config/sage-sandbox/settings
+		saved_settings=$BATS_TEST_TMPDIR/settings
+		[ ! -e "$account_settings" ] || cp -p "$account_settings" "$saved_settings"
+		env -u SAGE_SANDBOX_IMAGE -u SAGE_SANDBOX_SAGE "$BATS_TEST_DIRNAME/../setup.sh" image --sage 9.5 --for "$user"
+		expect_equal "$(cat "/home/$user/.config/sage-sandbox/settings")" \
+			"# written by setup.sh: Sage 9.5, chosen with --sage 9.5"$'\n'"image = localhost/sagemath-debian:bookworm"
+		run runuser -l "$user" -c "echo 'print(version())' | $sandbox run"
+		expect_equal "$status" 0
+		expect_match "$output" "^SageMath version 9\.5"
+		# The user's own ./setup.sh image, with both there: the newest,
+		# and the two lines go.
+		run runuser -l "$user" -c "$BATS_TEST_DIRNAME/../setup.sh image"
+		expect_equal "$status" 0
+		expect_match "$output" "setup: Sage 10, $DEFAULT_IMAGE: the newest; its image is in your podman storage"
+		expect_equal "$(cat "/home/$user/.config/sage-sandbox/settings")" ""
+	fi
 	remove_user "$user"
 	[ ! -e "/home/$user" ]
 }

@@ -9,6 +9,14 @@ DEFAULT_IMAGE=localhost/sagemath-passagemath:$(sed -n 's/^passagemath_version=//
 IMAGE=${SAGE_SANDBOX_IMAGE:-$DEFAULT_IMAGE}
 LABEL_FILTER=label=sage-sandbox=1
 
+# Tools the tests use besides bats and python3, which a minimal Debian
+# lacks: without ps, a listing of a sandbox's leftover processes would come
+# back empty and pass. ./setup.sh check and core install them.
+for tool in ps pgrep pkill /usr/bin/time; do
+	command -v "$tool" >/dev/null ||
+		{ echo "tests need $tool (Debian's procps, time): ./setup.sh check installs it" >&2; exit 1; }
+done
+
 # Settings from the caller's environment or settings file must not change
 # what a test means.
 export SAGE_SANDBOX_SETTINGS=/dev/null
