@@ -50,11 +50,11 @@
 #include <time.h>
 #include <unistd.h>
 
-bool cpugroup_cpu_mount(const char *line, char *out, size_t size)
+bool cpugroup_cpu_mount(const char *line, struct cpu_mount *m)
 {
-	char mount_point[1024], fstype[64], options[1024];
+	char fstype[64], options[1024];
 	const char *tail = strstr(line, " - ");
-	if (!tail || sscanf(line, "%*s %*s %*s %*s %1023s", mount_point) != 1 ||
+	if (!tail || sscanf(line, "%*s %*s %*s %511s %511s", m->root, m->point) != 2 ||
 	    sscanf(tail, " - %63s %*s %1023s", fstype, options) != 2 ||
 	    strcmp(fstype, "cgroup") != 0)
 		return false;
@@ -62,11 +62,11 @@ bool cpugroup_cpu_mount(const char *line, char *out, size_t size)
 	for (char *save, *o = strtok_r(options, ",", &save); o && !cpu;
 	     o = strtok_r(NULL, ",", &save))
 		cpu = strcmp(o, "cpu") == 0;
-	return cpu && (size_t)snprintf(out, size, "%s", mount_point) < size;
+	return cpu;
 }
 
-/* The mount point of the cgroup v1 hierarchy that has the cpu controller. */
-static bool cpu_hierarchy(char *out, size_t size)
+/* The cgroup v1 hierarchy that has the cpu controller, as mounted here. */
+static bool cpu_hierarchy(struct cpu_mount *m)
 {
 	FILE *f = fopen("/proc/self/mountinfo", "re");
 	if (!f)
@@ -74,18 +74,18 @@ static bool cpu_hierarchy(char *out, size_t size)
 	char line[4096];
 	bool found = false;
 	while (!found && fgets(line, sizeof line, f))
-		found = cpugroup_cpu_mount(line, out, size);
+		found = cpugroup_cpu_mount(line, m);
 	fclose(f);
 	return found;
 }
 
 bool cpugroup_delegated(char *dir, size_t size)
 {
-	char mount_point[1024];
+	struct cpu_mount m;
 	struct stat st;
-	if (!cpu_hierarchy(mount_point, sizeof mount_point))
+	if (!cpu_hierarchy(&m))
 		return false;
-	if ((size_t)snprintf(dir, size, "%s/" CPUGROUP_PREFIX "%lu", mount_point,
+	if ((size_t)snprintf(dir, size, "%s/" CPUGROUP_PREFIX "%lu", m.point,
 		    (unsigned long)geteuid()) >= size)
 		return false;
 	return stat(dir, &st) == 0 && S_ISDIR(st.st_mode) && access(dir, W_OK) == 0;
@@ -197,18 +197,24 @@ static int list_container(const struct cpugroup *g, pid_t *pids, int max)
 	return n;
 }
 
-bool cpugroup_names_group(const char *proc_cgroup, const char *mount_point, const char *path)
+bool cpugroup_names_group(const char *proc_cgroup, const struct cpu_mount *m, const char *path)
 {
-	size_t mount_len = strlen(mount_point), path_len = strlen(path);
-	if (strncmp(path, mount_point, mount_len) != 0)
+	/* The group as /proc/PID/cgroup names it: its path below the mount
+	 * point, under the group the mount shows there (its root: "/" but
+	 * where only part of the hierarchy is mounted, in a container). */
+	char named[1100];
+	size_t point_len = strlen(m->point);
+	if (strncmp(path, m->point, point_len) != 0 || (path[point_len] != '/' && path[point_len]) ||
+	    (size_t)snprintf(named, sizeof named, "%s%s", strcmp(m->root, "/") == 0 ? "" : m->root,
+		    path + point_len) >= sizeof named)
 		return false;
-	const char *below = path + mount_len; /* the group as /proc/PID/cgroup names it */
-	size_t below_len = path_len - mount_len;
+	size_t named_len = strlen(named);
 	for (const char *line = proc_cgroup; line && *line;) {
 		const char *end = strchr(line, '\n');
 		size_t len = end ? (size_t)(end - line) : strlen(line);
 		const char *controllers = memchr(line, ':', len);
-		const char *group = controllers ? memchr(controllers + 1, ':', len - (size_t)(controllers + 1 - line)) : NULL;
+		const char *group = controllers ?
+			memchr(controllers + 1, ':', len - (size_t)(controllers + 1 - line)) : NULL;
 		if (group) {
 			bool cpu = false;
 			for (const char *c = controllers + 1; c < group && !cpu;) {
@@ -219,68 +225,85 @@ bool cpugroup_names_group(const char *proc_cgroup, const char *mount_point, cons
 			}
 			size_t group_len = len - (size_t)(group + 1 - line);
 			if (cpu)
-				return group_len >= below_len && memcmp(group + 1, below, below_len) == 0 &&
-				       (group_len == below_len || group[1 + below_len] == '/');
+				return group_len >= named_len && memcmp(group + 1, named, named_len) == 0 &&
+				       (group_len == named_len || group[1 + named_len] == '/');
 		}
 		line = end ? end + 1 : NULL;
 	}
 	return false;
 }
 
-/* Whether the process is exiting (the kernel's PF_EXITING, in the flags
- * of /proc/PID/stat), or gone: cgroup v1 names an exiting process's group
- * "/" in /proc/PID/cgroup, wherever it was. A run's code that ends at
- * once is exiting as its B frame is read. */
-static bool exiting(const char *pid)
+/* The flags and parent of a process from /proc/PID/stat; false where it
+ * is gone. */
+static bool flags_and_parent(long pid, unsigned *flags, long *parent)
 {
-	enum { PF_EXITING_FLAG = 0x4 };
-	char path[300], text[1024];
-	snprintf(path, sizeof path, "/proc/%s/stat", pid);
+	char path[64], text[1024];
+	snprintf(path, sizeof path, "/proc/%ld/stat", pid);
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
-		return true;
+		return false;
 	ssize_t n = read(fd, text, sizeof text - 1);
 	close(fd);
 	if (n <= 0)
-		return true;
+		return false;
 	text[n] = '\0';
 	/* After the name, which may hold anything, ")" included: state,
 	 * ppid, pgrp, session, tty, tpgid, flags. */
 	const char *after = strrchr(text, ')');
-	unsigned flags = 0;
-	if (!after || sscanf(after + 1, " %*c %*d %*d %*d %*d %*d %u", &flags) != 1)
-		return true;
-	return flags & PF_EXITING_FLAG;
+	return after && sscanf(after + 1, " %*c %ld %*d %*d %*d %*d %u", parent, flags) == 2;
+}
+
+/* 1 where /proc/PID/cgroup puts the process in the group or below it, 0
+ * where it does not, -1 where the process is gone. */
+static int in_group(long pid, const struct cpu_mount *m, const char *path)
+{
+	char file[64], text[4096];
+	snprintf(file, sizeof file, "/proc/%ld/cgroup", pid);
+	int fd = open(file, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	ssize_t n = read(fd, text, sizeof text - 1);
+	close(fd);
+	/* A process that ended since it was listed has no lines. */
+	if (n <= 0)
+		return -1;
+	text[n] = '\0';
+	return cpugroup_names_group(text, m, path);
+}
+
+/* Whether a process named outside the group is one: not exiting, nor a
+ * child still being made, nor gone. cgroup v1 names "/" for a process
+ * that is exiting (the kernel's PF_EXITING: a run's code that ends at
+ * once is, as its B frame is read), and for one whose fork has not yet
+ * put it in its parent's group (the child is in /proc a moment before):
+ * its parent is in the group then. */
+static bool really_outside(long pid, const struct cpu_mount *m, const char *path)
+{
+	enum { PF_EXITING_FLAG = 0x4 };
+	unsigned flags;
+	long parent;
+	return flags_and_parent(pid, &flags, &parent) && !(flags & PF_EXITING_FLAG) &&
+	       in_group(parent, m, path) == 0;
 }
 
 pid_t cpugroup_outside(const struct cpugroup *g, uid_t uid)
 {
-	char mount_point[1024];
-	if (!g->path[0] || !cpu_hierarchy(mount_point, sizeof mount_point))
+	struct cpu_mount m;
+	if (!g->path[0] || !cpu_hierarchy(&m))
 		return 0;
 	DIR *proc = opendir("/proc");
 	struct dirent *e;
 	pid_t outside = 0;
 	while (proc && !outside && (e = readdir(proc))) {
-		char path[300], text[4096];
+		char path[300];
 		struct stat st;
 		if (e->d_name[0] < '1' || e->d_name[0] > '9')
 			continue;
 		snprintf(path, sizeof path, "/proc/%s", e->d_name);
-		if (stat(path, &st) < 0 || st.st_uid != uid)
-			continue;
-		snprintf(path, sizeof path, "/proc/%s/cgroup", e->d_name);
-		int fd = open(path, O_RDONLY | O_CLOEXEC);
-		if (fd < 0)
-			continue; /* gone meanwhile */
-		ssize_t n = read(fd, text, sizeof text - 1);
-		close(fd);
-		/* A process that ended between the two reads has no lines. */
-		if (n <= 0)
-			continue;
-		text[n] = '\0';
-		if (!cpugroup_names_group(text, mount_point, g->path) && !exiting(e->d_name))
-			outside = (pid_t)strtol(e->d_name, NULL, 10);
+		long pid = strtol(e->d_name, NULL, 10);
+		if (stat(path, &st) == 0 && st.st_uid == uid && in_group(pid, &m, g->path) == 0 &&
+		    really_outside(pid, &m, g->path))
+			outside = (pid_t)pid;
 	}
 	if (proc)
 		closedir(proc);

@@ -26,10 +26,17 @@ struct cpugroup {
 	uint64_t throttled;  /* the kernel's nr_throttled when last read */
 };
 
+/* Where a cgroup v1 hierarchy is mounted: its mount point, and the group
+ * it shows there (its root: "/", but where a container sees only part of
+ * the hierarchy). */
+struct cpu_mount {
+	char point[512];
+	char root[512];
+};
 /* Where a line of /proc/self/mountinfo ("ID PARENT DEV ROOT MOUNTPOINT
  * OPTS ... - cgroup SOURCE rw,cpu,cpuacct") mounts a cgroup v1 hierarchy
- * with the cpu controller, writes its mount point to out and returns true. */
-bool cpugroup_cpu_mount(const char *line, char *out, size_t size);
+ * with the cpu controller, fills m and returns true. */
+bool cpugroup_cpu_mount(const char *line, struct cpu_mount *m);
 /* Writes the delegated group's path to dir and returns true where it is
  * there and this account may make groups in it; false elsewhere (no cpu
  * hierarchy of cgroup v1 mounted, setup.sh not run as root since boot,
@@ -47,12 +54,13 @@ int cpugroup_hold(struct cpugroup *g, long cpus_milli);
 /* Lifts the hold: no quota. */
 void cpugroup_lift(struct cpugroup *g);
 /* Whether /proc/PID/cgroup's text puts the process in the group at path
- * (below the cpu hierarchy's mount_point), or in one below it (runc's). */
-bool cpugroup_names_group(const char *proc_cgroup, const char *mount_point, const char *path);
+ * (below the cpu hierarchy's mount m), or in one below it (runc's). */
+bool cpugroup_names_group(const char *proc_cgroup, const struct cpu_mount *m, const char *path);
 /* A process of uid (the run's own) that is neither in the group nor below
  * it, or 0 where there is none: the group holds the whole run. A run that
  * already ended has no process anywhere, and so none outside; one that is
- * ending has only exiting ones, which are not asked. */
+ * ending has only exiting ones, which are not asked, nor is a child whose
+ * fork has not yet put it in its parent's group. */
 pid_t cpugroup_outside(const struct cpugroup *g, uid_t uid);
 /* SIGKILL to every process of the container in the group and below it,
  * listed again until a listing finds none not yet killed (one forked

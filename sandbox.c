@@ -548,19 +548,19 @@ static void watch_memory(struct sandbox *sb)
  * child, after any warm-up step under way): from then until the call's
  * end the container's cpu group, where it has one, is held to --cpus
  * (cpugroup.c). The child may start a moment before the frame is read
- * here: that moment is the code's unheld (a few milliseconds). A group
- * with nothing in it was left by podman (its processes moved elsewhere):
- * nothing would hold the run, so it is refused. */
+ * here: that moment is the code's unheld (a few milliseconds). A run
+ * with a process outside its group (podman put the container elsewhere)
+ * would not be held: it is refused. That is asked of the run's own uid,
+ * so not where it shares the fallback uid (host_uid -1), which others'
+ * processes have. Whether any process is in the group is no test: this
+ * frame may be read after the run ended (a cold run of 1/0 on a loaded
+ * host), when none is anywhere. */
 static void hold_cpus(struct sandbox *sb)
 {
 	char why[128] = "";
 	pid_t outside;
 	if (!sb->cpu_group.path[0])
 		return;
-	/* Every process of the run's own uid must be in the group (podman
-	 * could have put the container elsewhere). Whether any is there is
-	 * no test: this frame may be read after the run ended (a cold run
-	 * of 1/0 on a loaded host), when none is anywhere. */
 	if (cpugroup_hold(&sb->cpu_group, sb->opt.cfg->number[SET_CPUS]) < 0)
 		snprintf(why, sizeof why, "%s", strerror(errno));
 	else if (sb->host_uid >= 0 && (outside = cpugroup_outside(&sb->cpu_group, (uid_t)sb->host_uid)))

@@ -65,6 +65,15 @@ remove_user() {
 
 @test "setup.sh image --for USER - a desktop user other than the account gets the image and a working run, their own ./setup.sh image finds it, and Sage 9.5 by name" {
 	local user=ss-desktop-test sandbox=$BATS_TEST_DIRNAME/../sage-sandbox account=${SAGE_SANDBOX_ACCOUNT:-sage-sandbox} home
+	# setup.sh chooses the newest: copied, not built, where the account has it.
+	runuser -l "$account" -c "podman image exists $DEFAULT_IMAGE" ||
+		skip "the account has no $DEFAULT_IMAGE (./setup.sh check builds it where Sage 10 can be built)"
+	# Globals: teardown puts the account's settings file back (setup.sh
+	# --for writes it too), whatever happens here.
+	home=$(getent passwd "$account" | cut -d: -f6)
+	account_settings=$home/.config/sage-sandbox/settings
+	saved_settings=$BATS_TEST_TMPDIR/settings
+	[ ! -e "$account_settings" ] || cp -p "$account_settings" "$saved_settings"
 	# A new user, whatever an interrupted earlier run left.
 	remove_user "$user"
 	useradd -m -s /bin/bash "$user"
@@ -92,10 +101,6 @@ remove_user() {
 		# Sage 9.5 by name for that user: copied from the account's
 		# storage, and named in their settings file (the account's too:
 		# teardown puts it back), which their run then uses.
-		home=$(getent passwd "$account" | cut -d: -f6)
-		account_settings=$home/.config/sage-sandbox/settings
-		saved_settings=$BATS_TEST_TMPDIR/settings
-		[ ! -e "$account_settings" ] || cp -p "$account_settings" "$saved_settings"
 		env -u SAGE_SANDBOX_IMAGE -u SAGE_SANDBOX_SAGE "$BATS_TEST_DIRNAME/../setup.sh" image --sage 9.5 --for "$user"
 		expect_equal "$(cat "/home/$user/.config/sage-sandbox/settings")" \
 			"# written by setup.sh: Sage 9.5, chosen with --sage 9.5"$'\n'"image = localhost/sagemath-debian:bookworm"

@@ -541,10 +541,11 @@ static void test_cpugroup(void)
 	/* Every process of this test's uid is outside a group of plain
 	 * directories; no process has a uid never given. */
 	FILE *mounts = fopen("/proc/self/mountinfo", "re");
-	char line[4096], mount_point[1024];
+	char line[4096];
+	struct cpu_mount m;
 	bool cpu_mounted = false;
 	while (mounts && !cpu_mounted && fgets(line, sizeof line, mounts))
-		cpu_mounted = cpugroup_cpu_mount(line, mount_point, sizeof mount_point);
+		cpu_mounted = cpugroup_cpu_mount(line, &m);
 	if (mounts)
 		fclose(mounts);
 	if (cpu_mounted)
@@ -573,33 +574,39 @@ static void test_cpugroup(void)
 		"cpugroup: a sandbox without a group holds nothing, and has nothing outside it");
 	check(cpugroup_create(&g, "/nonexistent-dir", "x") < 0 && g.path[0] == '\0',
 		"cpugroup: a group that cannot be made is none");
-	char at[64];
 	check(cpugroup_cpu_mount("30 25 0:26 / /sys/fs/cgroup/cpu rw,relatime shared:9 - cgroup "
-		"cgroup rw,cpu\n", at, sizeof at) && strcmp(at, "/sys/fs/cgroup/cpu") == 0,
-		"cpugroup: the cpu hierarchy mounted alone");
-	check(cpugroup_cpu_mount("31 25 0:27 / /sys/fs/cgroup/cpu,cpuacct rw - cgroup cgroup "
-		"rw,cpuacct,cpu\n", at, sizeof at) && strcmp(at, "/sys/fs/cgroup/cpu,cpuacct") == 0,
-		"cpugroup: ... mounted with cpuacct, in either order");
+		"cgroup rw,cpu\n", &m) && strcmp(m.point, "/sys/fs/cgroup/cpu") == 0 &&
+		strcmp(m.root, "/") == 0, "cpugroup: the cpu hierarchy mounted alone");
 	static const char in_group[] = "9:name=systemd:/\n4:memory:/process_api/7\n"
 		"2:cpuacct:/\n1:cpu:/sage-sandbox-1000/sage-sandbox-ab/0123\n0::/\n";
-	check(cpugroup_names_group(in_group, "/sys/fs/cgroup/cpu",
-		"/sys/fs/cgroup/cpu/sage-sandbox-1000/sage-sandbox-ab"),
+	check(cpugroup_names_group(in_group, &m, "/sys/fs/cgroup/cpu/sage-sandbox-1000/sage-sandbox-ab"),
 		"cpugroup: /proc/PID/cgroup: in the runtime's group below the container's");
-	check(cpugroup_names_group("3:cpuacct,cpu:/sage-sandbox-1000/sage-sandbox-ab\n",
-		"/sys/fs/cgroup/cpu,cpuacct", "/sys/fs/cgroup/cpu,cpuacct/sage-sandbox-1000/sage-sandbox-ab"),
-		"cpugroup: ... in the container's own, cpu mounted with cpuacct");
-	check(!cpugroup_names_group("1:cpu:/sage-sandbox-1000/sage-sandbox-abc/0123\n",
-		"/sys/fs/cgroup/cpu", "/sys/fs/cgroup/cpu/sage-sandbox-1000/sage-sandbox-ab"),
-		"cpugroup: ... not in a group whose name only begins with the container's");
-	check(!cpugroup_names_group("2:cpuacct:/sage-sandbox-1000/sage-sandbox-ab\n1:cpu:/\n",
-		"/sys/fs/cgroup/cpu", "/sys/fs/cgroup/cpu/sage-sandbox-1000/sage-sandbox-ab") &&
-		!cpugroup_names_group("0::/\n", "/sys/fs/cgroup/cpu",
+	check(!cpugroup_names_group("1:cpu:/sage-sandbox-1000/sage-sandbox-abc/0123\n", &m,
 		"/sys/fs/cgroup/cpu/sage-sandbox-1000/sage-sandbox-ab"),
-		"cpugroup: ... not where only cpuacct's names it, nor without a cpu line");
+		"cpugroup: ... not in a group whose name only begins with the container's");
+	check(!cpugroup_names_group("2:cpuacct:/sage-sandbox-1000/sage-sandbox-ab\n1:cpu:/\n", &m,
+		"/sys/fs/cgroup/cpu/sage-sandbox-1000/sage-sandbox-ab") &&
+		!cpugroup_names_group("0::/\n", &m, "/sys/fs/cgroup/cpu/sage-sandbox-1000/sage-sandbox-ab"),
+		"cpugroup: ... not where only cpuacct's line names it, nor without a cpu line");
+	check(cpugroup_cpu_mount("31 25 0:27 / /sys/fs/cgroup/cpu,cpuacct rw - cgroup cgroup "
+		"rw,cpuacct,cpu\n", &m) && strcmp(m.point, "/sys/fs/cgroup/cpu,cpuacct") == 0,
+		"cpugroup: ... mounted with cpuacct, in either order");
+	check(cpugroup_names_group("3:cpuacct,cpu:/sage-sandbox-1000/sage-sandbox-ab\n", &m,
+		"/sys/fs/cgroup/cpu,cpuacct/sage-sandbox-1000/sage-sandbox-ab"),
+		"cpugroup: ... in the container's own, cpu mounted with cpuacct");
+	/* In a container that sees part of the hierarchy (Docker's, cgroup
+	 * namespace the host's): the mount shows /docker/ID. */
+	check(cpugroup_cpu_mount("40 35 0:30 /docker/d0 /sys/fs/cgroup/cpu ro - cgroup cgroup rw,cpu\n",
+		&m) && strcmp(m.root, "/docker/d0") == 0 &&
+		cpugroup_names_group("5:cpu:/docker/d0/sage-sandbox-1000/sage-sandbox-ab/0123\n", &m,
+		"/sys/fs/cgroup/cpu/sage-sandbox-1000/sage-sandbox-ab") &&
+		!cpugroup_names_group("5:cpu:/sage-sandbox-1000/sage-sandbox-ab\n", &m,
+		"/sys/fs/cgroup/cpu/sage-sandbox-1000/sage-sandbox-ab"),
+		"cpugroup: ... below a mount whose root is a group of its own");
 	check(!cpugroup_cpu_mount("32 25 0:28 / /sys/fs/cgroup/cpuset rw - cgroup cgroup "
-		"rw,cpuset\n", at, sizeof at) &&
-		!cpugroup_cpu_mount("33 25 0:29 / /sys/fs/cgroup rw - cgroup2 cgroup2 rw\n", at,
-		sizeof at), "cpugroup: cpuset and cgroup v2 are not it");
+		"rw,cpuset\n", &m) &&
+		!cpugroup_cpu_mount("33 25 0:29 / /sys/fs/cgroup rw - cgroup2 cgroup2 rw\n", &m),
+		"cpugroup: cpuset and cgroup v2 are not it");
 }
 
 int main(void)
