@@ -82,6 +82,19 @@ int read_file(const char *path, size_t max, struct buffer *out)
 	return rc;
 }
 
+ssize_t read_small(int dir_fd, const char *path, char *text, size_t size)
+{
+	int fd = openat(dir_fd, path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	ssize_t n = read(fd, text, size - 1);
+	close(fd);
+	if (n < 0)
+		return -1;
+	text[n] = '\0';
+	return n;
+}
+
 const char *last_line(const char *text, size_t size, size_t *len)
 {
 	while (size && (text[size - 1] == '\n' || text[size - 1] == '\r' || text[size - 1] == ' '))

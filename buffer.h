@@ -3,6 +3,7 @@
 #define SAGE_SANDBOX_BUFFER_H
 
 #include <stddef.h>
+#include <sys/types.h>
 
 /* Always NUL-terminated after its len bytes once anything was appended. */
 struct buffer {
@@ -29,5 +30,9 @@ const char *next_line(const char **cursor, size_t *len);
 int read_file(const char *path, size_t max, struct buffer *out);
 /* The same from an open descriptor, to its end. */
 int read_fd(int fd, size_t max, struct buffer *out);
+/* A file of /proc (path, relative to dir_fd or absolute) in one read, as
+ * the kernel gives it, into text (size bytes, NUL-terminated): its length,
+ * or -1 where it cannot be opened or read (the process gone). */
+ssize_t read_small(int dir_fd, const char *path, char *text, size_t size);
 
 #endif

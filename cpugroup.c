@@ -36,6 +36,7 @@
  * where that is a container's, the group outlives its container, never
  * removable, with that idle process charged nothing. */
 #include "cpugroup.h"
+#include "buffer.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -239,14 +240,8 @@ static bool flags_and_parent(long pid, unsigned *flags, long *parent)
 {
 	char path[64], text[1024];
 	snprintf(path, sizeof path, "/proc/%ld/stat", pid);
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
+	if (read_small(AT_FDCWD, path, text, sizeof text) <= 0)
 		return false;
-	ssize_t n = read(fd, text, sizeof text - 1);
-	close(fd);
-	if (n <= 0)
-		return false;
-	text[n] = '\0';
 	/* After the name, which may hold anything, ")" included: state,
 	 * ppid, pgrp, session, tty, tpgid, flags. */
 	const char *after = strrchr(text, ')');
@@ -259,15 +254,9 @@ static int in_group(long pid, const struct cpu_mount *m, const char *path)
 {
 	char file[64], text[4096];
 	snprintf(file, sizeof file, "/proc/%ld/cgroup", pid);
-	int fd = open(file, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return -1;
-	ssize_t n = read(fd, text, sizeof text - 1);
-	close(fd);
 	/* A process that ended since it was listed has no lines. */
-	if (n <= 0)
+	if (read_small(AT_FDCWD, file, text, sizeof text) <= 0)
 		return -1;
-	text[n] = '\0';
 	return cpugroup_names_group(text, m, path);
 }
 

@@ -135,6 +135,7 @@
  * Where root delegated a cpu group to the account, the scheduler holds
  * --cpus instead, by every route (cpugroup.c), and this throttle is off. */
 #include "memwatch.h"
+#include "buffer.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -353,19 +354,6 @@ static struct proc *slot(struct proc *table, pid_t pid)
 	while (table[i].pid && table[i].pid != pid)
 		i = (i + 1) % TABLE_SIZE;
 	return &table[i];
-}
-
-static ssize_t read_small(int dir_fd, const char *path, char *text, size_t size)
-{
-	int fd = openat(dir_fd, path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return -1;
-	ssize_t n = read(fd, text, size - 1);
-	close(fd);
-	if (n < 0)
-		return -1;
-	text[n] = '\0';
-	return n;
 }
 
 /* A listing of /proc from its start (a dup shares the offset of the last
