@@ -25,7 +25,7 @@ LIBS = -ljansson -lnettle -lm $(LDLIBS)
 SOURCES = frames.c loop.c process.c buffer.c error.c signals.c settings.c podman.c cache.c rootless.c host.c \
 	image.c sandbox.c runner.c oneshot.c result.c terminal.c memwatch.c cpugroup.c json.c selftest.c \
 	mcp.c embedded.c infiles.c outfiles.c names.c sniff.c base64.c jobs.c batch.c status.c \
-	rundir.c request.c buildid.c client.c server.c
+	rundir.c request.c buildid.c client.c server.c uidclaim.c
 CORE_OBJECTS = $(SOURCES:.c=.o)
 OBJECTS = sage-sandbox.o $(CORE_OBJECTS)
 HEADERS = $(SOURCES:.c=.h)

@@ -13,7 +13,8 @@
  * from these, and so is the summary that run --json and status report. */
 #define SANDBOX_NETWORK "none"
 /* Each sandbox runs as a uid (and gid) of its own, drawn from this range
- * where the user's rootless mapping holds it: see podman_run_args(). */
+ * where the user's rootless mapping holds it and claimed while it lives
+ * (uidclaim.c): see podman_run_args(). */
 #define SANDBOX_UID_MIN 10000
 #define SANDBOX_UID_MAX 59999
 #define SANDBOX_PULL "never"

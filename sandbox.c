@@ -7,6 +7,7 @@
 #include "frames.h"
 #include "json.h"
 #include "memwatch.h"
+#include "uidclaim.h"
 #include "process.h"
 
 
@@ -16,7 +17,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/random.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -63,6 +63,9 @@ struct sandbox {
 	struct loop_watch *out_watch, *err_watch;
 	struct loop_timer *deadline_timer, *grace_timer, *retry_timer, *memwatch_timer;
 	struct loop_timer *count_timer; /* until memwatch_count settles */
+	/* The uid its processes run as, claimed while the sandbox lives
+	 * (uidclaim.c): no other live sandbox runs as it. */
+	struct uid_claim uid_claim;
 	long host_uid; /* the run's own, for the memory watchdog; -1: not watched */
 	/* The watchdog of the run's memory and CPU (memwatch.c), where no
 	 * cgroup bounds them; NULL where none is kept. Owned. */
@@ -137,23 +140,6 @@ int sandbox_check_code(const char *code, size_t len, const char *origin, struct 
 		i += n;
 	}
 	return 0;
-}
-
-/* A uid for this sandbox alone, so that its processes count against no
- * other sandbox's nproc limit: random, as sandboxes of one account start
- * from many processes with no common registry. Among 50000 uids, two of 8
- * concurrent runs share one with a probability of 0.06%. A rootless
- * mapping too small for the range gets SANDBOX_UID_MIN's share of it, or
- * 1000 (shared) where even that is missing. */
-static unsigned long sandbox_uid(const struct podman_host *host)
-{
-	unsigned long top = sandbox_uid_max(host);
-	uint32_t random;
-	if (top < SANDBOX_UID_MIN)
-		return 1000;
-	if (getrandom(&random, sizeof random, 0) != sizeof random)
-		abort();
-	return SANDBOX_UID_MIN + random % (top - SANDBOX_UID_MIN + 1);
 }
 
 /* The seccomp profile as an anonymous in-memory file, for podman to read as
@@ -870,7 +856,12 @@ static int spawn_podman(struct sandbox *sb, struct error *err)
 		return -1;
 	container_name(sb->name, sizeof sb->name);
 	process_identity(getpid(), owner, sizeof owner);
-	unsigned long uid = sandbox_uid(opt->host);
+	/* After a start race, the new uid is drawn while the old is still
+	 * claimed, then the old let go. */
+	struct uid_claim old_claim = sb->uid_claim;
+	sb->uid_claim = UID_CLAIM_NONE;
+	unsigned long uid = uid_claim_draw(&sb->uid_claim, opt->host);
+	uid_claim_release(&old_claim);
 	args_free(&sb->args);
 	const char *mode = opt->session ? "session" : opt->serial ? "serial" : "once";
 	podman_run_args(&sb->args, opt->cfg, opt->host, opt->image, opt->podman, sb->name, owner,
@@ -951,6 +942,7 @@ struct sandbox *sandbox_start(struct loop *loop, const struct sandbox_options *o
 	sb->run_from = sb->started_at;
 	sb->podman.pidfd = sb->podman.stdin_fd = sb->podman.stdout_fd = sb->podman.stderr_fd = -1;
 	sb->profile_fd = -1;
+	sb->uid_claim = UID_CLAIM_NONE;
 	int spawned = spawn_podman(sb, err);
 	if (spawned < 0) {
 		sandbox_free(sb);
@@ -1221,6 +1213,7 @@ void sandbox_free(struct sandbox *sb)
 		capture_abandon(&sb->discards[i]);
 	memwatch_free(sb->memwatch);
 	cpugroup_remove(&sb->cpu_group);
+	uid_claim_release(&sb->uid_claim);
 	queue_free(sb->input);
 	/* A client still running is left to finish on its own (conmon removes
 	 * the container); we only let go of our ends. */

@@ -66,7 +66,14 @@ while True:
 	done
 	expect_match "$(cat "$BATS_TEST_TMPDIR/bomb.out")" "^held 9[0-9]$" "the bomb is at its limit"
 	# Each run has its own host uid, so the bomb's processes count against
-	# its own nproc limit only.
+	# its own nproc limit only; the bomb's is claimed (an abstract socket
+	# named after it, uidclaim.c), so no run started meanwhile draws it.
+	local shared low high bomb_uid
+	read -r shared low high < <(sandbox_host_uids)
+	bomb_uid=$(ps -eo uid= | awk -v l="$low" -v h="$high" '$1 >= l && $1 <= h' | sort | uniq -c |
+		sort -rn | awk '$1 >= 90 { print $2; exit }')
+	expect_match "$bomb_uid" "^[0-9]+$" "the bomb's host uid"
+	expect_equal "$(grep -c " @sage-sandbox-uid-$bomb_uid\$" /proc/net/unix)" 1 "the bomb's uid claimed"
 	sage 'print(factor(2^64+1))
 import os
 pid = os.fork()
@@ -77,6 +84,7 @@ print(os.waitpid(pid, 0)[1])' 0 run
 0"
 	kill -TERM "$bomb"
 	wait "$bomb" || true
+	expect_equal "$(grep -c " @sage-sandbox-uid-$bomb_uid\$" /proc/net/unix)" 0 "the claim goes with its run"
 }
 
 @test "attack - a 4 GiB allocation under --memory 512m fails inside" {

@@ -4,6 +4,7 @@
  * bats suite. */
 #include "base64.h"
 #include "cpugroup.h"
+#include "uidclaim.h"
 #include "jobs.h"
 #include "json.h"
 #include "mcp.h"
@@ -609,6 +610,36 @@ static void test_cpugroup(void)
 		"cpugroup: cpuset and cgroup v2 are not it");
 }
 
+/* uidclaim.c on a mapping of two uids for sandboxes (10000 and 10001), on
+ * host uids far from any real account's: two live claims never share a
+ * uid; a third draw, all being claimed, gets one unclaimed; a uid let go
+ * is drawn again. */
+static void test_uid_claim(void)
+{
+	struct podman_host host = {.id_count = SANDBOX_UID_MIN + 2, .uid_ranges = 1,
+		.uid_map = {{.container = 1, .host = 3999000000UL, .size = SANDBOX_UID_MIN + 1}}};
+	struct uid_claim a = UID_CLAIM_NONE, b = UID_CLAIM_NONE, c = UID_CLAIM_NONE;
+	unsigned long ua = uid_claim_draw(&a, &host), ub = uid_claim_draw(&b, &host);
+	check(a.fd >= 0 && b.fd >= 0 && ua != ub && ua >= SANDBOX_UID_MIN && ub >= SANDBOX_UID_MIN &&
+		ua <= SANDBOX_UID_MIN + 1 && ub <= SANDBOX_UID_MIN + 1,
+		"uidclaim: two live claims, two uids");
+	unsigned long uc = uid_claim_draw(&c, &host);
+	check(c.fd < 0 && (uc == ua || uc == ub), "uidclaim: all claimed: a uid, unclaimed");
+	uid_claim_release(&a);
+	check(a.fd == -1, "uidclaim: released");
+	unsigned long again = 0;
+	for (int i = 0; i < 8 && again != ua; i++) {
+		uid_claim_release(&c);
+		again = uid_claim_draw(&c, &host);
+	}
+	check(again == ua && c.fd >= 0, "uidclaim: a uid let go is drawn and claimed again");
+	uid_claim_release(&b);
+	uid_claim_release(&c);
+	struct podman_host small = {.id_count = 65536 / 8};
+	check(uid_claim_draw(&c, &small) == 1000 && c.fd < 0,
+		"uidclaim: a small mapping: the shared uid 1000, unclaimed");
+}
+
 int main(void)
 {
 	check_string("plain", 5, "\"plain\"", "plain ASCII is copied");
@@ -845,6 +876,7 @@ int main(void)
 	test_jobs();
 	test_settings_file();
 	test_cpugroup();
+	test_uid_claim();
 
 	printf("1..%d\n", test_number);
 	return failures ? 1 : 0;

@@ -1,0 +1,26 @@
+/* uidclaim.h: the uid a sandbox's processes run as, drawn at random in the
+ * account's mapping and claimed for as long as the sandbox lives, so that
+ * no two live sandboxes on the host run as one host uid. */
+#ifndef SAGE_SANDBOX_UIDCLAIM_H
+#define SAGE_SANDBOX_UIDCLAIM_H
+
+#include "podman.h"
+
+/* A claim: an abstract unix socket bound to the host uid's name; -1 where
+ * none is held. Owned by the sandbox that drew the uid. */
+struct uid_claim {
+	int fd;
+};
+
+#define UID_CLAIM_NONE ((struct uid_claim){.fd = -1})
+
+/* A uid in [SANDBOX_UID_MIN, sandbox_uid_max(host)] that no live claim on
+ * this host holds, claimed in *claim (which must hold none). Where every
+ * draw found its uid claimed, or a claim cannot be made, the last draw,
+ * unclaimed: two sandboxes then may share it, as before claims. 1000
+ * (shared, unclaimed) where the mapping is smaller than the range. */
+unsigned long uid_claim_draw(struct uid_claim *claim, const struct podman_host *host);
+/* Lets the uid go (nothing where none is held). */
+void uid_claim_release(struct uid_claim *claim);
+
+#endif
