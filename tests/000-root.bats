@@ -77,6 +77,10 @@ remove_user() {
 	# A new user, whatever an interrupted earlier run left.
 	remove_user "$user"
 	useradd -m -s /bin/bash "$user"
+	# The binary and setup.sh where that user can run them: the account's
+	# home, where the tree is, is 0700 on Debian 13 (useradd's HOME_MODE).
+	install -o "$user" -m 755 "$sandbox" "$BATS_TEST_DIRNAME/../setup.sh" "/home/$user/"
+	sandbox=/home/$user/sage-sandbox
 	# That user's own rootless podman, as it works on this host kind.
 	runuser -l "$user" -c 'mkdir -p ~/.config/containers &&
 		printf "[engine]\nruntime = \"runc\"\ncgroup_manager = \"cgroupfs\"\nevents_logger = \"file\"\n" >~/.config/containers/containers.conf &&
@@ -91,7 +95,7 @@ remove_user() {
 	expect_equal "$output" "641 * 6700417"
 	# The user's own ./setup.sh image finds it in their storage: nothing
 	# built, no sudo asked, no settings file written for the default.
-	run runuser -l "$user" -c "$BATS_TEST_DIRNAME/../setup.sh image"
+	run runuser -l "$user" -c "./setup.sh image"
 	expect_equal "$status" 0
 	expect_match "$output" "setup: Sage 10, $DEFAULT_IMAGE: the newest; its image is in your podman storage"
 	expect_match "$output" "setup: image $DEFAULT_IMAGE is ready for $user"
@@ -109,7 +113,7 @@ remove_user() {
 		expect_match "$output" "^SageMath version 9\.5"
 		# The user's own ./setup.sh image, with both there: the newest,
 		# and the two lines go.
-		run runuser -l "$user" -c "$BATS_TEST_DIRNAME/../setup.sh image"
+		run runuser -l "$user" -c "./setup.sh image"
 		expect_equal "$status" 0
 		expect_match "$output" "setup: Sage 10, $DEFAULT_IMAGE: the newest; its image is in your podman storage"
 		expect_equal "$(cat "/home/$user/.config/sage-sandbox/settings")" ""

@@ -745,7 +745,7 @@ static struct runner *runner_for(struct loop *loop, struct host *h, const char *
 		int serial)
 {
 	*h = (struct host){.image = fake_image, .image_checked = true};
-	snprintf(h->podman, sizeof h->podman, "%s", podman);
+	snprintf(h->podman, sizeof h->podman, "%.*s", (int)sizeof h->podman - 1, podman);
 	struct runner_options o = {.loop = loop, .host = h, .cfg = &cfg, .who = "unit",
 		.running_max = 1, .serial = serial};
 	return runner_new(&o);
