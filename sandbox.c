@@ -7,9 +7,8 @@
 #include "frames.h"
 #include "json.h"
 #include "memwatch.h"
-#include "uidclaim.h"
 #include "process.h"
-
+#include "uidclaim.h"
 
 #include <errno.h>
 #include <signal.h>
@@ -857,7 +856,8 @@ static int spawn_podman(struct sandbox *sb, struct error *err)
 	container_name(sb->name, sizeof sb->name);
 	process_identity(getpid(), owner, sizeof owner);
 	/* After a start race, the new uid is drawn while the old is still
-	 * claimed, then the old let go. */
+	 * claimed, then the old let go: the lost container's removal
+	 * (discards) may still run, and its uid is not drawn again meanwhile. */
 	struct uid_claim old_claim = sb->uid_claim;
 	sb->uid_claim = UID_CLAIM_NONE;
 	unsigned long uid = uid_claim_draw(&sb->uid_claim, opt->host);

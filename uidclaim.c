@@ -8,15 +8,22 @@
  * no common parent, and a random draw alone gave two of k live sandboxes
  * one uid with a chance of about k in 50000 per start.
  *
- * The claim is an abstract unix socket named after the host uid: binding
- * it is exclusive in the host's network namespace, it needs no file and no
- * directory that the environment (XDG_RUNTIME_DIR) would choose, and the
- * kernel lets it go when its descriptor closes, however the process ends:
- * no registry to go stale. Another local user can bind such a name first;
- * that only keeps us off that uid. The claim is the sandbox's, not the
- * container's: a container that outlives the process that drew its uid
- * (killed) runs unclaimed until its idle end, podman's --timeout or
- * 'sage-sandbox cleanup' removes it. */
+ * The claim is an abstract unix socket named after the host uid, bound: a
+ * name binds once per network namespace and socket type (every version
+ * must use the same type: SOCK_STREAM), it needs no file and no directory
+ * that the environment (XDG_RUNTIME_DIR) would choose, and the kernel
+ * lets it go when its descriptor closes, however the process ends: no
+ * registry to go stale. It never listens: a connection to it is refused,
+ * and nothing can be queued on it. Another local user can bind such a
+ * name first; that only keeps us off that uid.
+ *
+ * What it does not cover: the claim is the sandbox's, not the
+ * container's, so a container that outlives it (the process that drew the
+ * uid killed, or its container not removed after REMOVE_TRIES) runs
+ * unclaimed until its idle end, podman's --timeout or 'sage-sandbox
+ * cleanup' removes it; processes in another network namespace claim
+ * apart; and where every draw finds a claim, or no socket can be made,
+ * the uid is drawn as before claims. */
 #include "uidclaim.h"
 
 #include <errno.h>
@@ -24,7 +31,6 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 #include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/un.h>
@@ -55,7 +61,7 @@ static int claim(struct uid_claim *c, const struct podman_host *host, unsigned l
 			host_uid) :
 		snprintf(addr.sun_path + 1, sizeof addr.sun_path - 1, "sage-sandbox-uid-%u-%lu",
 			(unsigned)geteuid(), uid);
-	int fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (fd < 0)
 		return -1;
 	if (bind(fd, (struct sockaddr *)&addr, offsetof(struct sockaddr_un, sun_path) + 1 + n) < 0) {

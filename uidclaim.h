@@ -1,6 +1,7 @@
 /* uidclaim.h: the uid a sandbox's processes run as, drawn at random in the
  * account's mapping and claimed for as long as the sandbox lives, so that
- * no two live sandboxes on the host run as one host uid. */
+ * a sandbox started on this host draws no uid a live one holds (uidclaim.c
+ * says where that does not hold). */
 #ifndef SAGE_SANDBOX_UIDCLAIM_H
 #define SAGE_SANDBOX_UIDCLAIM_H
 

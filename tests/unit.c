@@ -1,10 +1,10 @@
 /* unit.c: tests of the pure helpers (JSON writing, setting parsing, code
- * checks, what podman prints), as TAP. The loop and the process module are
+ * checks, what podman prints) and of small mechanisms on the real kernel
+ * (cpu groups on plain directories, uid claims' sockets), as TAP. The loop and the process module are
  * in unit-loop.c; everything else is tested against the real sandbox by the
  * bats suite. */
 #include "base64.h"
 #include "cpugroup.h"
-#include "uidclaim.h"
 #include "jobs.h"
 #include "json.h"
 #include "mcp.h"
@@ -15,6 +15,7 @@
 #include "rootless.h"
 #include "selftest.h"
 #include "terminal.h"
+#include "uidclaim.h"
 
 #include <fcntl.h>
 #include <jansson.h>
@@ -611,15 +612,20 @@ static void test_cpugroup(void)
 }
 
 /* uidclaim.c on a mapping of two uids for sandboxes (10000 and 10001), on
- * host uids far from any real account's: two live claims never share a
- * uid; a third draw, all being claimed, gets one unclaimed; a uid let go
- * is drawn again. */
+ * host uids of this test's own (far above any account's, and its pid in
+ * them: two runs of the test at once claim apart): two live claims never
+ * share a uid; a third draw, all being claimed, gets one unclaimed; a uid
+ * let go is drawn again. */
 static void test_uid_claim(void)
 {
 	struct podman_host host = {.id_count = SANDBOX_UID_MIN + 2, .uid_ranges = 1,
-		.uid_map = {{.container = 1, .host = 3999000000UL, .size = SANDBOX_UID_MIN + 1}}};
+		.uid_map = {{.container = 1, .host = 3000000000UL + (unsigned long)getpid() * 65536,
+			.size = SANDBOX_UID_MIN + 1}}};
 	struct uid_claim a = UID_CLAIM_NONE, b = UID_CLAIM_NONE, c = UID_CLAIM_NONE;
-	unsigned long ua = uid_claim_draw(&a, &host), ub = uid_claim_draw(&b, &host);
+	unsigned long ua = uid_claim_draw(&a, &host), ub = 0;
+	/* 16 draws of b can all land on a's uid (once in 65536): drawn again. */
+	for (int i = 0; i < 8 && b.fd < 0; i++)
+		ub = uid_claim_draw(&b, &host);
 	check(a.fd >= 0 && b.fd >= 0 && ua != ub && ua >= SANDBOX_UID_MIN && ub >= SANDBOX_UID_MIN &&
 		ua <= SANDBOX_UID_MIN + 1 && ub <= SANDBOX_UID_MIN + 1,
 		"uidclaim: two live claims, two uids");
