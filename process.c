@@ -208,6 +208,15 @@ int process_signal(struct process *p, int sig)
 	return pidfd_send_signal(p->pidfd, sig, NULL, 0);
 }
 
+int process_signal_group(struct process *p, int sig)
+{
+	if (p->exited || p->pidfd < 0) {
+		errno = ESRCH;
+		return -1;
+	}
+	return kill(-p->pid, sig);
+}
+
 /* The one place a process's watch is released and its descriptors closed. */
 static void process_close(struct process *p)
 {
@@ -378,7 +387,7 @@ static void capture_timeout(void *data)
 	 * exit: its status stands, the pipes are let go. */
 	if (!r->proc.exited) {
 		r->cap.timed_out = true;
-		process_signal(&r->proc, SIGKILL);
+		process_signal_group(&r->proc, SIGKILL);
 	}
 	/* A descendant may hold the pipes: stop listening to them. */
 	loop_unwatch(&r->out_watch);

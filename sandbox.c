@@ -632,10 +632,12 @@ void sandbox_stop(struct sandbox *sb, enum stop_reason reason, int signal)
 	close_stream(sb, true);
 	if (sb->out)
 		outfiles_stopped(sb->out);
-	/* The client goes first: a live one, blocked writing output nobody
-	 * reads, holds up the removal by seconds; and once it is dead it
-	 * cannot create the container after the removal. */
-	process_signal(&sb->podman, SIGKILL);
+	/* The client goes first, with the child it runs on in (its process
+	 * group): a live one, blocked writing output nobody reads, holds up
+	 * the removal by seconds (podman 5's kept conmon from reaping the
+	 * container's process, and `podman rm` failed for as long); and once
+	 * it is dead it cannot create the container after the removal. */
+	process_signal_group(&sb->podman, SIGKILL);
 	start_remove(sb);
 }
 

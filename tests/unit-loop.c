@@ -200,6 +200,62 @@ static void ignores_sigterm(void)
 	loop_free(loop);
 }
 
+/* A program that runs on in a child of its own (as rootless podman does,
+ * executing itself again to join its user namespace), the child blocked:
+ * a SIGKILL of its group ends both; once reaped, nothing goes out. */
+static void group_kill(void)
+{
+	struct loop *loop = loop_new();
+	struct exit_seen seen = {.loop = loop};
+	char dir[] = "/tmp/unit-group-XXXXXX", pidfile[64];
+	check(mkdtemp(dir) != NULL, "group kill: a directory");
+	snprintf(pidfile, sizeof pidfile, "%s/child", dir);
+	char *argv[] = {"/bin/sh", "-c", "sleep 60 & echo $! >\"$0\"; wait", pidfile, NULL};
+	struct process p;
+	struct process_spec spec = {.argv = argv, .envp = no_env, .pass_fd = -1,
+		.on_exit = note_exit, .data = &seen};
+	process_spawn(loop, &p, &spec);
+	int child = 0;
+	for (int i = 0; i < 100 && child <= 0; i++) {
+		usleep(20000);
+		FILE *f = fopen(pidfile, "r");
+		if (f && fscanf(f, "%d", &child) != 1)
+			child = 0;
+		if (f)
+			fclose(f);
+	}
+	check(child > 0 && kill(child, 0) == 0, "group kill: the child runs");
+	check(process_signal_group(&p, SIGKILL) == 0, "group kill: sent to the group");
+	struct loop_scope scope;
+	struct loop_timer *t = NULL;
+	loop_scope_init(&scope, loop, "the test");
+	loop_timer_arm(&scope, &t, loop_now_ms() + 5000, quit_after, loop);
+	while (!seen.seen)
+		if (loop_run(loop) < 0 || !t)
+			break;
+	bool child_gone = false;
+	for (int i = 0; i < 100 && !child_gone; i++) {
+		/* Its parent, reparented to init (or a subreaper), reaps it. */
+		char stat[64], text[256] = "";
+		snprintf(stat, sizeof stat, "/proc/%d/stat", child);
+		FILE *f = fopen(stat, "r");
+		child_gone = !f || (fgets(text, sizeof text, f) && strstr(text, ") Z "));
+		if (f)
+			fclose(f);
+		if (!child_gone)
+			usleep(20000);
+	}
+	check(seen.seen && seen.status == 128 + SIGKILL && child_gone,
+		"group kill: the program and the child it runs on in both end");
+	check(process_signal_group(&p, SIGKILL) < 0 && errno == ESRCH,
+		"group kill: once reaped, no signal goes out");
+	loop_scope_end(&scope);
+	process_release(&p);
+	unlink(pidfile);
+	rmdir(dir);
+	loop_free(loop);
+}
+
 static void sigchld_ignored(void)
 {
 	struct capture cap;
@@ -637,6 +693,7 @@ int main(void)
 	flood();
 	grandchild_holds_pipe();
 	ignores_sigterm();
+	group_kill();
 	sigchld_ignored();
 	exec_failure();
 	no_fd_leak_when_spawn_fails();
