@@ -58,6 +58,32 @@ print(E.conductor(), E.rank())' 0 run
 	expect_equal "$errors" "" "stderr"
 }
 
+@test "sage - GAP starts from the workspace the image keeps, linked where Sage looks, and writes none into /tmp" {
+	sage 'import os
+print(any(n.startswith("libgap-workspace-") for n in os.listdir("/usr/local/share/sage-sandbox")) if os.path.isdir("/usr/local/share/sage-sandbox") else False)' 0 run
+	[ "$output" = True ] ||
+		skip "$IMAGE keeps no GAP workspace (./setup.sh adds it to the images it makes)"
+	sage 'import os
+print(libgap.eval("Size(SymmetricGroup(5))"))
+print("-L" in libgap.eval("GAPInfo.KernelInfo.COMMAND_LINE").sage())
+gap = os.path.join(os.environ["DOT_SAGE"], "gap")
+print(sorted((name.split("-")[0], os.path.islink(os.path.join(gap, name))) for name in os.listdir(gap)))
+print(sorted(os.listdir(os.environ["HOME"])))
+print([os.path.join(r, f) for r, ds, fs in os.walk("/tmp") for f in fs
+       if os.lstat(os.path.join(r, f)).st_size > 2**20])' 0 run
+	# A GAP restored from a workspace runs its exit functions once, which
+	# save its history: in ~/.gap where it is (9.5's GAP makes it as it
+	# starts), else in ~/.gap_hist.
+	local home="['.gap_hist']"
+	[ "$(sage_version)" != 9.5 ] || home="['.gap']"
+	expect_equal "$output" "120
+True
+[('README.txt', False), ('libgap', True)]
+$home
+[]"
+	expect_equal "$errors" "" "stderr"
+}
+
 @test "sage - the code's functions and classes are __main__'s, as in a fresh Sage: pickled by dumps(), @parallel and multiprocessing" {
 	sage 'import multiprocessing, sys
 class Point:

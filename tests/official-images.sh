@@ -20,7 +20,8 @@
 #   broken         Debian's layout whose sage.all_cmdline fails to import,
 #                  while sage.version (what the image probe asks) works
 #   gap-crash      Debian's layout whose GAP cannot start (its lib/init.g
-#                  removed): GAP's first use, a warm-up's too, ends the
+#                  removed, and the saved workspace GAP would start from
+#                  instead): GAP's first use, a warm-up's too, ends the
 #                  process with SIGSEGV
 # Each has the official ENTRYPOINT (sage -sh -c), CMD, WORKDIR and HOME,
 # none of which may matter to sage-sandbox.
@@ -110,7 +111,7 @@ containerfile() {
 		echo "FROM $base"
 		cat <<-'EOF_GAP'
 		USER root
-		RUN rm /usr/share/gap/lib/init.g
+		RUN rm -f /usr/share/gap/lib/init.g /usr/local/share/sage-sandbox/libgap-workspace-*
 		USER sage
 		EOF_GAP
 		;;
