@@ -330,16 +330,17 @@ build_image() {
 }
 
 # add_gap_workspace USER: GAP's saved workspace in USER's $image, where it
-# has none: Sage's libgap, started once in a build over the image (as
-# root; HOME, DOT_SAGE and TMPDIR in a directory removed after), saves the workspace it saves at a first start; it is kept as
+# has none. Sage's libgap, started once in a build over the image (as
+# root; HOME, DOT_SAGE and TMPDIR in a directory removed after), saves the
+# workspace it saves at a first start, which is kept as
 # /usr/local/share/sage-sandbox/libgap-workspace-HASH, HASH Sage's own for
 # that GAP (its root paths, version and architecture on Sage 10, libgap's
 # path on 9.5), in a layer over the image, labelled. The launcher starts
 # GAP from it (launcher/gapspace.py) in 0.15 s, where a fresh container's
 # Sage read GAP's library (1.3 s) and saved its own into /tmp (57 MB). An
-# image made before this gets its layer at the next ./setup.sh (about 15
-# s). (podman build: podman 4.3's commit fails rootless, "runroot must be
-# set".)
+# image made before this gets its layer at the next ./setup.sh (about 5
+# s). A podman build: podman 4.3's commit fails rootless ("runroot must be
+# set").
 add_gap_workspace() {
 	local user=$1 python context label=sage-sandbox.gap-workspace
 	local log=$build_dir/sage-sandbox-gap-workspace.log
