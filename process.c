@@ -210,11 +210,13 @@ int process_signal(struct process *p, int sig)
 
 int process_signal_group(struct process *p, int sig)
 {
-	if (p->exited || p->pidfd < 0) {
+	if (p->exited || p->pidfd < 0 || p->pid <= 1) {
 		errno = ESRCH;
 		return -1;
 	}
-	return kill(-p->pid, sig);
+	if (kill(-p->pid, sig) == 0)
+		return 0;
+	return process_signal(p, sig);
 }
 
 /* The one place a process's watch is released and its descriptors closed. */

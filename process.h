@@ -56,12 +56,16 @@ int process_spawn(struct loop *loop, struct process *p, const struct process_spe
  * have given to another process. 0, or -1 with errno (ESRCH once gone). */
 int process_signal(struct process *p, int sig);
 /* Sends sig to the child's process group (its own: process_spawn makes it
- * one), so that a program that runs on in a child of its own goes with it:
- * rootless podman executes itself again in a child to join its user
- * namespace, and podman 5's outlived a SIGKILL of ours, blocked, attached
- * to the container, which could then not be removed. Only while the child
- * is not reaped (the group's id is its pid: till then no other's); else as
- * process_signal. */
+ * one), so that a program that runs on in a child of its own goes with it.
+ * Rootless podman executes itself again in a child to join its user
+ * namespace; that child is told only SIGTERM when its parent dies
+ * (PR_SET_PDEATHSIG), which `podman run` forwards to the container (its
+ * --sig-proxy) and lives on: blocked writing output nobody read, it kept
+ * conmon from reaping the container, and podman 5's `podman rm` failed.
+ * Nothing else is in the group: podman's pause process makes a session of
+ * its own, conmon a group of its own. Only while the child is not reaped
+ * (the group's id is its pid: till then no other's); where the group is
+ * gone, as process_signal. */
 int process_signal_group(struct process *p, int sig);
 /* Stops watching the child and closes our ends; kills and reaps it first if
  * it is still running. */

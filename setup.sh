@@ -330,30 +330,37 @@ build_image() {
 }
 
 # add_gap_workspace USER: GAP's saved workspace in USER's $image, where it
-# has none. Sage's libgap, started once in a build over the image (as
-# root; HOME, DOT_SAGE and TMPDIR in a directory removed after), saves the
-# workspace it saves at a first start, which is kept as
+# has none and the image is one setup.sh makes. Sage's libgap, started
+# once in a build over the image (as root, in the sandbox's HOME and
+# DOT_SAGE, which are then removed), saves the workspace it saves at a
+# first start, which is kept as
 # /usr/local/share/sage-sandbox/libgap-workspace-HASH, HASH Sage's own for
 # that GAP (its root paths, version and architecture on Sage 10, libgap's
 # path on 9.5), in a layer over the image, labelled. The launcher starts
-# GAP from it (launcher/gapspace.py) in 0.15 s, where a fresh container's
-# Sage read GAP's library (1.3 s) and saved its own into /tmp (57 MB). An
-# image made before this gets its layer at the next ./setup.sh (about 5
-# s). A podman build: podman 4.3's commit fails rootless ("runroot must be
-# set").
+# GAP from it (launcher/gapspace.py): 0.15 s on Sage 10, where a fresh
+# container's Sage read GAP's library (1.3 s) and saved its own into /tmp
+# (57 MB; 9.5's, 49 MB). An image made before gets its layer at the next
+# ./setup.sh run as root (about 5 s). A podman build: podman 4.3's commit
+# fails rootless ("runroot must be set"). It only saves time: where it
+# fails, setup says so and goes on, and GAP starts as a fresh Sage's does.
 add_gap_workspace() {
 	local user=$1 python context label=sage-sandbox.gap-workspace
-	local log=$build_dir/sage-sandbox-gap-workspace.log
-	[ "$(as_user "$user" "podman image inspect --format '{{index .Labels \"$label\"}}' $image" \
-		2>/dev/null)" != 1 ] || return 0
+	local log=$build_dir/sage-sandbox-gap-workspace-$sage-$user.log
+	case $image in
+		"$sage10_image" | "$sage95_image") ;;
+		*) return 0 ;; # an image named with SAGE_SANDBOX_IMAGE is the user's own
+	esac
 	case $sage in
 		9.5) python=/usr/bin/python3 ;;
 		10) python=/opt/sage/bin/python ;;
+		*) return 0 ;;
 	esac
+	[ "$(as_user "$user" "podman image inspect --format '{{index .Labels \"$label\"}}' $image" \
+		2>/dev/null)" != 1 ] || return 0
 	context=$(mktemp -d "$build_dir/sage-sandbox-gap-workspace.XXXXXX")
 	cat >"$context/gap-workspace.py" <<-'EOF'
 		import os, shutil
-		os.makedirs(os.environ["HOME"])  # and TMPDIR, its parent
+		os.makedirs(os.environ["HOME"])
 		from sage.all import libgap
 		from sage.libs.gap.saved_workspace import workspace
 		libgap.eval("1")
@@ -365,19 +372,26 @@ add_gap_workspace() {
 		shutil.copy2(path, kept)
 		os.chmod(kept, 0o644)
 	EOF
+	# The script is mounted where the sandbox's /tmp (a tmpfs) hides what
+	# the mount leaves; no byte code is written (Sage's timestamp() reads
+	# the times of libgap's directory, __pycache__ too).
 	cat >"$context/Containerfile" <<-EOF
 		FROM $image
 		USER root
-		RUN --mount=type=bind,source=gap-workspace.py,target=/mnt/gap-workspace.py \
-		    env HOME=/tmp/bake/sage-home DOT_SAGE=/tmp/bake/dot-sage TMPDIR=/tmp/bake \
-		    $python /mnt/gap-workspace.py && rm -rf /tmp/bake
+		RUN --mount=type=bind,source=gap-workspace.py,target=/tmp/gap-workspace.py env HOME=/tmp/sage-home DOT_SAGE=/tmp/dot-sage TMPDIR=/tmp/gap-workspace-tmp PYTHONDONTWRITEBYTECODE=1 sh -c 'mkdir /tmp/gap-workspace-tmp && $python /tmp/gap-workspace.py; status=\$?; rm -rf /tmp/sage-home /tmp/dot-sage /tmp/gap-workspace-tmp; exit \$status'
 		LABEL $label=1
 		USER sage
 	EOF
 	chmod -R a+rX "$context"
-	quietly "$log" as_user "$user" "podman build --quiet --network none --tag $image $context"
-	rm -rf "$context" "$log"
-	say "image $image: GAP's saved workspace added for $user"
+	if as_user "$user" "podman build --quiet --layers=false --network none --tag $image $context" \
+		>"$log" 2>&1; then
+		rm -f "$log"
+		say "image $image: GAP's saved workspace added for $user"
+	else
+		say "image $image: GAP's saved workspace could not be added for $user (log: $log);" \
+			"GAP starts as in a fresh Sage"
+	fi
+	rm -rf "$context"
 }
 
 # build_or_fall_back: the account's image; where Sage 10 was chosen because

@@ -774,7 +774,7 @@ class Launcher:
                 self.handlers.reread()
                 self.handlers.drop_all()
             # What the step wrote in /tmp stays, as a cold call's first use
-            # would leave it (GAP's ~/.gap_hist), but for files too large
+            # would leave it (GAP's history), but for files too large
             # to be written again after each call (GAP's saved workspace,
             # where the image keeps none: gapspace.py), and is what each
             # call's /tmp is put back to.

@@ -3,18 +3,19 @@
 #
 # Sage's libgap starts from a saved workspace where DOT_SAGE holds one
 # newer than GAP's files; else it reads GAP's library (about 1.3 s) and
-# then saves a workspace there (57 MB, written into the container's /tmp).
-# A fresh container has none, so every run that used GAP paid both, and so
-# did every warm-up. Here Sage's own lookup of that workspace
+# then saves a workspace there (57 MB on Sage 10, into the container's
+# /tmp). A fresh container has none, so every run that used GAP paid
+# both, and so did every warm-up. Here Sage's own lookup of that workspace
 # (sage.libs.gap.saved_workspace.workspace) is wrapped: where it finds
 # none current, the image's for the same GAP (its name ends in the hash
 # Sage gives that GAP) is linked in its place, in DOT_SAGE's gap directory
 # made as Sage makes it (prepare_workspace_dir), and GAP starts from it in
-# 0.15 s, as a user's second Sage on their own machine does. A GAP
-# restored from a workspace computes its environment, home and command
+# 0.15 s (Sage 10), as a user's second Sage on their own machine does. A
+# GAP restored from a workspace computes its environment, home and command
 # line again, its random state is the one saved right after its first
 # start (a fresh start's), and it runs its exit functions once as it
-# restores, which write ~/.gap_hist, as a second Sage's GAP does.
+# restores, which save its history (~/.gap_hist on Sage 10, in ~/.gap on
+# 9.5), as a second Sage's GAP does.
 import functools
 import os
 

@@ -111,9 +111,10 @@ def record(root="/tmp"):
 
 def record_trimmed(root="/tmp", largest=1 << 20):
     """root as it is, once regular files larger than largest are removed
-    (a warm-up leaves what a cold call's first use leaves, ~/.gap_hist,
-    but not GAP's saved workspace, where the image keeps none of its own
-    (gapspace.py): 57 MB to write again after every call)."""
+    (a warm-up leaves what a cold call's first use leaves, GAP's history
+    in ~/.gap_hist or ~/.gap, but not GAP's saved workspace, where the
+    image keeps none of its own (gapspace.py): 50-57 MB to write again
+    after every call)."""
     for fd, name, path, st in _walk(root):
         if stat.S_ISREG(st.st_mode) and st.st_size > largest:
             os.unlink(name, dir_fd=fd)

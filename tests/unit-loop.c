@@ -249,6 +249,8 @@ static void group_kill(void)
 		"group kill: the program and the child it runs on in both end");
 	check(process_signal_group(&p, SIGKILL) < 0 && errno == ESRCH,
 		"group kill: once reaped, no signal goes out");
+	if (child > 0 && !child_gone)
+		kill(child, SIGKILL);
 	loop_scope_end(&scope);
 	process_release(&p);
 	unlink(pidfile);
