@@ -62,8 +62,9 @@ struct sandbox {
 	struct loop_watch *out_watch, *err_watch;
 	struct loop_timer *deadline_timer, *grace_timer, *retry_timer, *memwatch_timer;
 	struct loop_timer *count_timer; /* until memwatch_count settles */
-	/* The uid its processes run as, claimed while the sandbox lives
-	 * (uidclaim.c): no other live sandbox runs as it. */
+	/* The uid its processes run as, claimed while the sandbox lives, so
+	 * that a sandbox started meanwhile draws another (uidclaim.c says
+	 * where that does not hold). Released by sandbox_free(). */
 	struct uid_claim uid_claim;
 	long host_uid; /* the run's own, for the memory watchdog; -1: not watched */
 	/* The watchdog of the run's memory and CPU (memwatch.c), where no

@@ -1,6 +1,7 @@
 /* unit-loop.c: the event loop and the process module on plain /bin/sh
  * children, as TAP: fast, no podman. Each case is a defect of the old loop
  * or a promise of the new one. */
+#include "buffer.h"
 #include "loop.h"
 #include "process.h"
 
@@ -216,13 +217,10 @@ static void group_kill(void)
 		.on_exit = note_exit, .data = &seen};
 	process_spawn(loop, &p, &spec);
 	int child = 0;
+	char text[256];
 	for (int i = 0; i < 100 && child <= 0; i++) {
 		usleep(20000);
-		FILE *f = fopen(pidfile, "r");
-		if (f && fscanf(f, "%d", &child) != 1)
-			child = 0;
-		if (f)
-			fclose(f);
+		child = read_small(AT_FDCWD, pidfile, text, sizeof text) > 0 ? atoi(text) : 0;
 	}
 	check(child > 0 && kill(child, 0) == 0, "group kill: the child runs");
 	check(process_signal_group(&p, SIGKILL) == 0, "group kill: sent to the group");
@@ -236,12 +234,9 @@ static void group_kill(void)
 	bool child_gone = false;
 	for (int i = 0; i < 100 && !child_gone; i++) {
 		/* Its parent, reparented to init (or a subreaper), reaps it. */
-		char stat[64], text[256] = "";
+		char stat[64];
 		snprintf(stat, sizeof stat, "/proc/%d/stat", child);
-		FILE *f = fopen(stat, "r");
-		child_gone = !f || (fgets(text, sizeof text, f) && strstr(text, ") Z "));
-		if (f)
-			fclose(f);
+		child_gone = read_small(AT_FDCWD, stat, text, sizeof text) < 0 || strstr(text, ") Z ");
 		if (!child_gone)
 			usleep(20000);
 	}
