@@ -15,7 +15,7 @@ import os
 import struct
 import sys
 
-from launcher import display, parent, warm
+from launcher import display, mpmain, parent, warm
 
 CALL_HEADER = struct.Struct(">IIIIIq")
 # A call's display flags: show its last expression's value; its files come
@@ -238,7 +238,9 @@ def run_code(source, namespace, filename, preparse_file, show_last=False):
         text = source.decode("utf-8-sig")
         # The constants run first, so that the code's lines keep their
         # numbers, and tracebacks quote the user's own lines.
-        constants, preparsed, lines_of = split_constants(text, preparse_file(text))
+        whole = preparse_file(text)
+        mpmain.main_is(filename, whole)
+        constants, preparsed, lines_of = split_constants(text, whole)
         linecache.cache[filename] = (len(text), None, text.splitlines(True), filename)
         if constants:
             exec(compile(constants, filename, "exec"), namespace)

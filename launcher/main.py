@@ -26,7 +26,7 @@ import types
 # environment.
 os.environ.pop("PYTHONHASHSEED", None)
 
-from launcher import calls, display, gapspace, parent  # noqa: E402
+from launcher import calls, display, gapspace, mpmain, parent  # noqa: E402
 from launcher.frames import ProtocolError, Reader, Writer  # noqa: E402
 
 # Where sage-sandbox's environment points (podman.c): made here, empty.
@@ -105,6 +105,9 @@ def main(argv):
     # GAP, where a call or the warm-up first uses it, from the image's
     # saved workspace (0.15 s, where its library took 1.3 s and its save).
     gapspace.install()
+    # multiprocessing's spawn and forkserver children, where a call starts
+    # them, get the call's code as `sage FILE` would have it on disk.
+    mpmain.install(sage_all)
     # The handlers Sage installed, for every call's process to get back;
     # this process catches no signal from here on (parent.py). SIGINT's
     # Python-level one is cysignals' own, as Sage sets it (the import ran

@@ -109,3 +109,30 @@ for line in open(sys.argv[1]):
 	expect_equal "$(field_of thread.sage stdout)" "$expected"
 	expect_equal "$(field_of thread2.sage stdout)" "$expected"
 }
+
+@test "fidelity - multiprocessing's spawn and forkserver children find the code's functions, cold and warm" {
+	dir=$BATS_TEST_TMPDIR
+	# Such a child is a new Python that runs the file __main__.__file__
+	# names (under `sage FILE`, FILE.sage.py); before, it was the name the
+	# user gave, which the container does not have: FileNotFoundError in
+	# every child, and the pool waited until the timeout.
+	cat >"$dir/pool.sage" <<-'CODE'
+	import multiprocessing
+	def square(n):
+	    return n^2
+	if __name__ == "__main__":
+	    for method in ("spawn", "forkserver"):
+	        with multiprocessing.get_context(method).Pool(2) as pool:
+	            print(method, pool.map(square, [1, 2, 3]))
+	CODE
+	expected=$'spawn [1, 4, 9]\nforkserver [1, 4, 9]'
+	input_file=$dir/pool.sage run_ss 0 run --timeout 60
+	expect_equal "$output" "$expected"
+	# A later call in the same container writes its own code for its
+	# children: the second job's squares are cubes.
+	sed 's/n^2/n^3/' "$dir/pool.sage" >"$dir/cubes.sage"
+	jobs_of "$dir/pool.sage" "$dir/cubes.sage" >"$dir/jobs.jsonl"
+	"$SAGE_SANDBOX" batch --jobs 1 --timeout 60 "$dir/jobs.jsonl" >"$dir/out.jsonl"
+	expect_equal "$(field_of pool.sage stdout)" "$expected"
+	expect_equal "$(field_of cubes.sage stdout)" $'spawn [1, 8, 27]\nforkserver [1, 8, 27]'
+}
