@@ -48,7 +48,7 @@ def main_is(filename, preparsed):
 
 
 def _on_event(event, args):
-    if event != "import" or args[0] not in STARTERS:
+    if event != "import" or not args or args[0] not in STARTERS:
         return
     spawn = sys.modules.get("multiprocessing.spawn")
     if spawn is None:
