@@ -234,7 +234,7 @@ static void process_close(struct process *p)
 void process_release(struct process *p)
 {
 	if (p->pidfd >= 0 && !p->exited) {
-		pidfd_send_signal(p->pidfd, SIGKILL, NULL, 0);
+		process_signal_group(p, SIGKILL);
 		siginfo_t info;
 		while (waitid(P_PIDFD, (id_t)p->pidfd, &info, WEXITED) < 0 && errno == EINTR)
 			;

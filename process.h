@@ -67,8 +67,8 @@ int process_signal(struct process *p, int sig);
  * (the group's id is its pid: till then no other's); where the group is
  * gone, as process_signal. */
 int process_signal_group(struct process *p, int sig);
-/* Stops watching the child and closes our ends; kills and reaps it first if
- * it is still running. */
+/* Stops watching the child and closes our ends; kills it, with its group
+ * (process_signal_group), and reaps it first if it is still running. */
 void process_release(struct process *p);
 /* Stops watching the child and closes our ends, but lets it run on to its
  * own end: for a child whose work must outlive its owner (a `podman rm`,

@@ -204,6 +204,39 @@ static void ignores_sigterm(void)
 /* A program that runs on in a child of its own (as rootless podman does,
  * executing itself again to join its user namespace), the child blocked:
  * a SIGKILL of its group ends both; once reaped, nothing goes out. */
+/* A shell that runs a sleep and waits for it, in the process group
+ * process_spawn gives it: the sleep's pid, or 0. */
+static int shell_with_child(struct loop *loop, struct process *p, struct exit_seen *seen,
+	char *pidfile)
+{
+	char *argv[] = {"/bin/sh", "-c", "sleep 60 & echo $! >\"$0\"; wait", pidfile, NULL};
+	struct process_spec spec = {.argv = argv, .envp = no_env, .pass_fd = -1,
+		.on_exit = note_exit, .data = seen};
+	process_spawn(loop, p, &spec);
+	int child = 0;
+	char text[256];
+	for (int i = 0; i < 100 && child <= 0; i++) {
+		usleep(20000);
+		child = read_small(AT_FDCWD, pidfile, text, sizeof text) > 0 ? atoi(text) : 0;
+	}
+	return child > 0 && kill(child, 0) == 0 ? child : 0;
+}
+
+/* pid has ended within 2 s: its parent, reparented to init (or a
+ * subreaper), reaps it. Killed where it has not. */
+static bool ends(int pid)
+{
+	char stat[64], text[256];
+	snprintf(stat, sizeof stat, "/proc/%d/stat", pid);
+	for (int i = 0; i < 100; i++) {
+		if (read_small(AT_FDCWD, stat, text, sizeof text) < 0 || strstr(text, ") Z "))
+			return true;
+		usleep(20000);
+	}
+	kill(pid, SIGKILL);
+	return false;
+}
+
 static void group_kill(void)
 {
 	struct loop *loop = loop_new();
@@ -211,18 +244,9 @@ static void group_kill(void)
 	char dir[] = "/tmp/unit-group-XXXXXX", pidfile[64];
 	check(mkdtemp(dir) != NULL, "group kill: a directory");
 	snprintf(pidfile, sizeof pidfile, "%s/child", dir);
-	char *argv[] = {"/bin/sh", "-c", "sleep 60 & echo $! >\"$0\"; wait", pidfile, NULL};
 	struct process p;
-	struct process_spec spec = {.argv = argv, .envp = no_env, .pass_fd = -1,
-		.on_exit = note_exit, .data = &seen};
-	process_spawn(loop, &p, &spec);
-	int child = 0;
-	char text[256];
-	for (int i = 0; i < 100 && child <= 0; i++) {
-		usleep(20000);
-		child = read_small(AT_FDCWD, pidfile, text, sizeof text) > 0 ? atoi(text) : 0;
-	}
-	check(child > 0 && kill(child, 0) == 0, "group kill: the child runs");
+	int child = shell_with_child(loop, &p, &seen, pidfile);
+	check(child > 0, "group kill: the child runs");
 	check(process_signal_group(&p, SIGKILL) == 0, "group kill: sent to the group");
 	struct loop_scope scope;
 	struct loop_timer *t = NULL;
@@ -231,23 +255,18 @@ static void group_kill(void)
 	while (!seen.seen)
 		if (loop_run(loop) < 0 || !t)
 			break;
-	bool child_gone = false;
-	for (int i = 0; i < 100 && !child_gone; i++) {
-		/* Its parent, reparented to init (or a subreaper), reaps it. */
-		char stat[64];
-		snprintf(stat, sizeof stat, "/proc/%d/stat", child);
-		child_gone = read_small(AT_FDCWD, stat, text, sizeof text) < 0 || strstr(text, ") Z ");
-		if (!child_gone)
-			usleep(20000);
-	}
-	check(seen.seen && seen.status == 128 + SIGKILL && child_gone,
+	check(seen.seen && seen.status == 128 + SIGKILL && child > 0 && ends(child),
 		"group kill: the program and the child it runs on in both end");
 	check(process_signal_group(&p, SIGKILL) < 0 && errno == ESRCH,
 		"group kill: once reaped, no signal goes out");
-	if (child > 0 && !child_gone)
-		kill(child, SIGKILL);
 	loop_scope_end(&scope);
 	process_release(&p);
+	/* Released while it runs: its group ends with it. */
+	seen.seen = false;
+	child = shell_with_child(loop, &p, &seen, pidfile);
+	check(child > 0, "release: the child runs");
+	process_release(&p);
+	check(child > 0 && ends(child), "release: the program and the child it runs on in both end");
 	unlink(pidfile);
 	rmdir(dir);
 	loop_free(loop);
