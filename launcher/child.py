@@ -238,9 +238,9 @@ def run_code(source, namespace, filename, preparse_file, show_last=False):
         text = source.decode("utf-8-sig")
         # The constants run first, so that the code's lines keep their
         # numbers, and tracebacks quote the user's own lines.
-        whole = preparse_file(text)
-        mpmain.main_is(filename, whole)
-        constants, preparsed, lines_of = split_constants(text, whole)
+        constants, preparsed, lines_of = split_constants(text, preparse_file(text))
+        # What multiprocessing's spawn and forkserver children run.
+        mpmain.main_is(filename, constants, preparsed)
         linecache.cache[filename] = (len(text), None, text.splitlines(True), filename)
         if constants:
             exec(compile(constants, filename, "exec"), namespace)

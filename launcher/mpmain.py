@@ -11,10 +11,14 @@
 #
 # Nothing is imported or wrapped until the code imports the modules that
 # start such children: an audit hook (which no code can list or remove)
-# waits for that import (import statements raise it; it costs about
-# 0.1 us for each audited event, an open() or a sys._getframe()).
+# waits for that import (import statements raise it; it costs 0.15-0.25 us
+# for each audited event, an open() or a sys._getframe()).
 # multiprocessing imported earlier would register its exit function
 # before the call, and the call's process clears those (child.py).
+#
+# In a session the child runs the cell that started it: as in a notebook
+# (where such a child runs nothing of the cells), what earlier cells
+# defined is not found there.
 import os
 import sys
 
@@ -22,13 +26,15 @@ import sys
 # spawn.get_preparation_data for the child's main module.
 STARTERS = ("multiprocessing.popen_spawn_posix", "multiprocessing.popen_forkserver",
             "multiprocessing.forkserver")
+# Where the file goes: the call's own /tmp, whatever tempfile was told.
+CALL_TMP = "/tmp"
 
-# The module `sage FILE` imports (install); the call's main module as it
-# writes it: the name __file__ holds, and the text (main_is); the copy
-# written, once a process for each text: (pid, text, path).
+# The module `sage FILE` imports (install); the call's code: the name
+# __file__ holds, the preparser's constants and the rest (main_is); the
+# file written, once a process for each code: (pid, code, path).
 sage_all = None
 main_file = None
-main_text = None
+main_code = None
 written = None
 
 
@@ -37,55 +43,91 @@ def install(sage_module):
     global sage_all
     sage_all = sage_module
     sys.addaudithook(_on_event)
+    _wrap_if_loaded()
 
 
-def main_is(filename, preparsed):
-    """The call's code, as the preparser gave it: what `sage FILE` would
-    have in FILE.sage.py."""
-    global main_file, main_text
-    main_file = filename
-    main_text = "from %s import *   # import sage library\n%s\n" % (sage_all, preparsed)
+def main_is(filename, constants, preparsed):
+    """The call's code (each cell's, in a session), as the preparser gave
+    it: its constants apart. Laid out as a file only where a child needs
+    it (_written_main)."""
+    global main_file, main_code
+    main_file, main_code = filename, (constants, preparsed)
+    # A starter imported by importlib.import_module raised no event.
+    _wrap_if_loaded()
 
 
 def _on_event(event, args):
-    if event != "import" or not args or args[0] not in STARTERS:
-        return
-    spawn = sys.modules.get("multiprocessing.spawn")
-    if spawn is None:
-        import multiprocessing.spawn as spawn
+    if event == "import" and args and args[0] in STARTERS:
+        _wrap()
+
+
+def _wrap_if_loaded():
+    if "multiprocessing.spawn" in sys.modules:
+        _wrap()
+
+
+def _wrap():
+    """spawn.get_preparation_data wrapped, once: where a starter is being
+    imported, or spawn is (every starter imports it)."""
+    import functools
+    import multiprocessing.spawn as spawn
     real = spawn.get_preparation_data
     if getattr(real, "sandbox_wrapped", False):
         return
 
+    @functools.wraps(real)
     def get_preparation_data(name):
         data = real(name)
         main = sys.modules.get("__main__")
-        if "init_main_from_path" in data and main_text is not None and \
+        if "init_main_from_path" in data and main_code is not None and \
                 getattr(main, "__file__", None) == main_file:
-            path = _copy()
+            path = _written_main()
             if path is not None:
                 data["init_main_from_path"] = path
         return data
 
     get_preparation_data.sandbox_wrapped = True
-    get_preparation_data.__wrapped__ = real
     spawn.get_preparation_data = get_preparation_data
 
 
-def _copy():
-    """The file, written once a process for each cell; None where it cannot
-    be (the child then fails as it did, naming __file__)."""
+def main_text():
+    """The code as sage-preparse writes FILE.sage.py: a module docstring
+    and `from __future__` imports first (Python requires them there), then
+    Sage's import, the constants and the rest."""
+    import ast
+    constants, preparsed = main_code
+    head = 0
+    try:
+        body = ast.parse(preparsed).body
+    except (SyntaxError, ValueError):
+        body = []
+    for i, node in enumerate(body):
+        docstring = i == 0 and isinstance(node, ast.Expr) and \
+            isinstance(node.value, ast.Constant) and isinstance(node.value.value, str)
+        if not docstring and not (isinstance(node, ast.ImportFrom) and node.module == "__future__"):
+            break
+        head = node.end_lineno
+    lines = preparsed.splitlines(True)
+    return "%s\nfrom %s import *   # import sage library\n%s\n%s\n" % (
+        "".join(lines[:head]), sage_all, constants, "".join(lines[head:]))
+
+
+def _written_main():
+    """The file, written once a process for each code, in the call's /tmp
+    (never where tempfile's settings point: the code may have named its
+    output directory); None where it cannot be (the child then fails as
+    before, naming __file__)."""
     global written
-    if written is not None and written[:2] == (os.getpid(), main_text):
+    if written is not None and written[:2] == (os.getpid(), main_code) and \
+            os.path.exists(written[2]):
         return written[2]
     import tempfile
     name = "stdin" if main_file == "<stdin>" else os.path.basename(main_file)
     try:
-        directory = tempfile.mkdtemp()
-        path = os.path.join(directory, name + ".py")
+        path = os.path.join(tempfile.mkdtemp(dir=CALL_TMP), name + ".py")
         with open(path, "w", encoding="utf-8") as f:
-            f.write(main_text)
+            f.write(main_text())
     except OSError:
         return None
-    written = (os.getpid(), main_text, path)
+    written = (os.getpid(), main_code, path)
     return path

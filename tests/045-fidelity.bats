@@ -116,7 +116,10 @@ for line in open(sys.argv[1]):
 	# names (under `sage FILE`, FILE.sage.py); before, it was the name the
 	# user gave, which the container does not have: FileNotFoundError in
 	# every child, and the pool waited until the timeout.
+	# The file is laid out as sage-preparse lays it out: a __future__
+	# import stays first.
 	cat >"$dir/pool.sage" <<-'CODE'
+	from __future__ import annotations
 	import multiprocessing
 	def square(n):
 	    return n^2

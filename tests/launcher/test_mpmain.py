@@ -1,11 +1,12 @@
 # tests/launcher/test_mpmain.py: the main module multiprocessing's spawn and
 # forkserver children are told to run (launcher/mpmain.py): the call's code
-# as `sage FILE` writes it, in a file of its own for each cell, once the
-# modules that start such children are imported; the name the user gave
-# where there is no call's code, or the code changed __main__.__file__.
+# laid out as sage-preparse writes FILE.sage.py, in a file of its own for
+# each cell, once the modules that start such children are imported; the
+# name the user gave where there is no call's code, or the code changed
+# __main__.__file__. One real spawn child runs it, with a stand-in for Sage.
+import multiprocessing
 import os
 import sys
-import tempfile
 import types
 import unittest
 from unittest import mock
@@ -14,6 +15,8 @@ from launcher import mpmain
 
 from .support import temporary_directory
 
+HOOKED = []  # an audit hook stays for the process's life: installed once
+
 
 class MpmainTest(unittest.TestCase):
     def setUp(self):
@@ -21,56 +24,105 @@ class MpmainTest(unittest.TestCase):
         main = types.ModuleType("__main__")
         main.__file__ = "/host/dir/pool.sage"
         for patch in (mock.patch.dict(sys.modules, {"__main__": main}),
-                      mock.patch.object(tempfile, "tempdir", self.dir),
-                      mock.patch.object(mpmain, "main_text", None),
+                      mock.patch.object(mpmain, "CALL_TMP", self.dir),
+                      mock.patch.object(mpmain, "main_code", None),
                       mock.patch.object(mpmain, "written", None)):
             patch.start()
             self.addCleanup(patch.stop)
         self.main = main
-        if not getattr(mpmain, "installed_here", False):
-            mpmain.install("sage.all_cmdline")  # an audit hook stays: once
-            mpmain.installed_here = True
+        if not HOOKED:
+            mpmain.install("sage.all_cmdline")
+            HOOKED.append(True)
         # A starter imported anew, by an import statement, as a call's
         # pool imports it (importlib.import_module raises no audit event).
+        import multiprocessing.spawn
+        self.spawn = multiprocessing.spawn
+        self.unwrap()
         for name in mpmain.STARTERS:
             sys.modules.pop(name, None)
         import multiprocessing.popen_spawn_posix  # noqa: F401
-        import multiprocessing.spawn
-        self.spawn = multiprocessing.spawn
+
+    def unwrap(self):
+        self.spawn.get_preparation_data = getattr(
+            self.spawn.get_preparation_data, "__wrapped__", self.spawn.get_preparation_data)
 
     def main_path(self):
         return self.spawn.get_preparation_data("child")["init_main_from_path"]
 
+    def read(self, path):
+        with open(path) as f:
+            return f.read()
+
     def test_the_call_s_code_as_sage_writes_it(self):
-        mpmain.main_is("/host/dir/pool.sage", "_sage_const_2 = Integer(2)\nprint(_sage_const_2)")
+        mpmain.main_is("/host/dir/pool.sage", "_sage_const_2 = Integer(2)", "print(_sage_const_2)")
         path = self.main_path()
         self.assertEqual(os.path.basename(path), "pool.sage.py")
-        self.assertTrue(path.startswith(self.dir + os.sep))
-        with open(path) as f:
-            self.assertEqual(f.read(), "from sage.all_cmdline import *   # import sage library\n"
-                             "_sage_const_2 = Integer(2)\nprint(_sage_const_2)\n")
+        self.assertEqual(os.path.dirname(os.path.dirname(path)), self.dir)
+        self.assertEqual(self.read(path), "\nfrom sage.all_cmdline import *   # import sage library\n"
+                         "_sage_const_2 = Integer(2)\nprint(_sage_const_2)\n")
         self.assertEqual(self.main_path(), path)  # written once
+        text = self.read(path)
+        os.unlink(path)  # the code cleaned /tmp: written again
+        self.assertEqual(self.read(self.main_path()), text)
+
+    def test_docstring_and_future_imports_first(self):
+        code = '"""Doc."""\nfrom __future__ import annotations\nx = _sage_const_1\n'
+        mpmain.main_is("/host/dir/pool.sage", "_sage_const_1 = Integer(1)", code)
+        text = self.read(self.main_path())
+        self.assertEqual(text, '"""Doc."""\nfrom __future__ import annotations\n\n'
+                         "from sage.all_cmdline import *   # import sage library\n"
+                         "_sage_const_1 = Integer(1)\nx = _sage_const_1\n\n")
+        compile(text, "pool.sage.py", "exec")
 
     def test_a_later_cell_gets_a_file_of_its_own(self):
-        mpmain.main_is("/host/dir/pool.sage", "print(1)")
+        mpmain.main_is("/host/dir/pool.sage", "", "print(1)")
         first = self.main_path()
-        mpmain.main_is("/host/dir/pool.sage", "print(2)")
+        mpmain.main_is("/host/dir/pool.sage", "", "print(2)")
         second = self.main_path()
         self.assertNotEqual(first, second)
-        with open(second) as f:
-            self.assertTrue(f.read().endswith("print(2)\n"))
+        self.assertTrue(self.read(second).endswith("print(2)\n"))
 
     def test_standard_input(self):
         self.main.__file__ = "<stdin>"
-        mpmain.main_is("<stdin>", "print(1)")
+        mpmain.main_is("<stdin>", "", "print(1)")
         self.assertEqual(os.path.basename(self.main_path()), "stdin.py")
 
     def test_left_alone_where_no_call_s_code_or_file_changed(self):
         self.assertEqual(self.main_path(), "/host/dir/pool.sage")
-        mpmain.main_is("/host/dir/pool.sage", "print(1)")
+        mpmain.main_is("/host/dir/pool.sage", "", "print(1)")
         self.main.__file__ = "/elsewhere/own.py"
         self.assertEqual(self.main_path(), "/elsewhere/own.py")
         self.assertEqual(os.listdir(self.dir), [])
+
+    def test_imported_before_or_without_an_event(self):
+        self.unwrap()  # as where spawn came before the hook, or by importlib
+        mpmain.main_is("/host/dir/pool.sage", "", "print(1)")
+        self.assertTrue(self.main_path().endswith("/pool.sage.py"))
+
+    def test_events_of_any_shape_raise_nothing(self):
+        sys.audit("import")
+        sys.audit("import", None)
+        sys.audit("import", 5, [])
+        sys.audit("open", "x", "r", 0)
+
+    def test_a_spawn_child_runs_it(self):
+        sage = os.path.join(self.dir, "stand_in_sage.py")
+        with open(sage, "w") as f:
+            f.write("Integer = int\n")
+        sys.path.insert(0, self.dir)
+        self.addCleanup(sys.path.remove, self.dir)
+        patch = mock.patch.object(mpmain, "sage_all", "stand_in_sage")
+        patch.start()
+        self.addCleanup(patch.stop)
+        code = "def cube(n):\n    return n**_sage_const_3\n"
+        mpmain.main_is("/host/dir/pool.sage", "_sage_const_3 = Integer(3)", code)
+        namespace = self.main.__dict__
+        exec("_sage_const_3 = 3\n" + code, namespace)
+        self.main.cube.__module__ = "__main__"
+        with multiprocessing.get_context("spawn").Pool(1) as pool:
+            # Where the child cannot run it, the pool starts worker after
+            # worker, each failing: bounded.
+            self.assertEqual(pool.map_async(self.main.cube, [2, 3]).get(timeout=60), [8, 27])
 
 
 if __name__ == "__main__":
