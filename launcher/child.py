@@ -12,6 +12,7 @@
 # stdout and stderr are three more pipes, relayed by the launcher.
 import fcntl
 import os
+import re
 import struct
 import sys
 
@@ -144,6 +145,11 @@ def joined_lines(text):
     return joined
 
 
+# The preparser's constants joined onto a first line that is blank or a
+# comment: "_sage_const_2 = Integer(2); _sage_const_3 = Integer(3)".
+JOINED_CONSTANTS = re.compile(r"_sage_const_\w+ = [^;\n]*(; _sage_const_\w+ = [^;\n]*)*")
+
+
 def split_constants(text, preparsed):
     """The preparser's block of numeric constants, the code, and for each
     of the code's lines the user's line number (or None: the same). Sage's
@@ -161,6 +167,14 @@ def split_constants(text, preparsed):
     head = lines[:extra] if extra > 0 else []
     if head and all(not line.strip() or line.startswith("_sage_const_") for line in head):
         constants, lines = "\n".join(head), lines[extra:]
+    elif extra == 0 and lines:
+        # Joined onto the first line, before it: taken off it, so that
+        # the line is the user's again (a `from __future__` import after
+        # it must start the code, as sage-preparse makes it do).
+        first = text.splitlines()[0] if text.splitlines() else ""
+        joined_head = lines[0][:len(lines[0]) - len(first)]
+        if lines[0].endswith(first) and JOINED_CONSTANTS.fullmatch(joined_head):
+            constants, lines = joined_head, [first] + lines[1:]
     lines_of = None
     if joined and len(lines) == len(kept):
         lines_of = {i: n for i, n in enumerate(kept, 1)}

@@ -31,17 +31,18 @@ CALL_TMP = "/tmp"
 
 # The module `sage FILE` imports (install); the call's code: the name
 # __file__ holds, the preparser's constants and the rest (main_is); the
-# file written, once a process for each code: (pid, code, path).
+# file written, once a process for each name and code: (pid, (name, code),
+# path).
 sage_all = None
 main_file = None
 main_code = None
 written = None
 
 
-def install(sage_module):
+def install(sage_all_name):
     """In the launcher, once: every call's process inherits the hook."""
     global sage_all
-    sage_all = sage_module
+    sage_all = sage_all_name
     sys.addaudithook(_on_event)
     _wrap_if_loaded()
 
@@ -106,9 +107,13 @@ def main_text():
             isinstance(node.value, ast.Constant) and isinstance(node.value.value, str)
         if not docstring and not (isinstance(node, ast.ImportFrom) and node.module == "__future__"):
             break
+        if i + 1 < len(body) and body[i + 1].lineno == node.end_lineno:
+            break  # a statement after it on its line, which may use the constants
         head = node.end_lineno
     lines = preparsed.splitlines(True)
-    return "%s\nfrom %s import *   # import sage library\n%s\n%s\n" % (
+    # The file is written in UTF-8, whatever encoding line the code has
+    # (its text was decoded before): the first line says so, and wins.
+    return "# -*- coding: utf-8 -*-\n%s\nfrom %s import *   # import sage library\n%s\n%s\n" % (
         "".join(lines[:head]), sage_all, constants, "".join(lines[head:]))
 
 
@@ -118,7 +123,7 @@ def _written_main():
     output directory); None where it cannot be (the child then fails as
     before, naming __file__)."""
     global written
-    if written is not None and written[:2] == (os.getpid(), main_code) and \
+    if written is not None and written[:2] == (os.getpid(), (main_file, main_code)) and \
             os.path.exists(written[2]):
         return written[2]
     import tempfile
@@ -129,5 +134,5 @@ def _written_main():
             f.write(main_text())
     except OSError:
         return None
-    written = (os.getpid(), main_code, path)
+    written = (os.getpid(), (main_file, main_code), path)
     return path

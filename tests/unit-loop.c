@@ -201,17 +201,16 @@ static void ignores_sigterm(void)
 	loop_free(loop);
 }
 
-/* A program that runs on in a child of its own (as rootless podman does,
- * executing itself again to join its user namespace), the child blocked:
- * a SIGKILL of its group ends both; once reaped, nothing goes out. */
 /* A shell that runs a sleep and waits for it, in the process group
- * process_spawn gives it: the sleep's pid, or 0. */
+ * process_spawn gives it: the sleep's pid, or 0. The file is written
+ * afresh: a pid an earlier shell wrote is never read. */
 static int shell_with_child(struct loop *loop, struct process *p, struct exit_seen *seen,
 	char *pidfile)
 {
 	char *argv[] = {"/bin/sh", "-c", "sleep 60 & echo $! >\"$0\"; wait", pidfile, NULL};
 	struct process_spec spec = {.argv = argv, .envp = no_env, .pass_fd = -1,
 		.on_exit = note_exit, .data = seen};
+	unlink(pidfile);
 	process_spawn(loop, p, &spec);
 	int child = 0;
 	char text[256];
@@ -237,6 +236,10 @@ static bool ends(int pid)
 	return false;
 }
 
+/* A program that runs on in a child of its own (as rootless podman does,
+ * executing itself again to join its user namespace), the child blocked:
+ * a SIGKILL of its group ends both, as its release does; once reaped,
+ * nothing goes out. */
 static void group_kill(void)
 {
 	struct loop *loop = loop_new();
@@ -262,7 +265,6 @@ static void group_kill(void)
 	loop_scope_end(&scope);
 	process_release(&p);
 	/* Released while it runs: its group ends with it. */
-	seen.seen = false;
 	child = shell_with_child(loop, &p, &seen, pidfile);
 	check(child > 0, "release: the child runs");
 	process_release(&p);

@@ -296,6 +296,18 @@ class RunCodeTest(unittest.TestCase):
                     self.assertIn('  File "%s", line 4, in <module>' % self.FILE, lines)
                     self.assertIn("    print(1/0)", lines)
 
+    def test_a_future_import_after_a_first_comment_line_still_starts_the_code(self):
+        # The constants joined onto the comment line came before it: as
+        # `sage FILE`, which puts such imports first, the code runs.
+        for first in (b"#!/usr/bin/env sage\n", b"# a comment\n", b"\n"):
+            with self.subTest(first=first):
+                source = first + b"from __future__ import annotations\nx1 = 2\nprint(1/0)\n"
+                status, err, namespace = self.run_code(source, self.sage_like)
+                self.assertEqual(status, 1)
+                self.assertNotIn("SyntaxError", err)
+                self.assertIn('  File "%s", line 4, in <module>' % self.FILE, err.splitlines())
+                self.assertEqual(namespace["x1"], 2)
+
     def test_a_syntax_error_after_constants_names_the_users_line_and_column(self):
         source = b"# comment\nx = 2\ny = (3 +\nz = 4 4\n"
         status, err, _ = self.run_code(source, self.sage_like)

@@ -58,7 +58,8 @@ class MpmainTest(unittest.TestCase):
         path = self.main_path()
         self.assertEqual(os.path.basename(path), "pool.sage.py")
         self.assertEqual(os.path.dirname(os.path.dirname(path)), self.dir)
-        self.assertEqual(self.read(path), "\nfrom sage.all_cmdline import *   # import sage library\n"
+        self.assertEqual(self.read(path), "# -*- coding: utf-8 -*-\n\n"
+                         "from sage.all_cmdline import *   # import sage library\n"
                          "_sage_const_2 = Integer(2)\nprint(_sage_const_2)\n")
         self.assertEqual(self.main_path(), path)  # written once
         text = self.read(path)
@@ -69,10 +70,23 @@ class MpmainTest(unittest.TestCase):
         code = '"""Doc."""\nfrom __future__ import annotations\nx = _sage_const_1\n'
         mpmain.main_is("/host/dir/pool.sage", "_sage_const_1 = Integer(1)", code)
         text = self.read(self.main_path())
-        self.assertEqual(text, '"""Doc."""\nfrom __future__ import annotations\n\n'
+        self.assertEqual(text, '# -*- coding: utf-8 -*-\n"""Doc."""\nfrom __future__ import annotations\n\n'
                          "from sage.all_cmdline import *   # import sage library\n"
                          "_sage_const_1 = Integer(1)\nx = _sage_const_1\n\n")
         compile(text, "pool.sage.py", "exec")
+
+    def test_the_code_s_own_encoding_line_is_not_the_file_s(self):
+        # The text was decoded already; the file is UTF-8.
+        code = '#!/usr/bin/env sage\n# coding: ascii\nfrom __future__ import annotations\nprint("\u00e9")\n'
+        mpmain.main_is("/host/dir/pool.sage", "", code)
+        with open(self.main_path(), "rb") as f:
+            compile(f.read(), "pool.sage.py", "exec")
+
+    def test_a_docstring_that_shares_its_line_stays_below_the_constants(self):
+        code = '"""Doc."""; a = _sage_const_2\n'
+        mpmain.main_is("/host/dir/pool.sage", "_sage_const_2 = Integer(2)", code)
+        text = self.read(self.main_path())
+        self.assertLess(text.index("_sage_const_2 = Integer(2)"), text.index('"""Doc."""'))
 
     def test_a_later_cell_gets_a_file_of_its_own(self):
         mpmain.main_is("/host/dir/pool.sage", "", "print(1)")
