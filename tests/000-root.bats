@@ -50,16 +50,20 @@ teardown() {
 }
 
 # remove_user USER: USER and their home (their podman storage with it),
-# once rootless podman's pause process is gone.
+# once rootless podman's pause process is gone, and what setup.sh made for
+# them: their cpu group (with their containers' groups in it) and their
+# subordinate ids.
 remove_user() {
-	local i
-	id "$1" >/dev/null 2>&1 || return 0
+	local i uid
+	uid=$(id -u "$1" 2>/dev/null) || return 0
 	for ((i = 0; i < 40; i++)); do
 		pkill -KILL -u "$1" || true
 		pgrep -u "$1" >/dev/null || break
 		sleep 0.25
 	done
+	find /sys/fs/cgroup/cpu*/sage-sandbox-"$uid" -depth -type d -exec rmdir {} + 2>/dev/null || true
 	userdel -r "$1" 2>/dev/null || true
+	sed -i "/^$1:/d" /etc/subuid /etc/subgid
 	! id "$1" >/dev/null 2>&1
 }
 
@@ -120,6 +124,47 @@ remove_user() {
 	fi
 	remove_user "$user"
 	[ ! -e "/home/$user" ]
+}
+
+@test "setup.sh image - where Sage 10 was chosen because the index answers and its build fails, Sage 9.5 is built or found instead, and the settings file says why" {
+	local user=ss-fallback-test account=${SAGE_SANDBOX_ACCOUNT:-sage-sandbox}
+	runuser -l "$account" -c "podman image exists localhost/sagemath-debian:bookworm" ||
+		skip "the account has no localhost/sagemath-debian:bookworm to give the test account"
+	# An account of its own, made by setup.sh, that has 9.5's image (copied
+	# from the account's storage: building it takes 5 minutes) and not
+	# Sage 10's, so that setup.sh must build Sage 10.
+	remove_user "$user"
+	SAGE_SANDBOX_ACCOUNT=$user "$BATS_TEST_DIRNAME/../setup.sh" account
+	runuser -l "$account" -c "podman save localhost/sagemath-debian:bookworm" |
+		runuser -l "$user" -c "podman load --quiet" >/dev/null
+	# Sage 10's build fails at its first step: a debootstrap first on PATH
+	# that fails (a mirror that breaks off, say); the rest is setup.sh's
+	# own, and 9.5 the real image. The build's files go to a directory of
+	# the test's.
+	mkdir "$BATS_TEST_TMPDIR/bin" "$BATS_TEST_TMPDIR/build"
+	printf '#!/bin/sh\necho "debootstrap: failing for the test" >&2\nexit 1\n' \
+		>"$BATS_TEST_TMPDIR/bin/debootstrap"
+	chmod 755 "$BATS_TEST_TMPDIR/bin/debootstrap"
+	run env -u SAGE_SANDBOX_IMAGE -u SAGE_SANDBOX_SAGE SAGE_SANDBOX_ACCOUNT=$user \
+		SAGE_SANDBOX_BUILD_DIR="$BATS_TEST_TMPDIR/build" PATH="$BATS_TEST_TMPDIR/bin:$PATH" \
+		"$BATS_TEST_DIRNAME/../setup.sh" image
+	case $output in
+	*"Sage 9.5, localhost/sagemath-debian:bookworm: the Python package index does not answer"*)
+		remove_user "$user"
+		skip "the Python package index does not answer here: Sage 10 is not chosen" ;;
+	esac
+	expect_equal "$status" 0
+	expect_match "$output" "setup: Sage 10, $DEFAULT_IMAGE: the newest; the Python package index answers"
+	expect_match "$output" "debootstrap: failing for the test"
+	expect_match "$output" "setup: Sage 9.5, localhost/sagemath-debian:bookworm: Sage 10's build failed \(above\); Sage 9.5 comes from the apt mirror"
+	expect_match "$output" "setup: image localhost/sagemath-debian:bookworm is present for $user"
+	expect_equal "$(cat "/home/$user/.config/sage-sandbox/settings")" \
+		"# written by setup.sh: Sage 9.5, Sage 10's build failed (above); Sage 9.5 comes from the apt mirror"$'\n'"image = localhost/sagemath-debian:bookworm"
+	run runuser -l "$user" -c "podman image exists $DEFAULT_IMAGE"
+	expect_equal "$status" 1
+	# The failed build's root is gone; its log stays, named above.
+	expect_equal "$(find "$BATS_TEST_TMPDIR/build" -mindepth 1 -maxdepth 1 -name 'sage-sandbox-rootfs.*')" ""
+	remove_user "$user"
 }
 
 @test "setup.sh image --sage 9.5 - names Debian's image in the account's settings file, which status then shows; the newest takes it back; the file's own lines stay" {

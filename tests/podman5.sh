@@ -130,26 +130,37 @@ start() {
 	say "up: $version, rootless, image $image"
 }
 
+# forget_stuck_starts: a test that kills a run while podman starts it can
+# leave a container created and never started: its runc init waits
+# forever, as a process of a sandbox uid that the next test or the next run
+# of the host's suite would find. podman 5 forgets such a container while
+# its conmon and runc init live on (until conmon's --timeout, 11 minutes):
+# the runc init of a sandbox uid goes, and its conmon ends with it. An open
+# gap of sage-sandbox's stop under podman 5.
+forget_stuck_starts() {
+	local first
+	as_account "podman rm --all --force --time 0 >/dev/null 2>&1" || true
+	first=$(awk -F: -v user="$account" '$1 == user { print $2; exit }' /etc/subuid)
+	[ -n "$first" ] || return 0
+	ps -eo uid=,pid=,args= | awk -v first="$first" \
+		'$1 >= first && $3 == "/usr/bin/runc" && $4 == "init" { print $2 }' |
+		xargs -r kill -KILL 2>/dev/null || true
+}
+
 case ${1:-} in
 start) start ;;
 check)
 	start
 	say "the suite's core under $(as_account "podman --version")"
 	status=0
-	as_account "cd sage-sandbox && bats --timing $(echo $core_tests)" || status=$?
-	# A test that kills a run while podman starts it can leave a container
-	# created and never started: its runc init waits forever, as a process
-	# of a sandbox uid that the next run of the host's suite would find.
-	as_account "podman rm --all --force --time 0 >/dev/null 2>&1" || true
-	# podman 5 forgets such a container while its conmon and runc init
-	# live on (until conmon's --timeout, 11 minutes): the runc init of a
-	# sandbox uid goes, and its conmon ends with it.
-	first=$(awk -F: -v user="$account" '$1 == user { print $2; exit }' /etc/subuid)
-	if [ -n "$first" ]; then
-		ps -eo uid=,pid=,args= | awk -v first="$first" \
-			'$1 >= first && $3 == "/usr/bin/runc" && $4 == "init" { print $2 }' |
-			xargs -r kill -KILL 2>/dev/null || true
-	fi
+	# A file at a time, with what a killed start leaves gone after each
+	# (forget_stuck_starts): 060's teardown, which finds any process of a
+	# sandbox uid, failed all its tests on a runc init 020's signal tests
+	# left (once, with the host busy).
+	for file in $core_tests; do
+		as_account "cd sage-sandbox && bats --timing $file" || status=$?
+		forget_stuck_starts
+	done
 	exit "$status"
 	;;
 run)
