@@ -160,8 +160,9 @@ def split_constants(text, preparsed):
     the code does not have are taken for the block, and only if they are
     constants and blanks."""
     lines = preparsed.splitlines()
+    users = text.splitlines()
     joined = joined_lines(text)
-    kept = [n for n in range(1, len(text.splitlines()) + 1) if n not in joined]
+    kept = [n for n in range(1, len(users) + 1) if n not in joined]
     extra = len(lines) - len(kept)
     constants = ""
     head = lines[:extra] if extra > 0 else []
@@ -171,7 +172,7 @@ def split_constants(text, preparsed):
         # Joined onto the first line, before it: taken off it, so that
         # the line is the user's again (a `from __future__` import after
         # it must start the code, as sage-preparse makes it do).
-        first = text.splitlines()[0] if text.splitlines() else ""
+        first = users[0] if users else ""
         joined_head = lines[0][:len(lines[0]) - len(first)]
         if lines[0].endswith(first) and JOINED_CONSTANTS.fullmatch(joined_head):
             constants, lines = joined_head, [first] + lines[1:]
