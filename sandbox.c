@@ -583,6 +583,23 @@ static void on_retry_remove(void *data)
 	start_remove(data);
 }
 
+/* What is left of the container once podman removed it. Under podman 5, a
+ * run stopped while podman started it leaves its container created, never
+ * started: podman forgets it (its client was killed before it recorded
+ * the start), so `podman rm` finds nothing, while runc init waits on, as
+ * a process of the run's uid, until conmon's --timeout (minutes), and the
+ * uid's next sandbox would find it. Killed here by uid: the claim makes
+ * every process of that uid this run's, and the removal is done, so none
+ * of them belongs to a container that still counts. Not where the uid is
+ * not claimed (a shared uid's processes may be another run's) or podman
+ * runs elsewhere. */
+static void kill_leftovers(struct sandbox *sb)
+{
+	long uid = uid_claim_host_uid(&sb->uid_claim);
+	if (uid >= 0 && !sb->opt.host->remote)
+		memwatch_kill((uid_t)uid);
+}
+
 static void on_removed(struct capture *cap, void *data)
 {
 	struct sandbox *sb = data;
@@ -594,6 +611,8 @@ static void on_removed(struct capture *cap, void *data)
 			fprintf(stderr, "sage-sandbox: could not remove container %s (%s); "
 					"'sage-sandbox cleanup' will\n", sb->name,
 				cap->timed_out ? "podman rm timed out" : "podman rm failed");
+		else
+			kill_leftovers(sb);
 		sb->rm_done = true;
 	}
 	capture_free(cap);

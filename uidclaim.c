@@ -70,6 +70,7 @@ static int claim(struct uid_claim *c, const struct podman_host *host, unsigned l
 		return bind_errno == EADDRINUSE ? 0 : -1;
 	}
 	c->fd = fd;
+	c->host_uid = host_uid;
 	return 1;
 }
 
@@ -87,9 +88,14 @@ unsigned long uid_claim_draw(struct uid_claim *c, const struct podman_host *host
 	return uid;
 }
 
+long uid_claim_host_uid(const struct uid_claim *c)
+{
+	return c->fd >= 0 ? c->host_uid : -1;
+}
+
 void uid_claim_release(struct uid_claim *c)
 {
 	if (c->fd >= 0)
 		close(c->fd);
-	c->fd = -1;
+	*c = UID_CLAIM_NONE;
 }

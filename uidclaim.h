@@ -11,9 +11,10 @@
  * none is held. Owned by the sandbox that drew the uid. */
 struct uid_claim {
 	int fd;
+	long host_uid; /* the uid on the host that fd claims; -1: none */
 };
 
-#define UID_CLAIM_NONE ((struct uid_claim){.fd = -1})
+#define UID_CLAIM_NONE ((struct uid_claim){.fd = -1, .host_uid = -1})
 
 /* A uid in [SANDBOX_UID_MIN, sandbox_uid_max(host)] that no live claim on
  * this host holds, claimed in *claim (which must hold none). Where every
@@ -21,6 +22,10 @@ struct uid_claim {
  * unclaimed: two sandboxes then may share it, as before claims. 1000
  * (shared, unclaimed) where the mapping is smaller than the range. */
 unsigned long uid_claim_draw(struct uid_claim *claim, const struct podman_host *host);
+/* The host uid the claim holds, whose processes are the sandbox's alone
+ * while it is held; -1 where it holds none (a shared or unclaimed uid,
+ * whose processes may be another sandbox's). */
+long uid_claim_host_uid(const struct uid_claim *claim);
 /* Lets the uid go (nothing where none is held). */
 void uid_claim_release(struct uid_claim *claim);
 

@@ -629,10 +629,13 @@ static void test_uid_claim(void)
 	check(a.fd >= 0 && b.fd >= 0 && ua != ub && ua >= SANDBOX_UID_MIN && ub >= SANDBOX_UID_MIN &&
 		ua <= SANDBOX_UID_MIN + 1 && ub <= SANDBOX_UID_MIN + 1,
 		"uidclaim: two live claims, two uids");
+	check(uid_claim_host_uid(&a) == host_uid_of(&host, ua) && uid_claim_host_uid(&a) >= 0,
+		"uidclaim: a claim holds its uid's host uid");
 	unsigned long uc = uid_claim_draw(&c, &host);
 	check(c.fd < 0 && (uc == ua || uc == ub), "uidclaim: all claimed: a uid, unclaimed");
+	check(uid_claim_host_uid(&c) == -1, "uidclaim: an unclaimed uid holds no host uid");
 	uid_claim_release(&a);
-	check(a.fd == -1, "uidclaim: released");
+	check(a.fd == -1 && uid_claim_host_uid(&a) == -1, "uidclaim: released");
 	unsigned long again = 0;
 	for (int i = 0; i < 8 && again != ua; i++) {
 		uid_claim_release(&c);
