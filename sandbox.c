@@ -583,21 +583,25 @@ static void on_retry_remove(void *data)
 	start_remove(data);
 }
 
-/* What is left of the container once podman removed it. Under podman 5, a
- * run stopped while podman started it leaves its container created, never
- * started: podman forgets it (its client was killed before it recorded
- * the start), so `podman rm` finds nothing, while runc init waits on, as
- * a process of the run's uid, until conmon's --timeout (minutes), and the
- * uid's next sandbox would find it. Killed here by uid: the claim makes
- * every process of that uid this run's, and the removal is done, so none
- * of them belongs to a container that still counts. Not where the uid is
- * not claimed (a shared uid's processes may be another run's) or podman
- * runs elsewhere. */
-static void kill_leftovers(struct sandbox *sb)
+/* What is left of the container once its removal is over. Under podman 5,
+ * a run stopped while podman started it leaves its container created,
+ * never started: podman forgets it (its client was killed before it
+ * recorded the start), so `podman rm` finds nothing, while runc init
+ * waits on, as a process of the run's uid, until conmon's --timeout
+ * (minutes), and the uid's next sandbox would find it. Where the removal
+ * failed, what is left is the code, still running. Killed here by uid,
+ * as the watchdog kills a run past its limit: the claim keeps the other
+ * sandboxes of this host off the uid (uidclaim.c says where it does not),
+ * and no container of the run still counts. Not where the uid is not
+ * claimed (a shared uid's processes may be another run's) or podman runs
+ * elsewhere. A runc init that comes only after this look (its runc create
+ * slower than the removal) is left to conmon's --timeout. */
+static void removal_over(struct sandbox *sb)
 {
 	long uid = uid_claim_host_uid(&sb->uid_claim);
 	if (uid >= 0 && !sb->opt.host->remote)
 		memwatch_kill((uid_t)uid);
+	sb->rm_done = true;
 }
 
 static void on_removed(struct capture *cap, void *data)
@@ -611,9 +615,7 @@ static void on_removed(struct capture *cap, void *data)
 			fprintf(stderr, "sage-sandbox: could not remove container %s (%s); "
 					"'sage-sandbox cleanup' will\n", sb->name,
 				cap->timed_out ? "podman rm timed out" : "podman rm failed");
-		else
-			kill_leftovers(sb);
-		sb->rm_done = true;
+		removal_over(sb);
 	}
 	capture_free(cap);
 	sandbox_advance(sb);
@@ -626,7 +628,7 @@ static void start_remove(struct sandbox *sb)
 	podman_rm_args(&sb->rm_args, sb->opt.podman, sb->name);
 	if (capture_start(sb->loop, &sb->rm, sb->rm_args.arg, podman_environment(),
 		    loop_now_ms() + REMOVE_TIMEOUT_MS, on_removed, sb) < 0)
-		sb->rm_done = true;
+		removal_over(sb);
 }
 
 void sandbox_stop(struct sandbox *sb, enum stop_reason reason, int signal)
@@ -878,8 +880,9 @@ static int spawn_podman(struct sandbox *sb, struct error *err)
 	container_name(sb->name, sizeof sb->name);
 	process_identity(getpid(), owner, sizeof owner);
 	/* After a start race, the new uid is drawn while the old is still
-	 * claimed, then the old let go: the lost container's removal
-	 * (discards) may still run, and its uid is not drawn again meanwhile. */
+	 * claimed, then the old let go: this sandbox draws another uid than
+	 * its lost container's, whose removal (discards) may still run; other
+	 * sandboxes may draw it from now on. */
 	struct uid_claim old_claim = sb->uid_claim;
 	sb->uid_claim = UID_CLAIM_NONE;
 	unsigned long uid = uid_claim_draw(&sb->uid_claim, opt->host);

@@ -22,9 +22,9 @@ struct uid_claim {
  * unclaimed: two sandboxes then may share it, as before claims. 1000
  * (shared, unclaimed) where the mapping is smaller than the range. */
 unsigned long uid_claim_draw(struct uid_claim *claim, const struct podman_host *host);
-/* The host uid the claim holds, whose processes are the sandbox's alone
- * while it is held; -1 where it holds none (a shared or unclaimed uid,
- * whose processes may be another sandbox's). */
+/* The host uid the claim holds, which no other sandbox of this host draws
+ * while it is held (but as uidclaim.c says); -1 where it holds none (a
+ * shared or unclaimed uid, whose processes may be another sandbox's). */
 long uid_claim_host_uid(const struct uid_claim *claim);
 /* Lets the uid go (nothing where none is held). */
 void uid_claim_release(struct uid_claim *claim);

@@ -118,8 +118,10 @@ def _package_systems():
     ms on Sage 10 here), and keeps the answer for the process. An
     elliptic curve's rank() asks it first thing, looking for Cremona's
     database, which the images lack (rank: 450 ms in a call, 4 ms after
-    this). The same answer in every process of the container, and
-    printed only as an install hint, the same whoever asked first."""
+    this). The answer is kept, as after a cold call's first lookup: the
+    same in every process of the container (the image's programs, the
+    container's PATH; a call that changed its PATH before its first
+    lookup would get the template's), printed only as an install hint."""
     try:
         from sage.features import package_systems
     except ImportError:

@@ -130,16 +130,18 @@ start() {
 	say "up: $version, rootless, image $image"
 }
 
-# sandbox_leftovers: processes of a sandbox uid (any of the account's
-# subordinate ids but the first 999), which no run leaves once it has
-# ended. Under podman 5 a run stopped while podman started it left its
-# runc init (podman forgets such a container) until sage-sandbox killed
-# what is left of its uid after the removal.
+# sandbox_leftovers: processes of the uids the root's runs take (060's
+# sandbox_host_uids: the shared 1000 and 10000-59999, through the root's
+# account's subordinate ids), which no run leaves once it has ended. Under
+# podman 5 a run stopped while podman started it left its runc init
+# (podman forgets such a container) until sage-sandbox killed what is left
+# of its uid after the removal.
 sandbox_leftovers() {
 	local first
 	first=$(awk -F: -v user="$account" '$1 == user { print $2; exit }' "$root/etc/subuid")
 	[ -n "$first" ] || return 0
-	ps -eo uid=,pid=,args= | awk -v low="$((first + 999))" '$1 >= low'
+	ps -eo uid=,pid=,args= | awk -v s="$((first + 999))" -v l="$((first + 9999))" \
+		-v h="$((first + 59998))" '$1 == s || ($1 >= l && $1 <= h)'
 }
 
 case ${1:-} in
