@@ -11,14 +11,21 @@ sandbox_host_uids() {
 	awk -F: -v user="$(id -un)" '$1 == user { print $2 + 999, $2 + 9999, $2 + 59998; exit }' /etc/subuid
 }
 
+# The processes of those uids: "UID PID ARGS" lines.
+sandbox_processes() {
+	local shared low high
+	read -r shared low high < <(sandbox_host_uids)
+	ps -eo uid=,pid=,args= | awk -v s="$shared" -v l="$low" -v h="$high" \
+		'$1 == s || ($1 >= l && $1 <= h)'
+}
+
 teardown() {
 	wait_no_containers 10
 	local shared low high
 	read -r shared low high < <(sandbox_host_uids)
 	# No process of a sandbox's user outlives its run...
 	local left
-	left=$(ps -eo uid=,pid=,args= | awk -v s="$shared" -v l="$low" -v h="$high" \
-		'$1 == s || ($1 >= l && $1 <= h)')
+	left=$(sandbox_processes)
 	if [ -n "$left" ]; then
 		echo "# processes of a sandbox's uid left: $left" >&2
 		return 1
@@ -445,8 +452,7 @@ finished"
 	# at 23 moments from 40 ms to 2 s: podman's create, init and start,
 	# the launcher's start. A run first, so that the image's probe (a
 	# container of its own, once per image) is not what is stopped.
-	local delay status shared low high left
-	read -r shared low high < <(sandbox_host_uids)
+	local delay status left
 	sage 'print(1)' 0 run
 	for delay in $(LC_ALL=C seq 0.04 0.02 0.40) 0.6 0.8 1.2 2.0; do
 		printf 'import time\nprint("started")\ntime.sleep(60)\n' | "$SAGE_SANDBOX" run \
@@ -459,8 +465,7 @@ finished"
 		expect_equal "$(our_containers)" "" "containers right after exit, SIGTERM after $delay s"
 		# Killed ones may wait a moment to be reaped: up to 2 s.
 		for _ in $(seq 20); do
-			left=$(ps -eo uid=,pid=,args= | awk -v s="$shared" -v l="$low" -v h="$high" \
-				'$1 == s || ($1 >= l && $1 <= h)')
+			left=$(sandbox_processes)
 			[ -z "$left" ] && break
 			sleep 0.1
 		done
