@@ -101,6 +101,10 @@ struct sandbox {
 	bool submitted;
 	int starts;
 	struct capture_run *discards[START_TRIES - 1];
+	/* The uid each lost container ran as, still claimed while its removal
+	 * runs: no sandbox draws it until what is left of it is killed
+	 * (on_discarded). Released there, or by sandbox_free(). */
+	struct uid_claim discard_claims[START_TRIES - 1];
 	/* The launcher waits for the next call (a session's next cell, or a
 	 * serial sandbox's next call): the container lives on past the last
 	 * call's result. */
@@ -399,10 +403,19 @@ static bool discarding(const struct sandbox *sb)
 	return false;
 }
 
+static void kill_uid_leftovers(const struct sandbox *sb, const struct uid_claim *claim);
+
+/* A lost container's removal is over: what is left of its uid is killed,
+ * as after a stop's removal (removal_over), and the uid let go. */
 static void on_discarded(struct capture *cap, void *data)
 {
 	struct sandbox *sb = data;
 	capture_free(cap);
+	for (size_t i = 0; i < sizeof sb->discards / sizeof sb->discards[0]; i++)
+		if (!sb->discards[i] && uid_claim_host_uid(&sb->discard_claims[i]) >= 0) {
+			kill_uid_leftovers(sb, &sb->discard_claims[i]);
+			uid_claim_release(&sb->discard_claims[i]);
+		}
 	sandbox_advance(sb);
 }
 
@@ -432,8 +445,15 @@ static bool start_again(struct sandbox *sb)
 		return false;
 	struct argv_builder rm = {0};
 	podman_rm_args(&rm, sb->opt.podman, sb->name);
-	capture_start(sb->loop, &sb->discards[sb->starts], rm.arg, podman_environment(),
-		loop_now_ms() + REMOVE_TIMEOUT_MS, on_discarded, sb);
+	/* The lost container's uid stays claimed until its removal is over
+	 * (on_discarded): the next start draws another. */
+	sb->discard_claims[sb->starts] = sb->uid_claim;
+	sb->uid_claim = UID_CLAIM_NONE;
+	if (capture_start(sb->loop, &sb->discards[sb->starts], rm.arg, podman_environment(),
+		    loop_now_ms() + REMOVE_TIMEOUT_MS, on_discarded, sb) < 0) {
+		kill_uid_leftovers(sb, &sb->discard_claims[sb->starts]);
+		uid_claim_release(&sb->discard_claims[sb->starts]);
+	}
 	args_free(&rm);
 	sb->starts++;
 	loop_timer_cancel(&sb->grace_timer);
@@ -596,11 +616,16 @@ static void on_retry_remove(void *data)
  * claimed (a shared uid's processes may be another run's) or podman runs
  * elsewhere. A runc init that comes only after this look (its runc create
  * slower than the removal) is left to conmon's --timeout. */
-static void removal_over(struct sandbox *sb)
+static void kill_uid_leftovers(const struct sandbox *sb, const struct uid_claim *claim)
 {
-	long uid = uid_claim_host_uid(&sb->uid_claim);
+	long uid = uid_claim_host_uid(claim);
 	if (uid >= 0 && !sb->opt.host->remote)
 		memwatch_kill((uid_t)uid);
+}
+
+static void removal_over(struct sandbox *sb)
+{
+	kill_uid_leftovers(sb, &sb->uid_claim);
 	sb->rm_done = true;
 }
 
@@ -879,14 +904,9 @@ static int spawn_podman(struct sandbox *sb, struct error *err)
 		return -1;
 	container_name(sb->name, sizeof sb->name);
 	process_identity(getpid(), owner, sizeof owner);
-	/* After a start race, the new uid is drawn while the old is still
-	 * claimed, then the old let go: this sandbox draws another uid than
-	 * its lost container's, whose removal (discards) may still run; other
-	 * sandboxes may draw it from now on. */
-	struct uid_claim old_claim = sb->uid_claim;
-	sb->uid_claim = UID_CLAIM_NONE;
+	/* After a start race, the lost container's uid is still claimed
+	 * (discard_claims): this draws another. */
 	unsigned long uid = uid_claim_draw(&sb->uid_claim, opt->host);
-	uid_claim_release(&old_claim);
 	args_free(&sb->args);
 	const char *mode = opt->session ? "session" : opt->serial ? "serial" : "once";
 	podman_run_args(&sb->args, opt->cfg, opt->host, opt->image, opt->podman, sb->name, owner,
@@ -968,6 +988,8 @@ struct sandbox *sandbox_start(struct loop *loop, const struct sandbox_options *o
 	sb->podman.pidfd = sb->podman.stdin_fd = sb->podman.stdout_fd = sb->podman.stderr_fd = -1;
 	sb->profile_fd = -1;
 	sb->uid_claim = UID_CLAIM_NONE;
+	for (size_t i = 0; i < sizeof sb->discard_claims / sizeof sb->discard_claims[0]; i++)
+		sb->discard_claims[i] = UID_CLAIM_NONE;
 	int spawned = spawn_podman(sb, err);
 	if (spawned < 0) {
 		sandbox_free(sb);
@@ -1236,6 +1258,15 @@ void sandbox_free(struct sandbox *sb)
 	capture_abandon(&sb->rm);
 	for (size_t i = 0; i < sizeof sb->discards / sizeof sb->discards[0]; i++)
 		capture_abandon(&sb->discards[i]);
+	/* A uid let go while its container's removal still runs is first
+	 * rid of what runs as it, as at a removal's end (removal_over): the
+	 * sandbox that draws it next would count what is left as its own. */
+	if (sb->stopping != STOP_NONE && !sb->rm_done)
+		kill_uid_leftovers(sb, &sb->uid_claim);
+	for (size_t i = 0; i < sizeof sb->discard_claims / sizeof sb->discard_claims[0]; i++) {
+		kill_uid_leftovers(sb, &sb->discard_claims[i]);
+		uid_claim_release(&sb->discard_claims[i]);
+	}
 	memwatch_free(sb->memwatch);
 	cpugroup_remove(&sb->cpu_group);
 	uid_claim_release(&sb->uid_claim);

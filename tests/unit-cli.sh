@@ -173,10 +173,10 @@ else
 	ss run --podman "$podman"
 	check "run - the fake podman: info, probe, one container, the code's output, status 0" \
 		eval '[ "$status" -eq 0 ] && [ "$(cat "$out")" = "out:print(1)" ] && [ ! -s "$err" ] &&
-			calls_are "info probe run call end "'
+			calls_are "info probe run user call end "'
 	ss run --podman "$podman"
 	check "run - a second run asks neither podman info nor the image again (the cache)" \
-		eval '[ "$status" -eq 0 ] && calls_are "info probe run call end run call end "'
+		eval '[ "$status" -eq 0 ] && calls_are "info probe run user call end run user call end "'
 	ss cleanup --podman "$podman"
 	check "cleanup - podman ps lists nothing: status 0, one line" \
 		eval '[ "$status" -eq 0 ] && [ ! -s "$err" ] &&

@@ -20,10 +20,13 @@
 #include <libgen.h>
 #include <limits.h>
 #include <signal.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -55,6 +58,16 @@ static char fake_script[PATH_MAX], scratch[PATH_MAX - 64], podman_setting[PATH_M
 static struct config cfg;
 /* No cgroup controller and no uid range: no memory watchdog, no throttle. */
 static const struct podman_host bare_host;
+/* A uid range, so that each sandbox draws and claims a uid of its own
+ * (uidclaim.c), mapped to host uids no process has; cgroups said to hold
+ * memory and CPU, so that no watchdog looks for the run's processes. */
+#define RANGED_HOST_UID_BASE 3900000000UL
+static const struct podman_host ranged_host = {
+	.controller = {[CONTROLLER_MEMORY] = true, [CONTROLLER_CPU] = true},
+	.id_count = 65537,
+	.uid_map = {{0, 1000, 1}, {1, RANGED_HOST_UID_BASE, 65536}},
+	.uid_ranges = 2,
+};
 static const struct sage_image fake_image = {.python = "/usr/bin/python3", .user = "sage",
 	.uid = 1000, .gid = 1000};
 
@@ -281,10 +294,11 @@ static void watch_released(struct sandbox *sb, void *data)
 	loop_quit(w->loop);
 }
 
-static bool start(struct watch *w, const struct fake *f, bool serial, struct error *err)
+static bool start_on(struct watch *w, const struct fake *f, const struct podman_host *host,
+		bool serial, struct error *err)
 {
 	*w = (struct watch){.loop = loop_new(), .fake = f};
-	struct sandbox_options opt = {.cfg = &cfg, .host = &bare_host, .image = &fake_image,
+	struct sandbox_options opt = {.cfg = &cfg, .host = host, .image = &fake_image,
 		.podman = f->podman, .deadline = loop_now_ms() + 30000, .serial = serial,
 		.cb = {.keep_output = true, .on_ready = watch_ready, .on_output = watch_output,
 			.on_done = watch_done, .on_released = watch_released, .data = w}};
@@ -295,6 +309,11 @@ static bool start(struct watch *w, const struct fake *f, bool serial, struct err
 		exit(2);
 	}
 	return true;
+}
+
+static bool start(struct watch *w, const struct fake *f, bool serial, struct error *err)
+{
+	return start_on(w, f, &bare_host, serial, err);
 }
 
 static struct program make_program(const char *code, int64_t deadline)
@@ -639,6 +658,163 @@ static void start_race(void)
 		has(r->failure.message, "attach socket"),
 		"race - lost every time: 3 starts (START_TRIES), then failed 125 with podman's words");
 	finish(&w, "race - always");
+}
+
+/* Whether a sandbox of this host holds the claim on the host uid that
+ * container uid uid maps to on ranged_host: its abstract name (uidclaim.c)
+ * is bound. */
+static bool uid_claimed(long uid)
+{
+	struct sockaddr_un addr = {.sun_family = AF_UNIX};
+	int n = snprintf(addr.sun_path + 1, sizeof addr.sun_path - 1, "sage-sandbox-uid-%ld",
+		host_uid_of(&ranged_host, (unsigned long)uid));
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	bool taken = fd >= 0 &&
+		bind(fd, (struct sockaddr *)&addr, offsetof(struct sockaddr_un, sun_path) + 1 + n) < 0 &&
+		errno == EADDRINUSE;
+	if (fd >= 0)
+		close(fd);
+	return taken;
+}
+
+/* The uid the fake's nth run was given (its --user), or -1. */
+static long fake_run_uid(const struct fake *f, int nth)
+{
+	char line[160] = "";
+	long uid = -1;
+	fake_lines(f, "user", NULL, nth, line, sizeof line);
+	const char *space = strrchr(line, ' ');
+	if (space)
+		uid = strtol(space + 1, NULL, 10);
+	return uid;
+}
+
+/* As root: a process of the host uid that container uid uid maps to on
+ * ranged_host, as what a container left would be; 0 elsewhere. */
+static pid_t left_as(long uid)
+{
+	if (geteuid() != 0)
+		return 0;
+	uid_t host = (uid_t)host_uid_of(&ranged_host, (unsigned long)uid);
+	pid_t pid = fork();
+	if (pid == 0) {
+		/* Not the test's descriptors: its claims' sockets among them. */
+		close_range(3, ~0U, 0);
+		if (setresgid(host, host, host) == 0 && setresuid(host, host, host) == 0)
+			sleep(30);
+		_exit(1);
+	}
+	/* Only once it is of that uid (its descriptors closed before). */
+	char proc[48];
+	struct stat st;
+	snprintf(proc, sizeof proc, "/proc/%d", (int)pid);
+	for (int64_t until = loop_now_ms() + 5000; pid > 0 && loop_now_ms() < until &&
+	     !(stat(proc, &st) == 0 && st.st_uid == host);)
+		usleep(1000);
+	return pid < 0 ? 0 : pid;
+}
+
+/* Whether left_as's process was killed (by SIGKILL) within 2 s; reaped
+ * either way. */
+static bool was_killed(pid_t pid)
+{
+	int status = 0;
+	pid_t got = 0;
+	for (int64_t until = loop_now_ms() + 2000; got == 0 && loop_now_ms() < until;
+	     usleep(10 * 1000))
+		got = waitpid(pid, &status, WNOHANG);
+	if (got == 0) {
+		kill(pid, SIGKILL);
+		waitpid(pid, NULL, 0);
+	}
+	return got == pid && WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL;
+}
+
+/* A lost start's uid stays claimed while its container's removal runs, so
+ * that no sandbox draws it while something of that container may still
+ * run as it (the next start draws another); it is let go once the removal
+ * is over, or when the sandbox is freed during it. */
+static void start_race_claims(void)
+{
+	struct fake f;
+	struct watch w;
+	struct error err;
+	fake_new(&f, "race-claims", "run race 1\nrm slow\n");
+	struct program p = make_program("print(3)", loop_now_ms() + 30000);
+	start_on(&w, &f, &ranged_host, false, &err);
+	sandbox_submit(w.sb, &p);
+	for (int64_t until = loop_now_ms() + 20000;
+	     fake_count(&f, "user", NULL) < 2 && loop_now_ms() < until;)
+		turn_for(w.loop, 20);
+	long lost = fake_run_uid(&f, 0), second = fake_run_uid(&f, 1);
+	bool removing = fake_count(&f, "rm-end", NULL) == 0;
+	check(lost >= SANDBOX_UID_MIN && second >= SANDBOX_UID_MIN && lost != second &&
+		removing && uid_claimed(lost) && uid_claimed(second),
+		"race claims - while the lost container's removal runs, its uid and the new start's "
+		"are both claimed, and differ");
+	settle(&w, 20000);
+	check(!uid_claimed(lost) && uid_claimed(second) && !sandbox_result(w.sb)->failed,
+		"race claims - the removal over, the lost uid is let go; the sandbox's own is held");
+	finish(&w, "race claims");
+	check(!uid_claimed(second), "race claims - freed, the sandbox's uid is let go");
+
+	fake_new(&f, "race-claims-free", "run race 1\nrm hang\n");
+	start_on(&w, &f, &ranged_host, false, &err);
+	for (int64_t until = loop_now_ms() + 20000;
+	     fake_count(&f, "user", NULL) < 2 && loop_now_ms() < until;)
+		turn_for(w.loop, 20);
+	lost = fake_run_uid(&f, 0);
+	second = fake_run_uid(&f, 1);
+	bool held = lost >= SANDBOX_UID_MIN && uid_claimed(lost) && fake_count(&f, "rm-end", NULL) == 0;
+	pid_t left = left_as(lost);
+	sandbox_free(w.sb);
+	check(held && !uid_claimed(lost) && !uid_claimed(second),
+		"race claims - freed while the lost container's removal runs: both uids let go");
+	if (left)
+		check(was_killed(left),
+			"race claims - ... and what ran as the lost uid is killed before it is let go");
+	else
+		skip("race claims - ... and what ran as the lost uid is killed before it is let go",
+			"not root: no process of another uid can be made");
+	loop_free(w.loop);
+	buffer_free(&w.streamed[0]);
+	buffer_free(&w.streamed[1]);
+	case_processes(&f, true);
+	reap_abandoned(&f);
+	check(nothing_left(&f), "race claims - freed during the removal: nothing left running");
+}
+
+/* A stop's removal cut short by sandbox_free: what runs as the run's uid
+ * is killed before its claim goes, as at a removal's end. */
+static void stop_claim_free(void)
+{
+	struct fake f;
+	struct watch w;
+	struct error err;
+	fake_new(&f, "stop-claim-free", "run hang\nrm hang\n");
+	struct program p = make_program("print(4)", loop_now_ms() + 30000);
+	start_on(&w, &f, &ranged_host, false, &err);
+	sandbox_submit(w.sb, &p);
+	for (int64_t until = loop_now_ms() + 20000; !w.streamed[0].len && loop_now_ms() < until;)
+		turn_for(w.loop, 20);
+	long uid = fake_run_uid(&f, 0);
+	sandbox_stop(w.sb, STOP_SIGNAL, SIGTERM);
+	bool removing = wait_for_fake(&f, "rm", NULL, 1, 5000) && uid_claimed(uid);
+	pid_t left = left_as(uid);
+	sandbox_free(w.sb);
+	check(removing && !uid_claimed(uid),
+		"stop claim - freed while the stop's removal runs: the uid is let go");
+	if (left)
+		check(was_killed(left), "stop claim - ... and what ran as it is killed first");
+	else
+		skip("stop claim - ... and what ran as it is killed first",
+			"not root: no process of another uid can be made");
+	loop_free(w.loop);
+	buffer_free(&w.streamed[0]);
+	buffer_free(&w.streamed[1]);
+	case_processes(&f, true);
+	reap_abandoned(&f);
+	check(nothing_left(&f), "stop claim - freed during the removal: nothing left running");
 }
 
 /* sandbox_free while a `podman rm` it started runs (the stop's, or the
@@ -1175,6 +1351,8 @@ static const struct {
 	{"output-limit", output_limit},
 	{"serial", serial_calls},
 	{"race", start_race},
+	{"race-claims", start_race_claims},
+	{"stop-claim-free", stop_claim_free},
 	{"free-while-removing", free_while_removing},
 	{"runner-retry", runner_retry},
 	{"runner-cannot-start", runner_cannot_start},
