@@ -106,7 +106,8 @@ static int write_file(const char *dir, const char *file, const char *text)
 	return n == (ssize_t)strlen(text) ? 0 : -1;
 }
 
-int cpugroup_create(struct cpugroup *g, const char *dir, const char *name)
+/* g's path: the group name in dir. 0, or -1 with errno. */
+static int name_group(struct cpugroup *g, const char *dir, const char *name)
 {
 	*g = (struct cpugroup){0};
 	if ((size_t)snprintf(g->path, sizeof g->path, "%s/%s", dir, name) >= sizeof g->path) {
@@ -114,6 +115,30 @@ int cpugroup_create(struct cpugroup *g, const char *dir, const char *name)
 		errno = ENAMETOOLONG;
 		return -1;
 	}
+	return 0;
+}
+
+int cpugroup_find(struct cpugroup *g, const char *dir, const char *name)
+{
+	struct stat st;
+	if (!name[0] || name[0] == '.' || strchr(name, '/')) {
+		errno = EINVAL;
+		return -1;
+	}
+	if (name_group(g, dir, name) < 0)
+		return -1;
+	if (stat(g->path, &st) < 0 || !S_ISDIR(st.st_mode)) {
+		g->path[0] = '\0';
+		errno = ENOENT;
+		return -1;
+	}
+	return 0;
+}
+
+int cpugroup_create(struct cpugroup *g, const char *dir, const char *name)
+{
+	if (name_group(g, dir, name) < 0)
+		return -1;
 	cpugroup_sweep(dir);
 	if (mkdir(g->path, 0755) < 0) {
 		g->path[0] = '\0';

@@ -45,6 +45,9 @@ bool cpugroup_delegated(char *dir, size_t size);
 /* Makes the group name in the delegated dir, with no quota yet. 0, or -1
  * with errno. */
 int cpugroup_create(struct cpugroup *g, const char *dir, const char *name);
+/* The group name in the delegated dir, made earlier (by a sage-sandbox
+ * since gone): 0, or -1 with errno where there is none. */
+int cpugroup_find(struct cpugroup *g, const char *dir, const char *name);
 /* The file a process joins the group by: its cgroup.procs (process.h). */
 void cpugroup_procs_path(const struct cpugroup *g, char *out, size_t size);
 /* Holds the group to cpus_milli thousandths of a core. Setting a quota

@@ -1374,11 +1374,23 @@ int sandbox_cleanup(const char *podman, struct buffer *removed, struct error *er
 		keep_listed(&orphans, &now);
 		buffer_free(&now);
 	}
+	char group_dir[512];
+	bool grouped = cpugroup_delegated(group_dir, sizeof group_dir);
 	for (cursor = orphans.data; (line = next_line(&cursor, &len));) {
 		char name[128];
 		struct argv_builder rm_args = {0};
 		struct capture rm;
+		struct cpugroup group;
 		snprintf(name, sizeof name, "%.*s", (int)len, line);
+		/* As sandbox_stop does, and for the same reason: a stray's
+		 * processes held at --cpus by its group (its sage-sandbox,
+		 * killed, lifted nothing) would take seconds to die, and
+		 * outlive podman rm's return; so they are killed in the group
+		 * first, and the hold lifted. */
+		if (grouped && cpugroup_find(&group, group_dir, name) == 0) {
+			cpugroup_kill(&group);
+			cpugroup_lift(&group);
+		}
 		podman_rm_args(&rm_args, podman, name);
 		if (capture_command(rm_args.arg, podman_environment(), 30000, &rm) == 0 &&
 		    rm.status == 0) {
@@ -1391,9 +1403,8 @@ int sandbox_cleanup(const char *podman, struct buffer *removed, struct error *er
 	buffer_free(&orphans);
 	/* The cpu groups of containers gone, where they could not be removed
 	 * at the time (cpugroup.c). */
-	char group[512];
-	if (cpugroup_delegated(group, sizeof group))
-		cpugroup_sweep(group);
+	if (grouped)
+		cpugroup_sweep(group_dir);
 	return count;
 }
 

@@ -17,6 +17,7 @@
 #include "terminal.h"
 #include "uidclaim.h"
 
+#include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
 #include <signal.h>
@@ -569,6 +570,15 @@ static void test_cpugroup(void)
 	snprintf(path, sizeof path, "%s/cgroup.procs", runc);
 	unlink(path);
 	check(cpugroup_sweep(dir) == 0, "cpugroup: a young group is no stray");
+	struct cpugroup found;
+	check(cpugroup_find(&found, dir, "sage-sandbox-0123456789abcdef") == 0 &&
+		strcmp(found.path, g.path) == 0,
+		"cpugroup: a stray's group is found by its container's name (cleanup)");
+	check(cpugroup_find(&found, dir, "sage-sandbox-fedcba9876543210") < 0 && errno == ENOENT &&
+		found.path[0] == '\0', "cpugroup: ... none where its container had none");
+	check(cpugroup_find(&found, dir, "..") < 0 && cpugroup_find(&found, dir, "a/b") < 0 &&
+		cpugroup_find(&found, dir, "") < 0 && errno == EINVAL,
+		"cpugroup: ... and never by a name that would leave the delegated directory");
 	cpugroup_remove(&g);
 	check(g.path[0] == '\0' && rmdir(dir) == 0,
 		"cpugroup: removed, the runtime's group in it first");
