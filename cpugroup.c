@@ -121,18 +121,21 @@ static int name_group(struct cpugroup *g, const char *dir, const char *name)
 int cpugroup_find(struct cpugroup *g, const char *dir, const char *name)
 {
 	struct stat st;
+	*g = (struct cpugroup){0};
 	if (!name[0] || name[0] == '.' || strchr(name, '/')) {
 		errno = EINVAL;
 		return -1;
 	}
 	if (name_group(g, dir, name) < 0)
 		return -1;
-	if (stat(g->path, &st) < 0 || !S_ISDIR(st.st_mode)) {
-		g->path[0] = '\0';
-		errno = ENOENT;
-		return -1;
+	int found = stat(g->path, &st);
+	if (found == 0 && !S_ISDIR(st.st_mode)) {
+		errno = ENOTDIR;
+		found = -1;
 	}
-	return 0;
+	if (found < 0)
+		g->path[0] = '\0';
+	return found;
 }
 
 int cpugroup_create(struct cpugroup *g, const char *dir, const char *name)

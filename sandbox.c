@@ -64,8 +64,10 @@ struct sandbox {
 	struct loop_timer *count_timer; /* until memwatch_count settles */
 	/* The uid its processes run as, claimed while the sandbox lives, so
 	 * that a sandbox started meanwhile draws another (uidclaim.c says
-	 * where that does not hold). Released by sandbox_free(). */
+	 * where that does not hold). Released by sandbox_free(); a lost
+	 * start's moves to discard_claims. */
 	struct uid_claim uid_claim;
+	bool podman_local; /* its processes are this host's (podman is not remote) */
 	long host_uid; /* the run's own, for the memory watchdog; -1: not watched */
 	/* The watchdog of the run's memory and CPU (memwatch.c), where no
 	 * cgroup bounds them; NULL where none is kept. Owned. */
@@ -100,11 +102,12 @@ struct sandbox {
 	struct program program;
 	bool submitted;
 	int starts;
-	struct capture_run *discards[START_TRIES - 1];
+	struct capture_run *discards[START_TRIES];
 	/* The uid each lost container ran as, still claimed while its removal
 	 * runs: no sandbox draws it until what is left of it is killed
-	 * (on_discarded). Released there, or by sandbox_free(). */
-	struct uid_claim discard_claims[START_TRIES - 1];
+	 * (on_discarded). Released there, at once where its removal cannot
+	 * start, or by sandbox_free(). */
+	struct uid_claim discard_claims[START_TRIES];
 	/* The launcher waits for the next call (a session's next cell, or a
 	 * serial sandbox's next call): the container lives on past the last
 	 * call's result. */
@@ -412,7 +415,7 @@ static void on_discarded(struct capture *cap, void *data)
 	struct sandbox *sb = data;
 	capture_free(cap);
 	for (size_t i = 0; i < sizeof sb->discards / sizeof sb->discards[0]; i++)
-		if (!sb->discards[i] && uid_claim_host_uid(&sb->discard_claims[i]) >= 0) {
+		if (!sb->discards[i] && sb->discard_claims[i].fd >= 0) {
 			kill_uid_leftovers(sb, &sb->discard_claims[i]);
 			uid_claim_release(&sb->discard_claims[i]);
 		}
@@ -428,14 +431,32 @@ static void fail_running(struct sandbox *sb, const struct error *err)
 	sandbox_stop(sb, STOP_FAILED, 0);
 }
 
-/* podman lost a start race of its own (podman_said_start_race): nothing
- * of the container ran and no byte of the code's stdin went to it, so
- * the same program goes to a container started again, under a new name;
- * the one left behind is removed meanwhile. */
+/* The container of a start podman lost is removed (discards), its uid
+ * kept claimed until that is over (on_discarded): the next start draws
+ * another, and no sandbox draws it while something of the container may
+ * still run as it. */
+static void discard_lost_start(struct sandbox *sb)
+{
+	struct argv_builder rm = {0};
+	struct uid_claim *claim = &sb->discard_claims[sb->starts];
+	podman_rm_args(&rm, sb->opt.podman, sb->name);
+	*claim = sb->uid_claim;
+	sb->uid_claim = UID_CLAIM_NONE;
+	if (capture_start(sb->loop, &sb->discards[sb->starts], rm.arg, podman_environment(),
+		    loop_now_ms() + REMOVE_TIMEOUT_MS, on_discarded, sb) < 0) {
+		kill_uid_leftovers(sb, claim);
+		uid_claim_release(claim);
+	}
+	args_free(&rm);
+}
+
+/* podman lost a start race of its own (podman_said_start_race): its
+ * container is discarded; and where nothing of it ran and no byte of the
+ * code's stdin went to it, the same program goes to a container started
+ * again, under a new name, up to START_TRIES starts. */
 static bool start_again(struct sandbox *sb)
 {
-	if (sb->saw_started || sb->stopping != STOP_NONE || sb->starts + 1 >= START_TRIES ||
-	    sb->result.input_bytes)
+	if (sb->saw_started || sb->stopping != STOP_NONE)
 		return false;
 	/* What podman said before it exited is all in the pipe by now. */
 	while (sb->err_watch && read_available(sb->podman.stderr_fd, &sb->podman_errors,
@@ -443,18 +464,9 @@ static bool start_again(struct sandbox *sb)
 		;
 	if (!podman_said_start_race(sb->podman_errors.data))
 		return false;
-	struct argv_builder rm = {0};
-	podman_rm_args(&rm, sb->opt.podman, sb->name);
-	/* The lost container's uid stays claimed until its removal is over
-	 * (on_discarded): the next start draws another. */
-	sb->discard_claims[sb->starts] = sb->uid_claim;
-	sb->uid_claim = UID_CLAIM_NONE;
-	if (capture_start(sb->loop, &sb->discards[sb->starts], rm.arg, podman_environment(),
-		    loop_now_ms() + REMOVE_TIMEOUT_MS, on_discarded, sb) < 0) {
-		kill_uid_leftovers(sb, &sb->discard_claims[sb->starts]);
-		uid_claim_release(&sb->discard_claims[sb->starts]);
-	}
-	args_free(&rm);
+	discard_lost_start(sb);
+	if (sb->starts + 1 >= START_TRIES || sb->result.input_bytes)
+		return false;
 	sb->starts++;
 	loop_timer_cancel(&sb->grace_timer);
 	close_stream(sb, true);
@@ -619,7 +631,7 @@ static void on_retry_remove(void *data)
 static void kill_uid_leftovers(const struct sandbox *sb, const struct uid_claim *claim)
 {
 	long uid = uid_claim_host_uid(claim);
-	if (uid >= 0 && !sb->opt.host->remote)
+	if (uid >= 0 && sb->podman_local)
 		memwatch_kill((uid_t)uid);
 }
 
@@ -988,6 +1000,7 @@ struct sandbox *sandbox_start(struct loop *loop, const struct sandbox_options *o
 	sb->podman.pidfd = sb->podman.stdin_fd = sb->podman.stdout_fd = sb->podman.stderr_fd = -1;
 	sb->profile_fd = -1;
 	sb->uid_claim = UID_CLAIM_NONE;
+	sb->podman_local = !opt->host->remote;
 	for (size_t i = 0; i < sizeof sb->discard_claims / sizeof sb->discard_claims[0]; i++)
 		sb->discard_claims[i] = UID_CLAIM_NONE;
 	int spawned = spawn_podman(sb, err);
@@ -1392,8 +1405,10 @@ int sandbox_cleanup(const char *podman, struct buffer *removed, struct error *er
 			cpugroup_lift(&group);
 		}
 		podman_rm_args(&rm_args, podman, name);
+		/* Killed, its container may be gone before the rm (conmon's
+		 * --rm); podman before 4.2 then says so, with status 1. */
 		if (capture_command(rm_args.arg, podman_environment(), 30000, &rm) == 0 &&
-		    rm.status == 0) {
+		    (rm.status == 0 || (rm.err.data && strstr(rm.err.data, "no such container")))) {
 			buffer_append_line(removed, name, strlen(name));
 			count++;
 		}

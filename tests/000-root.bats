@@ -212,7 +212,7 @@ remove_user() {
 	printf '%s\n' "$output"
 	expect_equal "$status" 0 "unit-sandbox's status"
 	expect_equal "$(grep -c '^not ok\|# skip' <<<"$output")" 0 "cases failed or skipped"
-	expect_equal "$(grep -c '^ok .* killed' <<<"$output")" 2 "kill cases passed"
+	expect_equal "$(grep -c '^ok .* killed' <<<"$output")" 3 "kill cases passed"
 }
 
 @test "batch - as root refuses with status 125, one line, no result line" {

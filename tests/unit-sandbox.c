@@ -657,6 +657,7 @@ static void start_race(void)
 	check(fake_count(&f, "run", NULL) == 3 && r->failed && r->failure.status == EXIT_REFUSED &&
 		has(r->failure.message, "attach socket"),
 		"race - lost every time: 3 starts (START_TRIES), then failed 125 with podman's words");
+	check(fake_count(&f, "rm", NULL) == 3, "race - ... and each lost container removed, the last too");
 	finish(&w, "race - always");
 }
 
@@ -739,7 +740,7 @@ static void start_race_claims(void)
 	struct fake f;
 	struct watch w;
 	struct error err;
-	fake_new(&f, "race-claims", "run race 1\nrm slow\n");
+	fake_new(&f, "race-claims", "run race 1\nrm slow 3000\n");
 	struct program p = make_program("print(3)", loop_now_ms() + 30000);
 	start_on(&w, &f, &ranged_host, false, &err);
 	sandbox_submit(w.sb, &p);
@@ -752,9 +753,15 @@ static void start_race_claims(void)
 		removing && uid_claimed(lost) && uid_claimed(second),
 		"race claims - while the lost container's removal runs, its uid and the new start's "
 		"are both claimed, and differ");
+	pid_t left = left_as(lost);
 	settle(&w, 20000);
 	check(!uid_claimed(lost) && uid_claimed(second) && !sandbox_result(w.sb)->failed,
 		"race claims - the removal over, the lost uid is let go; the sandbox's own is held");
+	if (left)
+		check(was_killed(left), "race claims - ... what ran as the lost uid is killed then");
+	else
+		skip("race claims - ... what ran as the lost uid is killed then",
+			"not root: no process of another uid can be made");
 	finish(&w, "race claims");
 	check(!uid_claimed(second), "race claims - freed, the sandbox's uid is let go");
 
@@ -765,16 +772,17 @@ static void start_race_claims(void)
 		turn_for(w.loop, 20);
 	lost = fake_run_uid(&f, 0);
 	second = fake_run_uid(&f, 1);
-	bool held = lost >= SANDBOX_UID_MIN && uid_claimed(lost) && fake_count(&f, "rm-end", NULL) == 0;
-	pid_t left = left_as(lost);
+	bool held = lost >= SANDBOX_UID_MIN && second >= SANDBOX_UID_MIN && uid_claimed(lost) &&
+		fake_count(&f, "rm-end", NULL) == 0;
+	left = left_as(lost);
 	sandbox_free(w.sb);
 	check(held && !uid_claimed(lost) && !uid_claimed(second),
 		"race claims - freed while the lost container's removal runs: both uids let go");
 	if (left)
 		check(was_killed(left),
-			"race claims - ... and what ran as the lost uid is killed before it is let go");
+			"race claims - ... and what ran as the lost uid is killed");
 	else
-		skip("race claims - ... and what ran as the lost uid is killed before it is let go",
+		skip("race claims - ... and what ran as the lost uid is killed",
 			"not root: no process of another uid can be made");
 	loop_free(w.loop);
 	buffer_free(&w.streamed[0]);
@@ -805,9 +813,9 @@ static void stop_claim_free(void)
 	check(removing && !uid_claimed(uid),
 		"stop claim - freed while the stop's removal runs: the uid is let go");
 	if (left)
-		check(was_killed(left), "stop claim - ... and what ran as it is killed first");
+		check(was_killed(left), "stop claim - ... and what ran as it is killed");
 	else
-		skip("stop claim - ... and what ran as it is killed first",
+		skip("stop claim - ... and what ran as it is killed",
 			"not root: no process of another uid can be made");
 	loop_free(w.loop);
 	buffer_free(&w.streamed[0]);
