@@ -731,6 +731,36 @@ static bool was_killed(pid_t pid)
 	return got == pid && WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL;
 }
 
+/* The check that left_as's process was killed; skipped where none could
+ * be made. */
+static void check_killed(pid_t left, const char *what)
+{
+	if (left)
+		check(was_killed(left), what);
+	else
+		skip(what, "not root: no process of another uid can be made");
+}
+
+/* Turns the loop until the fake has started n containers. */
+static void turn_until_starts(struct watch *w, const struct fake *f, int n)
+{
+	for (int64_t until = loop_now_ms() + 20000;
+	     fake_count(f, "user", NULL) < n && loop_now_ms() < until;)
+		turn_for(w->loop, 20);
+}
+
+/* After sandbox_free of a case whose podman rm still runs: its loop let
+ * go, what the fake still runs ended, and nothing left. */
+static void end_freed_case(struct watch *w, const struct fake *f, const char *what)
+{
+	loop_free(w->loop);
+	buffer_free(&w->streamed[0]);
+	buffer_free(&w->streamed[1]);
+	case_processes(f, true);
+	reap_abandoned(f);
+	check(nothing_left(f), what);
+}
+
 /* A lost start's uid stays claimed while its container's removal runs, so
  * that no sandbox draws it while something of that container may still
  * run as it (the next start draws another); it is let go once the removal
@@ -744,9 +774,7 @@ static void start_race_claims(void)
 	struct program p = make_program("print(3)", loop_now_ms() + 30000);
 	start_on(&w, &f, &ranged_host, false, &err);
 	sandbox_submit(w.sb, &p);
-	for (int64_t until = loop_now_ms() + 20000;
-	     fake_count(&f, "user", NULL) < 2 && loop_now_ms() < until;)
-		turn_for(w.loop, 20);
+	turn_until_starts(&w, &f, 2);
 	long lost = fake_run_uid(&f, 0), second = fake_run_uid(&f, 1);
 	bool removing = fake_count(&f, "rm-end", NULL) == 0;
 	check(lost >= SANDBOX_UID_MIN && second >= SANDBOX_UID_MIN && lost != second &&
@@ -757,19 +785,13 @@ static void start_race_claims(void)
 	settle(&w, 20000);
 	check(!uid_claimed(lost) && uid_claimed(second) && !sandbox_result(w.sb)->failed,
 		"race claims - the removal over, the lost uid is let go; the sandbox's own is held");
-	if (left)
-		check(was_killed(left), "race claims - ... what ran as the lost uid is killed then");
-	else
-		skip("race claims - ... what ran as the lost uid is killed then",
-			"not root: no process of another uid can be made");
+	check_killed(left, "race claims - ... what ran as the lost uid is killed then");
 	finish(&w, "race claims");
 	check(!uid_claimed(second), "race claims - freed, the sandbox's uid is let go");
 
 	fake_new(&f, "race-claims-free", "run race 1\nrm hang\n");
 	start_on(&w, &f, &ranged_host, false, &err);
-	for (int64_t until = loop_now_ms() + 20000;
-	     fake_count(&f, "user", NULL) < 2 && loop_now_ms() < until;)
-		turn_for(w.loop, 20);
+	turn_until_starts(&w, &f, 2);
 	lost = fake_run_uid(&f, 0);
 	second = fake_run_uid(&f, 1);
 	bool held = lost >= SANDBOX_UID_MIN && second >= SANDBOX_UID_MIN && uid_claimed(lost) &&
@@ -778,18 +800,8 @@ static void start_race_claims(void)
 	sandbox_free(w.sb);
 	check(held && !uid_claimed(lost) && !uid_claimed(second),
 		"race claims - freed while the lost container's removal runs: both uids let go");
-	if (left)
-		check(was_killed(left),
-			"race claims - ... and what ran as the lost uid is killed");
-	else
-		skip("race claims - ... and what ran as the lost uid is killed",
-			"not root: no process of another uid can be made");
-	loop_free(w.loop);
-	buffer_free(&w.streamed[0]);
-	buffer_free(&w.streamed[1]);
-	case_processes(&f, true);
-	reap_abandoned(&f);
-	check(nothing_left(&f), "race claims - freed during the removal: nothing left running");
+	check_killed(left, "race claims - ... and what ran as the lost uid is killed");
+	end_freed_case(&w, &f, "race claims - freed during the removal: nothing left running");
 }
 
 /* A stop's removal cut short by sandbox_free: what runs as the run's uid
@@ -812,17 +824,8 @@ static void stop_claim_free(void)
 	sandbox_free(w.sb);
 	check(removing && !uid_claimed(uid),
 		"stop claim - freed while the stop's removal runs: the uid is let go");
-	if (left)
-		check(was_killed(left), "stop claim - ... and what ran as it is killed");
-	else
-		skip("stop claim - ... and what ran as it is killed",
-			"not root: no process of another uid can be made");
-	loop_free(w.loop);
-	buffer_free(&w.streamed[0]);
-	buffer_free(&w.streamed[1]);
-	case_processes(&f, true);
-	reap_abandoned(&f);
-	check(nothing_left(&f), "stop claim - freed during the removal: nothing left running");
+	check_killed(left, "stop claim - ... and what ran as it is killed");
+	end_freed_case(&w, &f, "stop claim - freed during the removal: nothing left running");
 }
 
 /* sandbox_free while a `podman rm` it started runs (the stop's, or the
