@@ -155,8 +155,8 @@ void cpugroup_procs_path(const struct cpugroup *g, char *out, size_t size)
 	snprintf(out, size, "%s/cgroup.procs", g->path);
 }
 
-/* nr_throttled from the group's cpu.stat, or 0. */
-static uint64_t times_throttled(const char *path)
+/* throttled_time (ns) from the group's cpu.stat, or 0. */
+static uint64_t time_throttled(const char *path)
 {
 	char file[640], line[128];
 	uint64_t n = 0;
@@ -165,20 +165,21 @@ static uint64_t times_throttled(const char *path)
 	if (!f)
 		return 0;
 	while (fgets(line, sizeof line, f))
-		if (sscanf(line, "nr_throttled %" SCNu64, &n) == 1)
+		if (sscanf(line, "throttled_time %" SCNu64, &n) == 1)
 			break;
 	fclose(f);
 	return n;
 }
 
-int cpugroup_hold(struct cpugroup *g, long cpus_milli)
+int cpugroup_hold(struct cpugroup *g, long cpus_milli, int64_t now_ms)
 {
 	char quota[32];
 	if (!g->path[0])
 		return 0;
 	/* Thousandths of a core, of a period in microseconds. */
 	snprintf(quota, sizeof quota, "%ld", cpus_milli * (CPUGROUP_PERIOD_US / 1000));
-	g->throttled = times_throttled(g->path);
+	g->throttled_ns = time_throttled(g->path);
+	g->read_at_ms = now_ms;
 	return write_file(g->path, "cpu.cfs_quota_us", quota);
 }
 
@@ -363,14 +364,17 @@ int cpugroup_kill(const struct cpugroup *g)
 	return n_killed;
 }
 
-bool cpugroup_throttled(struct cpugroup *g)
+bool cpugroup_throttled(struct cpugroup *g, int64_t now_ms)
 {
 	if (!g->path[0])
 		return false;
-	uint64_t now = times_throttled(g->path);
-	bool more = now > g->throttled;
-	g->throttled = now;
-	return more;
+	uint64_t now = time_throttled(g->path);
+	double held_ms = (double)(now - g->throttled_ns) / 1e6;
+	bool held = now > g->throttled_ns &&
+		held_ms >= CPUGROUP_HELD_SHARE * (double)(now_ms - g->read_at_ms);
+	g->throttled_ns = now;
+	g->read_at_ms = now_ms;
+	return held;
 }
 
 /* rmdir of the group at path, and first of the groups in it (runc's). */

@@ -23,7 +23,8 @@
 /* One container's group. Owned by its sandbox. */
 struct cpugroup {
 	char path[512];      /* "" when there is none */
-	uint64_t throttled;  /* the kernel's nr_throttled when last read */
+	uint64_t throttled_ns; /* the kernel's throttled_time when last read */
+	int64_t read_at_ms;    /* and when (the caller's clock) */
 };
 
 /* Where a cgroup v1 hierarchy is mounted: its mount point, and the group
@@ -50,10 +51,11 @@ int cpugroup_create(struct cpugroup *g, const char *dir, const char *name);
 int cpugroup_find(struct cpugroup *g, const char *dir, const char *name);
 /* The file a process joins the group by: its cgroup.procs (process.h). */
 void cpugroup_procs_path(const struct cpugroup *g, char *out, size_t size);
-/* Holds the group to cpus_milli thousandths of a core. Setting a quota
- * starts the group's account afresh: no earlier call's use is charged to
- * it. 0 (also where there is no group), or -1 with errno. */
-int cpugroup_hold(struct cpugroup *g, long cpus_milli);
+/* Holds the group to cpus_milli thousandths of a core, from now_ms.
+ * Setting a quota starts the group's account afresh: no earlier call's
+ * use is charged to it. 0 (also where there is no group), or -1 with
+ * errno. */
+int cpugroup_hold(struct cpugroup *g, long cpus_milli, int64_t now_ms);
 /* Lifts the hold: no quota. */
 void cpugroup_lift(struct cpugroup *g);
 /* Whether /proc/PID/cgroup's text puts the process in the group at path
@@ -71,8 +73,12 @@ pid_t cpugroup_outside(const struct cpugroup *g, uid_t uid);
  * number killed. */
 #define CPUGROUP_KILL_ROUNDS 8
 int cpugroup_kill(const struct cpugroup *g);
-/* Whether the scheduler throttled the group since the last call. */
-bool cpugroup_throttled(struct cpugroup *g);
+/* Whether the scheduler held the group back since the last call (at
+ * now_ms) for CPUGROUP_HELD_SHARE of that time or more: a thread that
+ * runs at --cpus exactly is throttled too, for a moment now and then at a
+ * period's end, which is no hold. */
+#define CPUGROUP_HELD_SHARE 0.1
+bool cpugroup_throttled(struct cpugroup *g, int64_t now_ms);
 /* Removes the group once nothing is in it (what runc made in it first);
  * where something still is, cpugroup_sweep removes it later. */
 void cpugroup_remove(struct cpugroup *g);

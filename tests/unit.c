@@ -513,14 +513,18 @@ static void test_cpugroup(void)
 	check(cpugroup_create(&g, dir, "sage-sandbox-0123456789abcdef") == 0,
 		"cpugroup: a container's group is made in it");
 	write_text(g.path, "cpu.cfs_quota_us", "-1\n");
-	write_text(g.path, "cpu.stat", "nr_periods 10\nnr_throttled 3\nthrottled_time 5\n");
-	check(cpugroup_hold(&g, 250) == 0, "cpugroup: held at --cpus 0.25");
+	write_text(g.path, "cpu.stat", "nr_periods 10\nnr_throttled 3\nthrottled_time 5000000\n");
+	check(cpugroup_hold(&g, 250, 1000) == 0, "cpugroup: held at --cpus 0.25");
 	read_line(g.path, "cpu.cfs_quota_us", quota, sizeof quota);
 	check(strcmp(quota, "25000") == 0, "cpugroup: the quota is a quarter of the 100 ms period");
-	check(!cpugroup_throttled(&g), "cpugroup: not throttled since it was held");
-	write_text(g.path, "cpu.stat", "nr_periods 12\nnr_throttled 4\nthrottled_time 9\n");
-	check(cpugroup_throttled(&g), "cpugroup: throttled once more: told");
-	check(!cpugroup_throttled(&g), "cpugroup: and told once");
+	check(!cpugroup_throttled(&g, 1100), "cpugroup: not throttled since it was held");
+	write_text(g.path, "cpu.stat", "nr_periods 12\nnr_throttled 4\nthrottled_time 35000000\n");
+	check(cpugroup_throttled(&g, 1200), "cpugroup: held back 30 ms of the last 100: told");
+	check(!cpugroup_throttled(&g, 1300), "cpugroup: and told once");
+	write_text(g.path, "cpu.stat", "nr_periods 14\nnr_throttled 6\nthrottled_time 40000000\n");
+	check(!cpugroup_throttled(&g, 1400),
+		"cpugroup: throttled twice for 5 ms of 100 (a thread at its share, at periods' ends): "
+		"no hold");
 	pid_t child;
 	char procs[32];
 	snprintf(procs, sizeof procs, "%d\n", (int)other_users_process(&child));
@@ -582,7 +586,7 @@ static void test_cpugroup(void)
 	cpugroup_remove(&g);
 	check(g.path[0] == '\0' && rmdir(dir) == 0,
 		"cpugroup: removed, the runtime's group in it first");
-	check(cpugroup_hold(&g, 500) == 0 && cpugroup_outside(&g, geteuid()) == 0,
+	check(cpugroup_hold(&g, 500, 0) == 0 && cpugroup_outside(&g, geteuid()) == 0,
 		"cpugroup: a sandbox without a group holds nothing, and has nothing outside it");
 	check(cpugroup_create(&g, "/nonexistent-dir", "x") < 0 && g.path[0] == '\0',
 		"cpugroup: a group that cannot be made is none");
