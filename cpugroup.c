@@ -370,8 +370,13 @@ bool cpugroup_throttled(struct cpugroup *g, int64_t now_ms)
 		return false;
 	uint64_t now = time_throttled(g->path);
 	double held_ms = (double)(now - g->throttled_ns) / 1e6;
-	bool held = now > g->throttled_ns &&
-		held_ms >= CPUGROUP_HELD_SHARE * (double)(now_ms - g->read_at_ms);
+	/* Of one scheduler period at least: looks come at random intervals,
+	 * some of a few ms, in which one throttle at a period's end would be
+	 * a large share. */
+	int64_t over_ms = now_ms - g->read_at_ms;
+	if (over_ms < CPUGROUP_PERIOD_US / 1000)
+		over_ms = CPUGROUP_PERIOD_US / 1000;
+	bool held = now > g->throttled_ns && held_ms >= CPUGROUP_HELD_SHARE * (double)over_ms;
 	g->throttled_ns = now;
 	g->read_at_ms = now_ms;
 	return held;

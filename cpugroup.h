@@ -74,9 +74,10 @@ pid_t cpugroup_outside(const struct cpugroup *g, uid_t uid);
 #define CPUGROUP_KILL_ROUNDS 8
 int cpugroup_kill(const struct cpugroup *g);
 /* Whether the scheduler held the group back since the last call (at
- * now_ms) for CPUGROUP_HELD_SHARE of that time or more: a thread that
- * runs at --cpus exactly is throttled too, for a moment now and then at a
- * period's end, which is no hold. */
+ * now_ms) for CPUGROUP_HELD_SHARE of that time, or of one period where
+ * that was shorter, or more: a thread that runs at --cpus exactly is
+ * throttled too, for a millisecond or two now and then at a period's
+ * end, which is no hold. */
 #define CPUGROUP_HELD_SHARE 0.1
 bool cpugroup_throttled(struct cpugroup *g, int64_t now_ms);
 /* Removes the group once nothing is in it (what runc made in it first);

@@ -525,6 +525,9 @@ static void test_cpugroup(void)
 	check(!cpugroup_throttled(&g, 1400),
 		"cpugroup: throttled twice for 5 ms of 100 (a thread at its share, at periods' ends): "
 		"no hold");
+	write_text(g.path, "cpu.stat", "nr_periods 14\nnr_throttled 7\nthrottled_time 42000000\n");
+	check(!cpugroup_throttled(&g, 1410),
+		"cpugroup: ... nor 2 ms in a look 10 ms after the last (a tenth of a period at least)");
 	pid_t child;
 	char procs[32];
 	snprintf(procs, sizeof procs, "%d\n", (int)other_users_process(&child));
