@@ -408,6 +408,13 @@ static bool discarding(const struct sandbox *sb)
 
 static void kill_uid_leftovers(const struct sandbox *sb, const struct uid_claim *claim);
 
+/* What still runs as the claim's uid killed, then the uid let go. */
+static void let_uid_go(const struct sandbox *sb, struct uid_claim *claim)
+{
+	kill_uid_leftovers(sb, claim);
+	uid_claim_release(claim);
+}
+
 /* A lost container's removal is over: what is left of its uid is killed,
  * as after a stop's removal (removal_over), and the uid let go. */
 static void on_discarded(struct capture *cap, void *data)
@@ -415,10 +422,8 @@ static void on_discarded(struct capture *cap, void *data)
 	struct sandbox *sb = data;
 	capture_free(cap);
 	for (size_t i = 0; i < sizeof sb->discards / sizeof sb->discards[0]; i++)
-		if (!sb->discards[i] && sb->discard_claims[i].fd >= 0) {
-			kill_uid_leftovers(sb, &sb->discard_claims[i]);
-			uid_claim_release(&sb->discard_claims[i]);
-		}
+		if (!sb->discards[i] && sb->discard_claims[i].fd >= 0)
+			let_uid_go(sb, &sb->discard_claims[i]);
 	sandbox_advance(sb);
 }
 
@@ -443,10 +448,8 @@ static void discard_lost_start(struct sandbox *sb)
 	*claim = sb->uid_claim;
 	sb->uid_claim = UID_CLAIM_NONE;
 	if (capture_start(sb->loop, &sb->discards[sb->starts], rm.arg, podman_environment(),
-		    loop_now_ms() + REMOVE_TIMEOUT_MS, on_discarded, sb) < 0) {
-		kill_uid_leftovers(sb, claim);
-		uid_claim_release(claim);
-	}
+		    loop_now_ms() + REMOVE_TIMEOUT_MS, on_discarded, sb) < 0)
+		let_uid_go(sb, claim);
 	args_free(&rm);
 }
 
@@ -641,10 +644,17 @@ static void removal_over(struct sandbox *sb)
 	sb->rm_done = true;
 }
 
+/* Whether podman rm's capture says the container is gone: removed, or
+ * gone before (conmon's --rm; podman before 4.2 then fails with status 1). */
+static bool container_gone(const struct capture *cap)
+{
+	return cap->status == 0 || (cap->err.data && strstr(cap->err.data, "no such container"));
+}
+
 static void on_removed(struct capture *cap, void *data)
 {
 	struct sandbox *sb = data;
-	bool gone = cap->status == 0 || (cap->err.data && strstr(cap->err.data, "no such container"));
+	bool gone = container_gone(cap);
 	if (!gone && sb->rm_tries < REMOVE_TRIES) {
 		loop_timer_arm(&sb->scope, &sb->retry_timer, loop_now_ms() + 1000, on_retry_remove, sb);
 	} else {
@@ -1276,10 +1286,8 @@ void sandbox_free(struct sandbox *sb)
 	 * sandbox that draws it next would count what is left as its own. */
 	if (sb->stopping != STOP_NONE && !sb->rm_done)
 		kill_uid_leftovers(sb, &sb->uid_claim);
-	for (size_t i = 0; i < sizeof sb->discard_claims / sizeof sb->discard_claims[0]; i++) {
-		kill_uid_leftovers(sb, &sb->discard_claims[i]);
-		uid_claim_release(&sb->discard_claims[i]);
-	}
+	for (size_t i = 0; i < sizeof sb->discard_claims / sizeof sb->discard_claims[0]; i++)
+		let_uid_go(sb, &sb->discard_claims[i]);
 	memwatch_free(sb->memwatch);
 	cpugroup_remove(&sb->cpu_group);
 	uid_claim_release(&sb->uid_claim);
@@ -1406,10 +1414,8 @@ int sandbox_cleanup(const char *podman, struct buffer *removed, struct error *er
 			cpugroup_lift(&group);
 		}
 		podman_rm_args(&rm_args, podman, name);
-		/* Killed, its container may be gone before the rm (conmon's
-		 * --rm); podman before 4.2 then says so, with status 1. */
 		if (capture_command(rm_args.arg, podman_environment(), 30000, &rm) == 0 &&
-		    (rm.status == 0 || (rm.err.data && strstr(rm.err.data, "no such container")))) {
+		    container_gone(&rm)) {
 			buffer_append_line(removed, name, strlen(name));
 			count++;
 		}
