@@ -1,7 +1,10 @@
 /* batch.c: `sage-sandbox batch` as a front end: jobs read as they are
  * needed and submitted to the runner (serial sandboxes that serve job after
  * job, each as good as fresh; --fresh: one each), one JSON line of result
- * each; --resume, --shard, --order, the progress line and the summary. */
+ * each; --resume, --shard, --order, the progress line and the summary. The
+ * same whether the batch is on its own (a loop, a runner and descriptors
+ * 0, 1, 2 of its own) or hosted by the server (its loop, its fleets, the
+ * client's descriptors). */
 #include "batch.h"
 #include "buffer.h"
 #include "host.h"
@@ -16,6 +19,7 @@
 #include <fcntl.h>
 #include <jansson.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -57,18 +61,24 @@ struct idset {
 
 struct batch {
 	const struct batch_options *o;
-	struct loop *loop;
+	struct batch_host where;  /* zero for a batch of its own */
+	bool hosted;
+	const int *fds;           /* the inputs opened ahead (where's, or o's), or NULL */
+	struct loop *loop;        /* owned unless hosted */
 	struct loop_scope scope; /* the progress line's and the shutdown's timers */
 	struct host host;      /* owned: what the host check found */
 	struct host_check *host_check; /* while podman is asked */
 	bool host_ok;
-	struct runner *runner; /* owned, once the host is known */
+	struct runner *runner; /* once the host is known: owned unless hosted */
+	struct job *running;   /* jobs submitted and not yet done: each holds its call */
 	struct job_source *src; /* owns its descriptors and their watch */
 	bool input_done;
 	long long read_seq; /* jobs read so far */
 	int jobs;
-	struct queue *out;
+	struct queue *out;     /* owns the stdout descriptor */
 	bool out_failed;
+	int err_fd;            /* stderr: 2, or (hosted, owned) the client's, non-blocking */
+	bool mute;             /* nothing more is written: the client is gone */
 	/* --order input: lines held until those before them are out. */
 	char **held;
 	size_t *held_len;
@@ -80,16 +90,42 @@ struct batch {
 	 * job (launcher/calls.py) and were replaced. */
 	long long replaced;
 	int64_t began;
+	struct rusage cpu_at_start; /* hosted: the server's, to count the batch's share */
 	int stop_signal; /* the signal that stops the batch, or 0 */
 	bool refused;
 	struct error refusal;
 	struct stop_signals *signals;
-	struct loop_timer *progress_timer, *shutdown_timer;
-	bool quitting, drained;
+	struct loop_timer *progress_timer, *shutdown_timer, *end_timer;
+	bool quitting, drained, over;
+	int status; /* once over */
 };
 
 static void pump(struct batch *b);
 static void stop_all(struct batch *b, int sig);
+
+static void say(struct batch *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* A line (or the progress line) on stderr: the batch's own, blocking as a
+ * filter's; a hosted batch's, the client's, whatever fits now, never
+ * waiting on a reader that does not read. */
+static void say(struct batch *b, const char *fmt, ...)
+{
+	char text[2048];
+	va_list ap;
+	va_start(ap, fmt);
+	int len = vsnprintf(text, sizeof text, fmt, ap);
+	va_end(ap);
+	if (!b->mute && len > 0)
+		write_what_fits(b->err_fd, text, (size_t)len < sizeof text ? (size_t)len : sizeof text - 1);
+}
+
+static void say_error(struct batch *b, const struct error *err)
+{
+	size_t len;
+	char *text = print_to_memory(print_error_line, &(struct printed){.err = err}, &len);
+	say(b, "%s", text);
+	free(text);
+}
 
 /* ---- ids ------------------------------------------------------------------ */
 
@@ -167,7 +203,12 @@ static void idset_free(struct idset *set)
  * line of its own. */
 static int read_done_ids(struct batch *b, struct error *err)
 {
-	FILE *f = fopen(b->o->resume, "r");
+	/* Opened ahead (a regular file): read through a descriptor of its own. */
+	int ahead = b->fds ? fcntl(b->fds[3 + b->o->file_count], F_DUPFD_CLOEXEC, 3) : -1;
+	int out_fd = b->fds ? b->fds[1] : 1;
+	FILE *f = !b->fds ? fopen(b->o->resume, "r") : ahead >= 0 ? fdopen(ahead, "r") : NULL;
+	if (!f && ahead >= 0)
+		close(ahead);
 	char *line = NULL;
 	size_t size = 0;
 	ssize_t len;
@@ -196,8 +237,8 @@ static int read_done_ids(struct batch *b, struct error *err)
 	bool failed = ferror(f);
 	free(line);
 	struct stat out, in;
-	if (!failed && last != '\n' && fstat(fileno(f), &in) == 0 && fstat(1, &out) == 0 &&
-	    in.st_dev == out.st_dev && in.st_ino == out.st_ino && write(1, "\n", 1) != 1)
+	if (!failed && last != '\n' && fstat(fileno(f), &in) == 0 && fstat(out_fd, &out) == 0 &&
+	    in.st_dev == out.st_dev && in.st_ino == out.st_ino && write(out_fd, "\n", 1) != 1)
 		failed = true;
 	fclose(f);
 	if (failed) {
@@ -326,9 +367,15 @@ static void on_job_done(struct call *c, void *data)
 	j->attempts = call_attempts(c);
 	if (j->attempts > 1)
 		b->retried++;
+	for (struct job **at = &b->running; *at; at = &(*at)->next)
+		if (*at == j) {
+			*at = j->next;
+			break;
+		}
+	j->call = NULL;
 	if (r->ends_why[0]) {
 		b->replaced++;
-		fprintf(stderr, "sage-sandbox batch: the container of job %s is replaced: %s\n",
+		say(b, "sage-sandbox batch: the container of job %s is replaced: %s\n",
 			j->id[0] ? j->id : "(none)", r->ends_why);
 	}
 	if (r->podman_failed && !b->refused) {
@@ -365,7 +412,17 @@ static void submit(struct batch *b, struct job *j)
 		.timeout_ms = j->cfg.number[SET_TIMEOUT] * 1000L, .retry = true, .keep_output = true,
 		.on_start = on_job_start, .on_input_room = on_input_room, .on_done = on_job_done,
 		.data = j};
-	runner_submit(b->runner, &spec);
+	j->next = b->running;
+	b->running = j;
+	j->call = runner_submit(b->runner, &spec);
+}
+
+static long count_running(const struct batch *b)
+{
+	long n = 0;
+	for (const struct job *j = b->running; j; j = j->next)
+		n++;
+	return n;
 }
 
 /* ---- the input ---------------------------------------------------------------- */
@@ -401,7 +458,11 @@ static void check_id_unique(struct batch *b, struct job *j)
  * set of ids read. */
 static void read_jobs(struct batch *b)
 {
-	while (!b->input_done && runner_waiting(b->runner) < READ_AHEAD_PER_SANDBOX * b->jobs &&
+	/* As many running as there are sandboxes, and on its own as many
+	 * again per sandbox waiting; hosted, none waiting: the runner's queue
+	 * is shared with other clients' runs, which would wait behind them. */
+	long most = b->hosted ? b->jobs : (READ_AHEAD_PER_SANDBOX + 1) * b->jobs;
+	while (!b->input_done && count_running(b) < most &&
 	       queue_pending(b->out) < READ_OUT_BYTES &&
 	       (!b->o->input_order || b->read_seq - b->next_seq < b->window)) {
 		struct job *j;
@@ -447,7 +508,7 @@ static void progress_line(struct batch *b, bool final)
 			snprintf(eta, sizeof eta, ", ETA %ld:%02ld", left / 60, left % 60);
 		}
 	}
-	fprintf(stderr, "\r\033[Ksage-sandbox batch: %lld/%s done, %lld ok, %lld failed, %.1f jobs/s%s%s",
+	say(b, "\r\033[Ksage-sandbox batch: %lld/%s done, %lld ok, %lld failed, %.1f jobs/s%s%s",
 		done, total, b->ok, b->failed + b->bad + b->not_run, rate, eta, final ? "\r\033[K" : "");
 }
 
@@ -459,13 +520,36 @@ static void on_progress(void *data)
 		on_progress, b);
 }
 
+static void report(struct batch *b);
+
+static void on_end(void *data)
+{
+	struct batch *b = data;
+	b->where.on_finished(b->where.owner, b->status);
+}
+
+/* Every line is out, or the batch gave up on them: a batch of its own
+ * leaves its loop (batch_run reports); a hosted one reports now and tells
+ * its host from the loop, never from inside a call into the batch. */
+static void end(struct batch *b)
+{
+	if (!b->hosted) {
+		loop_quit(b->loop);
+		return;
+	}
+	if (b->over)
+		return;
+	report(b);
+	loop_timer_arm(&b->scope, &b->end_timer, 0, on_end, b);
+}
+
 static void maybe_quit(struct batch *b)
 {
 	if (b->quitting || (b->runner && !b->drained))
 		return;
 	b->quitting = true;
-	if (b->out_failed || queue_pending(b->out) == 0)
-		loop_quit(b->loop);
+	if (!b->out || b->out_failed || queue_pending(b->out) == 0)
+		end(b);
 	else
 		queue_close_when_empty(b->out);
 }
@@ -477,8 +561,9 @@ static void on_drained(void *data)
 	maybe_quit(b);
 }
 
-/* Everything stops: running jobs are not done (no line), every
- * container is removed. No more jobs are read: a wait for input still on
+/* Everything stops: running jobs are not done (no line); a batch's own
+ * containers are removed, a hosted batch's calls cancelled (the fleet's
+ * containers serve on). No more jobs are read: a wait for input still on
  * calls pump, which does nothing now. */
 static void stop_all(struct batch *b, int sig)
 {
@@ -487,32 +572,47 @@ static void stop_all(struct batch *b, int sig)
 	b->stop_signal = sig;
 	b->input_done = true;
 	host_check_cancel(&b->host_check);
-	if (b->runner)
-		runner_drain(b->runner, sig, "the batch is stopping", on_drained, b);
-	else
+	if (!b->runner) {
 		maybe_quit(b);
+	} else if (!b->hosted) {
+		runner_drain(b->runner, sig, "the batch is stopping", on_drained, b);
+	} else {
+		for (struct job *j = b->running; j; j = j->next)
+			call_cancel(j->call, sig);
+		pump(b);
+	}
 }
 
 static void on_shutdown_limit(void *data)
 {
-	struct batch *b = data;
-	loop_quit(b->loop);
+	end(data);
+}
+
+void batch_signal(struct batch *b, int sig, bool mute)
+{
+	if (mute)
+		b->mute = true;
+	if (b->over)
+		return;
+	/* Also when it was stopping already (SIGPIPE, podman gone): what is
+	 * not over by then is left to podman's backstop. */
+	if (!loop_timer_armed(&b->shutdown_timer))
+		loop_timer_arm(&b->scope, &b->shutdown_timer, loop_now_ms() + SHUTDOWN_LIMIT_MS,
+			on_shutdown_limit, b);
+	stop_all(b, sig);
 }
 
 /* The first signal (signals.c: a second one exits at once). */
 static void on_signal(int sig, void *data)
 {
-	struct batch *b = data;
-	loop_timer_arm(&b->scope, &b->shutdown_timer, loop_now_ms() + SHUTDOWN_LIMIT_MS,
-		on_shutdown_limit, b);
-	stop_all(b, sig);
+	batch_signal(data, sig, false);
 }
 
 static void on_out_drained(struct queue *q, void *data)
 {
 	struct batch *b = data;
 	if (b->quitting && queue_closed(q))
-		loop_quit(b->loop);
+		end(b);
 	else
 		pump(b);
 }
@@ -528,21 +628,29 @@ static void on_out_error(struct queue *q, void *data)
 
 /* ---- the scheduler ------------------------------------------------------------- */
 
-/* Reads jobs while the runner has few waiting and the results drain; once
- * the input is over and every job has its line, the runner drains. */
+/* Reads jobs while few wait and the results drain; once the input is over
+ * and every job has its line (or the batch stops and every job it ran is
+ * over), a batch's own runner drains; a hosted batch is over. */
 static void pump(struct batch *b)
 {
-	if (!b->host_ok || b->refused || b->stop_signal) {
+	bool stopping = b->refused || b->stop_signal;
+	if (!b->runner) {
 		/* Refused, or stopped while podman and the image were asked:
 		 * nothing was started, nothing is waited for. */
-		if (!b->runner)
+		if (stopping)
 			maybe_quit(b);
 		return;
 	}
-	if (queue_pending(b->out) < OUT_QUEUE_BYTES)
+	if (!stopping && queue_pending(b->out) < OUT_QUEUE_BYTES)
 		read_jobs(b);
-	if (b->input_done && !runner_waiting(b->runner) && !runner_running(b->runner))
+	if (b->running || !(stopping || b->input_done))
+		return;
+	if (b->hosted) {
+		b->drained = true;
+		maybe_quit(b);
+	} else if (!stopping) {
 		runner_drain(b->runner, SIGTERM, "the batch is over", on_drained, b);
+	}
 }
 
 /* ---- the host -------------------------------------------------------------------- */
@@ -565,11 +673,16 @@ static void on_host(struct host *h, void *data)
 	}
 	b->host_ok = true;
 	b->began = loop_now_ms();
-	/* Serial sandboxes, one per --jobs; with --fresh, one container a job. */
-	struct runner_options ro = {.loop = b->loop, .host = &b->host, .cfg = b->o->cfg,
-		.who = "batch", .log = false, .running_max = b->jobs,
-		.serial = b->o->fresh ? 0 : b->jobs};
-	b->runner = runner_new(&ro);
+	if (b->hosted) {
+		b->runner = b->where.runner_for(b->where.owner, b->o->cfg, &b->host);
+	} else {
+		/* Serial sandboxes, one per --jobs; with --fresh, one container
+		 * a job. */
+		struct runner_options ro = {.loop = b->loop, .host = &b->host, .cfg = b->o->cfg,
+			.who = "batch", .log = false, .running_max = b->jobs,
+			.serial = b->o->fresh ? 0 : b->jobs};
+		b->runner = runner_new(&ro);
+	}
 	pump(b);
 }
 
@@ -599,103 +712,201 @@ long batch_default_jobs(const struct config *cfg, char *why, size_t why_size)
 	return jobs;
 }
 
+static double cpu_seconds(const struct rusage *u)
+{
+	return (double)(u->ru_utime.tv_sec + u->ru_stime.tv_sec) +
+		(double)(u->ru_utime.tv_usec + u->ru_stime.tv_usec) / 1e6;
+}
+
 static void summary(struct batch *b)
 {
 	struct rusage self;
-	char sig[32];
+	char sig[32], cpu[128];
 	double seconds = (double)(loop_now_ms() - b->began) / 1000;
 	getrusage(RUSAGE_SELF, &self);
-	double cpu = (double)(self.ru_utime.tv_sec + self.ru_stime.tv_sec) +
-		(double)(self.ru_utime.tv_usec + self.ru_stime.tv_usec) / 1e6;
+	/* A hosted batch's process is the server: what it spent meanwhile
+	 * (other clients' runs included), and its peak. */
+	if (b->hosted)
+		snprintf(cpu, sizeof cpu, "the server's (pid %ld) CPU %.2f s meanwhile, max RSS %ld KiB",
+			(long)getpid(), cpu_seconds(&self) - cpu_seconds(&b->cpu_at_start),
+			self.ru_maxrss);
+	else
+		snprintf(cpu, sizeof cpu, "sage-sandbox's own CPU %.2f s, max RSS %ld KiB",
+			cpu_seconds(&self), self.ru_maxrss);
 	if (b->stop_signal && !b->refused)
-		fprintf(stderr, "sage-sandbox batch: stopped by %s; jobs still running have no line "
+		say(b, "sage-sandbox batch: stopped by %s; jobs still running have no line "
 			"(--resume RESULTS runs them)\n", signal_name(b->stop_signal, sig, sizeof sig));
-	fprintf(stderr, "sage-sandbox batch: %lld jobs in %.1f s (%.2f jobs/s): %lld ok, %lld failed, "
+	say(b, "sage-sandbox batch: %lld jobs in %.1f s (%.2f jobs/s): %lld ok, %lld failed, "
 		"%lld bad lines, %lld not run; %lld retried, %lld skipped (--resume); "
-		"%lld container%s replaced after a job; "
-		"sage-sandbox's own CPU %.2f s, max RSS %ld KiB\n",
+		"%lld container%s replaced after a job; %s\n",
 		b->finished, seconds, seconds > 0 ? (double)b->finished / seconds : 0, b->ok, b->failed,
 		b->bad, b->not_run, b->retried, b->skipped, b->replaced, b->replaced == 1 ? "" : "s",
-		cpu, self.ru_maxrss);
+		cpu);
 }
 
-/* Long: the front end's whole life in order (inputs, host check, runner,
- * loop, drain, summary), each step a few lines. */
-int batch_run(const struct batch_options *o)
+/* The last words, once: what is queued goes out as far as it can, then
+ * the summary (or the refusal) on stderr, and the exit status. */
+static void report(struct batch *b)
 {
-	struct batch b = {.o = o};
-	struct error err;
-	b.jobs = (int)(o->jobs ? o->jobs : batch_default_jobs(o->cfg, NULL, 0));
-	b.window = 32LL * b.jobs;
-	if (o->resume && read_done_ids(&b, &err) < 0)
-		goto refused;
-	b.src = job_source_open(o->files, o->file_count, o->cfg, o->shard_index, o->shard_count,
-		o->progress, &err);
-	if (!b.src)
-		goto refused;
+	if (b->over)
+		return;
+	b->over = true;
+	loop_timer_cancel(&b->progress_timer);
+	if (b->out)
+		queue_flush_now(b->out);
+	if (b->o->progress && b->src)
+		progress_line(b, true);
+	if (b->refused && !b->finished) {
+		say_error(b, &b->refusal);
+		b->status = b->refusal.status;
+		return;
+	}
+	summary(b);
+	if (b->refused) /* podman could no longer be started, mid-batch */
+		say_error(b, &b->refusal);
+	b->status = b->refused ? EXIT_REFUSED : b->stop_signal ? 128 + b->stop_signal :
+		b->bad || b->not_run ? BATCH_EXIT_SOME_NOT_RUN : BATCH_EXIT_ALL_RAN;
+}
+
+/* Long: the front end's start in order (inputs, output, signals, the host
+ * check), each step a few lines. */
+struct batch *batch_start(const struct batch_options *o, const struct batch_host *where)
+{
+	struct batch *b = calloc(1, sizeof *b);
+	if (!b)
+		abort();
+	b->o = o;
+	b->err_fd = 2;
+	b->fds = where ? where->fds : o->fds;
+	if (where) {
+		b->where = *where;
+		b->hosted = true;
+		b->loop = where->loop;
+		b->err_fd = reopen_nonblocking(where->fds[2], O_WRONLY);
+		getrusage(RUSAGE_SELF, &b->cpu_at_start);
+	} else {
+		b->loop = loop_new();
+	}
+	loop_scope_init(&b->scope, b->loop, "batch");
+	b->jobs = (int)(o->jobs ? o->jobs : batch_default_jobs(o->cfg, NULL, 0));
+	b->window = 32LL * b->jobs;
 	if (o->input_order) {
-		b.held = calloc((size_t)b.window, sizeof *b.held);
-		b.held_len = calloc((size_t)b.window, sizeof *b.held_len);
-		if (!b.held || !b.held_len)
+		b->held = calloc((size_t)b->window, sizeof *b->held);
+		b->held_len = calloc((size_t)b->window, sizeof *b->held_len);
+		if (!b->held || !b->held_len)
 			abort();
 	}
-	b.loop = loop_new();
-	loop_scope_init(&b.scope, b.loop, "batch");
-	int out_fd = reopen_nonblocking(1, O_WRONLY);
+	b->began = loop_now_ms();
+	struct error err;
+	/* Inputs opened ahead: stdin's alone, or one for each FILE. */
+	const int *input_fds = !b->fds ? NULL : o->file_count ? b->fds + 3 : b->fds;
+	if (o->resume && read_done_ids(b, &err) < 0)
+		goto refused;
+	b->src = job_source_open(o->files, o->file_count, o->cfg, o->shard_index, o->shard_count,
+		o->progress && !b->hosted, input_fds, &err);
+	if (!b->src)
+		goto refused;
+	int out_fd = reopen_nonblocking(b->fds ? b->fds[1] : 1, O_WRONLY);
 	if (out_fd < 0) {
 		error_set(&err, EXIT_REFUSED, NULL, "batch cannot use stdout: %s", strerror(errno));
 		goto refused;
 	}
-	b.signals = stop_signals_watch(b.loop, false, on_signal, &b, &err);
-	if (!b.signals) {
-		close(out_fd);
-		goto refused;
+	b->out = queue_new(b->loop, out_fd, OUT_QUEUE_BYTES, on_out_drained, on_out_error, b);
+	if (!b->hosted) {
+		b->signals = stop_signals_watch(b->loop, false, on_signal, b, &err);
+		if (!b->signals)
+			goto refused;
 	}
-	signal(SIGPIPE, SIG_IGN);
-	b.out = queue_new(b.loop, out_fd, OUT_QUEUE_BYTES, on_out_drained, on_out_error, &b);
-	b.began = loop_now_ms();
 	if (o->progress)
-		loop_timer_arm(&b.scope, &b.progress_timer, loop_now_ms() + PROGRESS_INTERVAL_MS,
-			on_progress, &b);
-	host_check(b.loop, &b.host_check, o->cfg, loop_now_ms() + HOST_CHECK_TIMEOUT_MS, true,
-		&b.host, on_host, &b);
-	if (loop_run(b.loop) < 0)
-		fprintf(stderr, "sage-sandbox batch: the event loop failed: %s\n", strerror(errno));
-	queue_flush_now(b.out);
-	if (o->progress)
-		progress_line(&b, true);
-	int status;
-	if (b.refused && !b.finished) {
-		print_error_line(stderr, &(struct printed){.err = &b.refusal});
-		status = b.refusal.status;
-	} else {
-		summary(&b);
-		if (b.refused) /* podman could no longer be started, mid-batch */
-			print_error_line(stderr, &(struct printed){.err = &b.refusal});
-		status = b.refused ? EXIT_REFUSED : b.stop_signal ? 128 + b.stop_signal :
-			b.bad || b.not_run ? BATCH_EXIT_SOME_NOT_RUN : BATCH_EXIT_ALL_RAN;
-	}
-	/* What is left after the shutdown's limit goes to podman's backstop. */
-	runner_free(b.runner);
-	for (long long i = 0; b.held && i < b.window; i++)
-		free(b.held[i]);
-	free(b.held);
-	free(b.held_len);
-	loop_scope_end(&b.scope);
-	host_check_cancel(&b.host_check);
-	stop_signals_free(b.signals);
-	queue_free(b.out);
-	job_source_close(b.src);
-	idset_free(&b.done_ids);
-	idset_free(&b.seen_ids);
-	loop_free(b.loop);
-	return status;
+		loop_timer_arm(&b->scope, &b->progress_timer, loop_now_ms() + PROGRESS_INTERVAL_MS,
+			on_progress, b);
+	host_check(b->loop, &b->host_check, o->cfg, loop_now_ms() + HOST_CHECK_TIMEOUT_MS, true,
+		&b->host, on_host, b);
+	return b;
 
 refused:
-	print_error_line(stderr, &(struct printed){.err = &err});
-	job_source_close(b.src);
-	idset_free(&b.done_ids);
-	idset_free(&b.seen_ids);
-	loop_free(b.loop);
-	return err.status;
+	b->refused = true;
+	b->refusal = err;
+	end(b);
+	return b;
+}
+
+void batch_free(struct batch *b)
+{
+	if (!b)
+		return;
+	for (struct job *j = b->running, *next; j; j = next) {
+		next = j->next;
+		call_free(j->call);
+		job_free(j);
+	}
+	if (!b->hosted)
+		runner_free(b->runner);
+	for (long long i = 0; b->held && i < b->window; i++)
+		free(b->held[i]);
+	free(b->held);
+	free(b->held_len);
+	loop_scope_end(&b->scope);
+	host_check_cancel(&b->host_check);
+	stop_signals_free(b->signals);
+	queue_free(b->out);
+	job_source_close(b->src);
+	idset_free(&b->done_ids);
+	idset_free(&b->seen_ids);
+	if (b->hosted && b->err_fd >= 0)
+		close(b->err_fd);
+	if (!b->hosted)
+		loop_free(b->loop);
+	free(b);
+}
+
+int batch_open_inputs(const struct batch_options *o, int fds[BATCH_FDS_MAX], size_t *nfds)
+{
+	*nfds = 0;
+	if (o->file_count > BATCH_OPEN_FILES_MAX)
+		return -1;
+	fds[(*nfds)++] = 0;
+	fds[(*nfds)++] = 1;
+	fds[(*nfds)++] = 2;
+	for (int i = 0; i <= o->file_count; i++) {
+		const char *name = i < o->file_count ? o->files[i] : o->resume;
+		if (!name)
+			break;
+		bool whole = i == o->file_count || is_sage_file(name); /* read at once */
+		if (i < o->file_count && strcmp(name, "-") == 0) {
+			fds[(*nfds)++] = 0;
+			continue;
+		}
+		int fd = open(name, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+		struct stat st;
+		if (fd >= 0 && (!whole || (fstat(fd, &st) == 0 && S_ISREG(st.st_mode)))) {
+			fds[(*nfds)++] = fd;
+			continue;
+		}
+		if (fd >= 0)
+			close(fd);
+		batch_close_inputs(fds, *nfds);
+		*nfds = 0;
+		return -1;
+	}
+	return 0;
+}
+
+void batch_close_inputs(const int *fds, size_t nfds)
+{
+	for (size_t i = 3; i < nfds; i++)
+		if (fds[i] > 2)
+			close(fds[i]);
+}
+
+int batch_run(const struct batch_options *o)
+{
+	struct batch *b = batch_start(o, NULL);
+	if (!b->refused && loop_run(b->loop) < 0)
+		say(b, "sage-sandbox batch: the event loop failed: %s\n", strerror(errno));
+	/* What is left after the shutdown's limit goes to podman's backstop. */
+	report(b);
+	int status = b->status;
+	batch_free(b);
+	return status;
 }

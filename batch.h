@@ -10,6 +10,12 @@
 
 /* Sandboxes a batch may keep at once (--jobs). */
 #define BATCH_MAX_JOBS 64
+/* FILE arguments opened ahead (batch_open_inputs); past this many, each is
+ * opened by name as it is read, and the batch runs on its own. */
+#define BATCH_OPEN_FILES_MAX 100
+/* The descriptors of a batch's inputs: stdin, stdout, stderr, the FILEs,
+ * --resume. */
+#define BATCH_FDS_MAX (BATCH_OPEN_FILES_MAX + 4)
 /* A sandbox serves at most this many jobs, or this long, then another
  * replaces it: what any one container accumulates stays bounded. */
 #define BATCH_CALLS_PER_SANDBOX 1000
@@ -29,10 +35,57 @@ struct batch_options {
 	const char *resume; /* results of an earlier run: its done ids are skipped */
 	long long shard_index, shard_count; /* count 0: every job */
 	bool progress;     /* the progress line on stderr (a terminal) */
+	/* Its inputs, opened once by batch_open_inputs (borrowed), or NULL:
+	 * each is opened by name when it is read. */
+	const int *fds;
 };
 
-/* Runs the batch to its end; returns the exit status. */
+/* Opens the inputs once, for whichever way the batch runs: fds gets 0, 1,
+ * 2, a descriptor for each FILE ("-": 0 again) and --resume's, *nfds their
+ * count. Non-blocking, never a controlling terminal; a .sage FILE and
+ * --resume must be regular files. -1, with nothing left open, when one
+ * cannot be opened so, or past BATCH_OPEN_FILES_MAX FILEs: the batch then
+ * opens them by name, and says why, as it always has. */
+int batch_open_inputs(const struct batch_options *o, int fds[BATCH_FDS_MAX], size_t *nfds);
+/* Closes what batch_open_inputs opened (never 0, 1 or 2). */
+void batch_close_inputs(const int *fds, size_t nfds);
+
+/* Runs the batch to its end, on a loop and runner of its own; returns the
+ * exit status. */
 int batch_run(const struct batch_options *o);
+
+struct batch;
+struct host;
+struct loop;
+struct runner;
+
+/* A batch hosted by the server (server.c), on its loop and its fleets,
+ * with the client's descriptors (all borrowed until batch_free), laid out
+ * as batch_open_inputs lays them out. runner_for gives the runner a
+ * checked host's jobs go to; on_finished is called once, from the loop,
+ * when every line is out (or the batch was refused, or stopped): the
+ * batch is then the caller's to free. A hosted batch hands the runner,
+ * which other clients' runs share, no more jobs than --jobs at a time,
+ * and does not count its input ahead for the progress line (a long read
+ * on the server's loop would hold every client up). */
+struct batch_host {
+	struct loop *loop;
+	const int *fds;
+	struct runner *(*runner_for)(void *owner, const struct config *cfg, const struct host *h);
+	void (*on_finished)(void *owner, int status);
+	void *owner;
+};
+
+/* Starts the batch o (borrowed until batch_free) where `where` says. A
+ * refusal (an input that cannot be read) ends it too, through
+ * on_finished, with its line on the client's stderr. */
+struct batch *batch_start(const struct batch_options *o, const struct batch_host *where);
+/* A stop signal, as the batch's own would be (the server forwards a
+ * client's): running jobs stop and get no line; mute: nothing more is
+ * written (the client is gone). */
+void batch_signal(struct batch *b, int sig, bool mute);
+/* Frees the batch: a job still running is dropped (its call freed). */
+void batch_free(struct batch *b);
 /* --jobs when not given: the cores, or what the host's available memory
  * holds at --memory each, the fewer; why says which (for status). */
 long batch_default_jobs(const struct config *cfg, char *why, size_t why_size);

@@ -1,5 +1,5 @@
-/* client.c: `run` through the server (docs/protocol.md, "run and the
- * server").
+/* client.c: `run` and `batch` through the server (docs/protocol.md,
+ * "run, batch and the server").
  *
  * The client does everything a cold run does before the first container:
  * its options, settings (flags, environment, settings file), the FILE and
@@ -20,6 +20,7 @@
  * exit 125: the run may have half happened, and is never run twice. */
 #include "client.h"
 #include "buildid.h"
+#include "jobs.h"
 #include "loop.h"
 #include "podman.h"
 #include "request.h"
@@ -37,6 +38,7 @@
 #include <sys/file.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -221,7 +223,8 @@ struct client {
 	struct queue *relay;  /* the terminal's bytes into the run's stdin pipe */
 	struct stop_signals *signals;
 	struct loop_timer *backstop;
-	const struct client_run *run;
+	const struct client_run *run; /* or NULL: a batch */
+	const char *what;             /* "run", "batch": in its failure's words */
 	int status;
 	bool over;
 };
@@ -237,9 +240,9 @@ static void client_done(struct client *c, int status)
  * with --json the object, as a cold run's refusal. */
 static void say_failure(const struct client_run *run, const struct error *err)
 {
-	struct printed p = {.err = err, .cfg = run->cfg};
+	struct printed p = {.err = err, .cfg = run ? run->cfg : NULL};
 	print_error_line(stderr, &p);
-	if (run->json) {
+	if (run && run->json) {
 		print_error_object(stdout, &p);
 		fflush(stdout);
 	}
@@ -248,8 +251,8 @@ static void say_failure(const struct client_run *run, const struct error *err)
 static void server_gone(struct client *c, const char *how)
 {
 	struct error err;
-	error_set(&err, EXIT_REFUSED, NULL, "the server (pid %ld) %s during the run, whose output "
-		"may be cut short", (long)c->server, how);
+	error_set(&err, EXIT_REFUSED, NULL, "the server (pid %ld) %s during the %s, whose output "
+		"may be cut short", (long)c->server, how, c->what);
 	snprintf(err.hint, sizeof err.hint, "see %s, and run again", c->dir->log);
 	say_failure(c->run, &err);
 	client_done(c, EXIT_REFUSED);
@@ -331,6 +334,20 @@ static void on_relay_error(struct queue *q, void *data)
 	loop_unwatch(&c->tty_watch);
 }
 
+/* What every run's and batch's request says: this build, podman's
+ * environment, the umask and the settings. */
+static void fill_common(struct request *req, const struct config *cfg)
+{
+	snprintf(req->build, sizeof req->build, "%s", build_id());
+	podman_environment_digest(req->environment);
+	req->umask = umask(022);
+	umask(req->umask);
+	for (int id = 0; id < SETTING_COUNT; id++) {
+		req->value[id] = cfg->value[id];
+		req->source[id] = cfg->source[id];
+	}
+}
+
 /* Fills in the request's run fields. */
 static void make_request(const struct client_run *run, struct request *req)
 {
@@ -340,14 +357,7 @@ static void make_request(const struct client_run *run, struct request *req)
 		.show_control_chars = run->show_control_chars,
 		.output_dir = run->out ? run->out->dir : NULL,
 		.output_overwrite = run->out && run->out->overwrite};
-	snprintf(req->build, sizeof req->build, "%s", build_id());
-	podman_environment_digest(req->environment);
-	req->umask = umask(022);
-	umask(req->umask);
-	for (int id = 0; id < SETTING_COUNT; id++) {
-		req->value[id] = run->cfg->value[id];
-		req->source[id] = run->cfg->source[id];
-	}
+	fill_common(req, run->cfg);
 	if (run->in) {
 		req->input_count = run->in->count;
 		req->inputs = calloc(run->in->count + 1, sizeof *req->inputs);
@@ -359,29 +369,15 @@ static void make_request(const struct client_run *run, struct request *req)
 	}
 }
 
-/* Hands the run over: 1 once the server said ok, 0 when it declined
- * (cold), -1 with err set when the run failed. */
-static int hand_over(struct client *c, const struct client_run *run, int stdin_fd,
+/* Hands the request over with its descriptors: 1 once the server said
+ * ok, 0 when it declined (cold), -1 with err set when the run failed. */
+static int hand_over(struct client *c, const struct request *req, const int *fds, size_t nfds,
 		struct error *err)
 {
-	struct request req;
-	make_request(run, &req);
 	struct buffer msg = {0};
-	request_encode(&req, &msg);
-	int fds[REQUEST_MAX_FDS];
-	size_t nfds = 0;
-	fds[nfds++] = stdin_fd;
-	fds[nfds++] = 1;
-	fds[nfds++] = 2;
-	if (req.file)
-		fds[nfds++] = run->code_fd;
-	if (req.output_dir)
-		fds[nfds++] = run->out->dirfd;
-	for (size_t i = 0; i < req.input_count; i++)
-		fds[nfds++] = run->in->files[i].fd;
+	request_encode(req, &msg);
 	/* Too big for one message (EMSGSIZE: a huge argument list): cold. */
 	int sent = send_message(c->sock, msg.data, msg.len, fds, nfds);
-	free(req.inputs);
 	buffer_free(&msg);
 	if (sent < 0)
 		return 0;
@@ -399,11 +395,36 @@ static int hand_over(struct client *c, const struct client_run *run, int stdin_f
 	 * environment, stopping; or it ended before it took the run. */
 	if (strncmp(answer, "cold another build", 18) == 0)
 		fprintf(stderr, "sage-sandbox: note: the server (pid %ld) is %s; it was asked to "
-				"exit, and this run goes without it\n", (long)c->server, answer + 5);
+				"exit, and this %s goes without it\n", (long)c->server, answer + 5, c->what);
 	return 0;
 }
 
-static int follow_run(struct client *c, const struct client_run *run, int relay_fd)
+/* A run's request and its descriptors, handed over. */
+static int hand_over_run(struct client *c, const struct client_run *run, int stdin_fd,
+		struct error *err)
+{
+	struct request req;
+	make_request(run, &req);
+	int fds[REQUEST_MAX_FDS];
+	size_t nfds = 0;
+	fds[nfds++] = stdin_fd;
+	fds[nfds++] = 1;
+	fds[nfds++] = 2;
+	if (req.file)
+		fds[nfds++] = run->code_fd;
+	if (req.output_dir)
+		fds[nfds++] = run->out->dirfd;
+	for (size_t i = 0; i < req.input_count; i++)
+		fds[nfds++] = run->in->files[i].fd;
+	int rc = hand_over(c, &req, fds, nfds, err);
+	free(req.inputs);
+	return rc;
+}
+
+/* Follows the run or batch the server took to its exit status; a run's
+ * has a backstop (its timeout and a minute), a batch's ends with its
+ * jobs. */
+static int follow(struct client *c, int relay_fd)
 {
 	if (relay_fd >= 0) {
 		c->relay = queue_new(c->loop, relay_fd, RELAY_BYTES, on_relay_drained, on_relay_error,
@@ -416,8 +437,9 @@ static int follow_run(struct client *c, const struct client_run *run, int relay_
 		server_gone(c, "could not be followed");
 		return c->status;
 	}
-	loop_timer_arm(&c->scope, &c->backstop, run->started_at +
-		run->cfg->number[SET_TIMEOUT] * 1000 + BACKSTOP_MS, on_backstop, c);
+	if (c->run)
+		loop_timer_arm(&c->scope, &c->backstop, c->run->started_at +
+			c->run->cfg->number[SET_TIMEOUT] * 1000 + BACKSTOP_MS, on_backstop, c);
 	while (!c->over)
 		if (loop_run(c->loop) < 0) {
 			server_gone(c, "could not be followed");
@@ -437,30 +459,42 @@ static void client_close(struct client *c)
 	loop_free(c->loop);
 }
 
+/* Connects to the server, with a loop for what follows: 1, or 0 (cold:
+ * none answers, or one was started in the background for next time). */
+static int client_open(struct client *c, const struct rundir *dir, enum server_use use)
+{
+	struct error err;
+	int rc = connect_server(dir, &c->sock, &c->server, &err);
+	if (rc < 0)
+		warn(&err);
+	if (rc <= 0) {
+		if (rc == 0 && use == SERVER_START)
+			start_server(dir);
+		return 0;
+	}
+	c->loop = loop_new();
+	if (!c->loop) {
+		close(c->sock);
+		return 0;
+	}
+	loop_scope_init(&c->scope, c->loop, "the client");
+	/* Signals from here on wait for the server to hear of them (or for
+	 * the cold run, whose own watch takes them over). */
+	c->signals = stop_signals_watch(c->loop, true, on_first_signal, c, &err);
+	return 1;
+}
+
 int client_run(const struct client_run *run, enum server_use use)
 {
 	struct rundir dir;
 	struct error err;
 	if (use == SERVER_OFF || rundir_locate(&dir, &err) < 0)
 		return CLIENT_COLD;
-	struct client c = {.sock = -1, .tty = -1, .dir = &dir, .run = run, .status = CLIENT_COLD};
-	int rc = connect_server(&dir, &c.sock, &c.server, &err);
-	if (rc < 0)
-		warn(&err);
-	if (rc <= 0) {
-		if (rc == 0 && use == SERVER_START)
-			start_server(&dir);
+	struct client c = {.sock = -1, .tty = -1, .dir = &dir, .run = run, .what = "run",
+		.status = CLIENT_COLD};
+	if (!client_open(&c, &dir, use))
 		return CLIENT_COLD;
-	}
-	c.loop = loop_new();
-	if (!c.loop) {
-		close(c.sock);
-		return CLIENT_COLD;
-	}
-	loop_scope_init(&c.scope, c.loop, "the client");
-	/* Signals from here on wait for the server to hear of them (or for
-	 * the cold run, whose own watch takes them over). */
-	c.signals = stop_signals_watch(c.loop, true, on_first_signal, &c, &err);
+	int rc;
 	/* A terminal is read here, into a pipe that is the run's stdin. */
 	int pipe_fds[2] = {-1, -1};
 	bool from_file = run->file && strcmp(run->file, "-") != 0;
@@ -472,11 +506,11 @@ int client_run(const struct client_run *run, enum server_use use)
 	}
 	int status = CLIENT_COLD;
 	if (c.signals && (!isatty(0) || pipe_fds[0] >= 0)) {
-		rc = hand_over(&c, run, pipe_fds[0] >= 0 ? pipe_fds[0] : 0, &err);
+		rc = hand_over_run(&c, run, pipe_fds[0] >= 0 ? pipe_fds[0] : 0, &err);
 		if (pipe_fds[0] >= 0)
 			close(pipe_fds[0]);
 		if (rc > 0) {
-			status = follow_run(&c, run, pipe_fds[1]);
+			status = follow(&c, pipe_fds[1]);
 			pipe_fds[1] = -1; /* the relay's */
 		} else if (rc < 0) {
 			say_failure(run, &err);
@@ -488,6 +522,60 @@ int client_run(const struct client_run *run, enum server_use use)
 	if (pipe_fds[1] >= 0)
 		close(pipe_fds[1]);
 	client_close(&c);
+	return status;
+}
+
+/* ---- a batch ------------------------------------------------------------------ */
+
+/* Whether the server may read the batch's inputs: each JSON Lines input
+ * a file, a pipe, a socket or /dev/null, never a terminal (a server
+ * reading the client's terminal would take it from the shell's job
+ * control) or another device (/dev/zero would hold the server's one loop
+ * in a line without end); and not in a Slurm job, whose tasks must run
+ * inside the job's own allocation, not in a server's containers. */
+static bool server_may_read(const struct client_batch *b)
+{
+	const char *slurm = getenv("SLURM_JOB_ID");
+	if (slurm && *slurm)
+		return false;
+	for (int i = 0; i < (b->file_count ? b->file_count : 1); i++) {
+		struct stat st;
+		int fd = b->fds[b->file_count ? 3 + i : 0];
+		if (b->file_count && is_sage_file(b->files[i]))
+			continue; /* a regular file (batch_open_inputs) */
+		if (fstat(fd, &st) < 0 || isatty(fd))
+			return false;
+		bool dev_null = S_ISCHR(st.st_mode) && major(st.st_rdev) == 1 && minor(st.st_rdev) == 3;
+		if (!(S_ISREG(st.st_mode) || S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode) || dev_null))
+			return false;
+	}
+	return true;
+}
+
+int client_batch(const struct client_batch *b, enum server_use use)
+{
+	struct rundir dir;
+	struct error err;
+	if (use == SERVER_OFF || !b->fds || !server_may_read(b) || rundir_locate(&dir, &err) < 0)
+		return CLIENT_COLD;
+	int status = CLIENT_COLD;
+	struct client c = {.sock = -1, .tty = -1, .dir = &dir, .what = "batch",
+		.status = CLIENT_COLD};
+	if (client_open(&c, &dir, use)) {
+		struct request req = {.kind = REQUEST_BATCH, .started_at = b->started_at,
+			.args = (const char **)b->files, .argc = b->file_count, .jobs = b->jobs,
+			.shard_index = b->shard_index, .shard_count = b->shard_count,
+			.input_order = b->input_order, .progress = b->progress, .resume = b->resume};
+		fill_common(&req, b->cfg);
+		int rc = c.signals ? hand_over(&c, &req, b->fds, b->nfds, &err) : 0;
+		if (rc > 0)
+			status = follow(&c, -1);
+		else if (rc < 0) {
+			say_failure(NULL, &err);
+			status = err.status;
+		}
+		client_close(&c);
+	}
 	return status;
 }
 

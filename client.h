@@ -39,6 +39,26 @@ struct client_run {
 #define CLIENT_COLD (-1)
 int client_run(const struct client_run *run, enum server_use use);
 
+/* What a batch is, as `batch` parsed it (batch.h's options). */
+struct client_batch {
+	const struct config *cfg;
+	char *const *files;
+	int file_count;
+	const int *fds;            /* its inputs, opened (batch_open_inputs), or NULL */
+	size_t nfds;
+	long jobs;                 /* sandboxes at once: --jobs, or its default */
+	long long shard_index, shard_count;
+	bool input_order, progress;
+	const char *resume;
+	int64_t started_at;
+};
+
+/* The same for a batch, on the server's warm sandboxes: its status, or
+ * CLIENT_COLD (also when its --jobs is more sandboxes than the server
+ * keeps, its inputs could not be opened ahead, one is a terminal or a
+ * device, or it runs in a Slurm job). */
+int client_batch(const struct client_batch *b, enum server_use use);
+
 /* The server's answer to a status request, as JSON (its "socket" always
  * there, "answers" false when no server does). Owned by the caller. */
 json_t *client_server_status(void);

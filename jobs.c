@@ -23,6 +23,7 @@ static const char line_hint[] = "write one JSON object per line: {\"id\": ..., \
 
 struct job_source {
 	char *const *files;
+	const int *fds; /* a hosted batch's: each input's descriptor (borrowed), or NULL */
 	int count, at; /* at: the input being read */
 	const struct config *cfg;
 	long long shard_index, shard_count;
@@ -47,7 +48,7 @@ struct job_source {
 	void *ready_data;
 };
 
-static bool is_sage_file(const char *name)
+bool is_sage_file(const char *name)
 {
 	size_t n = strlen(name);
 	return n > 5 && strcmp(name + n - 5, ".sage") == 0;
@@ -147,10 +148,13 @@ int parse_shard(const char *text, long long *index, long long *count, struct err
 	return 0;
 }
 
-/* A JSON Lines input, non-blocking: a file, or "-" for stdin. */
-static int open_jobs_file(const char *name, struct error *err)
+/* Input i, JSON Lines, non-blocking: a file, or "-" for stdin; in a
+ * hosted batch, the client's descriptor for it. */
+static int open_jobs_file(const struct job_source *s, int i, struct error *err)
 {
-	int fd = strcmp(name, "-") == 0 ? reopen_nonblocking(0, O_RDONLY) :
+	const char *name = s->files[i];
+	int fd = s->fds ? reopen_nonblocking(s->fds[i], O_RDONLY) :
+		strcmp(name, "-") == 0 ? reopen_nonblocking(0, O_RDONLY) :
 		open(name, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
 	if (fd < 0)
 		error_set(err, EXIT_REFUSED, "name a readable JSON Lines file, or - for stdin",
@@ -178,7 +182,7 @@ static int open_input(struct job_source *s, struct error *err)
 	s->wait_errno = 0;
 	s->scanned = 0;
 	s->buf.len = 0;
-	s->fd = open_jobs_file(s->files[s->at], err);
+	s->fd = open_jobs_file(s, s->at, err);
 	return s->fd < 0 ? -1 : 0;
 }
 
@@ -189,7 +193,8 @@ static bool in_shard(const struct job_source *s, long long ordinal)
 }
 
 struct job_source *job_source_open(char *const *files, int count, const struct config *cfg,
-		long long shard_index, long long shard_count, bool count_ahead, struct error *err)
+		long long shard_index, long long shard_count, bool count_ahead, const int *fds,
+		struct error *err)
 {
 	static char *const standard_input[] = {"-"};
 	struct job_source *s = calloc(1, sizeof *s);
@@ -197,6 +202,7 @@ struct job_source *job_source_open(char *const *files, int count, const struct c
 		abort();
 	s->files = count ? files : standard_input;
 	s->count = count ? count : 1;
+	s->fds = fds;
 	s->cfg = cfg;
 	s->shard_index = shard_index;
 	s->shard_count = shard_count;
@@ -211,7 +217,7 @@ struct job_source *job_source_open(char *const *files, int count, const struct c
 			total += total >= 0;
 			continue;
 		}
-		int fd = open_jobs_file(name, err);
+		int fd = open_jobs_file(s, i, err);
 		if (fd < 0) {
 			free(s);
 			return NULL;
@@ -424,7 +430,8 @@ static struct job *sage_file_job(struct job_source *s)
 		j->bad = true;
 		error_set(&j->err, EXIT_REFUSED, "use a shorter path", "%s: the name is longer than "
 			"an id may be (%d characters as JSON)", name, JOB_ID_MAX);
-	} else if (read_file(name, MAX_CODE_BYTES + 1, &code) < 0) {
+	} else if ((s->fds ? read_fd(s->fds[s->at], MAX_CODE_BYTES + 1, &code) :
+			read_file(name, MAX_CODE_BYTES + 1, &code)) < 0) {
 		j->bad = true;
 		error_set(&j->err, EXIT_REFUSED, "name a readable .sage file",
 			"cannot read %s: %s", name, strerror(errno));

@@ -38,19 +38,27 @@ struct job {
 	struct config cfg;
 	char timeout_text[24], output_limit_text[24], seed_text[24];
 	int attempts;
-	struct job *next;
+	struct call *call;    /* the runner's, while the job is submitted (batch.c) */
+	struct job *next;     /* in the batch's list of those */
 };
 
 struct job_source;
 
+/* A FILE argument that is one job (a name ending in .sage), not JSON Lines. */
+bool is_sage_file(const char *name);
+
 /* Opens the inputs: FILE arguments (a name ending in .sage is one job,
- * anything else JSON Lines; "-" is stdin), or stdin when there are none.
+ * anything else JSON Lines; "-" is stdin), or stdin when there are none;
+ * fds: NULL, or a descriptor for each of them, opened once
+ * (batch_open_inputs; for stdin's alone when there are none), read in
+ * place of the names: a .sage file's must be a regular file.
  * shard_count > 0: only jobs whose ordinal is shard_index modulo it.
  * count_ahead: count the jobs first (a second read of every regular file,
  * for the progress line's total). NULL with err set when a JSON Lines file
  * cannot be opened. */
 struct job_source *job_source_open(char *const *files, int count, const struct config *cfg,
-		long long shard_index, long long shard_count, bool count_ahead, struct error *err);
+		long long shard_index, long long shard_count, bool count_ahead, const int *fds,
+		struct error *err);
 /* The next job: 1 with *out (bad or not), 0 when the input has no whole
  * line yet (job_source_wait()), -1 at its end. A read error is a bad job
  * that ends its source. */

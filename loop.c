@@ -629,6 +629,18 @@ int reopen_nonblocking(int fd, int flags)
 	return copy;
 }
 
+void write_what_fits(int fd, const void *bytes, size_t len)
+{
+	for (size_t done = 0; fd >= 0 && done < len;) {
+		ssize_t n = write(fd, (const char *)bytes + done, len - done);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return;
+		done += (size_t)n;
+	}
+}
+
 int loop_watch_stop_signals(struct loop_scope *scope, struct loop_watch **slot,
 		bool keep_ignored, int *fd, loop_fd_callback *cb, void *data)
 {

@@ -138,5 +138,9 @@ void queue_free(struct queue *q);
  * FIFOs and terminals are reopened through /proc/self/fd; anything else
  * is duplicated (regular files and /dev/null never block). -1 on error. */
 int reopen_nonblocking(int fd, int flags);
+/* Writes bytes to fd until they are all out, or until a write would block
+ * or fails: on a non-blocking descriptor whose reader does not read, the
+ * rest is lost rather than waited for. */
+void write_what_fits(int fd, const void *bytes, size_t len);
 
 #endif

@@ -5,6 +5,7 @@
  * (the peer is this user, but fuzz-request feeds it anything): every length
  * is checked against what is left, and every field's count. */
 #include "request.h"
+#include "batch.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,13 +25,18 @@ enum tag {
 	TAG_FLAGS,    /* a byte: FLAG_* */
 	TAG_OUTPUT_DIR,
 	TAG_INPUT,    /* 8 bytes of size, the name; repeated, in order */
+	TAG_BATCH,    /* 8 bytes each of jobs, shard index, shard count; a byte: BATCH_* */
+	TAG_RESUME,
 	TAG_COUNT
 };
 
 enum { FLAG_JSON = 1, FLAG_SHOW_CONTROL_CHARS = 2, FLAG_OUTPUT_OVERWRITE = 4 };
+enum { BATCH_INPUT_ORDER = 1, BATCH_PROGRESS = 2 };
 
 size_t request_fd_count(const struct request *req)
 {
+	if (req->kind == REQUEST_BATCH)
+		return 3 + (size_t)req->argc + (req->resume != NULL);
 	return 3 + (req->file != NULL) + (req->output_dir != NULL) + req->input_count;
 }
 
@@ -65,7 +71,7 @@ void request_encode(const struct request *req, struct buffer *out)
 	char kind = (char)req->kind;
 	buffer_append(out, MAGIC, MAGIC_LEN);
 	buffer_append(out, &kind, 1);
-	if (req->kind != REQUEST_RUN)
+	if (req->kind != REQUEST_RUN && req->kind != REQUEST_BATCH)
 		return;
 	char number[8];
 	put_field(out, TAG_BUILD, NULL, 0, req->build);
@@ -95,6 +101,19 @@ void request_encode(const struct request *req, struct buffer *out)
 			number[b] = (char)(req->inputs[i].size >> (8 * b));
 		put_field(out, TAG_INPUT, number, 8, req->inputs[i].name);
 	}
+	if (req->kind != REQUEST_BATCH)
+		return;
+	char head[25];
+	uint64_t numbers[3] = {(uint64_t)req->jobs, (uint64_t)req->shard_index,
+		(uint64_t)req->shard_count};
+	for (int n = 0; n < 3; n++)
+		for (int b = 0; b < 8; b++)
+			head[8 * n + b] = (char)(numbers[n] >> (8 * b));
+	head[24] = (char)((req->input_order ? BATCH_INPUT_ORDER : 0) |
+		(req->progress ? BATCH_PROGRESS : 0));
+	put_field(out, TAG_BATCH, head, sizeof head, NULL);
+	if (req->resume)
+		put_field(out, TAG_RESUME, NULL, 0, req->resume);
 }
 
 static uint64_t get_le(const unsigned char *p, int bytes)
@@ -130,7 +149,7 @@ int request_decode(const char *msg, size_t len, struct request *req, char *why, 
 	if (len > REQUEST_MAX_BYTES)
 		FAIL("a request of %zu bytes, more than %d", len, REQUEST_MAX_BYTES);
 	req->kind = (enum request_kind)msg[MAGIC_LEN];
-	if (req->kind != REQUEST_RUN) {
+	if (req->kind != REQUEST_RUN && req->kind != REQUEST_BATCH) {
 		if ((req->kind != REQUEST_STATUS && req->kind != REQUEST_STOP) || len != MAGIC_LEN + 1)
 			FAIL("an unknown request");
 		return 0;
@@ -240,6 +259,27 @@ int request_decode(const char *msg, size_t len, struct request *req, char *why, 
 				FAIL("an input name with a NUL byte");
 			req->input_count++;
 			break;
+		case TAG_BATCH: {
+			if (field_len != 25 || ((unsigned char)field[24] & ~3u))
+				FAIL("a malformed batch");
+			const unsigned char *u = (const unsigned char *)field;
+			uint64_t jobs = get_le(u, 8), index = get_le(u + 8, 8), count = get_le(u + 16, 8);
+			/* The client checked them; bounds keep the server's arithmetic safe. */
+			if (!jobs || jobs > BATCH_MAX_JOBS || count > INT64_MAX / 2 ||
+			    (count && index >= count) ||
+			    (!count && index))
+				FAIL("a batch's --jobs or --shard out of bounds");
+			req->jobs = (long)jobs;
+			req->shard_index = (long long)index;
+			req->shard_count = (long long)count;
+			req->input_order = field[24] & BATCH_INPUT_ORDER;
+			req->progress = field[24] & BATCH_PROGRESS;
+			break;
+		}
+		case TAG_RESUME:
+			if (!(req->resume = take_string(req, field, field_len)) || !field_len)
+				FAIL("a malformed --resume");
+			break;
 		default:
 			FAIL("a field of unknown tag %d", (int)tag);
 		}
@@ -250,6 +290,12 @@ int request_decode(const char *msg, size_t len, struct request *req, char *why, 
 	if (!seen[TAG_BUILD] || !seen[TAG_ENVIRONMENT] || !seen[TAG_UMASK] || !seen[TAG_STARTED] ||
 	    !seen[TAG_FLAGS])
 		FAIL("a run without its build, environment, umask, start or flags");
+	bool batch = req->kind == REQUEST_BATCH;
+	if (batch != (bool)seen[TAG_BATCH] || (!batch && seen[TAG_RESUME]) ||
+	    (batch && (seen[TAG_FILE] || seen[TAG_OUTPUT_DIR] || seen[TAG_INPUT])))
+		FAIL("a field of a run in a batch, or of a batch in a run");
+	if (batch && (size_t)req->argc > REQUEST_MAX_BATCH_FILES)
+		FAIL("a batch of more than %d files", REQUEST_MAX_BATCH_FILES);
 	return 0;
 }
 

@@ -1,6 +1,7 @@
-/* request.h: the messages between `run` and the server (docs/protocol.md,
- * "run and the server"): a run's request, encoded for the socket and
- * decoded from it, and the short messages that follow it.
+/* request.h: the messages between `run` (or `batch`) and the server
+ * (docs/protocol.md, "run, batch and the server"): a run's or a batch's
+ * request, encoded for the socket and decoded from it, and the short
+ * messages that follow it.
  *
  * The socket is SOCK_SEQPACKET: one send is one message, whole. The first
  * message of a connection says what it wants: a run (with the run's
@@ -8,6 +9,7 @@
 #ifndef SAGE_SANDBOX_REQUEST_H
 #define SAGE_SANDBOX_REQUEST_H
 
+#include "batch.h"
 #include "buffer.h"
 #include "infiles.h"
 #include "settings.h"
@@ -19,13 +21,19 @@
 /* A request is at most this long (a run's settings, names and arguments;
  * the code and files come as descriptors). */
 #define REQUEST_MAX_BYTES (128 * 1024)
-/* stdin, stdout, stderr, the code's file, the output directory, inputs. */
+/* stdin, stdout, stderr, the code's file, the output directory, inputs;
+ * or a batch's stdin, stdout, stderr, FILEs and --resume. */
 #define REQUEST_MAX_FDS (5 + INFILES_MAX_FILES)
 #define REQUEST_MAX_ARGS 4096
+/* A batch through the server takes at most this many FILE arguments (one
+ * descriptor each); more, and it runs on its own. */
+#define REQUEST_MAX_BATCH_FILES BATCH_OPEN_FILES_MAX
 /* A build's identity: its ELF build id in hex (buildid.c). */
 #define BUILD_ID_MAX 128
 
-enum request_kind { REQUEST_RUN = 'R', REQUEST_STATUS = 'S', REQUEST_STOP = 'Q' };
+enum request_kind {
+	REQUEST_RUN = 'R', REQUEST_BATCH = 'B', REQUEST_STATUS = 'S', REQUEST_STOP = 'Q'
+};
 
 struct request_input {
 	const char *name;
@@ -34,7 +42,7 @@ struct request_input {
 
 struct request {
 	enum request_kind kind;
-	/* A run's: */
+	/* A run's and a batch's: */
 	char build[BUILD_ID_MAX + 1];  /* the client's build */
 	char environment[65];          /* what podman reads of it (client.c), sha256 */
 	unsigned umask;                /* the client's: files brought back get its modes */
@@ -42,12 +50,17 @@ struct request {
 	const char *value[SETTING_COUNT];
 	enum setting_source source[SETTING_COUNT];
 	const char *file;              /* NULL: the code is read from stdin */
-	const char **args;             /* the code's arguments after its name */
+	const char **args;             /* the code's arguments after its name; a batch's FILEs */
 	int argc;
 	bool json, show_control_chars, output_overwrite;
 	const char *output_dir;        /* as named, or NULL */
 	struct request_input *inputs;
 	size_t input_count;
+	/* A batch's (its settings, start and FILEs above): */
+	long jobs;                     /* sandboxes at once: --jobs, or its default */
+	long long shard_index, shard_count;
+	bool input_order, progress;
+	const char *resume;            /* --resume as named, or NULL */
 	/* private: every string above points into it */
 	char *storage;
 	size_t storage_used, storage_size;
@@ -55,7 +68,8 @@ struct request {
 
 /* The descriptors that come with a run, in this order: stdin, stdout,
  * stderr, the code's file (file set), the output directory (output_dir
- * set), then each input's. */
+ * set), then each input's. With a batch: stdin, stdout, stderr, one for
+ * each FILE ("-": stdin again), then --resume's (resume set). */
 size_t request_fd_count(const struct request *req);
 
 /* When the run started, as its deadline (start + --timeout) counts: the

@@ -33,7 +33,7 @@ struct options {
 	const char *file;  /* run: NULL or "-" for stdin */
 	const char *output_dir; /* run: bring $SAGE_SANDBOX_OUT's files here */
 	bool output_overwrite;
-	bool no_server;    /* run: never through the server */
+	bool no_server;    /* run, batch: never through the server */
 	const char **inputs; /* run: --input PATH, each one */
 	int input_count;
 	char **args;       /* run: the code's arguments after FILE */
@@ -134,8 +134,9 @@ static void print_usage(FILE *out, const struct command_help *command)
 			"        and the new ones are not saved\n"
 			"  --no-server\n"
 			"        never through the server (as $SAGE_SANDBOX_SERVER=off); by default\n"
-			"        (auto) a run goes through the server when one answers, and with\n"
-			"        SAGE_SANDBOX_SERVER=start it starts one in the background if none does\n"
+			"        (auto) a run (and a batch) goes through the server when one answers,\n"
+			"        and with SAGE_SANDBOX_SERVER=start it starts one in the background if\n"
+			"        none does\n"
 			"\n"
 			"Code is at most %d bytes of UTF-8 and may not contain a NUL byte; the\n"
 			"code's stdin is streamed, at most %llu MiB.\n",
@@ -158,6 +159,14 @@ static void print_usage(FILE *out, const struct command_help *command)
 			"        batch only: take only the jobs whose ordinal is K modulo N; auto\n"
 			"        reads Slurm's array task (or JOB_COMPLETION_INDEX, with /N)\n",
 			BATCH_MAX_JOBS);
+	if (batch)
+		fprintf(out,
+			"  --no-server\n"
+			"        never through the server (as $SAGE_SANDBOX_SERVER=off); by default\n"
+			"        (auto) a batch runs on the warm sandboxes of a server that answers,\n"
+			"        when it keeps --jobs (or its default) of them; never with --fresh,\n"
+			"        in a Slurm job, or with jobs from a terminal (see SERVER in\n"
+			"        sage-sandbox(1))\n");
 	if (!command || strcmp(command->name, "serve") == 0)
 		fprintf(out,
 			"  --warm N\n"
@@ -342,7 +351,7 @@ static int parse_options(int argc, char **argv, bool takes_file, bool server, bo
 			is_option(arg, name_len, "--show-control-chars") ? &o->show_control_chars :
 			takes_file && !batch && is_option(arg, name_len, "--output-overwrite") ?
 			&o->output_overwrite :
-			takes_file && !batch && is_option(arg, name_len, "--no-server") ? &o->no_server :
+			takes_file && is_option(arg, name_len, "--no-server") ? &o->no_server :
 			batch && is_option(arg, name_len, "--fresh") ? &o->fresh : NULL;
 		if (flag) {
 			if (has_value) {
@@ -653,7 +662,29 @@ static int cmd_batch(int argc, char **argv)
 	b.input_order = o.order && strcmp(o.order, "input") == 0;
 	b.resume = o.resume;
 	b.progress = isatty(2);
-	return batch_run(&b);
+	enum server_use use = SERVER_OFF;
+	if (!o.no_server && server_use_from_environment(&use, &err) < 0)
+		return report_error(&err, false, NULL);
+	/* The inputs are opened once, here: the server reads them through
+	 * these descriptors, or the batch on its own does. */
+	int fds[BATCH_FDS_MAX];
+	size_t nfds = 0;
+	if (batch_open_inputs(&b, fds, &nfds) == 0)
+		b.fds = fds;
+	int status = CLIENT_COLD;
+	if (!b.fresh) {
+		struct client_batch cb = {.cfg = &o.cfg, .files = b.files, .file_count = b.file_count,
+			.fds = b.fds, .nfds = nfds,
+			.jobs = b.jobs ? b.jobs : batch_default_jobs(&o.cfg, NULL, 0),
+			.shard_index = b.shard_index, .shard_count = b.shard_count,
+			.input_order = b.input_order, .progress = b.progress, .resume = b.resume,
+			.started_at = started_at};
+		status = client_batch(&cb, use);
+	}
+	if (status == CLIENT_COLD)
+		status = batch_run(&b);
+	batch_close_inputs(fds, nfds);
+	return status;
 }
 
 /* serve's own options, taken out of argv before the settings are parsed;

@@ -19,6 +19,7 @@
  * client of another build or another podman environment is declined, and
  * runs cold. */
 #include "server.h"
+#include "batch.h"
 #include "buildid.h"
 #include "cache.h"
 #include "oneshot.h"
@@ -87,6 +88,8 @@ struct connection {
 	struct outfiles out;
 	bool has_out;
 	struct oneshot run;
+	struct batch *batch;        /* owned: a batch's, in place of run */
+	struct batch_options batch_opt; /* its options; strings point into req */
 	bool running, gone;
 	struct fleet *fleet;        /* counted in its users while the run is on it */
 	int status;
@@ -139,6 +142,12 @@ static int count_clients(const struct server *srv)
 }
 
 /* ---- fleets ---------------------------------------------------------------- */
+/* The fleet's sandboxes: the calls of one kind of settings at once. */
+static int fleet_size(const struct server *srv)
+{
+	return srv->opt.warm > 0 ? srv->opt.warm : 1;
+}
+
 
 static void fleet_free(void *data)
 {
@@ -232,7 +241,7 @@ static struct fleet *fleet_for(struct server *srv, const struct config *cfg, con
 	}
 	/* Runs past the warm ones wait for one, in order; none warm, one at
 	 * a time, in a container that still serves run after run. */
-	int serial = srv->opt.warm > 0 ? srv->opt.warm : 1;
+	int serial = fleet_size(srv);
 	struct runner_options ro = {.loop = srv->loop, .host = &f->host, .cfg = &f->cfg,
 		.who = "serve", .log = true, .running_max = serial, .warm = srv->opt.warm,
 		.serial = serial};
@@ -246,16 +255,30 @@ static struct fleet *fleet_for(struct server *srv, const struct config *cfg, con
 	return f;
 }
 
-/* oneshot's runner_for: the run's fleet, made where there is none. */
-static struct runner *runner_for(struct oneshot *o, const struct host *h)
+/* The runner of a client's run or batch: its settings' fleet, made where
+ * there is none. */
+static struct runner *take_fleet(struct connection *c, const struct config *cfg,
+		const struct host *h)
 {
-	struct connection *c = o->owner;
-	c->fleet = fleet_for(c->srv, o->cfg, h);
+	c->fleet = fleet_for(c->srv, cfg, h);
 	c->fleet->users++;
 	/* Only now: a new fleet is in use, never the one trimmed. */
 	trim_fleets(c->srv);
 	return c->fleet->runner;
 }
+
+/* oneshot's runner_for. */
+static struct runner *runner_for(struct oneshot *o, const struct host *h)
+{
+	return take_fleet(o->owner, o->cfg, h);
+}
+
+/* batch's. */
+static struct runner *batch_runner_for(void *owner, const struct config *cfg, const struct host *h)
+{
+	return take_fleet(owner, cfg, h);
+}
+
 
 /* ---- clients ---------------------------------------------------------------- */
 
@@ -283,14 +306,7 @@ static void write_printed(int client_fd, printer *writer, const void *arg)
 	int fd = reopen_nonblocking(client_fd, O_WRONLY);
 	size_t len;
 	char *text = print_to_memory(writer, arg, &len);
-	for (size_t done = 0; fd >= 0 && done < len;) {
-		ssize_t n = write(fd, text + done, len - done);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			break;
-		done += (size_t)n;
-	}
+	write_what_fits(fd, text, len);
 	free(text);
 	if (fd >= 0)
 		close(fd);
@@ -341,7 +357,12 @@ static void client_free(struct connection *c)
 			break;
 		}
 	loop_scope_end(&c->scope);
-	if (c->running)
+	/* A batch is freed here, from inside its own on_finished (which does
+	 * nothing after it), or with a loop that failed; a batch's calls are
+	 * dropped with it. */
+	batch_free(c->batch);
+	c->batch = NULL;
+	if (c->running && c->req.kind == REQUEST_RUN)
 		oneshot_discard(&c->run);
 	if (c->fleet) {
 		c->fleet->users--;
@@ -372,16 +393,38 @@ static void on_run_finished(struct oneshot *o)
 	oneshot_close(o, on_run_closed);
 }
 
+static void on_batch_finished(void *owner, int status)
+{
+	struct connection *c = owner;
+	struct server *srv = c->srv;
+	srv->served++;
+	send_text(c, "exit %d", status);
+	say("batch %ld for pid %ld: exit %d after %lld ms%s", srv->served, (long)c->pid, status,
+		(long long)(loop_now_ms() - request_started_at(&c->req, loop_now_ms())),
+		c->gone ? " (its client was gone)" : "");
+	client_free(c);
+}
+
+/* A stop signal to the client's run or batch, as its own would be. */
+static void signal_client(struct connection *c, int sig, bool mute)
+{
+	if (c->batch) {
+		batch_signal(c->batch, sig, mute);
+		return;
+	}
+	if (mute)
+		c->run.mute = true;
+	oneshot_signal(&c->run, sig);
+}
+
 /* The client is gone (its connection ended): its run stops as by SIGHUP,
  * its terminal's. */
 static void client_gone(struct connection *c)
 {
 	c->gone = true;
 	loop_unwatch(&c->watch);
-	if (c->running) {
-		c->run.mute = true;
-		oneshot_signal(&c->run, SIGHUP);
-	}
+	if (c->running)
+		signal_client(c, SIGHUP, true);
 	else
 		client_free(c);
 }
@@ -397,7 +440,8 @@ static void decline(struct connection *c, const char *fmt, ...)
 	vsnprintf(why, sizeof why, fmt, ap);
 	va_end(ap);
 	send_text(c, "cold %s", why);
-	say("declined a run of pid %ld: %s", (long)c->pid, why);
+	say("declined a %s of pid %ld: %s", c->req.kind == REQUEST_BATCH ? "batch" : "run",
+		(long)c->pid, why);
 	client_free(c);
 }
 
@@ -445,13 +489,15 @@ static int adopt_files(struct connection *c, char *why, size_t why_size)
 	return 0;
 }
 
-static void start_run(struct connection *c)
+/* What every run and batch passes before the server takes it: false once
+ * it was declined (and the connection freed). */
+static bool admit(struct connection *c)
 {
 	struct server *srv = c->srv;
 	char why[512];
 	if (srv->stopping) {
 		decline(c, "stopping");
-		return;
+		return false;
 	}
 	if (strcmp(c->req.build, build_id()) != 0) {
 		send_text(c, "cold another build of sage-sandbox (the server's %.12s, the run's %.12s)",
@@ -460,18 +506,31 @@ static void start_run(struct connection *c)
 			"going on end", c->req.build, build_id());
 		client_free(c);
 		stop(srv, 0, 0, "a client of another build came");
-		return;
+		return false;
 	}
 	if (strcmp(c->req.environment, srv->environment) != 0) {
 		decline(c, "another environment for podman (PATH, HOME, XDG_*, CONTAINERS_*, "
 			"TMPDIR, DBUS_SESSION_BUS_ADDRESS, CONTAINER_HOST) than the server's");
-		return;
+		return false;
 	}
 	if (c->nfds != request_fd_count(&c->req)) {
 		decline(c, "%zu descriptors where %zu are due", c->nfds, request_fd_count(&c->req));
-		return;
+		return false;
 	}
-	if (request_config(c, why, sizeof why) < 0 || adopt_files(c, why, sizeof why) < 0) {
+	if (request_config(c, why, sizeof why) < 0) {
+		decline(c, "%s", why);
+		return false;
+	}
+	return true;
+}
+
+static void start_run(struct connection *c)
+{
+	struct server *srv = c->srv;
+	char why[512];
+	if (!admit(c))
+		return;
+	if (adopt_files(c, why, sizeof why) < 0) {
 		decline(c, "%s", why);
 		return;
 	}
@@ -500,6 +559,36 @@ static void start_run(struct connection *c)
 	}
 	c->running = true;
 	oneshot_start(&c->run);
+}
+
+/* A batch on the fleet of its settings: as many jobs at once as the
+ * fleet has sandboxes (a --jobs above that goes on its own, with its own
+ * containers, as asked). */
+static void start_batch(struct connection *c)
+{
+	struct server *srv = c->srv;
+	if (!admit(c))
+		return;
+	/* Fewer at once than on its own would make a long batch slower. */
+	if (c->req.jobs > fleet_size(srv)) {
+		decline(c, "--jobs %ld is more than the %d sandbox%s the server keeps", c->req.jobs,
+			fleet_size(srv), fleet_size(srv) == 1 ? "" : "es");
+		return;
+	}
+	send_text(c, "ok %ld", (long)getpid());
+	if (c->gone) {
+		client_free(c);
+		return;
+	}
+	c->batch_opt = (struct batch_options){.cfg = &c->cfg,
+		.files = (char *const *)c->req.args, .file_count = c->req.argc, .jobs = c->req.jobs,
+		.input_order = c->req.input_order, .resume = c->req.resume,
+		.shard_index = c->req.shard_index, .shard_count = c->req.shard_count,
+		.progress = c->req.progress};
+	c->running = true;
+	c->batch = batch_start(&c->batch_opt, &(struct batch_host){.loop = srv->loop,
+		.fds = c->fds, .runner_for = batch_runner_for, .on_finished = on_batch_finished,
+		.owner = c});
 }
 
 static void answer_status(struct connection *c)
@@ -609,6 +698,8 @@ static void read_request(struct connection *c)
 		say("asked to stop by pid %ld", (long)c->pid);
 		client_free(c);
 		stop(srv, SIGTERM, 0, "asked to stop");
+	} else if (c->req.kind == REQUEST_BATCH) {
+		start_batch(c);
 	} else {
 		start_run(c);
 	}
@@ -635,7 +726,7 @@ static void on_client(int fd, unsigned events, void *data)
 	buf[n] = '\0';
 	int sig;
 	if (sscanf(buf, "signal %d", &sig) == 1 && (sig == SIGINT || sig == SIGTERM || sig == SIGHUP))
-		oneshot_signal(&c->run, sig);
+		signal_client(c, sig, false);
 }
 
 static void on_accept_retry(void *data)
@@ -716,7 +807,7 @@ static void stop(struct server *srv, int sig, int status, const char *why)
 		if (sig)
 			for (struct connection *c = srv->clients; c; c = c->next)
 				if (c->running)
-					oneshot_signal(&c->run, sig);
+					signal_client(c, sig, false);
 		return;
 	}
 	srv->stopping = true;
@@ -728,7 +819,7 @@ static void stop(struct server *srv, int sig, int status, const char *why)
 		next = c->next;
 		if (c->running) {
 			if (sig)
-				oneshot_signal(&c->run, sig);
+				signal_client(c, sig, false);
 		} else {
 			client_free(c); /* a request not yet in */
 		}

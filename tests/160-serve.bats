@@ -264,6 +264,151 @@ rest"
 	expect_equal "$status" 125
 }
 
+served_batches() {
+	grep -c "^sage-sandbox serve: batch [0-9]* for pid" "$log" || true
+}
+
+# batch_both NAME ARGS...: `batch ARGS` on its own (SAGE_SANDBOX_SERVER=off)
+# and through the server, stdin from $input_file (or /dev/null): the same
+# status and lines (their durations aside), the same summary counts; the
+# server's log has one more batch. Sets status.
+batch_both() {
+	local name=$1 out before
+	shift
+	out=$BATS_TEST_TMPDIR/$name
+	before=$(served_batches)
+	set +e
+	SAGE_SANDBOX_SERVER=off timeout 300 "$SAGE_SANDBOX" batch "$@" <"${input_file:-/dev/null}" \
+		>"$out.cold.1" 2>"$out.cold.2"
+	local cold=$?
+	timeout 300 "$SAGE_SANDBOX" batch "$@" <"${input_file:-/dev/null}" >"$out.warm.1" 2>"$out.warm.2"
+	status=$?
+	set -e
+	local f
+	for f in "$out".*.1; do
+		sed -i -E 's/"duration_ms":[0-9]+/"duration_ms":0/' "$f"
+	done
+	expect_equal "$status" "$cold" "status through the server, and on its own ($name)"
+	# Lines end in any order but the input's with --order input.
+	expect_equal "$(sort "$out.warm.1")" "$(sort "$out.cold.1")" "lines ($name)"
+	expect_equal "$(grep -o '[0-9]* jobs in' "$out.warm.2")" "$(grep -o '[0-9]* jobs in' "$out.cold.2")" \
+		"jobs in the summary ($name)"
+	expect_equal "$(grep -o 'jobs/s): .*(--resume)' "$out.warm.2")" \
+		"$(grep -o 'jobs/s): .*(--resume)' "$out.cold.2")" "the summary's counts ($name)"
+	grep -q "the server's (pid [0-9]*) CPU" "$out.warm.2"
+	expect_equal "$(served_batches)" "$((before + 1))" "batches the server served ($name)"
+}
+
+@test "serve - batch through the server: the lines of a batch on its own, from FILEs, .sage files and stdin, in order, sharded, resumed; --fresh, --no-server and --jobs past --warm go on their own" {
+	start_server --warm 2
+	local d=$BATS_TEST_TMPDIR/b
+	mkdir -p "$d"
+	cd "$d"
+	cat >jobs.jsonl <<-'EOF'
+	{"id": 1, "code": "print(factor(2^64 + 1))"}
+	{"id": "exit", "code": "import sys\nprint('out'); print('err', file=sys.stderr)\nsys.exit(3)"}
+	{"id": "stdin", "code": "import sys\nprint(sys.argv, sys.stdin.read())", "stdin": "a\nb\n", "args": ["x", "y z"]}
+	{"id": "spin", "code": "while True: pass", "timeout": 2}
+	{"id": 1, "code": "print(1)"}
+	{"id": "files", "code": "print(open('data.txt').read())", "files": {"data.txt": "hello"}}
+	not json
+	{"id": "tb", "code": "def f(x):\n    return 1/x\nf(0)"}
+	{"id": "solve", "code": "print(solve(x^2 - 2 == 0, x))"}
+	EOF
+	printf '%s\n' 'print(integrate(sin(x)^2, x))' >a.sage
+	printf '%s\n' '{"id": "more", "code": "print(2^100)"}' >more.jsonl
+	batch_both file jobs.jsonl
+	expect_equal "$status" 1
+	# ok: 1, stdin, files, solve; exit, spin and tb ran and failed; two bad lines.
+	expect_equal "$(grep -c '"ok":true' "$BATS_TEST_TMPDIR/file.warm.1")" 4
+	grep -q '"id":"stdin",.*"stdout":"\[.*, .x., .y z.\] a\\nb\\n\\n"' "$BATS_TEST_TMPDIR/file.warm.1"
+	batch_both files --order input jobs.jsonl a.sage - more.jsonl
+	input_file=$d/more.jsonl batch_both stdin --jobs 1
+	expect_equal "$status" 0
+	batch_both shard --shard 1/2 jobs.jsonl
+	# --resume from a results file with some of the jobs done, and a torn
+	# last line: both finish the rest alike.
+	grep -E '"id":("exit"|"stdin"|"solve")' "$BATS_TEST_TMPDIR/file.cold.1" >done.jsonl
+	printf '{"id": "tb", "ok"' >>done.jsonl
+	batch_both resume --resume done.jsonl jobs.jsonl
+	expect_equal "$(grep -o '[0-9]* skipped' "$BATS_TEST_TMPDIR/resume.warm.2")" "3 skipped"
+
+	# Each of these goes on its own, with containers of its own: the
+	# server's log has no batch more.
+	local before
+	before=$(served_batches)
+	local how
+	for how in --fresh --no-server "--jobs 3"; do
+		# shellcheck disable=SC2086 # --jobs 3 is two words
+		run_ss 0 batch $how more.jsonl
+		expect_match "$errors" "sage-sandbox's own CPU" "batch $how"
+	done
+	SAGE_SANDBOX_SERVER=off run_ss 0 batch more.jsonl
+	expect_match "$errors" "sage-sandbox's own CPU"
+	SLURM_JOB_ID=7 run_ss 0 batch more.jsonl
+	expect_match "$errors" "sage-sandbox's own CPU" "in a Slurm job"
+	# A .sage FIFO is read by the batch itself, never by the server (whose
+	# one loop would wait on it): the job waits for its writer.
+	mkfifo f.sage
+	(sleep 2; printf '%s\n' 'print(7)' >f.sage) &
+	local writer=$!
+	run_ss 0 batch f.sage
+	expect_match "$errors" "sage-sandbox's own CPU" "a .sage FIFO"
+	expect_match "$output" '"stdout":"7\\n"'
+	wait "$writer"
+	expect_equal "$(served_batches)" "$before" "batches the server served"
+	# An input that cannot be opened: refused as on its own, 125.
+	run_ss 125 batch no-such.jsonl
+	expect_match "$errors" "cannot read jobs from no-such.jsonl"
+	run_ss 125 batch --resume no-such.jsonl jobs.jsonl
+	expect_match "$errors" "cannot read --resume no-such.jsonl"
+	expect_equal "$(served_batches)" "$before" "batches the server served"
+}
+
+@test "serve - SIGTERM to a batch's client: 143, the running job has no line; --resume runs the rest; kill -9 of a client stops its batch; a default --jobs past --warm goes on its own" {
+	start_server --warm 1
+	local d=$BATS_TEST_TMPDIR
+	cat >"$d/jobs.jsonl" <<-'EOF'
+	{"id": "a", "code": "print('a')"}
+	{"id": "slow", "code": "import time\nprint('started', flush=True)\ntime.sleep(60)\nprint('late')"}
+	{"id": "c", "code": "print('c')"}
+	EOF
+	# Its default --jobs (the cores) is more than the server keeps: on its own.
+	head -n 1 "$d/jobs.jsonl" >"$d/one.jsonl"
+	run_ss 0 batch "$d/one.jsonl"
+	expect_match "$errors" "sage-sandbox's own CPU" "default --jobs past --warm 1"
+	expect_equal "$(served_batches)" 0
+	"$SAGE_SANDBOX" batch --jobs 1 --order input "$d/jobs.jsonl" >"$d/out" 2>"$d/err" &
+	local pid=$!
+	wait_for_line "$d/out" '"id":"a"' 60
+	sleep 2
+	kill -TERM "$pid"
+	local status=0
+	wait "$pid" || status=$?
+	expect_equal "$status" 143
+	expect_equal "$(wc -l <"$d/out")" 1 "lines: only a's"
+	[[ $(cat "$d/err") == *"stopped by SIGTERM; jobs still running have no line"* ]]
+	wait_for_line "$log" "batch [0-9]* for pid $pid: exit 143" 30
+	# The same ids, the slow one quick now.
+	sed 's/time.sleep(60)/time.sleep(1)/' "$d/jobs.jsonl" >"$d/again.jsonl"
+	run_ss 0 batch --jobs 1 --order input --resume "$d/out" "$d/again.jsonl"
+	expect_equal "$(printf '%s\n' "$output" | python3 -c '
+import json, sys
+print(" ".join("%s:%s" % (j["id"], j["stdout"].replace("\n", "/")) for j in map(json.loads, sys.stdin)))')" \
+		"slow:started/late/ c:c/"
+	expect_equal "$(served_batches)" 2
+	# kill -9 of a batch's client stops its running job as by SIGHUP; the
+	# server serves on.
+	"$SAGE_SANDBOX" batch --jobs 1 "$d/jobs.jsonl" >"$d/out9" 2>/dev/null &
+	pid=$!
+	wait_for_line "$d/out9" '"id":"a"' 60
+	sleep 2
+	kill -KILL "$pid"
+	wait_for_line "$log" "batch [0-9]* for pid $pid: exit 129 after [0-9]* ms \\(its client was gone\\)" 30
+	run_ss 0 batch --jobs 1 --resume "$d/out" "$d/again.jsonl"
+	expect_equal "$(served_batches)" 4
+}
+
 @test "serve - a pipeline reads its data through the server: seq 5 | run f.sage" {
 	start_server --warm 1
 	printf '%s\n' 'import sys' 'print(sum(int(l) for l in sys.stdin))' >"$BATS_TEST_TMPDIR/f.sage"

@@ -24,7 +24,9 @@ for v in $(compgen -e); do
 	case $v in SAGE_SANDBOX_* | CONTAINER_HOST | CONTAINER_CONNECTION) unset "$v" ;; esac
 done
 unset XDG_RUNTIME_DIR
-export SAGE_SANDBOX_SETTINGS=/dev/null HOME=$scratch/home
+# Never a server that happens to answer for this uid: every call here is
+# this build's own, against the fake podman.
+export SAGE_SANDBOX_SETTINGS=/dev/null HOME=$scratch/home SAGE_SANDBOX_SERVER=off
 mkdir -m 700 "$HOME"
 
 as_user=()

@@ -388,7 +388,7 @@ static void test_jobs(void)
 	char why[256];
 	config_init(&cfg, (const char *[SETTING_COUNT]){0}, why, sizeof why);
 	char *files[] = {path};
-	struct job_source *src = job_source_open(files, 1, &cfg, 0, 0, true, &err);
+	struct job_source *src = job_source_open(files, 1, &cfg, 0, 0, true, NULL, &err);
 	check(src && job_source_total(src) == 6, "jobs: six non-blank lines counted ahead");
 	struct job *got[8] = {0};
 	int count = 0;
@@ -411,7 +411,7 @@ static void test_jobs(void)
 	for (int i = 0; i < count; i++)
 		job_free(got[i]);
 	job_source_close(src);
-	src = job_source_open(files, 1, &cfg, 1, 4, true, &err);
+	src = job_source_open(files, 1, &cfg, 1, 4, true, NULL, &err);
 	count = 0;
 	while (src && count < 8 && job_source_next(src, &got[count]) == 1)
 		count++;

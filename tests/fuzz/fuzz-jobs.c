@@ -25,7 +25,7 @@ int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size)
 	snprintf(name, sizeof name, "/proc/self/fd/%d", fd);
 	char *files[] = {name};
 	struct error err;
-	struct job_source *s = job_source_open(files, 1, &cfg, 0, 0, false, &err);
+	struct job_source *s = job_source_open(files, 1, &cfg, 0, 0, false, NULL, &err);
 	if (!s)
 		abort();
 	struct job *j;

@@ -71,9 +71,14 @@ int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size)
 			abort(); /* a refusal says why */
 		return 0;
 	}
-	if (req.kind == REQUEST_RUN && request_fd_count(&req) > REQUEST_MAX_FDS)
+	bool handed = req.kind == REQUEST_RUN || req.kind == REQUEST_BATCH;
+	if (handed && request_fd_count(&req) > REQUEST_MAX_FDS)
 		abort();
-	if (req.kind == REQUEST_RUN && req.started_at < 0)
+	if (handed && req.started_at < 0)
+		abort();
+	if (req.kind == REQUEST_BATCH && (req.jobs < 1 || req.jobs > BATCH_MAX_JOBS ||
+			req.argc > REQUEST_MAX_BATCH_FILES || req.file || req.output_dir ||
+			req.input_count || (req.shard_count && req.shard_index >= req.shard_count)))
 		abort();
 	struct buffer bytes = {0};
 	request_encode(&req, &bytes);
@@ -85,14 +90,19 @@ int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size)
 		abort();
 	same(again.file, req.file);
 	same(again.output_dir, req.output_dir);
+	same(again.resume, req.resume);
+	if (again.jobs != req.jobs || again.shard_index != req.shard_index ||
+	    again.shard_count != req.shard_count || again.input_order != req.input_order ||
+	    again.progress != req.progress)
+		abort();
 	for (int i = 0; i < req.argc; i++)
 		same(again.args[i], req.args[i]);
-	for (int id = 0; req.kind == REQUEST_RUN && id < SETTING_COUNT; id++) {
+	for (int id = 0; handed && id < SETTING_COUNT; id++) {
 		same(again.value[id], req.value[id]);
 		if (again.source[id] != req.source[id])
 			abort();
 	}
-	if (req.kind == REQUEST_RUN) {
+	if (handed) {
 		check_timing(&req);
 		check_start_round_trip(&req, 0);
 		check_start_round_trip(&req, INT64_MAX);
