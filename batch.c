@@ -41,6 +41,10 @@
 /* Jobs read ahead of the runner, per --jobs: enough to keep every
  * sandbox busy, never the whole input. */
 #define READ_AHEAD_PER_SANDBOX 2
+/* Lines read in one turn of the loop at most (skipped by --resume, bad, or
+ * submitted): a long run of them yields, so that a hosted batch never
+ * holds the server's loop, and its other clients, for long. */
+#define READ_LINES_PER_TURN 256
 
 struct batch;
 
@@ -95,7 +99,7 @@ struct batch {
 	bool refused;
 	struct error refusal;
 	struct stop_signals *signals;
-	struct loop_timer *progress_timer, *shutdown_timer, *end_timer;
+	struct loop_timer *progress_timer, *shutdown_timer, *end_timer, *more_timer;
 	bool quitting, drained, over;
 	int status; /* once over */
 };
@@ -123,7 +127,8 @@ static void say_error(struct batch *b, const struct error *err)
 {
 	size_t len;
 	char *text = print_to_memory(print_error_line, &(struct printed){.err = err}, &len);
-	say(b, "%s", text);
+	if (!b->mute)
+		write_what_fits(b->err_fd, text, len);
 	free(text);
 }
 
@@ -462,9 +467,13 @@ static void read_jobs(struct batch *b)
 	 * again per sandbox waiting; hosted, none waiting: the runner's queue
 	 * is shared with other clients' runs, which would wait behind them. */
 	long most = b->hosted ? b->jobs : (READ_AHEAD_PER_SANDBOX + 1) * b->jobs;
-	while (!b->input_done && count_running(b) < most &&
+	for (int lines = 0; !b->input_done && count_running(b) < most &&
 	       queue_pending(b->out) < READ_OUT_BYTES &&
-	       (!b->o->input_order || b->read_seq - b->next_seq < b->window)) {
+	       (!b->o->input_order || b->read_seq - b->next_seq < b->window); lines++) {
+		if (lines == READ_LINES_PER_TURN) {
+			loop_timer_arm(&b->scope, &b->more_timer, 0, on_input, b);
+			return;
+		}
 		struct job *j;
 		int got = job_source_next(b->src, &j);
 		if (got < 0) {
@@ -561,16 +570,25 @@ static void on_drained(void *data)
 	maybe_quit(b);
 }
 
+static void on_shutdown_limit(void *data)
+{
+	end(data);
+}
+
 /* Everything stops: running jobs are not done (no line); a batch's own
- * containers are removed, a hosted batch's calls cancelled (the fleet's
- * containers serve on). No more jobs are read: a wait for input still on
- * calls pump, which does nothing now. */
+ * containers are removed, a hosted batch's calls cancelled (the sandboxes
+ * that ran them are replaced; the fleet's others serve on). No more jobs
+ * are read: a wait for input still on calls pump, which does nothing now.
+ * Whatever stopped it (a signal, SIGPIPE, podman gone), what is not over
+ * within SHUTDOWN_LIMIT_MS is left to podman's backstop. */
 static void stop_all(struct batch *b, int sig)
 {
 	if (b->stop_signal)
 		return;
 	b->stop_signal = sig;
 	b->input_done = true;
+	loop_timer_arm(&b->scope, &b->shutdown_timer, loop_now_ms() + SHUTDOWN_LIMIT_MS,
+		on_shutdown_limit, b);
 	host_check_cancel(&b->host_check);
 	if (!b->runner) {
 		maybe_quit(b);
@@ -583,23 +601,12 @@ static void stop_all(struct batch *b, int sig)
 	}
 }
 
-static void on_shutdown_limit(void *data)
-{
-	end(data);
-}
-
 void batch_signal(struct batch *b, int sig, bool mute)
 {
 	if (mute)
 		b->mute = true;
-	if (b->over)
-		return;
-	/* Also when it was stopping already (SIGPIPE, podman gone): what is
-	 * not over by then is left to podman's backstop. */
-	if (!loop_timer_armed(&b->shutdown_timer))
-		loop_timer_arm(&b->scope, &b->shutdown_timer, loop_now_ms() + SHUTDOWN_LIMIT_MS,
-			on_shutdown_limit, b);
-	stop_all(b, sig);
+	if (!b->over)
+		stop_all(b, sig);
 }
 
 /* The first signal (signals.c: a second one exits at once). */
@@ -812,6 +819,11 @@ struct batch *batch_start(const struct batch_options *o, const struct batch_host
 		goto refused;
 	}
 	b->out = queue_new(b->loop, out_fd, OUT_QUEUE_BYTES, on_out_drained, on_out_error, b);
+	if (!b->out) {
+		close(out_fd);
+		error_set(&err, EXIT_REFUSED, NULL, "batch cannot watch stdout: %s", strerror(errno));
+		goto refused;
+	}
 	if (!b->hosted) {
 		b->signals = stop_signals_watch(b->loop, false, on_signal, b, &err);
 		if (!b->signals)

@@ -527,23 +527,52 @@ int client_run(const struct client_run *run, enum server_use use)
 
 /* ---- a batch ------------------------------------------------------------------ */
 
-/* Whether the server may read the batch's inputs: each JSON Lines input
- * a file, a pipe, a socket or /dev/null, never a terminal (a server
- * reading the client's terminal would take it from the shell's job
- * control) or another device (/dev/zero would hold the server's one loop
- * in a line without end); and not in a Slurm job, whose tasks must run
- * inside the job's own allocation, not in a server's containers. */
+/* Past this, --resume is read by the batch on its own: the server would
+ * parse it on its one loop, holding up its other clients. */
+#define SERVED_RESUME_MAX_BYTES (64 << 20)
+
+/* Whether the server can use descriptor fd without ever blocking on it: a
+ * pipe or a terminal it can reopen non-blocking through /proc, as it will
+ * (reopen_nonblocking; one of another uid's, after sudo -u, it cannot, and
+ * would share the client's blocking one). */
+static bool reopens_nonblocking(int fd, int flags)
+{
+	struct stat st;
+	if (fstat(fd, &st) < 0)
+		return false;
+	if (!S_ISFIFO(st.st_mode) && !S_ISCHR(st.st_mode))
+		return true;
+	char path[64];
+	snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
+	int again = open(path, flags | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+	if (again < 0)
+		return false;
+	close(again);
+	return true;
+}
+
+/* Whether the server may read the batch's inputs and write its output:
+ * each JSON Lines input a file, a pipe, a socket or /dev/null, never a
+ * terminal (a server reading the client's terminal would take it from the
+ * shell's job control) or another device (/dev/zero would hold the
+ * server's one loop in a line without end); stdin (when read), stdout and
+ * stderr reopened non-blocking; --resume not too long; and not in a Slurm
+ * job, whose tasks must run inside the job's own allocation, not in a
+ * server's containers. */
 static bool server_may_read(const struct client_batch *b)
 {
 	const char *slurm = getenv("SLURM_JOB_ID");
-	if (slurm && *slurm)
+	struct stat st;
+	if ((slurm && *slurm) || !reopens_nonblocking(1, O_WRONLY) ||
+	    !reopens_nonblocking(2, O_WRONLY) ||
+	    (b->resume && (fstat(b->fds[3 + b->file_count], &st) < 0 ||
+			   st.st_size > SERVED_RESUME_MAX_BYTES)))
 		return false;
 	for (int i = 0; i < (b->file_count ? b->file_count : 1); i++) {
-		struct stat st;
 		int fd = b->fds[b->file_count ? 3 + i : 0];
 		if (b->file_count && is_sage_file(b->files[i]))
 			continue; /* a regular file (batch_open_inputs) */
-		if (fstat(fd, &st) < 0 || isatty(fd))
+		if (fstat(fd, &st) < 0 || isatty(fd) || !reopens_nonblocking(fd, O_RDONLY))
 			return false;
 		bool dev_null = S_ISCHR(st.st_mode) && major(st.st_rdev) == 1 && minor(st.st_rdev) == 3;
 		if (!(S_ISREG(st.st_mode) || S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode) || dev_null))

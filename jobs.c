@@ -23,7 +23,7 @@ static const char line_hint[] = "write one JSON object per line: {\"id\": ..., \
 
 struct job_source {
 	char *const *files;
-	const int *fds; /* a hosted batch's: each input's descriptor (borrowed), or NULL */
+	const int *fds; /* each input's descriptor, opened ahead (borrowed), or NULL */
 	int count, at; /* at: the input being read */
 	const struct config *cfg;
 	long long shard_index, shard_count;
@@ -148,8 +148,8 @@ int parse_shard(const char *text, long long *index, long long *count, struct err
 	return 0;
 }
 
-/* Input i, JSON Lines, non-blocking: a file, or "-" for stdin; in a
- * hosted batch, the client's descriptor for it. */
+/* Input i, JSON Lines, non-blocking: a file, or "-" for stdin; or the
+ * descriptor opened for it ahead (batch_open_inputs). */
 static int open_jobs_file(const struct job_source *s, int i, struct error *err)
 {
 	const char *name = s->files[i];

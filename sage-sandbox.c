@@ -62,9 +62,9 @@ static const struct command_help {
 		"files) in\n        warm sandboxes, one JSON line of result each; see BATCH in "
 		"sage-sandbox(1)", true, false, false},
 	{"serve", "serve [--warm N] [--idle SECONDS] [OPTIONS] | serve --stop",
-		"the per-user server that run hands its runs to: warm sandboxes,\n"
-		"        a fresh one for each run, the results of a cold run; see SERVER\n"
-		"        in sage-sandbox(1)", true, false, false},
+		"the per-user server that run and batch hand their runs to: warm\n"
+		"        sandboxes, a fresh one for each run, the results of a cold run;\n"
+		"        see SERVER in sage-sandbox(1)", true, false, false},
 	{"cleanup", "cleanup [--podman PATH] [--json]",
 		"remove containers that a killed sage-sandbox left", false, false, false},
 	{"help", "help [COMMAND]", "print this help, or one command's", false, false, false},
