@@ -67,8 +67,11 @@ while True:
 		'    print("held", len(pids), flush=True)' 'time.sleep(30)' >"$BATS_TEST_TMPDIR/bomb.sage"
 	"$SAGE_SANDBOX" run --timeout 50 "$BATS_TEST_TMPDIR/bomb.sage" >"$BATS_TEST_TMPDIR/bomb.out" 2>&1 &
 	local bomb=$! i
+	# The whole line: its bytes may come in more than one piece (CI once
+	# read "held" alone).
 	for ((i = 0; i < 240; i++)); do
-		grep -q held "$BATS_TEST_TMPDIR/bomb.out" 2>/dev/null && break
+		grep -q held "$BATS_TEST_TMPDIR/bomb.out" 2>/dev/null &&
+			[ -z "$(tail -c 1 "$BATS_TEST_TMPDIR/bomb.out")" ] && break
 		sleep 0.25
 	done
 	expect_match "$(cat "$BATS_TEST_TMPDIR/bomb.out")" "^held 9[0-9]$" "the bomb is at its limit"
