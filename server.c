@@ -489,6 +489,17 @@ static int adopt_files(struct connection *c, char *why, size_t why_size)
 	return 0;
 }
 
+/* Says "ok": the run (or batch) is the server's from here on. false when
+ * the client went meanwhile (and the connection was freed). */
+static bool take_request(struct connection *c)
+{
+	send_text(c, "ok %ld", (long)getpid());
+	if (!c->gone)
+		return true;
+	client_free(c);
+	return false;
+}
+
 /* What every run and batch passes before the server takes it: false once
  * it was declined (and the connection freed). */
 static bool admit(struct connection *c)
@@ -534,11 +545,8 @@ static void start_run(struct connection *c)
 		decline(c, "%s", why);
 		return;
 	}
-	send_text(c, "ok %ld", (long)getpid());
-	if (c->gone) {
-		client_free(c);
+	if (!take_request(c))
 		return;
-	}
 	c->run = (struct oneshot){.cfg = &c->cfg,
 		.started_at = request_started_at(&c->req, loop_now_ms()),
 		.stream = !c->req.json, .show_control_chars = c->req.show_control_chars,
@@ -575,11 +583,8 @@ static void start_batch(struct connection *c)
 			fleet_size(srv), fleet_size(srv) == 1 ? "" : "es");
 		return;
 	}
-	send_text(c, "ok %ld", (long)getpid());
-	if (c->gone) {
-		client_free(c);
+	if (!take_request(c))
 		return;
-	}
 	c->batch_opt = (struct batch_options){.cfg = &c->cfg,
 		.files = (char *const *)c->req.args, .file_count = c->req.argc, .jobs = c->req.jobs,
 		.input_order = c->req.input_order, .resume = c->req.resume,
