@@ -65,9 +65,9 @@ struct idset {
 
 struct batch {
 	const struct batch_options *o;
-	struct batch_host where;  /* zero for a batch of its own */
-	bool hosted;
-	const int *fds;           /* the inputs opened ahead (where's, or o's), or NULL */
+	const struct hosting *hosting; /* the server's, or NULL for a batch of its own */
+	void (*on_finished)(void *owner, int status); /* a hosted batch's */
+	const int *fds;           /* the inputs opened ahead (hosting's, or o's), or NULL */
 	struct loop *loop;        /* owned unless hosted */
 	struct loop_scope scope; /* the progress line's and the shutdown's timers */
 	struct host host;      /* owned: what the host check found */
@@ -466,7 +466,7 @@ static void read_jobs(struct batch *b)
 	/* As many running as there are sandboxes, and on its own as many
 	 * again per sandbox waiting; hosted, none waiting: the runner's queue
 	 * is shared with other clients' runs, which would wait behind them. */
-	long most = b->hosted ? b->jobs : (READ_AHEAD_PER_SANDBOX + 1) * b->jobs;
+	long most = b->hosting ? b->jobs : (READ_AHEAD_PER_SANDBOX + 1) * b->jobs;
 	for (int lines = 0; !b->input_done && count_running(b) < most &&
 	       queue_pending(b->out) < READ_OUT_BYTES &&
 	       (!b->o->input_order || b->read_seq - b->next_seq < b->window); lines++) {
@@ -534,7 +534,7 @@ static void report(struct batch *b);
 static void on_end(void *data)
 {
 	struct batch *b = data;
-	b->where.on_finished(b->where.owner, b->status);
+	b->on_finished(b->hosting->owner, b->status);
 }
 
 /* Every line is out, or the batch gave up on them: a batch of its own
@@ -542,7 +542,7 @@ static void on_end(void *data)
  * its host from the loop, never from inside a call into the batch. */
 static void end(struct batch *b)
 {
-	if (!b->hosted) {
+	if (!b->hosting) {
 		loop_quit(b->loop);
 		return;
 	}
@@ -592,7 +592,7 @@ static void stop_all(struct batch *b, int sig)
 	host_check_cancel(&b->host_check);
 	if (!b->runner) {
 		maybe_quit(b);
-	} else if (!b->hosted) {
+	} else if (!b->hosting) {
 		runner_drain(b->runner, sig, "the batch is stopping", on_drained, b);
 	} else {
 		for (struct job *j = b->running; j; j = j->next)
@@ -652,7 +652,7 @@ static void pump(struct batch *b)
 		read_jobs(b);
 	if (b->running || !(stopping || b->input_done))
 		return;
-	if (b->hosted) {
+	if (b->hosting) {
 		b->drained = true;
 		maybe_quit(b);
 	} else if (!stopping) {
@@ -680,8 +680,8 @@ static void on_host(struct host *h, void *data)
 	}
 	b->host_ok = true;
 	b->began = loop_now_ms();
-	if (b->hosted) {
-		b->runner = b->where.runner_for(b->where.owner, b->o->cfg, &b->host);
+	if (b->hosting) {
+		b->runner = b->hosting->runner_for(b->hosting->owner, b->o->cfg, &b->host);
 	} else {
 		/* Serial sandboxes, one per --jobs; with --fresh, one container
 		 * a job. */
@@ -733,7 +733,7 @@ static void summary(struct batch *b)
 	getrusage(RUSAGE_SELF, &self);
 	/* A hosted batch's process is the server: what it spent meanwhile
 	 * (other clients' runs included), and its peak. */
-	if (b->hosted)
+	if (b->hosting)
 		snprintf(cpu, sizeof cpu, "the server's (pid %ld) CPU %.2f s meanwhile, max RSS %ld KiB",
 			(long)getpid(), cpu_seconds(&self) - cpu_seconds(&b->cpu_at_start),
 			self.ru_maxrss);
@@ -777,19 +777,20 @@ static void report(struct batch *b)
 
 /* Long: the front end's start in order (inputs, output, signals, the host
  * check), each step a few lines. */
-struct batch *batch_start(const struct batch_options *o, const struct batch_host *where)
+struct batch *batch_start(const struct batch_options *o, const struct hosting *hosting,
+		void (*on_finished)(void *owner, int status))
 {
 	struct batch *b = calloc(1, sizeof *b);
 	if (!b)
 		abort();
 	b->o = o;
 	b->err_fd = 2;
-	b->fds = where ? where->fds : o->fds;
-	if (where) {
-		b->where = *where;
-		b->hosted = true;
-		b->loop = where->loop;
-		b->err_fd = reopen_nonblocking(where->fds[2], O_WRONLY);
+	b->fds = hosting ? hosting->fds : o->fds;
+	if (hosting) {
+		b->hosting = hosting;
+		b->on_finished = on_finished;
+		b->loop = hosting->loop;
+		b->err_fd = reopen_nonblocking(hosting->fds[2], O_WRONLY);
 		getrusage(RUSAGE_SELF, &b->cpu_at_start);
 	} else {
 		b->loop = loop_new();
@@ -810,7 +811,7 @@ struct batch *batch_start(const struct batch_options *o, const struct batch_host
 	if (o->resume && read_done_ids(b, &err) < 0)
 		goto refused;
 	b->src = job_source_open(o->files, o->file_count, o->cfg, o->shard_index, o->shard_count,
-		o->progress && !b->hosted, input_fds, &err);
+		o->progress && !b->hosting, input_fds, &err);
 	if (!b->src)
 		goto refused;
 	int out_fd = reopen_nonblocking(b->fds ? b->fds[1] : 1, O_WRONLY);
@@ -824,7 +825,7 @@ struct batch *batch_start(const struct batch_options *o, const struct batch_host
 		error_set(&err, EXIT_REFUSED, NULL, "batch cannot watch stdout: %s", strerror(errno));
 		goto refused;
 	}
-	if (!b->hosted) {
+	if (!b->hosting) {
 		b->signals = stop_signals_watch(b->loop, false, on_signal, b, &err);
 		if (!b->signals)
 			goto refused;
@@ -852,7 +853,7 @@ void batch_free(struct batch *b)
 		call_free(j->call);
 		job_free(j);
 	}
-	if (!b->hosted)
+	if (!b->hosting)
 		runner_free(b->runner);
 	for (long long i = 0; b->held && i < b->window; i++)
 		free(b->held[i]);
@@ -865,9 +866,9 @@ void batch_free(struct batch *b)
 	job_source_close(b->src);
 	idset_free(&b->done_ids);
 	idset_free(&b->seen_ids);
-	if (b->hosted && b->err_fd >= 0)
+	if (b->hosting && b->err_fd >= 0)
 		close(b->err_fd);
-	if (!b->hosted)
+	if (!b->hosting)
 		loop_free(b->loop);
 	free(b);
 }
@@ -913,7 +914,7 @@ void batch_close_inputs(const int *fds, size_t nfds)
 
 int batch_run(const struct batch_options *o)
 {
-	struct batch *b = batch_start(o, NULL);
+	struct batch *b = batch_start(o, NULL, NULL);
 	if (!b->refused && loop_run(b->loop) < 0)
 		say(b, "sage-sandbox batch: the event loop failed: %s\n", strerror(errno));
 	/* What is left after the shutdown's limit goes to podman's backstop. */

@@ -55,31 +55,20 @@ void batch_close_inputs(const int *fds, size_t nfds);
 int batch_run(const struct batch_options *o);
 
 struct batch;
-struct host;
-struct loop;
-struct runner;
+struct hosting;
 
-/* A batch hosted by the server (server.c), on its loop and its fleets,
- * with the client's descriptors (all borrowed until batch_free), laid out
- * as batch_open_inputs lays them out. runner_for gives the runner a
- * checked host's jobs go to; on_finished is called once, from the loop,
- * when every line is out (or the batch was refused, or stopped): the
- * batch is then the caller's to free. A hosted batch hands the runner,
- * which other clients' runs share, no more jobs than --jobs at a time,
- * and does not count its input ahead for the progress line (a long read
- * on the server's loop would hold every client up). */
-struct batch_host {
-	struct loop *loop;
-	const int *fds;
-	struct runner *(*runner_for)(void *owner, const struct config *cfg, const struct host *h);
-	void (*on_finished)(void *owner, int status);
-	void *owner;
-};
-
-/* Starts the batch o (borrowed until batch_free) where `where` says. A
- * refusal (an input that cannot be read) ends it too, through
- * on_finished, with its line on the client's stderr. */
-struct batch *batch_start(const struct batch_options *o, const struct batch_host *where);
+/* Starts the batch o (borrowed until batch_free): on a loop and runner of
+ * its own where hosting is NULL, else the server's (runner.h), with the
+ * client's descriptors laid out as batch_open_inputs lays them out.
+ * on_finished(hosting->owner, status) is called once, from the loop, when
+ * every line is out, or the batch was refused (an input that cannot be
+ * read: its line on the client's stderr) or stopped: the batch is then
+ * the caller's to free. A hosted batch hands the runner, which other
+ * clients' runs share, no more jobs than --jobs at a time, and does not
+ * count its input ahead for the progress line (a long read on the
+ * server's loop would hold every client up). */
+struct batch *batch_start(const struct batch_options *o, const struct hosting *hosting,
+		void (*on_finished)(void *owner, int status));
 /* A stop signal, as the batch's own would be (the server forwards a
  * client's): running jobs stop and get no line; mute: nothing more is
  * written (the client is gone). */

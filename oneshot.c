@@ -49,7 +49,7 @@ static void run_finished(struct oneshot *o)
 
 static int fd_of(const struct oneshot *o, int stdio)
 {
-	return o->fds ? o->fds[stdio] : stdio;
+	return o->hosting ? o->hosting->fds[stdio] : stdio;
 }
 
 static void refuse(struct oneshot *o)
@@ -246,7 +246,7 @@ static void relay_input(struct oneshot *o)
 {
 	/* A background job reading its terminal would be stopped (SIGTTIN);
 	 * ignored, the read fails with EIO instead: end of the code's input. */
-	if (!o->fds && isatty(0))
+	if (!o->hosting && isatty(0))
 		signal(SIGTTIN, SIG_IGN);
 	o->input_fd = reopen_nonblocking(fd_of(o, 0), O_RDONLY);
 	if (o->input_fd < 0 ||
@@ -298,7 +298,8 @@ static void on_host(struct host *h, void *data)
 	} else {
 		if (o->code_for_host)
 			o->code_for_host(o, &h->podman_host);
-		start_call(o, o->runner_for ? o->runner_for(o, h) : NULL);
+		start_call(o, o->hosting ?
+				o->hosting->runner_for(o->hosting->owner, o->cfg, h) : NULL);
 	}
 }
 
@@ -398,14 +399,11 @@ int oneshot_begin(struct oneshot *o)
 {
 	o->code_read_fd = -1;
 	o->input_fd = -1;
+	o->loop = o->hosting ? o->hosting->loop : loop_new();
 	if (!o->loop) {
-		o->own_loop = true;
-		o->loop = loop_new();
-		if (!o->loop) {
-			error_set(&o->err, EXIT_REFUSED, NULL, "cannot create an event loop: %s",
-				strerror(errno));
-			return -1;
-		}
+		error_set(&o->err, EXIT_REFUSED, NULL, "cannot create an event loop: %s",
+			strerror(errno));
+		return -1;
 	}
 	loop_scope_init(&o->scope, o->loop, "a run");
 	for (int s = 0; s < 2; s++) {
@@ -421,7 +419,7 @@ int oneshot_begin(struct oneshot *o)
 			return -1;
 		}
 	}
-	if (!o->own_loop)
+	if (o->hosting)
 		return 0; /* the server forwards its client's signals */
 	/* A signal the caller ignores (nohup, a background job) stays
 	 * ignored: that was the caller's choice. */
@@ -582,7 +580,7 @@ void oneshot_end(struct oneshot *o)
 		loop_run(o->loop);
 	}
 	release(o);
-	if (o->own_loop)
+	if (!o->hosting)
 		loop_free(o->loop);
 	o->loop = NULL;
 }

@@ -36,16 +36,12 @@ struct oneshot {
 	void (*code_for_host)(struct oneshot *o, const struct podman_host *host);
 	void *hook_data;
 
-	/* Where it runs: left zero by a run of its own. The server sets them:
-	 * its loop (borrowed), the client's stdin, stdout and stderr
-	 * (borrowed), the runner a checked host's call goes to, and
-	 * on_finished, called when the result (or the refusal) is known: the
-	 * run is then the server's to word and close (oneshot_close). */
-	struct loop *loop;
-	const int *fds;
-	struct runner *(*runner_for)(struct oneshot *o, const struct host *h);
+	/* Where it runs: the server's (runner.h), or NULL for a run of its
+	 * own. Hosted, on_finished is called when the result (or the
+	 * refusal) is known: the run is then the server's to word and close
+	 * (oneshot_close). */
+	const struct hosting *hosting;
 	void (*on_finished)(struct oneshot *o);
-	void *owner;
 	/* Nothing more is written (the server's client is gone, as a killed
 	 * run of its own would write nothing more). */
 	bool mute;
@@ -59,7 +55,7 @@ struct oneshot {
 	/* Its watches and timers: ended, with everything else it holds, in
 	 * one place (release() in oneshot.c). */
 	struct loop_scope scope;
-	bool own_loop;
+	struct loop *loop;       /* hosting's, or its own */
 	struct queue *sink[2];
 	bool escape[2]; /* that stream is a terminal: the code's controls are shown */
 	struct terminal_filter filter[2];

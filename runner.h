@@ -25,6 +25,18 @@
 #define SERIAL_AGE_SECONDS 3600
 #define SESSION_NAME_MAX 64
 
+/* Where a front end (oneshot.c, batch.c) runs when the server hosts it,
+ * all the server's (borrowed): its loop, the client's descriptors (0, 1,
+ * 2, then the request's), and runner_for, the runner a checked host's
+ * calls go to, given owner. NULL in its place: a loop, descriptors and
+ * a runner of its own. */
+struct hosting {
+	struct loop *loop;
+	const int *fds;
+	struct runner *(*runner_for)(void *owner, const struct config *cfg, const struct host *h);
+	void *owner;
+};
+
 struct runner_options {
 	struct loop *loop;
 	const struct host *host;  /* podman, the rootless answer, the image: borrowed */

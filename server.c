@@ -90,6 +90,8 @@ struct connection {
 	struct oneshot run;
 	struct batch *batch;        /* owned: a batch's, in place of run */
 	struct batch_options batch_opt; /* its options; strings point into req */
+	struct hosting hosting;     /* where its run or batch runs: the server's loop,
+				     * fds, take_fleet and the connection */
 	bool running, gone;
 	struct fleet *fleet;        /* counted in its users while the run is on it */
 	int status;
@@ -255,28 +257,16 @@ static struct fleet *fleet_for(struct server *srv, const struct config *cfg, con
 	return f;
 }
 
-/* The runner of a client's run or batch: its settings' fleet, made where
- * there is none. */
-static struct runner *take_fleet(struct connection *c, const struct config *cfg,
-		const struct host *h)
+/* The runner of a client's run or batch (its hosting's runner_for): its
+ * settings' fleet, made where there is none. */
+static struct runner *take_fleet(void *owner, const struct config *cfg, const struct host *h)
 {
+	struct connection *c = owner;
 	c->fleet = fleet_for(c->srv, cfg, h);
 	c->fleet->users++;
 	/* Only now: a new fleet is in use, never the one trimmed. */
 	trim_fleets(c->srv);
 	return c->fleet->runner;
-}
-
-/* oneshot's runner_for. */
-static struct runner *runner_for(struct oneshot *o, const struct host *h)
-{
-	return take_fleet(o->owner, o->cfg, h);
-}
-
-/* batch's. */
-static struct runner *batch_runner_for(void *owner, const struct config *cfg, const struct host *h)
-{
-	return take_fleet(owner, cfg, h);
 }
 
 
@@ -377,7 +367,7 @@ static void client_free(struct connection *c)
 
 static void on_run_closed(struct oneshot *o)
 {
-	struct connection *c = o->owner;
+	struct connection *c = o->hosting->owner;
 	struct server *srv = c->srv;
 	srv->served++;
 	send_text(c, "exit %d", c->status);
@@ -388,7 +378,7 @@ static void on_run_closed(struct oneshot *o)
 
 static void on_run_finished(struct oneshot *o)
 {
-	struct connection *c = o->owner;
+	struct connection *c = o->hosting->owner;
 	c->status = oneshot_report_run(o, c->req.json);
 	oneshot_close(o, on_run_closed);
 }
@@ -489,15 +479,19 @@ static int adopt_files(struct connection *c, char *why, size_t why_size)
 	return 0;
 }
 
-/* Says "ok": the run (or batch) is the server's from here on. false when
- * the client went meanwhile (and the connection was freed). */
+/* Says "ok": the run (or batch) is the server's from here on, hosted on
+ * its loop and fleets. false when the client went meanwhile (and the
+ * connection was freed). */
 static bool take_request(struct connection *c)
 {
 	send_text(c, "ok %ld", (long)getpid());
-	if (!c->gone)
-		return true;
-	client_free(c);
-	return false;
+	if (c->gone) {
+		client_free(c);
+		return false;
+	}
+	c->hosting = (struct hosting){.loop = c->srv->loop, .fds = c->fds, .runner_for = take_fleet,
+		.owner = c};
+	return true;
 }
 
 /* What every run and batch passes before the server takes it: false once
@@ -537,7 +531,6 @@ static bool admit(struct connection *c)
 
 static void start_run(struct connection *c)
 {
-	struct server *srv = c->srv;
 	char why[512];
 	if (!admit(c))
 		return;
@@ -552,8 +545,8 @@ static void start_run(struct connection *c)
 		.stream = !c->req.json, .show_control_chars = c->req.show_control_chars,
 		.file = c->req.file, .code_fd = c->req.file ? c->fds[3] : -1,
 		.args = c->req.args, .argc = c->req.argc, .in = c->in.count ? &c->in : NULL,
-		.out = c->has_out ? &c->out : NULL, .loop = srv->loop, .fds = c->fds,
-		.runner_for = runner_for, .on_finished = on_run_finished, .owner = c};
+		.out = c->has_out ? &c->out : NULL, .hosting = &c->hosting,
+		.on_finished = on_run_finished};
 	if (oneshot_begin(&c->run) < 0) {
 		/* As a cold run's refusal: the line, and with --json the object. */
 		struct printed p = {.err = &c->run.err, .cfg = &c->cfg};
@@ -591,9 +584,7 @@ static void start_batch(struct connection *c)
 		.shard_index = c->req.shard_index, .shard_count = c->req.shard_count,
 		.progress = c->req.progress};
 	c->running = true;
-	c->batch = batch_start(&c->batch_opt, &(struct batch_host){.loop = srv->loop,
-		.fds = c->fds, .runner_for = batch_runner_for, .on_finished = on_batch_finished,
-		.owner = c});
+	c->batch = batch_start(&c->batch_opt, &c->hosting, on_batch_finished);
 }
 
 static void answer_status(struct connection *c)
