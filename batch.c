@@ -231,7 +231,8 @@ static int read_done_ids(struct batch *b, struct error *err)
 		json_t *error = json_object_get(o, "error");
 		bool ran = json_is_integer(code) && (json_integer_value(code) != EXIT_REFUSED ||
 			json_is_null(error));
-		if ((json_is_string(id) || json_is_integer(id)) && ran && last == '\n') {
+		/* Whole without its newline (cut just before it) is whole. */
+		if ((json_is_string(id) || json_is_integer(id)) && ran) {
 			char *text = json_dumps(id, JSON_ENCODE_ANY | JSON_COMPACT);
 			if (text)
 				idset_add(&b->done_ids, text, &(struct id_where){0});

@@ -225,7 +225,7 @@ remove_user() {
 	[ -z "$(podman ps -aq)" ]
 }
 
-@test "serve - a connection from root to the account's server is refused (SO_PEERCRED) before a byte of it is read" {
+@test "serve - a connection from root to the account's server is refused (SO_PEERCRED) before a byte of it is read; a batch on root's pipes runs on its own" {
 	local account dir uid log
 	dir=$(cd "$BATS_TEST_DIRNAME/.." && pwd)
 	account=$(stat -c %U "$dir")
@@ -255,6 +255,18 @@ except (ConnectionResetError, BrokenPipeError):
 	expect_match "$(cat "$log")" "refused a connection of uid 0 \(pid [0-9]+\): only uid $uid may use this server"
 	# Its own user is answered.
 	expect_match "$(runuser -l "$account" -c "cd '$dir' && ./sage-sandbox status --json" | python3 -c 'import json, sys; print(json.load(sys.stdin)["server"]["answers"])')" True
+	# A batch whose stdin and stdout are root's pipes (as after sudo -u):
+	# the server could not reopen them non-blocking, so the batch runs on
+	# its own, right, and the server hosts none. The account's own pipes
+	# go through it.
+	local job='{"id": "a", "code": "print(2+2)"}'
+	run bash -c "printf '%s\n' '$job' | runuser -l '$account' -c \"cd '$dir' && SAGE_SANDBOX_SERVER=auto ./sage-sandbox batch --jobs 1 2>/dev/null\""
+	expect_equal "$status" 0 "a batch from root's pipes"
+	expect_equal "$(json_get '[j["id"], j["ok"], j["stdout"]]')" '["a", true, "4\n"]' "its line"
+	expect_no_match "$(cat "$log")" "batch [0-9]+ for pid"
+	run runuser -l "$account" -c "cd '$dir' && printf '%s\n' '$job' | SAGE_SANDBOX_SERVER=auto ./sage-sandbox batch --jobs 1 2>/dev/null | cat"
+	expect_equal "$(json_get '[j["id"], j["ok"], j["stdout"]]')" '["a", true, "4\n"]' "the account's own batch's line"
+	expect_match "$(cat "$log")" "batch 1 for pid [0-9]+: exit 0"
 	runuser -l "$account" -c "cd '$dir' && ./sage-sandbox serve --stop"
 	wait
 	rm -f "$log"

@@ -373,7 +373,7 @@ b.sage 0 b.sage"
 	expect_no_containers
 }
 
-@test "batch --resume - a done job whose output holds a NUL byte, or any text, is not run again" {
+@test "batch --resume - a done job whose output holds a NUL byte, or any text, or whose line lost only its newline, is not run again" {
 	jobs=$BATS_TEST_TMPDIR/jobs.jsonl
 	cat >"$jobs" <<-'EOF'
 	{"id": "nul", "code": "print('a' + chr(0) + 'b')"}
@@ -385,6 +385,13 @@ b.sage 0 b.sage"
 	run_ss 0 batch --resume "$BATS_TEST_TMPDIR/out.jsonl" "$jobs"
 	expect_equal "$output" ""
 	expect_match "$errors" "0 jobs in .* 3 skipped \(--resume\)"
+	# A last line whole but for its newline (cut just before it) is done
+	# too; appended to, the file gets that newline first.
+	truncate -s -1 "$BATS_TEST_TMPDIR/out.jsonl"
+	"$SAGE_SANDBOX" batch --resume "$BATS_TEST_TMPDIR/out.jsonl" "$jobs" \
+		>>"$BATS_TEST_TMPDIR/out.jsonl" 2>"$BATS_TEST_TMPDIR/err"
+	expect_match "$(cat "$BATS_TEST_TMPDIR/err")" "0 jobs in .* 3 skipped \(--resume\)"
+	expect_equal "$(wc -l <"$BATS_TEST_TMPDIR/out.jsonl")" 3
 }
 
 @test "batch - - with stdin a socket (as Node and socket activation give): every job runs, a clean exit" {
