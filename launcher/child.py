@@ -436,6 +436,28 @@ def unblock_signals():
     signal.pthread_sigmask(signal.SIG_SETMASK, [])
 
 
+# How many frames deep the code's own starts. The launcher's frames below
+# it are fewer in a cold call than in a warm one (a template forks from
+# deeper: 6 to 9 here), and they count against the recursion limit: a
+# recursion 3 levels shallower raised RecursionError warm, and the
+# traceback's "[Previous line repeated N more times]" said so. Padded up
+# to this depth, every call's code has the same room, cold or warm:
+# above the deepest the launcher reaches, and as low as that allows (a
+# fresh `sage FILE` runs its code at depth 1).
+CODE_DEPTH = 12
+
+
+def at_code_depth(function, *args):
+    """function(*args), which runs the code, one frame below CODE_DEPTH
+    (or where it is, when the launcher is already deeper)."""
+    depth, frame = 0, sys._getframe()
+    while frame is not None:
+        depth, frame = depth + 1, frame.f_back
+    if depth + 1 >= CODE_DEPTH - 1:
+        return function(*args)
+    return at_code_depth(function, *args)
+
+
 def child_main(pipes, handlers, namespace, preparse_file, session, stale=()):
     """The prepared child: made ready before its call comes, then runs it
     (a session's child runs every cell of the session). stale: the
@@ -512,7 +534,8 @@ def child_main(pipes, handlers, namespace, preparse_file, session, stale=()):
         filename = "<stdin>" if argv[0] == "-" else argv[0]
         namespace["__file__"] = filename
         sys.argv = argv
-        status = run_code(code, namespace, filename, preparse_file, bool(flags & DISPLAY_LAST))
+        status = at_code_depth(run_code, code, namespace, filename, preparse_file,
+                               bool(flags & DISPLAY_LAST))
         if not session or os.getpid() != me:
             # A session's cell is a notebook's: its threads run on.
             finish_as_python_does()

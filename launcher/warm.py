@@ -35,6 +35,7 @@
 # Memory: the host grants the warm-up by the data rlimit (Warmer.granted),
 # and each call's process gets back what the warm-up took (inherit()).
 import os
+import re
 import sys
 import time
 
@@ -142,6 +143,23 @@ STEPS = (("gap", _gap), ("maxima", _maxima), ("matplotlib", _matplotlib),
          ("package systems", _package_systems))
 
 
+def next_thread_number():
+    """The number threading gives the next thread it names (Thread-N), or
+    None where its counter is not the one known (Python 3.10 to 3.13). A
+    step may start a thread (matplotlib's font cache starts a Timer): a
+    cold call's first thread is Thread-1, and so is a warm call's."""
+    import threading
+    match = re.fullmatch(r"count\((\d+)\)",
+                         repr(getattr(getattr(threading, "_counter", None), "__self__", None)))
+    return int(match.group(1)) if match else None
+
+
+def set_next_thread_number(number):
+    import itertools
+    import threading
+    threading._counter = itertools.count(number).__next__
+
+
 class Traces:
     """What one step changes that a call could see, recorded before it and
     put back after it, so that a call forked between two steps sees none
@@ -168,6 +186,7 @@ class Traces:
         # that imports IPython itself keeps 1000, where a cold one gets
         # 3000: recursion in model code is common, IPython's import is not.
         self.recursion_limit = sys.getrecursionlimit()
+        self.thread_number = next_thread_number()
         self.numpy_print = None
         if "numpy" in sys.modules:
             self.numpy_print = sys.modules["numpy"].get_printoptions()
@@ -235,6 +254,8 @@ class Traces:
             from sage.all import pari
             attempt("PARI's random state", lambda: pari.setrand(self.pari))
         attempt("the recursion limit", lambda: sys.setrecursionlimit(self.recursion_limit))
+        if self.thread_number is not None:
+            attempt("threading's names", lambda: set_next_thread_number(self.thread_number))
         if self.numpy_print is not None:
             attempt("numpy's print options",
                     lambda: sys.modules["numpy"].set_printoptions(**self.numpy_print))

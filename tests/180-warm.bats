@@ -89,6 +89,24 @@ for fd in os.listdir("/proc/self/fd"):
         pass
 print(sorted(k for k in kinds if k != "pipe" and not k.startswith("/")), kinds.count("pipe") <= 5)
 print("descriptors the code opens:", [os.open("/dev/null", os.O_RDONLY) for _ in range(12)])' >>"$corpus"
+	# Threads' names: a step's thread (matplotlib's font cache starts a
+	# Timer) must not number a call's first Thread-2. And the room the
+	# code has to recurse: the launcher's frames below the code are more
+	# in a warm call than in a cold one (child.py, CODE_DEPTH).
+	python3 -c 'import json, sys; print(json.dumps({"id": "thread-names", "code": sys.argv[1]}))' '
+import threading
+t = threading.Thread(target=lambda: None); t.start(); t.join()
+print(t.name, threading.Thread().name)' >>"$corpus"
+	python3 -c 'import json, sys; print(json.dumps({"id": "recursion-room", "code": sys.argv[1]}))' '
+def d(n):
+    return 0 if n == 0 else 1 + d(n - 1)
+deepest = 0
+for n in range(900, 1000):
+    try:
+        d(n); deepest = n
+    except RecursionError:
+        break
+print("deepest recursion:", deepest)' >>"$corpus"
 	# Cold: below --memory 1g no template is warmed, and each job runs as
 	# a run does, in a child forked from a launcher that only imported Sage.
 	run_ss 0 batch --memory 768m --jobs 2 --order input "$corpus"
@@ -98,9 +116,11 @@ print("descriptors the code opens:", [os.open("/dev/null", os.O_RDONLY) for _ in
 	# Maxima's symbols (r1, _K1) or asks Maxima a question, one that
 	# prints sets of symbolic variables (their order follows the numbers
 	# Sage gives symbols as they are made), and the descriptors (a run's
-	# child has no done pipe: the code's numbers must not depend on it).
+	# child has no done pipe: the code's numbers must not depend on it),
+	# threads' names and the room to recurse.
 	local id
-	for id in solve-free-two desolve-second integrate-parameter symbol-order descriptors; do
+	for id in solve-free-two desolve-second integrate-parameter symbol-order descriptors \
+		thread-names recursion-room; do
 		python3 -c 'import json, sys
 for line in open(sys.argv[1]):
     j = json.loads(line)

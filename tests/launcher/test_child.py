@@ -9,6 +9,7 @@ import linecache
 import os
 import re
 import signal
+import sys
 import threading
 import unittest
 from unittest import mock
@@ -159,6 +160,38 @@ class UnblockSignalsTest(unittest.TestCase):
         before, after, mask, caught = in_child(body)
         self.assertEqual(before, sorted([signal.SIGALRM, signal.SIGUSR1, signal.SIGRTMIN]))
         self.assertEqual((after, mask, caught), ([], [], []))
+
+
+def frame_depth():
+    """How deep its own frame is: 1 for a thread's first."""
+    frame, depth = sys._getframe(), 0
+    while frame is not None:
+        frame, depth = frame.f_back, depth + 1
+    return depth
+
+
+def in_a_thread(function):
+    """function(), on a thread's stack: a few frames deep, where the test
+    runner's own stack is deeper than CODE_DEPTH."""
+    result = []
+    thread = threading.Thread(target=lambda: result.append(function()))
+    thread.start()
+    thread.join()
+    return result[0]
+
+
+class CodeDepthTest(unittest.TestCase):
+    def nested(self, levels):
+        return self.nested(levels - 1) if levels else child.at_code_depth(frame_depth)
+
+    def test_the_code_runs_as_deep_from_a_shallow_caller_as_from_a_deep_one(self):
+        shallow, deep = in_a_thread(lambda: (self.nested(0), self.nested(3)))
+        self.assertEqual(shallow, deep)
+        self.assertEqual(shallow, child.CODE_DEPTH - 1)
+
+    def test_a_caller_already_deeper_calls_where_it_is(self):
+        self.assertGreater(frame_depth(), child.CODE_DEPTH)
+        self.assertEqual(child.at_code_depth(frame_depth), frame_depth() + 1)
 
 
 class RunCodeTest(unittest.TestCase):

@@ -246,6 +246,21 @@ class StepTest(unittest.TestCase):
         self.assertEqual(numpy.options, {"legacy": False, "precision": 8})
         self.assertEqual(sys.getrecursionlimit(), limit)
 
+    def test_a_thread_a_step_starts_numbers_no_calls_thread(self):
+        # As matplotlib's font cache starts a Timer: the next thread is
+        # named as it would have been without the step.
+        import threading
+        before = warm.next_thread_number()
+        self.assertIsNotNone(before)
+
+        def starts_a_thread():
+            t = threading.Thread(target=lambda: None)
+            t.start()
+            t.join()
+        self.assertIsNone(warm.run_step("matplotlib-like", starts_a_thread))
+        self.assertEqual(warm.next_thread_number(), before)
+        self.assertEqual(threading.Thread().name, "Thread-%d" % before)
+
     def test_only_maximas_step_runs_with_gc_markers_and_the_images_is_kept(self):
         # GAP keeps a copy of the environment it started with. Traces
         # stands in for Maxima's, which needs Sage.
