@@ -336,13 +336,20 @@ def tell_in_users_lines():
     sys.unraisablehook = unraisable
 
 
-def finish_as_python_does():
+def finish_as_python_does(namespace, before):
     """What a Python program does at its end that can be seen, without the
     interpreter's teardown (the launcher's child leaves with os._exit, for
     speed): wait for the threads that are not daemons (a thread's late
-    print or show() is the code's output), then run the code's atexit
-    handlers. Daemon threads are left, as Python leaves them. The call's
-    deadline bounds the wait: the host stops the call there."""
+    print or show() is the code's output), run the code's atexit
+    handlers, then finalise what the code's globals hold, as the teardown
+    would as it lets go of them: an object's __del__ (its print, its
+    error's "Exception ignored in"), a file left open flushed (under
+    $SAGE_SANDBOX_OUT, a file sent back whole). Only the values the code
+    bound (before: the namespace before the code), each once, in the
+    order they were bound, all while the globals are still there (the
+    teardown's collector calls every finaliser of __main__'s cycle before
+    it clears any). Daemon threads are left, as Python leaves them. The
+    call's deadline bounds the wait: the host stops the call there."""
     import atexit
     import threading
     try:
@@ -351,6 +358,21 @@ def finish_as_python_does():
         pass
     try:
         atexit._run_exitfuncs()
+    except BaseException:
+        pass
+    try:
+        held, seen = [], set()
+        for name, value in list(namespace.items()):
+            if (before.get(name, seen) is not value and id(value) not in seen and
+                    getattr(type(value), "__del__", None) is not None):
+                seen.add(id(value))
+                held.append(value)
+        if held:
+            import ctypes
+            finalise = ctypes.pythonapi.PyObject_CallFinalizer
+            finalise.argtypes, finalise.restype = [ctypes.py_object], None
+            for value in held:
+                finalise(value)  # once: the object is marked finalised
     except BaseException:
         pass
 
@@ -534,11 +556,12 @@ def child_main(pipes, handlers, namespace, preparse_file, session, stale=()):
         filename = "<stdin>" if argv[0] == "-" else argv[0]
         namespace["__file__"] = filename
         sys.argv = argv
+        before = dict(namespace)
         status = at_code_depth(run_code, code, namespace, filename, preparse_file,
                                bool(flags & DISPLAY_LAST))
         if not session or os.getpid() != me:
             # A session's cell is a notebook's: its threads run on.
-            finish_as_python_does()
+            finish_as_python_does(namespace, before)
         try:
             sys.stdout.flush()
             sys.stderr.flush()

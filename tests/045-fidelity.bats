@@ -1,7 +1,8 @@
 #!/usr/bin/env bats
 # What a fresh `sage FILE` shows, shown the same: tracebacks that name and
 # quote the user's own lines whatever the preparser put above them, and
-# what Python does at a program's end (late threads, atexit handlers).
+# what Python does at a program's end (late threads, atexit handlers,
+# finalisers).
 # Each case runs cold (run) and warm (batch, in one container).
 
 load helpers
@@ -108,6 +109,43 @@ for line in open(sys.argv[1]):
 	"$SAGE_SANDBOX" batch --jobs 1 "$dir/jobs.jsonl" >"$dir/out.jsonl"
 	expect_equal "$(field_of thread.sage stdout)" "$expected"
 	expect_equal "$(field_of thread2.sage stdout)" "$expected"
+}
+
+@test "fidelity - what the code's globals hold is finalised at its end, as Python's teardown does: __del__ prints, a file left open is sent whole" {
+	dir=$BATS_TEST_TMPDIR
+	# Python 3.11 prints these lines for this file: every finaliser of
+	# __main__'s objects runs (in the order they were made) before any
+	# global is let go; an error in one is "Exception ignored in".
+	cat >"$dir/del.sage" <<-'CODE'
+	import atexit, os
+	class Noisy:
+	    def __init__(self, name): self.name = name
+	    def __del__(self):
+	        print("del", self.name, _hidden.name)
+	        if self.name == "b": raise ValueError("in del")
+	a = Noisy("a")
+	_hidden = Noisy("_hidden")
+	b = Noisy("b")
+	f = open(os.environ["SAGE_SANDBOX_OUT"] + "/left-open.txt", "w")
+	f.write("unflushed " + str(factor(2^32+1)))
+	atexit.register(lambda: print("atexit ran"))
+	print("main done")
+	CODE
+	expected=$'main done\natexit ran\ndel a _hidden\ndel _hidden _hidden\ndel b _hidden'
+	mkdir "$dir/out"
+	input_file=$dir/del.sage run_ss 0 run --output-dir "$dir/out"
+	expect_equal "$output" "$expected"
+	expect_match "$errors" "Exception ignored in: <function Noisy.__del__ at 0x[0-9a-f]+>"
+	expect_match "$errors" 'line 6, in __del__'
+	expect_match "$errors" 'ValueError: in del'
+	expect_equal "$(cat "$dir/out/left-open.txt")" "unflushed 641 * 6700417"
+	# Warm, in one container, the same.
+	cp "$dir/del.sage" "$dir/del2.sage"
+	jobs_of "$dir/del.sage" "$dir/del2.sage" >"$dir/jobs.jsonl"
+	"$SAGE_SANDBOX" batch --jobs 1 "$dir/jobs.jsonl" >"$dir/out.jsonl"
+	expect_equal "$(field_of del.sage stdout)" "$expected"
+	expect_equal "$(field_of del2.sage stdout)" "$expected"
+	expect_match "$(field_of del2.sage stderr)" "Exception ignored in: <function Noisy.__del__"
 }
 
 @test "fidelity - multiprocessing's spawn and forkserver children find the code's functions, cold and warm" {

@@ -436,7 +436,7 @@ class EndOfCodeTest(unittest.TestCase):
             namespace = {"__name__": "__main__", "__builtins__": __builtins__}
             with contextlib.redirect_stderr(err):
                 status = child.run_code(code, namespace, "t.sage", identity)
-                child.finish_as_python_does()
+                child.finish_as_python_does(namespace, {})
             return status, err.getvalue()
 
         status, err = in_child(body)
@@ -464,12 +464,60 @@ class EndOfCodeTest(unittest.TestCase):
             namespace = {"__name__": "__main__", "__builtins__": __builtins__}
             with contextlib.redirect_stdout(out):
                 status = child.run_code(code, namespace, "t.sage", identity)
-                child.finish_as_python_does()
+                child.finish_as_python_does(namespace, {})
             return status, out.getvalue()
 
         status, out = in_child(body)
         self.assertEqual((status, out), (0, "main done\nlate thread\natexit ran\n"))
 
+    def test_what_the_codes_globals_hold_is_finalised_as_at_pythons_end(self):
+        # After atexit, in the order bound, every global still there; each
+        # once; an error in __del__ is Python's "Exception ignored in"; a
+        # file left open is flushed. A value the namespace held before the
+        # code is not the code's to finalise.
+        path = os.path.join(self.tmp(), "left-open")
+        code = (b"import atexit\n"
+                b"class Noisy:\n"
+                b"    def __init__(self, name): self.name = name\n"
+                b"    def __del__(self):\n"
+                b"        print('del', self.name, _hidden.name)\n"
+                b"        if self.name == 'b': raise ValueError('in del')\n"
+                b"a = Noisy('a')\n"
+                b"_hidden = Noisy('_hidden')\n"
+                b"b = Noisy('b')\n"
+                b"again = a\n"
+                b"f = open(%r, 'w'); f.write('unflushed')\n"
+                b"atexit.register(lambda: print('atexit ran'))\n"
+                b"print('main done')\n") % path.encode()
+
+        class Before:
+            def __del__(self):
+                print("not the code's")
+
+        def body():
+            import atexit
+            atexit._clear()
+            out, err = io.StringIO(), io.StringIO()
+            namespace = {"__name__": "__main__", "__builtins__": __builtins__, "kept": Before()}
+            before = dict(namespace)
+            with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+                status = child.run_code(code, namespace, "t.sage", identity)
+                child.finish_as_python_does(namespace, before)
+            with open(path) as f:
+                return status, out.getvalue(), err.getvalue(), f.read()
+
+        status, out, err, written = in_child(body)
+        self.assertEqual((status, out, written),
+                         (0, "main done\natexit ran\ndel a _hidden\ndel _hidden _hidden\n"
+                             "del b _hidden\n", "unflushed"))
+        self.assertIn("Exception ignored in: <function Noisy.__del__", err)
+        self.assertIn("ValueError: in del", err)
+
+    def tmp(self):
+        import tempfile
+        d = tempfile.mkdtemp()
+        self.addCleanup(__import__("shutil").rmtree, d, True)
+        return d
 
 
 if __name__ == "__main__":
