@@ -15,6 +15,7 @@
 #include "runner.h"
 #include "signals.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
@@ -788,6 +789,7 @@ struct batch *batch_start(const struct batch_options *o, const struct hosting *h
 	b->err_fd = 2;
 	b->fds = hosting ? hosting->fds : o->fds;
 	if (hosting) {
+		assert(on_finished);
 		b->hosting = hosting;
 		b->on_finished = on_finished;
 		b->loop = hosting->loop;

@@ -60,10 +60,10 @@ struct hosting;
 /* Starts the batch o (borrowed until batch_free): on a loop and runner of
  * its own where hosting is NULL, else the server's (runner.h), with the
  * client's descriptors laid out as batch_open_inputs lays them out.
- * on_finished(hosting->owner, status) is called once, from the loop, when
- * every line is out, or the batch was refused (an input that cannot be
- * read: its line on the client's stderr) or stopped: the batch is then
- * the caller's to free. A hosted batch hands the runner, which other
+ * on_finished(hosting->owner, status), required when hosted, is called
+ * once, from the loop, when every line is out, or the batch was refused
+ * (an input that cannot be read: its line on the client's stderr) or
+ * stopped: the batch is then the caller's to free. A hosted batch hands the runner, which other
  * clients' runs share, no more jobs than --jobs at a time, and does not
  * count its input ahead for the progress line (a long read on the
  * server's loop would hold every client up). */

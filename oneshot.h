@@ -67,7 +67,7 @@ struct oneshot {
 	struct buffer code_read;
 	struct host host;        /* owned: what the host check found */
 	struct host_check *host_check; /* while it asks podman: cancelled at release */
-	struct runner *runner;   /* owned unless runner_for gave it */
+	struct runner *runner;   /* owned unless hosting's runner_for gave it */
 	struct call *call;       /* the runner's, until the close frees it */
 	const char **argv;       /* the call's arguments: owned, kept until its end */
 	/* finished: the result or the refusal is known (on_finished was
@@ -84,7 +84,7 @@ struct oneshot {
  * set (the file and the fix) when it cannot be read. */
 int open_code_file(const char *file, int *fd, struct error *err);
 
-/* Sets up the loop (unless given), stdout and stderr as non-blocking
+/* Sets up the loop (its own, unless hosted), stdout and stderr as non-blocking
  * queues and, on a loop of its own, the terminating signals (SIGINT,
  * SIGTERM, SIGHUP, unless the caller ignores them). -1 with err set. */
 int oneshot_begin(struct oneshot *o);

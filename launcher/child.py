@@ -341,15 +341,19 @@ def finish_as_python_does(namespace, before):
     interpreter's teardown (the launcher's child leaves with os._exit, for
     speed): wait for the threads that are not daemons (a thread's late
     print or show() is the code's output), run the code's atexit
-    handlers, then finalise what the code's globals hold, as the teardown
-    would as it lets go of them: an object's __del__ (its print, its
-    error's "Exception ignored in"), a file left open flushed (under
-    $SAGE_SANDBOX_OUT, a file sent back whole). Only the values the code
-    bound (before: the namespace before the code), each once, in the
-    order they were bound, all while the globals are still there (the
-    teardown's collector calls every finaliser of __main__'s cycle before
-    it clears any). Daemon threads are left, as Python leaves them. The
-    call's deadline bounds the wait: the host stops the call there."""
+    handlers, then finalise what only the code's globals hold, as the
+    teardown's collector finalises __main__'s objects before it lets go
+    of any global: an object's __del__ (its print, its error's
+    "Exception ignored in"), a file left open flushed (under
+    $SAGE_SANDBOX_OUT, a file sent back whole). Only values the code
+    bound (before: the namespace before the code; None: none, a
+    session's), each once, in the order their names were first bound,
+    and only those nothing else refers to: sys.stdout kept in a global,
+    or Sage's maxima, is still in use (finalised, the one would close
+    the code's output, the other quit Maxima, which a fresh Sage's
+    atexit quits first). Daemon threads are left, as Python leaves them,
+    but still run meanwhile. The call's deadline bounds the wait: the
+    host stops the call there."""
     import atexit
     import threading
     try:
@@ -360,13 +364,10 @@ def finish_as_python_does(namespace, before):
         atexit._run_exitfuncs()
     except BaseException:
         pass
+    if before is None:
+        return
     try:
-        held, seen = [], set()
-        for name, value in list(namespace.items()):
-            if (before.get(name, seen) is not value and id(value) not in seen and
-                    getattr(type(value), "__del__", None) is not None):
-                seen.add(id(value))
-                held.append(value)
+        held = held_by_the_code_alone(namespace, before)
         if held:
             import ctypes
             finalise = ctypes.pythonapi.PyObject_CallFinalizer
@@ -375,6 +376,32 @@ def finish_as_python_does(namespace, before):
                 finalise(value)  # once: the object is marked finalised
     except BaseException:
         pass
+
+
+def held_by_the_code_alone(namespace, before):
+    """The values with a finaliser that the code bound (not as before),
+    each once, in the order their names were first bound, that nothing
+    but the namespace refers to. Fast where there are none (a call's
+    usual end): one pass of identity checks over Sage's thousands of
+    names."""
+    candidates = {}  # id: value
+    for name, value in namespace.items():
+        if (before.get(name, _MISSING) is not value and id(value) not in candidates and
+                getattr(type(value), "__del__", None) is not None):
+            candidates[id(value)] = value
+    if not candidates:
+        return []
+    names_of = dict.fromkeys(candidates, 0)  # id: how many names hold it
+    for value in namespace.values():
+        if id(value) in names_of:
+            names_of[id(value)] += 1
+    held = []
+    for key in list(candidates):
+        value = candidates.pop(key)
+        # Its references: the names', `value` and getrefcount's own.
+        if sys.getrefcount(value) == names_of[key] + 2:
+            held.append(value)
+    return held
 
 
 def reseed(seed=None):
@@ -459,14 +486,17 @@ def unblock_signals():
 
 
 # How many frames deep the code's own starts. The launcher's frames below
-# it are fewer in a cold call than in a warm one (a template forks from
-# deeper: 6 to 9 here), and they count against the recursion limit: a
-# recursion 3 levels shallower raised RecursionError warm, and the
-# traceback's "[Previous line repeated N more times]" said so. Padded up
-# to this depth, every call's code has the same room, cold or warm:
-# above the deepest the launcher reaches, and as low as that allows (a
-# fresh `sage FILE` runs its code at depth 1).
-CODE_DEPTH = 12
+# it are fewer in a cold call than in a warm one (child_main is 5 frames
+# deep cold, 8 in a serial container's template), and they count against
+# the recursion limit: a recursion 3 levels shallower raised
+# RecursionError warm, and the traceback's "[Previous line repeated N
+# more times]" said so. Padded up to this depth, every call's code has
+# the same room, cold or warm: above the deepest the launcher reaches,
+# with room for a few frames more, and as low as that allows (a fresh
+# `sage FILE` runs its code at depth 1).
+CODE_DEPTH = 14
+# A value no namespace holds.
+_MISSING = object()
 
 
 def at_code_depth(function, *args):
@@ -556,12 +586,14 @@ def child_main(pipes, handlers, namespace, preparse_file, session, stale=()):
         filename = "<stdin>" if argv[0] == "-" else argv[0]
         namespace["__file__"] = filename
         sys.argv = argv
-        before = dict(namespace)
+        # A session's cells keep what they bound: no copy holds it.
+        before = None if session else dict(namespace)
         status = at_code_depth(run_code, code, namespace, filename, preparse_file,
                                bool(flags & DISPLAY_LAST))
         if not session or os.getpid() != me:
             # A session's cell is a notebook's: its threads run on.
-            finish_as_python_does(namespace, before)
+            at_code_depth(finish_as_python_does, namespace, before)
+        before = None
         try:
             sys.stdout.flush()
             sys.stderr.flush()

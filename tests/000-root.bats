@@ -266,7 +266,7 @@ except (ConnectionResetError, BrokenPipeError):
 	expect_no_match "$(cat "$log")" "batch [0-9]+ for pid"
 	run runuser -l "$account" -c "cd '$dir' && printf '%s\n' '$job' | SAGE_SANDBOX_SERVER=auto ./sage-sandbox batch --jobs 1 2>/dev/null | cat"
 	expect_equal "$(json_get '[j["id"], j["ok"], j["stdout"]]')" '["a", true, "4\n"]' "the account's own batch's line"
-	expect_match "$(cat "$log")" "batch 1 for pid [0-9]+: exit 0"
+	expect_match "$(cat "$log")" "batch [0-9]+ for pid [0-9]+: exit 0"
 	runuser -l "$account" -c "cd '$dir' && ./sage-sandbox serve --stop"
 	wait
 	rm -f "$log"

@@ -474,7 +474,8 @@ class EndOfCodeTest(unittest.TestCase):
         # After atexit, in the order bound, every global still there; each
         # once; an error in __del__ is Python's "Exception ignored in"; a
         # file left open is flushed. A value the namespace held before the
-        # code is not the code's to finalise.
+        # code is not the code's to finalise, nor one something else holds
+        # (sys.stdout: finalised, the code's output would be closed).
         path = os.path.join(self.tmp(), "left-open")
         code = (b"import atexit\n"
                 b"class Noisy:\n"
@@ -486,6 +487,9 @@ class EndOfCodeTest(unittest.TestCase):
                 b"_hidden = Noisy('_hidden')\n"
                 b"b = Noisy('b')\n"
                 b"again = a\n"
+                b"import sys, builtins\n"
+                b"kept_stdout = sys.stdout\n"
+                b"builtins.kept = elsewhere = Noisy('elsewhere')\n"
                 b"f = open(%r, 'w'); f.write('unflushed')\n"
                 b"atexit.register(lambda: print('atexit ran'))\n"
                 b"print('main done')\n") % path.encode()
@@ -512,6 +516,22 @@ class EndOfCodeTest(unittest.TestCase):
                              "del b _hidden\n", "unflushed"))
         self.assertIn("Exception ignored in: <function Noisy.__del__", err)
         self.assertIn("ValueError: in del", err)
+
+    def test_a_sessions_cells_and_what_else_refers_to_are_not_finalised(self):
+        class Noisy:
+            def __del__(self):
+                print("finalised")
+        elsewhere = Noisy()
+        namespace = {"__builtins__": __builtins__, "a": Noisy(), "b": elsewhere}
+        self.assertEqual([type(v) for v in child.held_by_the_code_alone(namespace, {})],
+                         [Noisy])
+
+        def body():  # in a child: the end joins threads and runs atexit
+            out = io.StringIO()
+            with contextlib.redirect_stdout(out):
+                child.finish_as_python_does(namespace, None)
+            return out.getvalue()
+        self.assertEqual(in_child(body), "")
 
     def tmp(self):
         import tempfile
