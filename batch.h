@@ -63,10 +63,10 @@ struct hosting;
  * on_finished(hosting->owner, status), required when hosted, is called
  * once, from the loop, when every line is out, or the batch was refused
  * (an input that cannot be read: its line on the client's stderr) or
- * stopped: the batch is then the caller's to free. A hosted batch hands the runner, which other
- * clients' runs share, no more jobs than --jobs at a time, and does not
- * count its input ahead for the progress line (a long read on the
- * server's loop would hold every client up). */
+ * stopped: the batch is then the caller's to free. A hosted batch hands
+ * the runner, which other clients' runs share, no more jobs than --jobs at
+ * a time, and does not count its input ahead for the progress line (a
+ * long read on the server's loop would hold every client up). */
 struct batch *batch_start(const struct batch_options *o, const struct hosting *hosting,
 		void (*on_finished)(void *owner, int status));
 /* A stop signal, as the batch's own would be (the server forwards a

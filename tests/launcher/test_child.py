@@ -17,7 +17,7 @@ from unittest import mock
 from launcher import child
 from launcher.frames import write_all
 
-from .support import Pipe, in_child
+from .support import Pipe, in_child, temporary_directory
 
 
 def identity(text):
@@ -476,7 +476,7 @@ class EndOfCodeTest(unittest.TestCase):
         # file left open is flushed. A value the namespace held before the
         # code is not the code's to finalise, nor one something else holds
         # (sys.stdout: finalised, the code's output would be closed).
-        path = os.path.join(self.tmp(), "left-open")
+        path = os.path.join(temporary_directory(self), "left-open")
         code = (b"import atexit\n"
                 b"class Noisy:\n"
                 b"    def __init__(self, name): self.name = name\n"
@@ -532,12 +532,6 @@ class EndOfCodeTest(unittest.TestCase):
                 child.finish_as_python_does(namespace, None)
             return out.getvalue()
         self.assertEqual(in_child(body), "")
-
-    def tmp(self):
-        import tempfile
-        d = tempfile.mkdtemp()
-        self.addCleanup(__import__("shutil").rmtree, d, True)
-        return d
 
 
 if __name__ == "__main__":
