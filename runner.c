@@ -54,6 +54,7 @@ struct slot {
 	bool warm;          /* started ahead, waiting for its first call */
 	bool was_ready;
 	bool leaving;       /* takes no more calls: stopped, or ends by itself */
+	bool overflow;      /* started for a call that waited too long (opt.overflow) */
 	long calls;
 	int64_t born;
 	char session[SESSION_NAME_MAX + 1];
@@ -75,6 +76,7 @@ struct call {
 	int attempts;
 	long session_calls;
 	int64_t started_at;
+	int64_t waiting_since;    /* submitted, or put back to wait */
 	struct call *next;        /* in the runner's list, in order of submission */
 };
 
@@ -87,6 +89,8 @@ struct runner {
 	int serial_failures; /* serial starts in a row that never got ready */
 	struct loop_timer *refill_timer;
 	struct loop_timer *drain_check; /* a drain's end looked at, later */
+	struct loop_timer *overflow_timer; /* the first waiting call's wait is up */
+	int64_t start_ms;    /* the last sandbox's time from its start to ready */
 	bool backoff_over;   /* the refill timer fired: the next start goes now */
 	int64_t created_at;
 	bool first_ready_logged;
@@ -136,6 +140,24 @@ int runner_running(const struct runner *r)
 	int n = 0;
 	for (const struct call *c = r->calls; c; c = c->next)
 		n += c->state == CALL_RUNNING;
+	return n;
+}
+
+/* Running calls that count against opt.running_max: all but those in
+ * overflow sandboxes, which have their own bound. */
+static int running_in_turn(const struct runner *r)
+{
+	int n = 0;
+	for (const struct call *c = r->calls; c; c = c->next)
+		n += c->state == CALL_RUNNING && !c->slot->overflow;
+	return n;
+}
+
+static int count_overflow(const struct runner *r)
+{
+	int n = 0;
+	for (const struct slot *s = r->slots; s; s = s->next)
+		n += s->overflow && !s->leaving;
 	return n;
 }
 
@@ -341,6 +363,7 @@ struct call *runner_submit(struct runner *r, const struct call_spec *spec)
 	c->r = r;
 	loop_scope_init(&c->scope, r->opt.loop, "a call");
 	c->spec = *spec;
+	c->waiting_since = loop_now_ms();
 	struct call **end = &r->calls;
 	while (*end)
 		end = &(*end)->next;
@@ -403,6 +426,7 @@ static void on_ready(struct sandbox *sb, void *data)
 	struct runner *r = s->r;
 	loop_timer_cancel(&s->start_timer);
 	s->was_ready = true;
+	r->start_ms = loop_now_ms() - s->born;
 	if (s->kind == SLOT_SERIAL)
 		r->serial_failures = 0;
 	if (s->warm) {
@@ -519,6 +543,7 @@ static void on_done(struct sandbox *sb, void *data)
 			/* Once more, first in line, in a container of its own. */
 			c->state = CALL_WAITING;
 			c->slot = NULL;
+			c->waiting_since = loop_now_ms();
 			unlink_call(c);
 			c->next = r->calls;
 			r->calls = c;
@@ -758,6 +783,39 @@ static struct slot *slot_for(struct runner *r, struct call *c, struct error *err
 	return start_slot(r, SLOT_ONCE, c, err);
 }
 
+static void on_overflow_timer(void *data)
+{
+	pump(data);
+}
+
+/* opt.overflow: a one-call sandbox for call c, which waits in turn, once it
+ * has waited as long as a sandbox takes to start here (so that the wait
+ * and the start together are at most about twice a cold start, however
+ * long the calls ahead run). Only behind sandboxes all busy with calls: one
+ * still starting is nearer than a new one. NULL while c waits on. */
+static struct slot *overflow_for(struct runner *r, struct call *c, struct error *err)
+{
+	err->status = 0;
+	if (!r->opt.overflow || c->spec.session || c->attempts > 0 || r->start_ms == 0 ||
+	    count_overflow(r) >= POOL_MAX_SIZE)
+		return NULL;
+	for (const struct slot *s = r->slots; s; s = s->next)
+		if (s->kind == SLOT_SERIAL && !s->leaving && !s->call)
+			return NULL;
+	int64_t due = c->waiting_since + r->start_ms;
+	if (loop_now_ms() < due) {
+		loop_timer_arm(&r->scope, &r->overflow_timer, due, on_overflow_timer, r);
+		return NULL;
+	}
+	struct slot *s = start_slot(r, SLOT_ONCE, c, err);
+	if (s) {
+		s->overflow = true;
+		say(r, "a call waited %lld ms behind busy sandboxes; it gets a container of its own",
+			(long long)(loop_now_ms() - c->waiting_since));
+	}
+	return s;
+}
+
 /* Starts waiting calls, in order, while there is room. A call can end as it
  * starts (a refusal), which pumps again: that is noted and done here, so
  * that no walk of the list outlives a call it holds. */
@@ -773,12 +831,15 @@ static void pump(struct runner *r)
 		if (r->draining)
 			break;
 		for (struct call *c = r->calls; c; c = c->next) {
-			if (runner_running(r) >= r->opt.running_max)
+			bool in_turn = running_in_turn(r) < r->opt.running_max;
+			if (!in_turn && !r->opt.overflow)
 				break;
 			if (c->state != CALL_WAITING)
 				continue;
-			struct error err;
-			struct slot *s = slot_for(r, c, &err);
+			struct error err = {0};
+			struct slot *s = in_turn ? slot_for(r, c, &err) : NULL;
+			if (!s && !err.status)
+				s = overflow_for(r, c, &err);
 			if (err.status) {
 				/* No sandbox for it: podman itself cannot be started,
 				 * or no room for a session. */

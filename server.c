@@ -242,11 +242,14 @@ static struct fleet *fleet_for(struct server *srv, const struct config *cfg, con
 		f->cfg.value[id] = f->values[id];
 	}
 	/* Runs past the warm ones wait for one, in order; none warm, one at
-	 * a time, in a container that still serves run after run. */
+	 * a time, in a container that still serves run after run. A run that
+	 * has waited behind busy ones as long as a container takes to start
+	 * gets one of its own (overflow): a client's run is never held for
+	 * long by another's. */
 	int serial = fleet_size(srv);
 	struct runner_options ro = {.loop = srv->loop, .host = &f->host, .cfg = &f->cfg,
 		.who = "serve", .log = true, .running_max = serial, .warm = srv->opt.warm,
-		.serial = serial};
+		.serial = serial, .overflow = true};
 	f->runner = runner_new(&ro);
 	f->last_used = loop_now_ms();
 	f->next = srv->fleets;

@@ -1226,6 +1226,51 @@ static void runner_serial(void)
 		"runner - serial: the drain removes the waiting container; nothing left running");
 }
 
+/* opt.overflow: behind a serial sandbox busy with a long call, the next
+ * call waits as long as that sandbox took to start, then gets a one-call
+ * container of its own and ends first; without overflow it waits its
+ * turn. */
+static void overflow_case(bool overflow)
+{
+	struct fake f;
+	struct host h;
+	struct loop *loop = loop_new();
+	struct front a = {.loop = loop}, b = {.loop = loop};
+	const char *name = overflow ? "runner-overflow" : "runner-no-overflow";
+	char what[200];
+	fake_new(&f, name, "run launcher\n");
+	h = (struct host){.image = fake_image, .image_checked = true};
+	snprintf(h.podman, sizeof h.podman, "%.*s", (int)sizeof h.podman - 1, f.podman);
+	struct runner *r = runner_new(&(struct runner_options){.loop = loop, .host = &h,
+		.cfg = &cfg, .who = "unit", .running_max = 1, .serial = 1, .overflow = overflow});
+	struct call_spec sa = make_spec(&a, "#sleep 2000", false);
+	struct call_spec sb = make_spec(&b, "7", false);
+	struct call *ca = runner_submit(r, &sa);
+	/* b comes once a runs: a's sandbox has said how long it took to start. */
+	for (int i = 0; i < 400 && !call_started_at(ca); i++)
+		turn_for(loop, 50);
+	struct call *cb = runner_submit(r, &sb);
+	turn_until(loop, &b.done, 1, 20000);
+	snprintf(what, sizeof what, "runner - %s: the second call %s", name,
+		overflow ? "ends first, cold, in a container of its own" :
+		"waits for the first, and runs warm after it");
+	check(b.done == 1 && strcmp(b.out, "out:7") == 0 && a.done == (overflow ? 0 : 1) &&
+		b.warm == !overflow && fake_count(&f, "run", NULL) == (overflow ? 2 : 1), what);
+	turn_until(loop, &a.done, 1, 20000);
+	snprintf(what, sizeof what, "runner - %s: the first call's own result", name);
+	check(a.done == 1 && a.result.exit_code == 0 && strcmp(a.out, "out:#sleep 2000") == 0, what);
+	call_free(ca);
+	call_free(cb);
+	snprintf(what, sizeof what, "runner - %s: drained, nothing left running", name);
+	check(drain(r, &a) && nothing_left(&f), what);
+}
+
+static void runner_overflow(void)
+{
+	overflow_case(true);
+	overflow_case(false);
+}
+
 /* Runs of the fake (mode warm-crash) that were granted a warm-up. */
 static int warm_runs(const struct fake *f)
 {
@@ -1381,6 +1426,7 @@ static const struct {
 	{"runner-free-in-done", runner_free_in_done},
 	{"runner-serial", runner_serial},
 	{"runner-warm-crash", runner_warm_crash},
+	{"runner-overflow", runner_overflow},
 	{"host-check", host_check_answers_later_and_cancels},
 };
 
