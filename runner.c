@@ -791,27 +791,44 @@ static void on_overflow_timer(void *data)
 /* opt.overflow: a one-call sandbox for call c, which waits in turn, once it
  * has waited as long as a sandbox takes to start here (so that the wait
  * and the start together are at most about twice a cold start, however
- * long the calls ahead run). Only behind sandboxes all busy with calls: one
- * still starting is nearer than a new one. NULL while c waits on. */
-static struct slot *overflow_for(struct runner *r, struct call *c, struct error *err)
+ * long the calls ahead run); a retried call, which runs in a container of
+ * its own anyway, at once. Only behind sandboxes all busy with calls: one
+ * still starting is nearer than a new one. NULL while c waits on; with
+ * *passed when it will not get one however long it waits (its deadline
+ * comes before a container could start: it times out waiting, nothing
+ * run), so that those behind it may. */
+static struct slot *overflow_for(struct runner *r, struct call *c, struct error *err,
+		bool *passed)
 {
 	err->status = 0;
-	if (!r->opt.overflow || c->spec.session || c->attempts > 0 || r->start_ms == 0 ||
+	*passed = false;
+	if (!r->opt.overflow || c->spec.session || r->start_ms == 0 ||
 	    count_overflow(r) >= POOL_MAX_SIZE)
 		return NULL;
-	for (const struct slot *s = r->slots; s; s = s->next)
-		if (s->kind == SLOT_SERIAL && !s->leaving && !s->call)
-			return NULL;
-	int64_t due = c->waiting_since + r->start_ms;
-	if (loop_now_ms() < due) {
-		loop_timer_arm(&r->scope, &r->overflow_timer, due, on_overflow_timer, r);
+	int64_t now = loop_now_ms();
+	bool retry = c->attempts > 0; /* its deadline is made anew as it starts */
+	if (!retry && c->spec.program.deadline && now + r->start_ms >= c->spec.program.deadline) {
+		*passed = true;
 		return NULL;
+	}
+	if (!retry) {
+		for (const struct slot *s = r->slots; s; s = s->next)
+			if (s->kind == SLOT_SERIAL && !s->leaving && !s->call)
+				return NULL;
+		int64_t due = c->waiting_since + r->start_ms;
+		if (now < due) {
+			loop_timer_arm(&r->scope, &r->overflow_timer, due, on_overflow_timer, r);
+			return NULL;
+		}
 	}
 	struct slot *s = start_slot(r, SLOT_ONCE, c, err);
 	if (s) {
 		s->overflow = true;
-		say(r, "a call waited %lld ms behind busy sandboxes; it gets a container of its own",
-			(long long)(loop_now_ms() - c->waiting_since));
+		if (retry)
+			say(r, "a retried call gets a container of its own behind busy sandboxes");
+		else
+			say(r, "a call waited %lld ms behind busy sandboxes; it gets a container of "
+				"its own", (long long)(now - c->waiting_since));
 	}
 	return s;
 }
@@ -837,9 +854,10 @@ static void pump(struct runner *r)
 			if (c->state != CALL_WAITING)
 				continue;
 			struct error err = {0};
+			bool passed = false;
 			struct slot *s = in_turn ? slot_for(r, c, &err) : NULL;
 			if (!s && !err.status)
-				s = overflow_for(r, c, &err);
+				s = overflow_for(r, c, &err, &passed);
 			if (err.status) {
 				/* No sandbox for it: podman itself cannot be started,
 				 * or no room for a session. */
@@ -851,9 +869,10 @@ static void pump(struct runner *r)
 			}
 			if (!s) {
 				/* A session busy with its call: the calls behind it
-				 * in other sessions go on; any other wait keeps the
-				 * order. */
-				if (c->spec.session)
+				 * in other sessions go on; so do those behind a call
+				 * passed over for an overflow sandbox. Any other wait
+				 * keeps the order. */
+				if (c->spec.session || passed)
 					continue;
 				break;
 			}

@@ -1249,8 +1249,18 @@ static void overflow_case(bool overflow)
 	/* b comes once a runs: a's sandbox has said how long it took to start. */
 	for (int i = 0; i < 400 && !call_started_at(ca); i++)
 		turn_for(loop, 50);
+	/* With overflow, a call whose deadline comes before a container could
+	 * start is passed over (it waits its turn), and b, behind it, is not
+	 * held by it. */
+	struct front p = {.loop = loop};
+	struct call_spec sp = make_spec(&p, "8", false);
+	sp.program.deadline = loop_now_ms() + 1;
+	struct call *cp = overflow ? runner_submit(r, &sp) : NULL;
 	struct call *cb = runner_submit(r, &sb);
 	turn_until(loop, &b.done, 1, 20000);
+	if (cp)
+		check(p.done == 0, "runner - runner-overflow: a call past its deadline is passed "
+			"over, not given a container");
 	snprintf(what, sizeof what, "runner - %s: the second call %s", name,
 		overflow ? "ends first, cold, in a container of its own" :
 		"waits for the first, and runs warm after it");
@@ -1259,8 +1269,15 @@ static void overflow_case(bool overflow)
 	turn_until(loop, &a.done, 1, 20000);
 	snprintf(what, sizeof what, "runner - %s: the first call's own result", name);
 	check(a.done == 1 && a.result.exit_code == 0 && strcmp(a.out, "out:#sleep 2000") == 0, what);
+	if (cp) {
+		turn_until(loop, &p.done, 1, 20000);
+		check(p.done == 1 && strcmp(p.out, "out:8") == 0 && p.warm &&
+			fake_count(&f, "run", NULL) == 2,
+			"runner - runner-overflow: the call passed over ran in its turn, warm");
+	}
 	call_free(ca);
 	call_free(cb);
+	call_free(cp);
 	snprintf(what, sizeof what, "runner - %s: drained, nothing left running", name);
 	check(drain(r, &a) && nothing_left(&f), what);
 }
