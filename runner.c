@@ -22,6 +22,9 @@
  *            (launcher/calls.py), replaced after SERIAL_CALLS_MAX calls or
  *            SERIAL_AGE_SECONDS (batch);
  *   session  one Sage, cell after cell, one call at a time (mcp).
+ * With opt.overflow (serve), a call that waited behind busy serial
+ * sandboxes as long as a start takes, or a retry, gets a one-call sandbox
+ * started for it outside running_max (overflow_for).
  * A call whose sandbox broke under it (podman died, the container was
  * killed from outside, the memory watchdog ended it, podman refused to
  * start it) runs once more, in a container of its own, if it asked to. */
@@ -76,7 +79,7 @@ struct call {
 	int attempts;
 	long session_calls;
 	int64_t started_at;
-	int64_t waiting_since;    /* submitted, or put back to wait */
+	int64_t waiting_since;    /* submitted, or put back to wait (a retry) */
 	struct call *next;        /* in the runner's list, in order of submission */
 };
 
@@ -153,11 +156,13 @@ static int running_in_turn(const struct runner *r)
 	return n;
 }
 
+/* Overflow containers, those still being stopped or removed included: the
+ * bound is on containers, not calls. */
 static int count_overflow(const struct runner *r)
 {
 	int n = 0;
 	for (const struct slot *s = r->slots; s; s = s->next)
-		n += s->overflow && !s->leaving;
+		n += s->overflow;
 	return n;
 }
 
@@ -425,8 +430,9 @@ static void on_ready(struct sandbox *sb, void *data)
 	struct slot *s = data;
 	struct runner *r = s->r;
 	loop_timer_cancel(&s->start_timer);
+	if (!s->was_ready)
+		r->start_ms = loop_now_ms() - s->born;
 	s->was_ready = true;
-	r->start_ms = loop_now_ms() - s->born;
 	if (s->kind == SLOT_SERIAL)
 		r->serial_failures = 0;
 	if (s->warm) {
@@ -765,6 +771,9 @@ static struct slot *slot_for(struct runner *r, struct call *c, struct error *err
 			snprintf(s->session, sizeof s->session, "%s", c->spec.session);
 		return s;
 	}
+	/* With overflow, a retry gets an overflow sandbox, outside the turn. */
+	if (r->opt.overflow && c->attempts > 0)
+		return NULL;
 	bool serial = r->opt.serial > 0 && c->attempts == 0 &&
 		r->serial_failures < SERIAL_START_FAILURES;
 	if (serial) {
@@ -788,17 +797,20 @@ static void on_overflow_timer(void *data)
 	pump(data);
 }
 
-/* opt.overflow: a one-call sandbox for call c, which waits in turn, once it
- * has waited as long as a sandbox takes to start here (so that the wait
- * and the start together are at most about twice a cold start, however
- * long the calls ahead run); a retried call, which runs in a container of
- * its own anyway, at once. Only behind sandboxes all busy with calls: one
- * still starting is nearer than a new one. NULL while c waits on; with
- * *passed when it will not get one however long it waits (its deadline
- * comes before a container could start: it times out waiting, nothing
- * run), so that those behind it may. */
-static struct slot *overflow_for(struct runner *r, struct call *c, struct error *err,
-		bool *passed)
+/* opt.overflow: a one-call sandbox for call c, which waits, once it has
+ * waited as long as a sandbox takes to start here (so that the wait and
+ * the start together are at most about twice a cold start, however long
+ * the calls ahead run); a retried call, which runs in a container of its
+ * own anyway, at once. A serial sandbox starting ahead that could take c
+ * (in_turn) is nearer than a new one, for as long as a start takes. NULL
+ * while c waits on, also where the container cannot be started (said in
+ * the log: c still gets a serial sandbox as one ends), but for a retry,
+ * which can have no other (then with err); with *passed when it will not
+ * get one however long it waits (its deadline comes before a container
+ * could start: it times out waiting, nothing run), so that those behind
+ * it may. */
+static struct slot *overflow_for(struct runner *r, struct call *c, bool in_turn,
+		struct error *err, bool *passed)
 {
 	err->status = 0;
 	*passed = false;
@@ -807,35 +819,41 @@ static struct slot *overflow_for(struct runner *r, struct call *c, struct error 
 		return NULL;
 	int64_t now = loop_now_ms();
 	bool retry = c->attempts > 0; /* its deadline is made anew as it starts */
-	if (!retry && c->spec.program.deadline && now + r->start_ms >= c->spec.program.deadline) {
-		*passed = true;
-		return NULL;
-	}
 	if (!retry) {
-		for (const struct slot *s = r->slots; s; s = s->next)
-			if (s->kind == SLOT_SERIAL && !s->leaving && !s->call)
-				return NULL;
-		int64_t due = c->waiting_since + r->start_ms;
-		if (now < due) {
-			loop_timer_arm(&r->scope, &r->overflow_timer, due, on_overflow_timer, r);
+		if (c->spec.program.deadline && now + r->start_ms >= c->spec.program.deadline) {
+			*passed = true;
+			return NULL;
+		}
+		int64_t from = c->waiting_since;
+		for (const struct slot *s = r->slots; in_turn && s; s = s->next)
+			if (s->kind == SLOT_SERIAL && !s->leaving && !s->call && s->born > from)
+				from = s->born;
+		if (now < from + r->start_ms) {
+			loop_timer_arm(&r->scope, &r->overflow_timer, from + r->start_ms,
+				on_overflow_timer, r);
 			return NULL;
 		}
 	}
 	struct slot *s = start_slot(r, SLOT_ONCE, c, err);
-	if (s) {
-		s->overflow = true;
-		if (retry)
-			say(r, "a retried call gets a container of its own behind busy sandboxes");
-		else
-			say(r, "a call waited %lld ms behind busy sandboxes; it gets a container of "
-				"its own", (long long)(now - c->waiting_since));
+	if (!s && !retry) {
+		say(r, "cannot start a container for a call that waits: %s", err->message);
+		err->status = 0;
 	}
+	if (!s)
+		return NULL;
+	s->overflow = true;
+	if (retry)
+		say(r, "a retried call gets a container of its own behind busy sandboxes");
+	else
+		say(r, "a call waited %lld ms behind busy sandboxes; it gets a container of its own",
+			(long long)(now - c->waiting_since));
 	return s;
 }
 
-/* Starts waiting calls, in order, while there is room. A call can end as it
- * starts (a refusal), which pumps again: that is noted and done here, so
- * that no walk of the list outlives a call it holds. */
+/* Starts waiting calls, in order, while there is room; past a session's
+ * busy call, and with overflow past one passed over (overflow_for). A call
+ * can end as it starts (a refusal), which pumps again: that is noted and
+ * done here, so that no walk of the list outlives a call it holds. */
 static void pump(struct runner *r)
 {
 	if (r->pumping) {
@@ -857,7 +875,7 @@ static void pump(struct runner *r)
 			bool passed = false;
 			struct slot *s = in_turn ? slot_for(r, c, &err) : NULL;
 			if (!s && !err.status)
-				s = overflow_for(r, c, &err, &passed);
+				s = overflow_for(r, c, in_turn, &err, &passed);
 			if (err.status) {
 				/* No sandbox for it: podman itself cannot be started,
 				 * or no room for a session. */
@@ -924,6 +942,7 @@ void runner_drain(struct runner *r, int sig, const char *why, void (*done)(void 
 	r->drained = done;
 	r->drained_data = data;
 	loop_timer_cancel(&r->refill_timer);
+	loop_timer_cancel(&r->overflow_timer);
 	/* Calls that never started end now, in order (their on_done on the
 	 * loop's next look at its timers; the drain is done after them). */
 	for (struct call *c = r->calls; c; c = c->next) {

@@ -43,15 +43,16 @@ struct runner_options {
 	const struct config *cfg; /* the sandboxes' settings; a call may lower its own */
 	const char *who;          /* "mcp", "batch": the front end, in log lines */
 	bool log;                 /* a line on stderr for each event worth one */
-	int running_max;          /* calls at once; more wait, in order */
+	int running_max;          /* calls at once; more wait, in order (but overflow) */
 	int warm;                 /* sandboxes kept ready, 0 to POOL_MAX_SIZE: one-call
 				   * ones (the pool), or with serial, that many of those */
 	int serial;               /* sandboxes that serve call after call; 0: none */
 	/* With serial: a call that has waited behind busy serial sandboxes as
-	 * long as this runner's last sandbox took to start gets a one-call
-	 * sandbox of its own, as a cold run would (at most POOL_MAX_SIZE at
-	 * once, past running_max): behind long calls, the wait for the code's
-	 * start is at most about twice a cold start's (serve). */
+	 * long as this runner's last sandbox took to start, or a retry, gets a
+	 * one-call sandbox of its own, as a cold run would (at most
+	 * POOL_MAX_SIZE containers at once, past running_max): behind long
+	 * calls, the wait for the code's start is at most about twice a cold
+	 * start's (serve). */
 	bool overflow;
 	int sessions_max;         /* sessions open at once */
 	long session_idle_seconds;

@@ -244,8 +244,8 @@ static struct fleet *fleet_for(struct server *srv, const struct config *cfg, con
 	/* Runs past the warm ones wait for one, in order; none warm, one at
 	 * a time, in a container that still serves run after run. A run that
 	 * has waited behind busy ones as long as a container takes to start
-	 * gets one of its own (overflow): a client's run is never held for
-	 * long by another's. */
+	 * gets one of its own (overflow): a client's run is held up by
+	 * another's for about two starts at most. */
 	int serial = fleet_size(srv);
 	struct runner_options ro = {.loop = srv->loop, .host = &f->host, .cfg = &f->cfg,
 		.who = "serve", .log = true, .running_max = serial, .warm = srv->opt.warm,

@@ -483,44 +483,104 @@ os.execv(sys.argv[1], sys.argv[1:])' "$SAGE_SANDBOX" run "$BATS_TEST_TMPDIR/s.sa
 	expect_equal "$(served_runs)" 3
 }
 
-@test "serve - a run behind another client's long run waits as long as a container's start, then runs in one of its own: its output and status, the long run untouched; three at once, each its own" {
+# held_run NAME FD: sage-sandbox run of code that prints "started NAME",
+# then waits for a line on its stdin, a FIFO the test holds open on FD
+# (bats has 3; 7 and up are free) until release NAME FD; $NAME.out,
+# $NAME.err, its pid in $NAME.pid.
+held_run() {
+	mkfifo "$BATS_TEST_TMPDIR/$1.in"
+	eval "exec $2<>\"\$BATS_TEST_TMPDIR/$1.in\""
+	printf '%s\n' 'import sys' "print('started $1', flush=True)" \
+		"print('read', sys.stdin.readline().strip())" >"$BATS_TEST_TMPDIR/$1.sage"
+	"$SAGE_SANDBOX" run --timeout 60 "$BATS_TEST_TMPDIR/$1.sage" <"$BATS_TEST_TMPDIR/$1.in" \
+		>"$BATS_TEST_TMPDIR/$1.out" 2>"$BATS_TEST_TMPDIR/$1.err" &
+	echo $! >"$BATS_TEST_TMPDIR/$1.pid"
+}
+
+# release NAME FD: its line, and its end: 0, "started NAME", "read go".
+release() {
+	local status=0
+	echo go >&"$2"
+	eval "exec $2>&-"
+	wait "$(cat "$BATS_TEST_TMPDIR/$1.pid")" || status=$?
+	expect_equal "$status" 0 "$1's status"
+	expect_equal "$(cat "$BATS_TEST_TMPDIR/$1.out")" "$(printf 'started %s\nread go' "$1")" "$1's stdout"
+	expect_equal "$(cat "$BATS_TEST_TMPDIR/$1.err")" "" "$1's stderr"
+}
+
+@test "serve - a run behind another client's held run waits as long as a container's start, then runs in one of its own: its output and status, the held run untouched; three at once, each its own" {
 	# Every run at the server's --timeout: one kind of settings, one
 	# fleet, one warm sandbox.
-	start_server --warm 1 --timeout 30
-	printf '%s\n' 'import time' 'print("started", flush=True)' 'time.sleep(15)' 'print("slept")' \
-		>"$BATS_TEST_TMPDIR/long.sage"
-	local long status=0
-	"$SAGE_SANDBOX" run --timeout 30 "$BATS_TEST_TMPDIR/long.sage" \
-		>"$BATS_TEST_TMPDIR/long.out" 2>"$BATS_TEST_TMPDIR/long.err" &
-	long=$!
-	wait_for_line "$BATS_TEST_TMPDIR/long.out" '^started$' 60
-	# The server's one sandbox is busy for 15 s more; this run waited for
-	# it.
-	sage 'print(factor(2^64+1))' 0 run --timeout 30
+	start_server --warm 1 --timeout 60
+	held_run long 7
+	wait_for_line "$BATS_TEST_TMPDIR/long.out" '^started long$' 60
+	# The server's one sandbox is busy until the test says; this run
+	# waited for it (and timed out, nothing run).
+	sage 'print(factor(2^64+1))' 0 run --timeout 60
 	expect_equal "$output" "274177 * 67280421310721"
 	expect_equal "$errors" ""
-	kill -0 "$long" # still running: the run above did not wait for it
-	expect_match "$(cat "$log")" "a call waited [0-9]+ ms behind busy sandboxes; it gets a container of its own"
-	wait "$long" || status=$?
-	expect_equal "$status" 0 "the long run's status"
-	expect_equal "$(cat "$BATS_TEST_TMPDIR/long.out")" "$(printf 'started\nslept')"
-	expect_equal "$(cat "$BATS_TEST_TMPDIR/long.err")" ""
+	expect_equal "$(grep -c 'a call waited [0-9]* ms behind busy sandboxes; it gets a container of its own' "$log")" 1
+	release long 7
 
-	# Three at once, one warm sandbox: each its own output.
-	local n pids=()
+	# Three at once, one warm sandbox: all three running at the same time,
+	# so two in containers of their own.
+	held_run one 7
+	held_run two 8
+	held_run three 9
+	local name
+	for name in one two three; do
+		wait_for_line "$BATS_TEST_TMPDIR/$name.out" "^started $name\$" 60
+	done
+	expect_equal "$(grep -c 'a call waited [0-9]* ms behind busy sandboxes' "$log")" 3
+	release one 7
+	release two 8
+	release three 9
+}
+
+@test "serve - a run still waiting at its --timeout, where a container takes longer to start than that, ends 124, nothing run; the server serves on" {
+	# A podman whose sandboxes take 6 s to start: longer than the runs'
+	# --timeout 4, so no run gets a container of its own, and the runs
+	# past the one warm sandbox wait for it.
+	cat >"$BATS_TEST_TMPDIR/podman" <<-EOF
+	#!/bin/sh
+	case " \$* " in *" run "*" serial "|*" run "*" once ") sleep 6 ;; esac
+	exec $(command -v podman) "\$@"
+	EOF
+	chmod +x "$BATS_TEST_TMPDIR/podman"
+	start_server --warm 1 --timeout 4 --podman "$BATS_TEST_TMPDIR/podman"
+	printf '%s\n' 'import time' 'print("started", flush=True)' 'time.sleep(30)' >"$BATS_TEST_TMPDIR/s.sage"
+	# Three runs, one sandbox: the first holds it to its deadline, the
+	# third waits to its own. The second is handed the sandbox that
+	# replaces the first's, still starting, and times out in it, or
+	# waits: either is right.
+	local n pids=() ran=0 waited=0 status before out
+	before=$(served_runs)
 	for n in 1 2 3; do
-		printf '%s\n' 'import time' 'time.sleep(3)' "print($n * 11)" >"$BATS_TEST_TMPDIR/$n.sage"
-		"$SAGE_SANDBOX" run --timeout 30 "$BATS_TEST_TMPDIR/$n.sage" \
+		"$SAGE_SANDBOX" run --timeout 4 --podman "$BATS_TEST_TMPDIR/podman" "$BATS_TEST_TMPDIR/s.sage" \
 			>"$BATS_TEST_TMPDIR/$n.out" 2>"$BATS_TEST_TMPDIR/$n.err" &
 		pids+=($!)
 	done
 	for n in 1 2 3; do
 		status=0
 		wait "${pids[n - 1]}" || status=$?
-		expect_equal "$status" 0 "run $n's status"
-		expect_equal "$(cat "$BATS_TEST_TMPDIR/$n.out")" "$((n * 11))" "run $n's stdout"
-		expect_equal "$(cat "$BATS_TEST_TMPDIR/$n.err")" "" "run $n's stderr"
+		expect_equal "$status" 124 "run $n's status"
+		out=$(cat "$BATS_TEST_TMPDIR/$n.out")
+		case $(cat "$BATS_TEST_TMPDIR/$n.err") in
+		"sage-sandbox: timed out after 4 s waiting for a warm sandbox; nothing was run; raise --timeout, or give the server more sandboxes (serve --warm N)")
+			waited=$((waited + 1))
+			expect_equal "$out" "" "run $n's stdout" ;;
+		"sage-sandbox: timed out after 4 s; the container was stopped; raise --timeout (at most 600)")
+			[ "$out" = started ] && ran=$((ran + 1))
+			[ "$out" = started ] || expect_equal "$out" "" "run $n's stdout" ;;
+		*)
+			expect_equal "$(cat "$BATS_TEST_TMPDIR/$n.err")" "one of the two timeout lines" "run $n's stderr" ;;
+		esac
 	done
+	[ "$ran" -ge 1 ] && [ "$waited" -ge 1 ] || { echo "# $ran ran, $waited timed out waiting" >&2; return 1; }
+	expect_no_match "$(cat "$log")" "behind busy sandboxes"
+	input_file=$BATS_TEST_DIRNAME/../examples/seed.sage run_ss 0 run --timeout 30
+	expect_equal "$errors" ""
+	[ "$(served_runs)" -gt "$before" ]
 }
 
 @test "serve - kill -9 of a client stops its run within a second; kill -9 of the server: its client says so, 125, and cleanup removes what it left" {

@@ -1226,55 +1226,62 @@ static void runner_serial(void)
 		"runner - serial: the drain removes the waiting container; nothing left running");
 }
 
-/* opt.overflow: behind a serial sandbox busy with a long call, the next
- * call waits as long as that sandbox took to start, then gets a one-call
- * container of its own and ends first; without overflow it waits its
- * turn. */
+/* A runner of one serial sandbox, started ahead and ready (its start
+ * time known), for the overflow cases. */
+static struct runner *ready_serial(struct loop *loop, struct host *h, const struct fake *f,
+		bool overflow)
+{
+	*h = (struct host){.image = fake_image, .image_checked = true};
+	snprintf(h->podman, sizeof h->podman, "%.*s", (int)sizeof h->podman - 1, f->podman);
+	struct runner *r = runner_new(&(struct runner_options){.loop = loop, .host = h,
+		.cfg = &cfg, .who = "unit", .running_max = 1, .warm = 1, .serial = 1,
+		.overflow = overflow});
+	for (int i = 0; i < 500 && runner_ready(r) < 1; i++)
+		turn_for(loop, 20);
+	return r;
+}
+
+/* opt.overflow: behind the serial sandbox busy with a long call, b waits
+ * as long as that sandbox took to start, then gets a one-call container
+ * of its own and ends first; without overflow it waits its turn. With
+ * overflow, p ahead of b, whose deadline comes before a container could
+ * start, is passed over (not given one, and b is not held by it), and is
+ * refused at its deadline as a front end does. */
 static void overflow_case(bool overflow)
 {
 	struct fake f;
 	struct host h;
 	struct loop *loop = loop_new();
-	struct front a = {.loop = loop}, b = {.loop = loop};
+	struct front a = {.loop = loop}, b = {.loop = loop}, p = {.loop = loop};
 	const char *name = overflow ? "runner-overflow" : "runner-no-overflow";
 	char what[200];
 	fake_new(&f, name, "run launcher\n");
-	h = (struct host){.image = fake_image, .image_checked = true};
-	snprintf(h.podman, sizeof h.podman, "%.*s", (int)sizeof h.podman - 1, f.podman);
-	struct runner *r = runner_new(&(struct runner_options){.loop = loop, .host = &h,
-		.cfg = &cfg, .who = "unit", .running_max = 1, .serial = 1, .overflow = overflow});
+	struct runner *r = ready_serial(loop, &h, &f, overflow);
 	struct call_spec sa = make_spec(&a, "#sleep 2000", false);
 	struct call_spec sb = make_spec(&b, "7", false);
-	struct call *ca = runner_submit(r, &sa);
-	/* b comes once a runs: a's sandbox has said how long it took to start. */
-	for (int i = 0; i < 400 && !call_started_at(ca); i++)
-		turn_for(loop, 50);
-	/* With overflow, a call whose deadline comes before a container could
-	 * start is passed over (it waits its turn), and b, behind it, is not
-	 * held by it. */
-	struct front p = {.loop = loop};
 	struct call_spec sp = make_spec(&p, "8", false);
 	sp.program.deadline = loop_now_ms() + 1;
+	struct call *ca = runner_submit(r, &sa);
 	struct call *cp = overflow ? runner_submit(r, &sp) : NULL;
 	struct call *cb = runner_submit(r, &sb);
 	turn_until(loop, &b.done, 1, 20000);
-	if (cp)
-		check(p.done == 0, "runner - runner-overflow: a call past its deadline is passed "
-			"over, not given a container");
 	snprintf(what, sizeof what, "runner - %s: the second call %s", name,
 		overflow ? "ends first, cold, in a container of its own" :
 		"waits for the first, and runs warm after it");
 	check(b.done == 1 && strcmp(b.out, "out:7") == 0 && a.done == (overflow ? 0 : 1) &&
 		b.warm == !overflow && fake_count(&f, "run", NULL) == (overflow ? 2 : 1), what);
+	if (cp) {
+		check(p.done == 0 && call_refuse_waiting(cp, &(struct error){.status = EXIT_TIMEOUT}),
+			"runner - runner-overflow: a call whose deadline comes first is passed over, "
+			"still waiting");
+		turn_until(loop, &p.done, 1, 20000);
+		check(p.done == 1 && p.result.exit_code == EXIT_TIMEOUT && p.out[0] == '\0' &&
+			fake_count(&f, "call", "8") == 0,
+			"runner - runner-overflow: refused at its deadline, nothing run");
+	}
 	turn_until(loop, &a.done, 1, 20000);
 	snprintf(what, sizeof what, "runner - %s: the first call's own result", name);
 	check(a.done == 1 && a.result.exit_code == 0 && strcmp(a.out, "out:#sleep 2000") == 0, what);
-	if (cp) {
-		turn_until(loop, &p.done, 1, 20000);
-		check(p.done == 1 && strcmp(p.out, "out:8") == 0 && p.warm &&
-			fake_count(&f, "run", NULL) == 2,
-			"runner - runner-overflow: the call passed over ran in its turn, warm");
-	}
 	call_free(ca);
 	call_free(cb);
 	call_free(cp);
@@ -1282,10 +1289,42 @@ static void overflow_case(bool overflow)
 	check(drain(r, &a) && nothing_left(&f), what);
 }
 
+/* opt.overflow: a call whose serial sandbox broke is retried in an
+ * overflow container, outside the turn: the serial sandbox started in
+ * place of the broken one serves the next call at once, warm, while the
+ * retry runs. */
+static void overflow_retry(void)
+{
+	struct fake f;
+	struct host h;
+	struct loop *loop = loop_new();
+	struct front j = {.loop = loop}, c = {.loop = loop};
+	fake_new(&f, "runner-overflow-retry", "run die-then-launcher\n");
+	struct runner *r = ready_serial(loop, &h, &f, true);
+	struct call_spec sj = make_spec(&j, "#sleep 3000", true);
+	struct call *cj = runner_submit(r, &sj);
+	for (int i = 0; i < 500 && !(call_attempts(cj) == 2 && runner_ready(r) == 1); i++)
+		turn_for(loop, 20);
+	struct call_spec sc = make_spec(&c, "9", false);
+	struct call *cc = runner_submit(r, &sc);
+	turn_until(loop, &c.done, 1, 20000);
+	check(c.done == 1 && strcmp(c.out, "out:9") == 0 && c.warm && j.done == 0,
+		"runner - runner-overflow-retry: the next call runs at once, warm, while the retry runs");
+	turn_until(loop, &j.done, 1, 20000);
+	check(j.done == 1 && j.attempts == 2 && j.result.exit_code == 0 &&
+		strcmp(j.out, "out:#sleep 3000") == 0 && fake_count(&f, "run", NULL) == 3,
+		"runner - runner-overflow-retry: the retry's own result, in a container of its own");
+	call_free(cj);
+	call_free(cc);
+	check(drain(r, &j) && nothing_left(&f),
+		"runner - runner-overflow-retry: drained, nothing left running");
+}
+
 static void runner_overflow(void)
 {
 	overflow_case(true);
 	overflow_case(false);
+	overflow_retry();
 }
 
 /* Runs of the fake (mode warm-crash) that were granted a warm-up. */
