@@ -16,7 +16,7 @@ import re
 import struct
 import sys
 
-from launcher import display, mpmain, parent, warm
+from launcher import deferred, display, mpmain, parent, warm
 
 CALL_HEADER = struct.Struct(">IIIIIq")
 # A call's display flags: show its last expression's value; its files come
@@ -586,6 +586,9 @@ def child_main(pipes, handlers, namespace, preparse_file, session, stale=()):
         filename = "<stdin>" if argv[0] == "-" else argv[0]
         namespace["__file__"] = filename
         sys.argv = argv
+        # The warm-up's imports' filters, as the code's own imports would
+        # add them (a cold call's first, once; a session's first cell's).
+        deferred.install()
         # A session's cells keep what they bound: no copy holds it.
         before = None if session else dict(namespace)
         status = at_code_depth(run_code, code, namespace, filename, preparse_file,

@@ -39,6 +39,7 @@ import re
 import sys
 import time
 
+from launcher import deferred
 from launcher import tmpreset
 
 PREFIX = "sandbox_warm"
@@ -171,6 +172,15 @@ class Traces:
         self.filters = list(warnings.filters)
         self.once = dict(warnings.onceregistry)
         self.saved = None
+        # Which import adds each filter, from the library's start on.
+        self.recorder = deferred.Recorder()
+        try:
+            self._record(name)
+        except BaseException:
+            self.recorder.stop()
+            raise
+
+    def _record(self, name):
         try:
             from sage.all import pari
             self.pari = pari.getrand()
@@ -227,7 +237,9 @@ class Traces:
             rnum, gensyms, facts, names = self.saved
 
             def counters():
-                maxima_lib.eval("%%rnum: %s$ %%rnum_list: []$" % rnum)
+                # Set from Lisp: Maxima's own assignment of an option
+                # variable would add it to myoptions, which a call can print.
+                maxima_lib.lisp("(setq $%%rnum %s $%%rnum_list '((mlist)))" % int(rnum))
                 maxima_lib.lisp("(setq *gensym-counter* %s)" % gensyms)
                 # The names of Sage's Maxima objects: sage0, sage1...
                 maxima_lib._Interface__seq = names
@@ -260,22 +272,26 @@ class Traces:
             attempt("numpy's print options",
                     lambda: sys.modules["numpy"].set_printoptions(**self.numpy_print))
         import warnings
-        # The filters the step added stay: a module's filter comes with its
-        # import (sympy's "once" for its deprecations, scipy's "always" for
-        # its special functions'...), which a call that uses the module
-        # does not repeat, and an import is never undone (a step that
-        # failed keeps what it imported too); put back, the call's
-        # warnings would print as no fresh Sage prints them. What a step
-        # adds that is no import's (a library function that sets a filter
-        # as it runs) stays as well, where a cold call has it only once it
-        # calls that function: no library here does. The rest is as
-        # recorded: a step that removed or reordered one gets the record
-        # back, what it added in front of it (an import that added again a
-        # filter already there moves it to the front in a cold process,
-        # and not here).
+        # The filters the step's imports added (sympy's "once" for its
+        # deprecations, scipy's "always" for its special functions'...)
+        # are held (deferred.py): a call that uses the module does not
+        # import it again, and gets them as its import would have put
+        # them, in front of those the code set before. Dropped, the call's
+        # warnings would print as no fresh Sage prints them; kept here,
+        # the code's filters would go in front of them. What a step adds
+        # that is no import's (a library function that sets a filter as
+        # it runs) stays, where a cold call has it only once it calls that
+        # function: no library here does. The rest is as recorded: a step
+        # that removed or reordered one gets the record back, what stays
+        # in front of it (an import that added again a filter already
+        # there moves it to the front in a cold process, and not here).
+        self.recorder.stop()
         added = [f for f in warnings.filters if f not in self.filters]
-        if [f for f in warnings.filters if f not in added] != self.filters:
-            warnings.filters[:] = added + self.filters
+        stay = self.recorder.hold(added)
+        kept = [f for f in warnings.filters if f not in added or f in stay]
+        if [f for f in kept if f not in stay] != self.filters:
+            kept = stay + self.filters
+        warnings.filters[:] = kept
         # The "printed once" records the step made go: the modules' with
         # the version the filters' change bumps, "once"'s own table put
         # back by hand.

@@ -107,6 +107,30 @@ for n in range(900, 1000):
     except RecursionError:
         break
 print("deepest recursion:", deepest)' >>"$corpus"
+	# The filters the warm-up's imports added come with the code's own
+	# imports, in front of the filters it set before, and not at all
+	# where it imports nothing that adds them (deferred.py): warned, not
+	# raised; raised, not ignored; printed, not silenced. And Maxima's
+	# options as a fresh Maxima lists them (the warm-up's counters put
+	# back from Lisp).
+	python3 -c 'import json, sys; print(json.dumps({"id": "warnings-set-first", "code": sys.argv[1]}))' '
+import warnings
+warnings.simplefilter("error")
+import numpy as np
+def outcome(f):
+    try:
+        f()
+        return "ok"
+    except Warning as e:
+        return type(e).__name__
+print("polyfit:", outcome(lambda: np.polyfit([1, 2, 3], [1, 2, 3], 5)))
+print("matrix:", outcome(lambda: np.matrix([[1, 2]])))
+warnings.resetwarnings()
+warnings.filterwarnings("ignore")
+import scipy.special as sc
+sc.seterr(all="warn")
+print(sc.gamma(-1.0))
+print(maxima_calculus.eval("myoptions"))' >>"$corpus"
 	# Cold: below --memory 1g no template is warmed, and each job runs as
 	# a run does, in a child forked from a launcher that only imported Sage.
 	run_ss 0 batch --memory 768m --jobs 2 --order input "$corpus"
@@ -120,7 +144,7 @@ print("deepest recursion:", deepest)' >>"$corpus"
 	# threads' names and the room to recurse.
 	local id
 	for id in solve-free-two desolve-second integrate-parameter symbol-order descriptors \
-		thread-names recursion-room; do
+		thread-names recursion-room warnings-set-first; do
 		python3 -c 'import json, sys
 for line in open(sys.argv[1]):
     j = json.loads(line)

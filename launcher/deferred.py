@@ -1,0 +1,150 @@
+# launcher/deferred.py: the warnings filters that the warm-up's imports
+# added, held back from the template and added to a call's filters when
+# its code imports what added them, as a cold call's import would.
+#
+# A module's import adds its filters in front of those there (scipy's
+# "always" for its special functions' warnings, numpy's for RankWarning,
+# scipy.sparse's "ignore" for numpy's matrix warning, sympy's "once"...).
+# In a cold call that happens only if the code imports the module, and
+# then after the filters the code set before: code that starts with
+# warnings.simplefilter("error") or filterwarnings("ignore") (common in
+# model-written code) still has scipy's "always" in front of it once it
+# imports scipy.special, and has no scipy.sparse filter at all where it
+# never imports scipy. A warm call's modules were imported by the warm-up,
+# before the code: had their filters stayed in the template, every call
+# would have them, behind its own, and the same code would raise where a
+# cold call warns, or be silent where it raises.
+#
+# So each filter a warm-up step's import added is held here, with the
+# modules whose import added it: the module that set it and those whose
+# import was importing it then (an import of any of them, cold, would
+# have added it). A call has none of them until an import statement (the
+# code's, or a library's in Python) or importlib.import_module names one
+# of those modules; then they are added as that import would have added
+# them. Not seen: an import made from C (Cython's) or by a module's lazy
+# attribute; a filter only such an import would add is missing from the
+# call, as it is from a cold call that never imports its module.
+import builtins
+import importlib
+import sys
+import warnings
+
+# (filter as warnings.filters holds it, appended, frozenset of module
+# names), in the order the warm-up's imports added them.
+HELD = []
+
+_pending = []    # a call's held filters whose module it has not imported
+_own = {}        # the functions wrapped, to put back once none is pending
+_installed = []  # once per process: a session's later cells find it done
+
+
+def importing_modules(frame):
+    """The modules whose import is under way at frame: each module-level
+    code object on the stack, innermost first; none of the launcher's."""
+    names = []
+    while frame is not None:
+        if frame.f_code.co_name == "<module>":
+            name = frame.f_globals.get("__name__")
+            if isinstance(name, str) and name != "__main__" and \
+                    name.split(".")[0] != "launcher":
+                names.append(name)
+        frame = frame.f_back
+    return names
+
+
+class Recorder:
+    """While a warm-up step runs: which import added each filter. The
+    filters themselves are added as ever; hold() then takes them out of
+    the template's."""
+
+    def __init__(self):
+        self.added = {}
+        self.own = getattr(warnings, "_add_filter", None)
+        if self.own is None:
+            return  # another warnings module: nothing is held
+
+        def add_filter(*item, append):
+            modules = importing_modules(sys._getframe(1))
+            self.own(*item, append=append)
+            if modules:
+                self.added[tuple(item)] = (append, frozenset(modules))
+        warnings._add_filter = add_filter
+
+    def stop(self):
+        if self.own is not None:
+            warnings._add_filter = self.own
+
+    def hold(self, added):
+        """Of added (the filters the step added, in the list's order), those
+        an import added, held; returns the rest, which stay."""
+        stay = []
+        for item in added:
+            how = self.added.get(tuple(item))
+            if how is None:
+                stay.append(item)
+                continue
+            HELD[:] = [h for h in HELD if h[0] != item]
+            HELD.append((item,) + how)
+        return stay
+
+
+def _imported(name, globals_, fromlist, level):
+    """The modules an import statement names (its package's, for a
+    relative one), its from-list's as submodules too."""
+    if level:
+        package = (globals_ or {}).get("__package__") or ""
+        parts = package.rsplit(".", level - 1)
+        base = parts[0] if len(parts) == level else ""
+        name = base + "." + name if name else base
+    names = {name}
+    for item in fromlist or ():
+        if isinstance(item, str) and item != "*":
+            names.add(name + "." + item)
+    return names
+
+
+def _arrive(names):
+    """The pending filters an import of names adds, added as it would add
+    them: each in front (or at the end, appended), in the order the
+    warm-up's imports added them."""
+    arrived = [h for h in _pending if h[2] & names]
+    if not arrived:
+        return
+    _pending[:] = [h for h in _pending if not h[2] & names]
+    for item, append, _ in arrived:
+        warnings._add_filter(*item, append=append)
+    if not _pending:
+        for (module, attribute), own in _own.items():
+            setattr(module, attribute, own)
+        _own.clear()
+
+
+def install():
+    """In a call's process, before its code: the held filters wait for the
+    code's imports (see the opening comment). Nothing where none is
+    held."""
+    if not HELD or _installed or not hasattr(warnings, "_add_filter"):
+        return
+    _installed.append(True)
+    _pending[:] = HELD
+    own_import, own_import_module = builtins.__import__, importlib.import_module
+
+    def import_(name, globals=None, locals=None, fromlist=(), level=0):
+        module = own_import(name, globals, locals, fromlist, level)
+        if _pending:
+            try:
+                _arrive(_imported(name, globals, fromlist, level))
+            except Exception:
+                pass
+        return module
+
+    def import_module(name, package=None):
+        module = own_import_module(name, package)
+        if _pending:
+            _arrive({module.__name__})
+        return module
+
+    _own.update({(builtins, "__import__"): own_import,
+                 (importlib, "import_module"): own_import_module})
+    builtins.__import__ = import_
+    importlib.import_module = import_module

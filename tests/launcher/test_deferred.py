@@ -1,0 +1,130 @@
+# tests/launcher/test_deferred.py: the filters a warm-up step's import adds,
+# held back from the template and added to a call's filters as the call's
+# own import would add them: none until the code imports the module (or a
+# module whose import imported it), then in front of the code's. Each case
+# runs in a forked child: it changes builtins.__import__ and the warnings
+# module.
+import importlib
+import os
+import sys
+import unittest
+import warnings
+
+from launcher import deferred, warm
+
+from .support import in_child, temporary_directory
+
+
+def message(item):
+    return item[1].pattern if item[1] is not None else None
+
+
+class DeferredTest(unittest.TestCase):
+    def setUp(self):
+        # A package whose submodule adds a filter as it is imported, as
+        # scipy.special does ("always" for its own warnings).
+        self.root = temporary_directory(self)
+        os.mkdir(os.path.join(self.root, "probepkg"))
+        with open(os.path.join(self.root, "probepkg", "__init__.py"), "w") as f:
+            f.write("")
+        with open(os.path.join(self.root, "probepkg", "special.py"), "w") as f:
+            f.write("import warnings\n"
+                    "warnings.filterwarnings('always', message='probe says')\n"
+                    "def say():\n"
+                    "    warnings.warn('probe says', UserWarning)\n")
+        with open(os.path.join(self.root, "probepkg", "user.py"), "w") as f:
+            f.write("from probepkg import special\n")
+
+    def warmed(self, step_imports="probepkg.user"):
+        """In the child: the step imported step_imports; returns the
+        template's filters after it."""
+        sys.path.insert(0, self.root)
+        warnings.simplefilter("default")
+        warm.run_step("probe", lambda: importlib.import_module(step_imports))
+        return list(warnings.filters)
+
+    def test_the_step_holds_the_filter_its_import_added_with_the_importing_modules(self):
+        def case():
+            filters = self.warmed()
+            return ([message(f) for f in filters],
+                    [(message(item), append, sorted(modules))
+                     for item, append, modules in deferred.HELD])
+        filters, held = in_child(case)
+        self.assertNotIn("probe says", filters)
+        # Not probepkg: its own import (over before user's began) imports
+        # no special, cold.
+        self.assertEqual(held, [("probe says", False, ["probepkg.special", "probepkg.user"])])
+
+    def test_a_filter_the_code_set_first_stays_behind_it_as_behind_a_cold_import(self):
+        def case():
+            self.warmed()
+            deferred.install()
+            warnings.simplefilter("error")       # the code's first line
+            import probepkg.special               # then its import
+            with warnings.catch_warnings(record=True) as seen:
+                probepkg.special.say()            # warned, not raised
+            after = [f[0] for f in warnings.filters[:2]]
+            return [str(w.message) for w in seen], after
+        seen, first = in_child(case)
+        self.assertEqual(seen, ["probe says"])
+        self.assertEqual(first, ["always", "error"])
+
+    def test_a_filter_the_code_sets_after_the_import_goes_in_front(self):
+        def case():
+            self.warmed()
+            deferred.install()
+            from probepkg import user             # imports special, cold
+            warnings.simplefilter("error")
+            try:
+                user.special.say()
+            except UserWarning as e:
+                return "raised: %s" % e
+            return "warned"
+        self.assertEqual(in_child(case), "raised: probe says")
+
+    def test_a_call_that_never_imports_it_has_none_of_it(self):
+        def case():
+            self.warmed()
+            deferred.install()
+            import json  # noqa: F401
+            import probepkg  # noqa: F401  (its __init__ imports no special)
+            warnings.simplefilter("error")
+            try:
+                warnings.warn("probe says", UserWarning)  # as numpy's own, say
+            except UserWarning:
+                return "raised", builtins_wrapped()
+            return "warned", builtins_wrapped()
+        self.assertEqual(in_child(case), ("raised", True))
+
+    def test_resetwarnings_before_the_import_and_import_module_the_wrappers_go_once_imported(self):
+        def case():
+            self.warmed()
+            deferred.install()
+            warnings.resetwarnings()
+            after_reset = [message(f) for f in warnings.filters]
+            importlib.import_module("probepkg.special")
+            return after_reset, [message(f) for f in warnings.filters], builtins_wrapped()
+        after_reset, after_import, wrapped = in_child(case)
+        self.assertEqual((after_reset, after_import, wrapped), ([], ["probe says"], False))
+
+    def test_a_relative_import_names_its_package(self):
+        self.assertEqual(deferred._imported("special", {"__package__": "probepkg"}, (), 1),
+                         {"probepkg.special"})
+        self.assertEqual(deferred._imported("", {"__package__": "probepkg.sub"}, ("special",), 2),
+                         {"probepkg", "probepkg.special"})
+
+    def test_a_filter_no_import_added_stays_in_the_template(self):
+        def case():
+            warnings.simplefilter("default")
+            warm.run_step("plain", lambda: warnings.filterwarnings("always", message="plain"))
+            return message(warnings.filters[0]), len(deferred.HELD)
+        self.assertEqual(in_child(case), ("plain", 0))
+
+
+def builtins_wrapped():
+    import builtins
+    return builtins.__import__.__module__ == "launcher.deferred"
+
+
+if __name__ == "__main__":
+    unittest.main()
