@@ -34,6 +34,8 @@ import warnings
 HELD = []
 
 _pending = []    # a call's held filters whose module it has not imported
+_watched = set()  # the modules of _pending's filters: an import of one adds some
+_parents = set()  # their packages: a from-import of one may name one
 _own = {}        # the functions wrapped, to put back once none is pending
 _installed = []  # once per process: a session's later cells find it done
 
@@ -103,6 +105,13 @@ def _imported(name, globals_, fromlist, level):
     return names
 
 
+def _watch():
+    _watched.clear()
+    _watched.update(*(h[2] for h in _pending))
+    _parents.clear()
+    _parents.update(name.rpartition(".")[0] for name in _watched)
+
+
 def _arrive(names):
     """The pending filters an import of names adds, added as it would add
     them: each in front (or at the end, appended), in the order the
@@ -111,6 +120,7 @@ def _arrive(names):
     if not arrived:
         return
     _pending[:] = [h for h in _pending if not h[2] & names]
+    _watch()
     for item, append, _ in arrived:
         warnings._add_filter(*item, append=append)
     if not _pending:
@@ -127,11 +137,14 @@ def install():
         return
     _installed.append(True)
     _pending[:] = HELD
+    _watch()
     own_import, own_import_module = builtins.__import__, importlib.import_module
 
     def import_(name, globals=None, locals=None, fromlist=(), level=0):
         module = own_import(name, globals, locals, fromlist, level)
-        if _pending:
+        # Every import statement comes here: the common one (absolute, of
+        # no watched module) is told by one lookup.
+        if _pending and (level or name in _watched or (fromlist and name in _parents)):
             try:
                 _arrive(_imported(name, globals, fromlist, level))
             except Exception:
