@@ -293,7 +293,7 @@ def run_code(source, namespace, filename, preparse_file, show_last=False):
                 # The code's own, from compile(): not one its code raised.
                 value = users_syntax_error(e, text, filename)
                 kind, shown = type(value), None
-            traceback.print_exception(kind, value, shown)
+            traceback.print_exception(kind, value, deferred.unhooked(value, shown))
             if isinstance(e, (FileNotFoundError, ModuleNotFoundError)) or (
                     isinstance(e, OSError) and "did not find file" in str(e)):
                 sys.stderr.write(MISSING_FILE_NOTE)
@@ -316,7 +316,8 @@ def tell_in_users_lines():
         name = args.thread.name if args.thread is not None else threading.get_ident()
         try:
             print("Exception in thread %s:" % name, file=sys.stderr, flush=True)
-            traceback.print_exception(args.exc_type, args.exc_value, args.exc_traceback)
+            traceback.print_exception(args.exc_type, args.exc_value,
+                                      deferred.unhooked(args.exc_value, args.exc_traceback))
             sys.stderr.flush()
         except BaseException:
             pass
@@ -327,7 +328,8 @@ def tell_in_users_lines():
             if u.object is not None:
                 what = "%s: %r" % (what, u.object)
             print(what, file=sys.stderr)
-            traceback.print_exception(u.exc_type, u.exc_value, u.exc_traceback)
+            traceback.print_exception(u.exc_type, u.exc_value,
+                                      deferred.unhooked(u.exc_value, u.exc_traceback))
             sys.stderr.flush()
         except BaseException:
             pass

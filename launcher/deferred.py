@@ -24,6 +24,12 @@
 # them. Not seen: an import made from C (Cython's) or by a module's lazy
 # attribute; a filter only such an import would add is missing from the
 # call, as it is from a cold call that never imports its module.
+#
+# The hook is a Python function: a failing import (a module the image
+# lacks) raises through its frame. The tracebacks the launcher prints (the
+# code's uncaught error, a thread's, an unraisable one) leave it out
+# (unhooked), as a cold call's has no such frame; one the code formats
+# itself still shows it.
 import builtins
 import importlib
 import sys
@@ -38,6 +44,7 @@ _watched = set()  # the modules of _pending's filters: an import of one adds som
 _parents = set()  # their packages: a from-import of one may name one
 _own = {}        # the functions wrapped, to put back once none is pending
 _installed = []  # once per process: a session's later cells find it done
+_hook_codes = set()  # the hooks' code: their frames in a traceback are not shown
 
 
 def importing_modules(frame):
@@ -157,7 +164,35 @@ def install():
             _arrive({module.__name__})
         return module
 
+    _hook_codes.update((import_.__code__, import_module.__code__))
     _own.update({(builtins, "__import__"): own_import,
                  (importlib, "import_module"): own_import_module})
     builtins.__import__ = import_
     importlib.import_module = import_module
+
+
+def unhooked(value, tb):
+    """tb, the traceback of exception value, without the import hooks'
+    frames, and so the tracebacks of the exceptions chained to value (its
+    cause, its context), in place."""
+    def strip(tb):
+        while tb is not None and tb.tb_frame.f_code in _hook_codes:
+            tb = tb.tb_next
+        at = tb
+        while at is not None and at.tb_next is not None:
+            if at.tb_next.tb_frame.f_code in _hook_codes:
+                at.tb_next = at.tb_next.tb_next
+            else:
+                at = at.tb_next
+        return tb
+    if not _hook_codes:
+        return tb
+    seen = set()
+    chained = value
+    while chained is not None and id(chained) not in seen:
+        seen.add(id(chained))
+        for each in (chained.__cause__, chained.__context__):
+            if each is not None and each.__traceback__ is not None:
+                each.__traceback__ = strip(each.__traceback__)
+        chained = chained.__cause__ or chained.__context__
+    return strip(tb)

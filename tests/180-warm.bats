@@ -131,6 +131,14 @@ import scipy.special as sc
 sc.seterr(all="warn")
 print(sc.gamma(-1.0))
 print(maxima_calculus.eval("myoptions"))' >>"$corpus"
+	# A failing import's traceback: no frame of the launcher's hook that
+	# waits for those imports.
+	python3 -c 'import json, sys; print(json.dumps({"id": "import-missing", "code": sys.argv[1]}))' '
+try:
+    from scipy import no_such_part
+except ImportError as e:
+    print("caught:", e)
+import no_such_module_here' >>"$corpus"
 	# Cold: below --memory 1g no template is warmed, and each job runs as
 	# a run does, in a child forked from a launcher that only imported Sage.
 	run_ss 0 batch --memory 768m --jobs 2 --order input "$corpus"
@@ -144,7 +152,7 @@ print(maxima_calculus.eval("myoptions"))' >>"$corpus"
 	# threads' names and the room to recurse.
 	local id
 	for id in solve-free-two desolve-second integrate-parameter symbol-order descriptors \
-		thread-names recursion-room warnings-set-first; do
+		thread-names recursion-room warnings-set-first import-missing; do
 		python3 -c 'import json, sys
 for line in open(sys.argv[1]):
     j = json.loads(line)

@@ -107,6 +107,27 @@ class DeferredTest(unittest.TestCase):
         after_reset, after_import, wrapped = in_child(case)
         self.assertEqual((after_reset, after_import, wrapped), ([], ["probe says"], False))
 
+    def test_a_traceback_through_a_failing_import_shows_no_frame_of_the_hook(self):
+        def case():
+            import contextlib
+            import io
+            from launcher import child
+            self.warmed()
+            deferred.install()
+            err = io.StringIO()
+            namespace = {"__name__": "__main__", "__builtins__": __builtins__}
+            source = b"try:\n    import probepkg.absent\nexcept ImportError as e:\n" \
+                b"    raise RuntimeError('wrapped') from e\n"
+            with contextlib.redirect_stderr(err):
+                status = child.run_code(source, namespace, "t.sage", lambda text: text)
+            return status, err.getvalue()
+        status, err = in_child(case)
+        self.assertEqual(status, 1)
+        self.assertIn("ModuleNotFoundError: No module named 'probepkg.absent'", err)
+        self.assertIn("RuntimeError: wrapped", err)
+        self.assertNotIn("deferred", err)
+        self.assertEqual(err.count('File "'), 2)  # t.sage's line 2, then line 4
+
     def test_a_relative_import_names_its_package(self):
         self.assertEqual(deferred._imported("special", {"__package__": "probepkg"}, (), 1),
                          {"probepkg.special"})
