@@ -20,16 +20,23 @@
 # import was importing it then (an import of any of them, cold, would
 # have added it). A call has none of them until an import statement (the
 # code's, or a library's in Python) or importlib.import_module names one
-# of those modules; then they are added as that import would have added
-# them. Not seen: an import made from C (Cython's) or by a module's lazy
-# attribute; a filter only such an import would add is missing from the
-# call, as it is from a cold call that never imports its module.
+# of those modules or a package of one (a cold import imports the package
+# first); then they are added as that import would have added them, in
+# the order the warm-up's imports added them. Not seen: an import made
+# from C (Cython's) or by a package's lazy attribute (scipy.special after
+# import scipy), and a module that a cold import of another would import
+# too (cold, import scipy.special imports numpy; warm, numpy's filters
+# wait for an import that names numpy); a filter only such an import
+# would add is missing from the call, as from a cold call that never
+# imports its module.
 #
-# The hook is a Python function: a failing import (a module the image
-# lacks) raises through its frame. The tracebacks the launcher prints (the
-# code's uncaught error, a thread's, an unraisable one) leave it out
-# (unhooked), as a cold call's has no such frame; one the code formats
-# itself still shows it.
+# The hooks are Python functions, seen in place of builtins.__import__ and
+# importlib.import_module while a filter waits. A failing import (a module
+# the image lacks) raises through a hook's frame: the tracebacks the
+# launcher prints (the code's uncaught error, a thread's, an unraisable
+# one) leave it out (unhooked), as a cold call's has no such frame; one
+# the code formats itself shows it. A module's warning with a stacklevel
+# passes over it (the hooks' filename, below).
 import builtins
 import importlib
 import sys
@@ -41,7 +48,7 @@ HELD = []
 
 _pending = []    # a call's held filters whose module it has not imported
 _watched = set()  # the modules of _pending's filters: an import of one adds some
-_parents = set()  # their packages: a from-import of one may name one
+_tops = set()     # their top-level packages: an import of no other's adds none
 _own = {}        # the functions wrapped, to put back once none is pending
 _installed = []  # once per process: a session's later cells find it done
 _hook_codes = set()  # the hooks' code: their frames in a traceback are not shown
@@ -76,7 +83,7 @@ class Recorder:
             modules = importing_modules(sys._getframe(1))
             self.own(*item, append=append)
             if modules:
-                self.added[tuple(item)] = (append, frozenset(modules))
+                self.added[tuple(item)] = (len(self.added), append, frozenset(modules))
         warnings._add_filter = add_filter
 
     def stop(self):
@@ -86,37 +93,43 @@ class Recorder:
     def hold(self, added):
         """Of added (the filters the step added, in the list's order), those
         an import added, held; returns the rest, which stay."""
-        stay = []
+        stay, held = [], []
         for item in added:
             how = self.added.get(tuple(item))
             if how is None:
                 stay.append(item)
-                continue
+            else:
+                held.append((how[0], item, how[1], how[2]))
+        # In the order the imports added them (the list has the last first).
+        for _, item, append, modules in sorted(held, key=lambda h: h[0]):
             HELD[:] = [h for h in HELD if h[0] != item]
-            HELD.append((item,) + how)
+            HELD.append((item, append, modules))
         return stay
 
 
 def _imported(name, globals_, fromlist, level):
-    """The modules an import statement names (its package's, for a
-    relative one), its from-list's as submodules too."""
+    """The modules an import statement imports, cold: those it names (its
+    package's, for a relative one), its from-list's as submodules too, and
+    the packages of each, which an import imports first."""
     if level:
         package = (globals_ or {}).get("__package__") or ""
         parts = package.rsplit(".", level - 1)
         base = parts[0] if len(parts) == level else ""
         name = base + "." + name if name else base
-    names = {name}
-    for item in fromlist or ():
-        if isinstance(item, str) and item != "*":
-            names.add(name + "." + item)
+    named = [name] + [name + "." + item for item in fromlist or ()
+                      if isinstance(item, str) and item != "*"]
+    names = set()
+    for each in named:
+        parts = each.split(".")
+        names.update(".".join(parts[:n]) for n in range(1, len(parts) + 1))
     return names
 
 
 def _watch():
     _watched.clear()
     _watched.update(*(h[2] for h in _pending))
-    _parents.clear()
-    _parents.update(name.rpartition(".")[0] for name in _watched)
+    _tops.clear()
+    _tops.update(name.partition(".")[0] for name in _watched)
 
 
 def _arrive(names):
@@ -150,8 +163,8 @@ def install():
     def import_(name, globals=None, locals=None, fromlist=(), level=0):
         module = own_import(name, globals, locals, fromlist, level)
         # Every import statement comes here: the common one (absolute, of
-        # no watched module) is told by one lookup.
-        if _pending and (level or name in _watched or (fromlist and name in _parents)):
+        # no watched module's package) is told by one lookup.
+        if _pending and (level or name.partition(".")[0] in _tops):
             try:
                 _arrive(_imported(name, globals, fromlist, level))
             except Exception:
@@ -164,6 +177,13 @@ def install():
             _arrive({module.__name__})
         return module
 
+    # A module's warning with a stacklevel names the line that imported
+    # it: Python's warnings pass over importlib's own frames (a filename
+    # with "importlib" and "_bootstrap" in it), and so over the hooks', as
+    # a cold call has no frame there.
+    for hook in (import_, import_module):
+        hook.__code__ = hook.__code__.replace(
+            co_filename="<frozen importlib._bootstrap: sage-sandbox's import hook>")
     _hook_codes.update((import_.__code__, import_module.__code__))
     _own.update({(builtins, "__import__"): own_import,
                  (importlib, "import_module"): own_import_module})

@@ -34,6 +34,19 @@ class DeferredTest(unittest.TestCase):
                     "    warnings.warn('probe says', UserWarning)\n")
         with open(os.path.join(self.root, "probepkg", "user.py"), "w") as f:
             f.write("from probepkg import special\n")
+        # A package that adds two filters as it is imported (numpy's
+        # RankWarning and "size changed" ones), with a submodule; and a
+        # module that warns as it is imported (scipy.odr's deprecation).
+        os.mkdir(os.path.join(self.root, "twopkg"))
+        with open(os.path.join(self.root, "twopkg", "__init__.py"), "w") as f:
+            f.write("import warnings\n"
+                    "warnings.filterwarnings('ignore', message='first added')\n"
+                    "warnings.filterwarnings('always', message='second added')\n")
+        with open(os.path.join(self.root, "twopkg", "sub.py"), "w") as f:
+            f.write("")
+        with open(os.path.join(self.root, "probepkg", "old.py"), "w") as f:
+            f.write("import warnings\n"
+                    "warnings.warn('probepkg.old is deprecated', DeprecationWarning, stacklevel=2)\n")
 
     def warmed(self, step_imports="probepkg.user"):
         """In the child: the step imported step_imports; returns the
@@ -128,11 +141,34 @@ class DeferredTest(unittest.TestCase):
         self.assertNotIn("deferred", err)
         self.assertEqual(err.count('File "'), 2)  # t.sage's line 2, then line 4
 
+    def test_a_submodules_import_adds_its_packages_filters_in_the_order_they_were_added(self):
+        def case():
+            sys.path.insert(0, self.root)
+            warnings.simplefilter("default")
+            warm.run_step("two", lambda: importlib.import_module("twopkg"))
+            deferred.install()
+            warnings.simplefilter("error")
+            import twopkg.sub  # noqa: F401  (twopkg first, as cold)
+            return [message(f) for f in warnings.filters[:3]]
+        self.assertEqual(in_child(case), ["second added", "first added", None])
+
+    def test_a_warning_of_a_modules_import_names_the_line_that_imported_it(self):
+        def case():
+            self.warmed()
+            deferred.install()
+            namespace = {"__name__": "__main__", "__builtins__": __builtins__}
+            with warnings.catch_warnings(record=True) as seen:
+                warnings.simplefilter("always")
+                exec(compile("import probepkg.old\n", "t.sage", "exec"), namespace)
+            return [(w.filename, w.lineno, str(w.message)) for w in seen]
+        self.assertEqual(in_child(case), [("t.sage", 1, "probepkg.old is deprecated")])
+
     def test_a_relative_import_names_its_package(self):
         self.assertEqual(deferred._imported("special", {"__package__": "probepkg"}, (), 1),
-                         {"probepkg.special"})
+                         {"probepkg", "probepkg.special"})
         self.assertEqual(deferred._imported("", {"__package__": "probepkg.sub"}, ("special",), 2),
                          {"probepkg", "probepkg.special"})
+        self.assertEqual(deferred._imported("a.b", None, ("c", "*"), 0), {"a", "a.b", "a.b.c"})
 
     def test_a_filter_no_import_added_stays_in_the_template(self):
         def case():
