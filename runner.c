@@ -771,8 +771,9 @@ static struct slot *slot_for(struct runner *r, struct call *c, struct error *err
 			snprintf(s->session, sizeof s->session, "%s", c->spec.session);
 		return s;
 	}
-	/* With overflow, a retry gets an overflow sandbox, outside the turn. */
-	if (r->opt.overflow && c->attempts > 0)
+	/* With overflow, a retry gets an overflow sandbox, outside the turn;
+	 * at their bound, one of its own in turn. */
+	if (r->opt.overflow && c->attempts > 0 && count_overflow(r) < POOL_MAX_SIZE)
 		return NULL;
 	bool serial = r->opt.serial > 0 && c->attempts == 0 &&
 		r->serial_failures < SERIAL_START_FAILURES;
@@ -814,11 +815,11 @@ static struct slot *overflow_for(struct runner *r, struct call *c, bool in_turn,
 {
 	err->status = 0;
 	*passed = false;
-	if (!r->opt.overflow || c->spec.session || r->start_ms == 0 ||
-	    count_overflow(r) >= POOL_MAX_SIZE)
+	bool retry = c->attempts > 0; /* its deadline is made anew as it starts */
+	if (!r->opt.overflow || c->spec.session || count_overflow(r) >= POOL_MAX_SIZE ||
+	    (!retry && r->start_ms == 0))
 		return NULL;
 	int64_t now = loop_now_ms();
-	bool retry = c->attempts > 0; /* its deadline is made anew as it starts */
 	if (!retry) {
 		if (c->spec.program.deadline && now + r->start_ms >= c->spec.program.deadline) {
 			*passed = true;

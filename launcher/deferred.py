@@ -1,57 +1,70 @@
 # launcher/deferred.py: the warnings filters that the warm-up's imports
-# added, held back from the template and added to a call's filters when
-# its code imports what added them, as a cold call's import would.
+# added, which a warm call's code that sets filters of its own gets as a
+# cold call's imports would add them.
 #
 # A module's import adds its filters in front of those there (scipy's
 # "always" for its special functions' warnings, numpy's for RankWarning,
 # scipy.sparse's "ignore" for numpy's matrix warning, sympy's "once"...).
-# In a cold call that happens only if the code imports the module, and
-# then after the filters the code set before: code that starts with
+# In a cold call that happens when the code imports the module, after the
+# filters the code set before: code that starts with
 # warnings.simplefilter("error") or filterwarnings("ignore") (common in
 # model-written code) still has scipy's "always" in front of it once it
 # imports scipy.special, and has no scipy.sparse filter at all where it
 # never imports scipy. A warm call's modules were imported by the warm-up,
-# before the code: had their filters stayed in the template, every call
-# would have them, behind its own, and the same code would raise where a
-# cold call warns, or be silent where it raises.
+# before the code, with their filters: the code's own would go in front of
+# them, and the same code would raise where a cold call warns, or be
+# silent where it raises.
 #
-# So each filter a warm-up step's import added is held here, with the
-# modules whose import added it: the module that set it and those whose
-# import was importing it then (an import of any of them, cold, would
-# have added it). A call has none of them until an import statement (the
-# code's, or a library's in Python) or importlib.import_module names one
-# of those modules or a package of one (a cold import imports the package
-# first); then they are added as that import would have added them, in
-# the order the warm-up's imports added them. Not seen: an import made
-# from C (Cython's) or by a package's lazy attribute (scipy.special after
-# import scipy), and a module that a cold import of another would import
-# too (cold, import scipy.special imports numpy; warm, numpy's filters
-# wait for an import that names numpy); a filter only such an import
-# would add is missing from the call, as from a cold call that never
-# imports its module.
+# So each filter a warm-up step's import added is recorded here (held),
+# with the modules whose import added it: the module that set it and
+# those whose import was importing it then (an import of any of them,
+# cold, would have added it). The template keeps the filters where the
+# imports put them, and so does a call, for as long as its code sets no
+# filter: code that leaves the filters alone sees what a cold call sees
+# once it has imported those modules, which it does, from Sage's Cython
+# too, wherever their warnings can come. When the code first sets one
+# (simplefilter, filterwarnings, resetwarnings), the held filters whose
+# modules it has not imported leave the list; an import statement (the
+# code's, or a library's in Python) or importlib.import_module that names
+# one of those modules or a package of one (a cold import imports the
+# package first) adds them back as that import would, in front, in the
+# order the warm-up's imports added them. Not seen after that point: an
+# import made from C (Cython's) or by a package's lazy attribute
+# (scipy.special after import scipy), and a module that a cold import of
+# another would import too (cold, import scipy.special imports numpy;
+# warm, numpy's filters wait for an import that names numpy): the filters
+# only such an import would add are missing.
 #
 # The hooks are Python functions, seen in place of builtins.__import__ and
-# importlib.import_module while a filter waits. A failing import (a module
-# the image lacks) raises through a hook's frame: the tracebacks the
-# launcher prints (the code's uncaught error, a thread's, an unraisable
-# one) leave it out (unhooked), as a cold call's has no such frame; one
-# the code formats itself shows it. A module's warning with a stacklevel
-# passes over it (the hooks' filename, below).
+# importlib.import_module while a filter waits (named as those). A failing
+# import (a module the image lacks) raises through a hook's frame: the
+# tracebacks the launcher prints (the code's uncaught error, a thread's, an
+# unraisable one) leave it out (unhooked), as a cold call's has no such
+# frame; one the code formats itself shows it. A module's warning with a
+# stacklevel passes over it (the hooks' filename, below).
 import builtins
+import functools
 import importlib
+import importlib.util
 import sys
+import threading
 import warnings
 
-# (filter as warnings.filters holds it, appended, frozenset of module
-# names), in the order the warm-up's imports added them.
+# (filter as warnings.filters holds it, appended, frozenset of the names of
+# the modules whose import added it), in the order the warm-up's imports
+# added them.
 HELD = []
 
-_pending = []    # a call's held filters whose module it has not imported
-_watched = set()  # the modules of _pending's filters: an import of one adds some
-_tops = set()     # their top-level packages: an import of no other's adds none
-_own = {}        # the functions wrapped, to put back once none is pending
-_installed = []  # once per process: a session's later cells find it done
+_pending = []     # a call's held filters whose module it has not imported
+_watched = frozenset()  # the modules of _pending's filters: an import of one adds some
+_tops = frozenset()     # their top-level packages: an import of no other's adds none
+_own = {}         # (module, attribute): the function the hook replaced
+_hooks = {}       # attribute: the hook in its place
+_own_add = []     # warnings' own _add_filter, once installed
 _hook_codes = set()  # the hooks' code: their frames in a traceback are not shown
+_installed = []   # once per process: a session's later cells find it done
+_waiting = []     # the code set a filter: the pending ones left the list
+_lock = threading.RLock()  # threads of the code may import at once
 
 
 def importing_modules(frame):
@@ -69,9 +82,8 @@ def importing_modules(frame):
 
 
 class Recorder:
-    """While a warm-up step runs: which import added each filter. The
-    filters themselves are added as ever; hold() then takes them out of
-    the template's."""
+    """While a warm-up step runs: which imports added each filter (the
+    filters themselves are added as ever), then held in HELD."""
 
     def __init__(self):
         self.added = {}
@@ -83,28 +95,30 @@ class Recorder:
             modules = importing_modules(sys._getframe(1))
             self.own(*item, append=append)
             if modules:
-                self.added[tuple(item)] = (len(self.added), append, frozenset(modules))
+                # Added again by another import (numpy's "size changed"
+                # filters are added by more than one package): an import
+                # of either adds it, cold.
+                order, _, before = self.added.get(item, (len(HELD) + len(self.added), 0, ()))
+                self.added[item] = (order, append, frozenset(before) | frozenset(modules))
         warnings._add_filter = add_filter
 
     def stop(self):
         if self.own is not None:
             warnings._add_filter = self.own
+            self.own = None
 
     def hold(self, added):
-        """Of added (the filters the step added, in the list's order), those
-        an import added, held; returns the rest, which stay."""
-        stay, held = [], []
+        """Of added (the filters the step added), those an import added
+        are held, in the order they were added; they stay in the list."""
+        held = []
         for item in added:
             how = self.added.get(tuple(item))
-            if how is None:
-                stay.append(item)
-            else:
-                held.append((how[0], item, how[1], how[2]))
-        # In the order the imports added them (the list has the last first).
+            if how is not None:
+                held.append((how[0], tuple(item), how[1], how[2]))
         for _, item, append, modules in sorted(held, key=lambda h: h[0]):
+            before = [h for h in HELD if h[0] == item]
             HELD[:] = [h for h in HELD if h[0] != item]
-            HELD.append((item, append, modules))
-        return stay
+            HELD.append((item, append, modules.union(*(h[2] for h in before))))
 
 
 def _imported(name, globals_, fromlist, level):
@@ -126,69 +140,115 @@ def _imported(name, globals_, fromlist, level):
 
 
 def _watch():
-    _watched.clear()
-    _watched.update(*(h[2] for h in _pending))
-    _tops.clear()
-    _tops.update(name.partition(".")[0] for name in _watched)
+    global _watched, _tops
+    watched = frozenset().union(*(h[2] for h in _pending))
+    _watched, _tops = watched, frozenset(name.partition(".")[0] for name in watched)
+
+
+def _put_back_hooks():
+    """The functions the hooks replaced, where a hook is still there (code
+    that wrapped one keeps its wrapper: ours, under it, does nothing more)."""
+    for (module, attribute), function in list(_own.items()):
+        if getattr(module, attribute, None) is _hooks.get(attribute):
+            setattr(module, attribute, function)
+    _own.clear()
 
 
 def _arrive(names):
-    """The pending filters an import of names adds, added as it would add
-    them: each in front (or at the end, appended), in the order the
-    warm-up's imports added them."""
-    arrived = [h for h in _pending if h[2] & names]
-    if not arrived:
-        return
-    _pending[:] = [h for h in _pending if not h[2] & names]
-    _watch()
-    for item, append, _ in arrived:
-        warnings._add_filter(*item, append=append)
-    if not _pending:
-        for (module, attribute), own in _own.items():
-            setattr(module, attribute, own)
-        _own.clear()
+    """The pending filters an import of names adds (each of them now in
+    sys.modules), added as it would add them: each in front (or at the
+    end, appended), in the order the warm-up's imports added them."""
+    names = {name for name in names if name in sys.modules}
+    with _lock:
+        arrived = [h for h in _pending if h[2] & names]
+        if not arrived:
+            return
+        _pending[:] = [h for h in _pending if not h[2] & names]
+        _watch()
+        if _waiting:
+            for item, append, _ in arrived:
+                _own_add[0](*item, append=append)
+        if not _pending:
+            _put_back_hooks()
+
+
+def _code_sets_a_filter():
+    """The code's first filter of its own: the held filters whose modules it
+    has not imported leave the list, to come back with those imports."""
+    with _lock:
+        if _waiting:
+            return
+        _waiting.append(True)
+        held = [item for item, _, _ in _pending]
+        if held:
+            warnings.filters[:] = [f for f in warnings.filters if f not in held]
+            warnings._filters_mutated()
 
 
 def install():
-    """In a call's process, before its code: the held filters wait for the
-    code's imports (see the opening comment). Nothing where none is
-    held."""
+    """In a call's process, before its code: the held filters stay where
+    they are until the code sets one of its own (see the opening comment).
+    Nothing where none is held."""
     if not HELD or _installed or not hasattr(warnings, "_add_filter"):
         return
     _installed.append(True)
     _pending[:] = HELD
     _watch()
     own_import, own_import_module = builtins.__import__, importlib.import_module
+    own_add, own_reset = warnings._add_filter, warnings.resetwarnings
+    _own_add[:] = [own_add]
 
-    def import_(name, globals=None, locals=None, fromlist=(), level=0):
-        module = own_import(name, globals, locals, fromlist, level)
+    @functools.wraps(own_import)
+    def __import__(name, globals=None, locals=None, fromlist=(), level=0):
         # Every import statement comes here: the common one (absolute, of
-        # no watched module's package) is told by one lookup.
-        if _pending and (level or name.partition(".")[0] in _tops):
-            try:
-                _arrive(_imported(name, globals, fromlist, level))
-            except Exception:
-                pass
-        return module
+        # no watched module's package) is told by one lookup. One that
+        # fails has imported its packages all the same, cold.
+        try:
+            return own_import(name, globals, locals, fromlist, level)
+        finally:
+            if _pending and (level or name.partition(".")[0] in _tops):
+                try:
+                    _arrive(_imported(name, globals, fromlist, level))
+                except Exception:
+                    pass
 
+    @functools.wraps(own_import_module)
     def import_module(name, package=None):
-        module = own_import_module(name, package)
-        if _pending:
-            _arrive({module.__name__})
-        return module
+        try:
+            return own_import_module(name, package)
+        finally:
+            if _pending:
+                try:
+                    _arrive(_imported(importlib.util.resolve_name(name, package), None, (), 0))
+                except Exception:
+                    pass
+
+    def add_filter(*item, append):
+        _code_sets_a_filter()
+        warnings._add_filter = own_add
+        return own_add(*item, append=append)
+
+    @functools.wraps(own_reset)
+    def resetwarnings():
+        _code_sets_a_filter()
+        warnings.resetwarnings = own_reset
+        return own_reset()
 
     # A module's warning with a stacklevel names the line that imported
     # it: Python's warnings pass over importlib's own frames (a filename
     # with "importlib" and "_bootstrap" in it), and so over the hooks', as
     # a cold call has no frame there.
-    for hook in (import_, import_module):
+    for hook in (__import__, import_module):
         hook.__code__ = hook.__code__.replace(
             co_filename="<frozen importlib._bootstrap: sage-sandbox's import hook>")
-    _hook_codes.update((import_.__code__, import_module.__code__))
+    _hook_codes.update((__import__.__code__, import_module.__code__))
+    _hooks.update({"__import__": __import__, "import_module": import_module})
     _own.update({(builtins, "__import__"): own_import,
                  (importlib, "import_module"): own_import_module})
-    builtins.__import__ = import_
+    builtins.__import__ = __import__
     importlib.import_module = import_module
+    warnings._add_filter = add_filter
+    warnings.resetwarnings = resetwarnings
 
 
 def unhooked(value, tb):

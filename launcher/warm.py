@@ -224,6 +224,7 @@ class Traces:
         others (but the filters the step's imports added); raises at the
         end if any could not be put back (the template is then not to be
         forked: calls.py)."""
+        self.recorder.stop()  # first: whatever fails below, no wrapper stays
         failures = []
 
         def attempt(what, restore):
@@ -272,26 +273,23 @@ class Traces:
             attempt("numpy's print options",
                     lambda: sys.modules["numpy"].set_printoptions(**self.numpy_print))
         import warnings
-        # The filters the step's imports added (sympy's "once" for its
-        # deprecations, scipy's "always" for its special functions'...)
-        # are held (deferred.py): a call that uses the module does not
-        # import it again, and gets them as its import would have put
-        # them, in front of those the code set before. Dropped, the call's
-        # warnings would print as no fresh Sage prints them; kept here,
-        # the code's filters would go in front of them. What a step adds
-        # that is no import's (a library function that sets a filter as
-        # it runs) stays, where a cold call has it only once it calls that
-        # function: no library here does. The rest is as recorded: a step
-        # that removed or reordered one gets the record back, what stays
-        # in front of it (an import that added again a filter already
-        # there moves it to the front in a cold process, and not here).
-        self.recorder.stop()
+        # The filters the step added stay: a module's filter comes with its
+        # import (sympy's "once" for its deprecations, scipy's "always" for
+        # its special functions'...), which a call that uses the module
+        # does not repeat; put back, the call's warnings would print as no
+        # fresh Sage prints them. Those an import added are held as well
+        # (deferred.py): a call whose code sets filters of its own gets
+        # them as its own imports would add them. What a step adds that is
+        # no import's (a library function that sets a filter as it runs)
+        # stays, where a cold call has it only once it calls that function:
+        # no library here does. The rest is as recorded: a step that
+        # removed or reordered one gets the record back, what it added in
+        # front of it (an import that added again a filter already there
+        # moves it to the front in a cold process, and not here).
         added = [f for f in warnings.filters if f not in self.filters]
-        stay = self.recorder.hold(added)
-        kept = [f for f in warnings.filters if f not in added or f in stay]
-        if [f for f in kept if f not in stay] != self.filters:
-            kept = stay + self.filters
-        warnings.filters[:] = kept
+        self.recorder.hold(added)
+        if [f for f in warnings.filters if f not in added] != self.filters:
+            warnings.filters[:] = added + self.filters
         # The "printed once" records the step made go: the modules' with
         # the version the filters' change bumps, "once"'s own table put
         # back by hand.

@@ -514,8 +514,9 @@ release() {
 	start_server --warm 1 --timeout 60
 	held_run long 7
 	wait_for_line "$BATS_TEST_TMPDIR/long.out" '^started long$' 60
-	# The server's one sandbox is busy until the test says; this run
-	# waited for it (and timed out, nothing run).
+	# The server's one sandbox is busy until the test says: this run gets
+	# a container of its own (before overflow it waited for that one, and
+	# timed out, nothing run).
 	sage 'print(factor(2^64+1))' 0 run --timeout 60
 	expect_equal "$output" "274177 * 67280421310721"
 	expect_equal "$errors" ""

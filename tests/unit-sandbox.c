@@ -1257,7 +1257,7 @@ static void overflow_case(bool overflow)
 	char what[200];
 	fake_new(&f, name, "run launcher\n");
 	struct runner *r = ready_serial(loop, &h, &f, overflow);
-	struct call_spec sa = make_spec(&a, "#sleep 2000", false);
+	struct call_spec sa = make_spec(&a, "#sleep 5000", false);
 	struct call_spec sb = make_spec(&b, "7", false);
 	struct call_spec sp = make_spec(&p, "8", false);
 	sp.program.deadline = loop_now_ms() + 1;
@@ -1281,7 +1281,7 @@ static void overflow_case(bool overflow)
 	}
 	turn_until(loop, &a.done, 1, 20000);
 	snprintf(what, sizeof what, "runner - %s: the first call's own result", name);
-	check(a.done == 1 && a.result.exit_code == 0 && strcmp(a.out, "out:#sleep 2000") == 0, what);
+	check(a.done == 1 && a.result.exit_code == 0 && strcmp(a.out, "out:#sleep 5000") == 0, what);
 	call_free(ca);
 	call_free(cb);
 	call_free(cp);
@@ -1320,11 +1320,36 @@ static void overflow_retry(void)
 		"runner - runner-overflow-retry: drained, nothing left running");
 }
 
+/* opt.overflow: a call whose serial sandbox never got ready (podman
+ * refused it), before any sandbox of the runner did: its retry needs no
+ * start time to get a container of its own at once. */
+static void overflow_retry_first(void)
+{
+	struct fake f;
+	struct host h = {.image = fake_image, .image_checked = true};
+	struct loop *loop = loop_new();
+	struct front j = {.loop = loop};
+	fake_new(&f, "runner-overflow-retry-first", "run early-then-launcher\n");
+	snprintf(h.podman, sizeof h.podman, "%.*s", (int)sizeof h.podman - 1, f.podman);
+	struct runner *r = runner_new(&(struct runner_options){.loop = loop, .host = &h,
+		.cfg = &cfg, .who = "unit", .running_max = 1, .serial = 1, .overflow = true});
+	struct call_spec sj = make_spec(&j, "4", true);
+	struct call *cj = runner_submit(r, &sj);
+	turn_until(loop, &j.done, 1, 20000);
+	check(j.done == 1 && j.attempts == 2 && strcmp(j.out, "out:4") == 0 &&
+		fake_count(&f, "run", NULL) == 2,
+		"runner - runner-overflow-retry-first: retried at once, in a container of its own");
+	call_free(cj);
+	check(drain(r, &j) && nothing_left(&f),
+		"runner - runner-overflow-retry-first: drained, nothing left running");
+}
+
 static void runner_overflow(void)
 {
 	overflow_case(true);
 	overflow_case(false);
 	overflow_retry();
+	overflow_retry_first();
 }
 
 /* Runs of the fake (mode warm-crash) that were granted a warm-up. */

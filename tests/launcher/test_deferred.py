@@ -1,9 +1,9 @@
 # tests/launcher/test_deferred.py: the filters a warm-up step's import adds,
-# held back from the template and added to a call's filters as the call's
-# own import would add them: none until the code imports the module (or a
-# module whose import imported it), then in front of the code's. Each case
-# runs in a forked child: it changes builtins.__import__ and the warnings
-# module.
+# held: where the import put them while the code sets none of its own;
+# once it does, none until it imports the module (or its package, or a
+# module whose import imported it), then in front of the code's, as a cold
+# call's import would add them. Each case runs in a forked child: it
+# changes builtins.__import__ and the warnings module.
 import importlib
 import os
 import sys
@@ -63,7 +63,7 @@ class DeferredTest(unittest.TestCase):
                     [(message(item), append, sorted(modules))
                      for item, append, modules in deferred.HELD])
         filters, held = in_child(case)
-        self.assertNotIn("probe says", filters)
+        self.assertEqual(filters[0], "probe says")  # kept, where the import put it
         # Not probepkg: its own import (over before user's began) imports
         # no special, cold.
         self.assertEqual(held, [("probe says", False, ["probepkg.special", "probepkg.user"])])
@@ -163,6 +163,62 @@ class DeferredTest(unittest.TestCase):
             return [(w.filename, w.lineno, str(w.message)) for w in seen]
         self.assertEqual(in_child(case), [("t.sage", 1, "probepkg.old is deprecated")])
 
+    def test_code_that_sets_no_filter_keeps_them_where_the_imports_put_them(self):
+        def case():
+            self.warmed()
+            deferred.install()
+            with warnings.catch_warnings(record=True) as seen:
+                for _ in range(2):
+                    warnings.warn("probe says", UserWarning)  # "always": twice
+            return len(seen)
+        self.assertEqual(in_child(case), 2)
+
+    def test_an_import_that_fails_has_imported_its_packages(self):
+        def case():
+            self.warmed()
+            deferred.install()
+            warnings.simplefilter("error")
+            try:
+                from probepkg.special import nope  # noqa: F401
+            except ImportError:
+                pass
+            return message(warnings.filters[0])
+        self.assertEqual(in_child(case), "probe says")
+
+    def test_the_hooks_look_like_what_they_replace_and_a_codes_own_wrapper_stays(self):
+        def case():
+            import builtins
+            import pickle
+            self.warmed()
+            deferred.install()
+            seen = (builtins.__import__.__name__, importlib.import_module.__name__,
+                    pickle.loads(pickle.dumps(builtins.__import__)) is builtins.__import__)
+            hooked, traced = builtins.__import__, []
+
+            def tracer(name, *args, **kwargs):
+                traced.append(name)
+                return hooked(name, *args, **kwargs)
+            builtins.__import__ = tracer
+            import probepkg.special  # noqa: F401  (the last pending: hooks go)
+            import os  # noqa: F401
+            return seen, builtins.__import__ is tracer, traced
+        seen, kept, traced = in_child(case)
+        self.assertEqual(seen, ("__import__", "import_module", True))
+        self.assertTrue(kept)
+        self.assertEqual(traced, ["probepkg.special", "os"])
+
+    def test_a_filter_two_imports_add_comes_with_either(self):
+        def case():
+            sys.path.insert(0, self.root)
+            for name in ("pa", "pb"):
+                with open(os.path.join(self.root, name + ".py"), "w") as f:
+                    f.write("import warnings\nwarnings.filterwarnings('ignore', message='shared')\n")
+            warnings.simplefilter("default")
+            warm.run_step("both", lambda: (importlib.import_module("pa"),
+                                           importlib.import_module("pb")))
+            return [sorted(modules) for _, _, modules in deferred.HELD]
+        self.assertEqual(in_child(case), [["pa", "pb"]])
+
     def test_a_relative_import_names_its_package(self):
         self.assertEqual(deferred._imported("special", {"__package__": "probepkg"}, (), 1),
                          {"probepkg", "probepkg.special"})
@@ -180,7 +236,7 @@ class DeferredTest(unittest.TestCase):
 
 def builtins_wrapped():
     import builtins
-    return builtins.__import__.__module__ == "launcher.deferred"
+    return hasattr(builtins.__import__, "__wrapped__")
 
 
 if __name__ == "__main__":
