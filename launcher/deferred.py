@@ -206,7 +206,8 @@ def install():
         try:
             return own_import(name, globals, locals, fromlist, level)
         finally:
-            if _pending and (level or name.partition(".")[0] in _tops):
+            if _pending and (level or (isinstance(name, str) and
+                                       name.partition(".")[0] in _tops)):
                 try:
                     _arrive(_imported(name, globals, fromlist, level))
                 except Exception:

@@ -219,6 +219,16 @@ class DeferredTest(unittest.TestCase):
             return [sorted(modules) for _, _, modules in deferred.HELD]
         self.assertEqual(in_child(case), [["pa", "pb"]])
 
+    def test_an_import_of_no_string_fails_as_it_does_without_the_hook(self):
+        def case():
+            self.warmed()
+            deferred.install()
+            try:
+                __import__(3)
+            except TypeError as e:
+                return str(e)
+        self.assertEqual(in_child(case), "__import__() argument 1 must be str, not int")
+
     def test_a_relative_import_names_its_package(self):
         self.assertEqual(deferred._imported("special", {"__package__": "probepkg"}, (), 1),
                          {"probepkg", "probepkg.special"})
