@@ -57,7 +57,7 @@ struct slot {
 	bool warm;          /* started ahead, waiting for its first call */
 	bool was_ready;
 	bool leaving;       /* takes no more calls: stopped, or ends by itself */
-	bool overflow;      /* started for a call that waited too long (opt.overflow) */
+	bool overflow;      /* started for a call that waited past a start, or a retry (opt.overflow) */
 	long calls;
 	int64_t born;
 	char session[SESSION_NAME_MAX + 1];
