@@ -240,13 +240,19 @@ def launchers_own(tb):
     return True
 
 
+# run_code's status for an uncaught KeyboardInterrupt: Python prints it,
+# ends as usual (threads, atexit), then dies of SIGINT (`sage FILE`'s shell
+# says 130), and so does the call's process (leave).
+DIES_OF_SIGINT = -2
+
+
 def run_code(source, namespace, filename, preparse_file, show_last=False):
     """The code as `sage FILE` runs it, in the namespace made before it
-    came; returns the exit status. show_last: a last statement that is a
-    bare expression has its value displayed, as a notebook cell's."""
+    came; returns the exit status (DIES_OF_SIGINT: none, see there).
+    show_last: a last statement that is a bare expression has its value
+    displayed, as a notebook cell's."""
     import linecache
     import numbers
-    import traceback
     text = ""
     try:
         # A byte order mark starts many files saved on Windows: not code.
@@ -284,7 +290,8 @@ def run_code(source, namespace, filename, preparse_file, show_last=False):
         return 1
     except BaseException as e:
         # Telling it may fail too (the code closed stderr, or its exception
-        # cannot be printed): the status is 1 all the same.
+        # cannot be printed): the status is the same.
+        status = DIES_OF_SIGINT if isinstance(e, KeyboardInterrupt) else 1
         try:
             kind, value, tb = sys.exc_info()
             # The first frame is this function: not the user's.
@@ -293,13 +300,36 @@ def run_code(source, namespace, filename, preparse_file, show_last=False):
                 # The code's own, from compile(): not one its code raised.
                 value = users_syntax_error(e, text, filename)
                 kind, shown = type(value), None
-            traceback.print_exception(kind, value, deferred.unhooked(value, shown))
+            print_users_exception(kind, value, shown)
             if isinstance(e, (FileNotFoundError, ModuleNotFoundError)) or (
                     isinstance(e, OSError) and "did not find file" in str(e)):
                 sys.stderr.write(MISSING_FILE_NOTE)
         except BaseException:
             pass
-        return 1
+        return status
+
+
+def leave(status):
+    """The end of the call's process, with status: os._exit, or, for
+    DIES_OF_SIGINT, death by SIGINT, as Python's after an uncaught
+    KeyboardInterrupt (its handler reset, the signal unblocked)."""
+    if status == DIES_OF_SIGINT:
+        import signal
+        try:
+            signal.signal(signal.SIGINT, signal.SIG_DFL)
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, [signal.SIGINT])
+            os.kill(os.getpid(), signal.SIGINT)
+        except BaseException:
+            pass
+        status = 128 + signal.SIGINT  # as Python, where the signal did not end it
+    os._exit(status)
+
+
+def print_users_exception(kind, value, tb):
+    """Python's print of an exception the code raised, on stderr, with no
+    frame of the import hooks' (deferred.unhooked): a cold call has none."""
+    import traceback
+    traceback.print_exception(kind, value, deferred.unhooked(value, tb))
 
 
 def tell_in_users_lines():
@@ -308,7 +338,6 @@ def tell_in_users_lines():
     printers for those (written in C) read source from disk, and the
     code's lines are only in linecache. The words are Python's."""
     import threading
-    import traceback
 
     def thread_error(args):
         if args.exc_type is SystemExit:
@@ -316,8 +345,7 @@ def tell_in_users_lines():
         name = args.thread.name if args.thread is not None else threading.get_ident()
         try:
             print("Exception in thread %s:" % name, file=sys.stderr, flush=True)
-            traceback.print_exception(args.exc_type, args.exc_value,
-                                      deferred.unhooked(args.exc_value, args.exc_traceback))
+            print_users_exception(args.exc_type, args.exc_value, args.exc_traceback)
             sys.stderr.flush()
         except BaseException:
             pass
@@ -328,8 +356,7 @@ def tell_in_users_lines():
             if u.object is not None:
                 what = "%s: %r" % (what, u.object)
             print(what, file=sys.stderr)
-            traceback.print_exception(u.exc_type, u.exc_value,
-                                      deferred.unhooked(u.exc_value, u.exc_traceback))
+            print_users_exception(u.exc_type, u.exc_value, u.exc_traceback)
             sys.stderr.flush()
         except BaseException:
             pass
@@ -608,17 +635,20 @@ def child_main(pipes, handlers, namespace, preparse_file, session, stale=()):
             # A process the code forked that ran to the end of the code:
             # it ends there, as under `sage FILE`, and says nothing on the
             # done pipe (the launcher would take the call for ended).
-            os._exit(status)
+            leave(status)
+        if session and status == DIES_OF_SIGINT:
+            status = 1  # a cell's: the session's Sage goes on, as a notebook's
         if not session:
             # A serial container's launcher is told before the exit: it
             # forks the next call's child while the kernel tears this one
-            # down (calls.py, end_serial_call).
-            if done >= 0:
+            # down (calls.py, end_serial_call). A death by a signal is
+            # not told: the launcher waits for it.
+            if done >= 0 and status >= 0:
                 try:
                     os.write(done, b"%d\n" % status)
                 except OSError:
                     pass
-            os._exit(status)
+            leave(status)
         while True:
             try:
                 os.write(done, b"%d\n" % status)

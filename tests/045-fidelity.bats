@@ -111,6 +111,32 @@ for line in open(sys.argv[1]):
 	expect_equal "$(field_of thread2.sage stdout)" "$expected"
 }
 
+@test "fidelity - an uncaught KeyboardInterrupt is told, atexit runs, then the call dies of SIGINT (130), cold and warm" {
+	dir=$BATS_TEST_TMPDIR
+	# A fresh `sage FILE` prints the traceback, runs its atexit handlers,
+	# then dies of SIGINT (Python's own end): its shell says 130. Before,
+	# the call ended with status 1.
+	cat >"$dir/interrupt.sage" <<-'CODE'
+	import atexit
+	atexit.register(lambda: print("atexit ran"))
+	print("before")
+	raise KeyboardInterrupt
+	CODE
+	printf 'print("next")\n' >"$dir/next.sage"
+	input_file=$dir/interrupt.sage run_ss 130 run
+	expect_equal "$output" $'before\natexit ran'
+	expect_equal "$errors" $'Traceback (most recent call last):\n  File "<stdin>", line 4, in <module>\n    raise KeyboardInterrupt\nKeyboardInterrupt'
+	cp "$dir/interrupt.sage" "$dir/interrupt2.sage"
+	jobs_of "$dir/interrupt.sage" "$dir/interrupt2.sage" "$dir/next.sage" >"$dir/jobs.jsonl"
+	"$SAGE_SANDBOX" batch --jobs 1 --order input "$dir/jobs.jsonl" >"$dir/out.jsonl" || true
+	for id in interrupt.sage interrupt2.sage; do
+		expect_equal "$(field_of $id exit_code) $(field_of $id signal)" "130 SIGINT"
+		expect_equal "$(field_of $id stdout)" $'before\natexit ran'
+		expect_match "$(field_of $id stderr)" $'line 4, in <module>\n    raise KeyboardInterrupt\nKeyboardInterrupt$'
+	done
+	expect_equal "$(field_of next.sage exit_code) $(field_of next.sage stdout)" "0 next"
+}
+
 @test "fidelity - what the code's globals hold is finalised at its end, as Python's teardown does: __del__ prints, a file left open is sent whole" {
 	dir=$BATS_TEST_TMPDIR
 	# Python 3.11 prints these lines for this file: every finaliser of

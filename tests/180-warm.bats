@@ -139,6 +139,11 @@ try:
 except ImportError as e:
     print("caught:", e)
 import no_such_module_here' >>"$corpus"
+	# An uncaught KeyboardInterrupt: Python's end, death by SIGINT (130).
+	python3 -c 'import json, sys; print(json.dumps({"id": "interrupt-uncaught", "code": sys.argv[1]}))' '
+import atexit
+atexit.register(lambda: print("atexit ran"))
+raise KeyboardInterrupt' >>"$corpus"
 	# Cold: below --memory 1g no template is warmed, and each job runs as
 	# a run does, in a child forked from a launcher that only imported Sage.
 	run_ss 0 batch --memory 768m --jobs 2 --order input "$corpus"
@@ -152,7 +157,7 @@ import no_such_module_here' >>"$corpus"
 	# threads' names and the room to recurse.
 	local id
 	for id in solve-free-two desolve-second integrate-parameter symbol-order descriptors \
-		thread-names recursion-room warnings-set-first import-missing; do
+		thread-names recursion-room warnings-set-first import-missing interrupt-uncaught; do
 		python3 -c 'import json, sys
 for line in open(sys.argv[1]):
     j = json.loads(line)

@@ -257,6 +257,21 @@ class RunCodeTest(unittest.TestCase):
         status, err, _ = self.run_code(b"import sys\nsys.exit('x')\n")
         self.assertEqual((status, err), (1, "x\n"))
 
+    def test_an_uncaught_keyboard_interrupt_is_told_then_dies_of_sigint(self):
+        # As Python: the traceback, then death by SIGINT (a shell's 130),
+        # a subclass too; leave() ends a process so.
+        for kind in ("KeyboardInterrupt", "type('Mine', (KeyboardInterrupt,), {})"):
+            with self.subTest(kind):
+                status, err, _ = self.run_code(b"raise %s\n" % kind.encode())
+                self.assertEqual(status, child.DIES_OF_SIGINT)
+                self.assertIn("Traceback (most recent call last):", err)
+        pid = os.fork()
+        if pid == 0:
+            child.leave(child.DIES_OF_SIGINT)
+        status = os.waitpid(pid, 0)[1]
+        self.assertTrue(os.WIFSIGNALED(status))
+        self.assertEqual(os.WTERMSIG(status), signal.SIGINT)
+
     def test_an_exception_shows_the_users_frames_only(self):
         source = b"def f():\n    raise ValueError('boom')\n\nf()\n"
         status, err, _ = self.run_code(source)
