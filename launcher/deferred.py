@@ -254,8 +254,9 @@ def install():
 
 def unhooked(value, tb):
     """tb, the traceback of exception value, without the import hooks'
-    frames, and so the tracebacks of the exceptions chained to value (its
-    cause, its context), in place."""
+    frames, and so, in place, the tracebacks of every exception that
+    printing value prints: those chained to it (its cause, its context)
+    and an exception group's members, and theirs."""
     def strip(tb):
         while tb is not None and tb.tb_frame.f_code in _hook_codes:
             tb = tb.tb_next
@@ -268,12 +269,15 @@ def unhooked(value, tb):
         return tb
     if not _hook_codes:
         return tb
-    seen = set()
-    chained = value
-    while chained is not None and id(chained) not in seen:
-        seen.add(id(chained))
-        for each in (chained.__cause__, chained.__context__):
-            if each is not None and each.__traceback__ is not None:
-                each.__traceback__ = strip(each.__traceback__)
-        chained = chained.__cause__ or chained.__context__
+    group = getattr(builtins, "BaseExceptionGroup", ())  # Python 3.11 on
+    seen, todo = {id(value)}, [value] if isinstance(value, BaseException) else []
+    while todo:
+        at = todo.pop()
+        members = at.exceptions if isinstance(at, group) else ()
+        for each in (at.__cause__, at.__context__, *members):
+            if isinstance(each, BaseException) and id(each) not in seen:
+                seen.add(id(each))
+                todo.append(each)
+                if each.__traceback__ is not None:
+                    each.__traceback__ = strip(each.__traceback__)
     return strip(tb)

@@ -4,6 +4,7 @@
 # module whose import imported it), then in front of the code's, as a cold
 # call's import would add them. Each case runs in a forked child: it
 # changes builtins.__import__ and the warnings module.
+import builtins
 import importlib
 import os
 import sys
@@ -140,6 +141,30 @@ class DeferredTest(unittest.TestCase):
         self.assertIn("RuntimeError: wrapped", err)
         self.assertNotIn("deferred", err)
         self.assertEqual(err.count('File "'), 2)  # t.sage's line 2, then line 4
+
+    @unittest.skipUnless(hasattr(builtins, "ExceptionGroup"), "Python 3.11 on")
+    def test_an_exception_groups_members_show_no_frame_of_the_hook(self):
+        def case():
+            import contextlib
+            import io
+            from launcher import child
+            self.warmed()
+            deferred.install()
+            err = io.StringIO()
+            namespace = {"__name__": "__main__", "__builtins__": __builtins__}
+            source = b"def load():\n    import probepkg.absent\nerrors = []\n" \
+                b"for _ in range(2):\n    try:\n        load()\n" \
+                b"    except ImportError as e:\n        errors.append(e)\n" \
+                b"raise ExceptionGroup('imports', errors)\n"
+            with contextlib.redirect_stderr(err):
+                status = child.run_code(source, namespace, "t.sage", lambda text: text)
+            return status, err.getvalue()
+        status, err = in_child(case)
+        self.assertEqual(status, 1)
+        self.assertIn("ExceptionGroup: imports (2 sub-exceptions)", err)
+        self.assertNotIn("deferred", err)
+        # line 9, then each member's lines 6 and 2
+        self.assertEqual(err.count('File "'), 5, err)
 
     def test_a_submodules_import_adds_its_packages_filters_in_the_order_they_were_added(self):
         def case():
