@@ -94,6 +94,7 @@ struct runner {
 	struct loop_timer *drain_check; /* a drain's end looked at, later */
 	struct loop_timer *overflow_timer; /* the first waiting call's wait is up */
 	int64_t start_ms;    /* the last sandbox's time from its start to ready */
+	int64_t overflow_failed_at; /* an overflow start failed then; 0: the last did not */
 	bool backoff_over;   /* the refill timer fired: the next start goes now */
 	int64_t created_at;
 	bool first_ready_logged;
@@ -793,6 +794,10 @@ static struct slot *slot_for(struct runner *r, struct call *c, struct error *err
 	return start_slot(r, SLOT_ONCE, c, err);
 }
 
+/* An overflow start that failed (podman could not be spawned) is tried
+ * again this much later, not at every pump: one log line a second. */
+#define OVERFLOW_RETRY_MS 1000
+
 static void on_overflow_timer(void *data)
 {
 	pump(data);
@@ -805,8 +810,9 @@ static void on_overflow_timer(void *data)
  * own anyway, at once. A serial sandbox starting ahead that could take c
  * (in_turn) is nearer than a new one, for as long as a start takes. NULL
  * while c waits on, also where the container cannot be started (said in
- * the log: c still gets a serial sandbox as one ends), but for a retry,
- * which can have no other (then with err); with *passed when it will not
+ * the log, and tried again OVERFLOW_RETRY_MS later, or as a serial
+ * sandbox ends), but for a retry, which can have no other (then with
+ * err); with *passed when it will not
  * get one however long it waits (its deadline comes before a container
  * could start: it times out waiting, nothing run), so that those behind
  * it may. */
@@ -829,19 +835,26 @@ static struct slot *overflow_for(struct runner *r, struct call *c, bool in_turn,
 		for (const struct slot *s = r->slots; in_turn && s; s = s->next)
 			if (s->kind == SLOT_SERIAL && !s->leaving && !s->call && s->born > from)
 				from = s->born;
-		if (now < from + r->start_ms) {
-			loop_timer_arm(&r->scope, &r->overflow_timer, from + r->start_ms,
-				on_overflow_timer, r);
+		int64_t at = from + r->start_ms;
+		if (r->overflow_failed_at && at < r->overflow_failed_at + OVERFLOW_RETRY_MS)
+			at = r->overflow_failed_at + OVERFLOW_RETRY_MS;
+		if (now < at) {
+			loop_timer_arm(&r->scope, &r->overflow_timer, at, on_overflow_timer, r);
 			return NULL;
 		}
 	}
 	struct slot *s = start_slot(r, SLOT_ONCE, c, err);
 	if (!s && !retry) {
-		say(r, "cannot start a container for a call that waits: %s", err->message);
+		say(r, "cannot start a container for a call that waits (tried again in %d s): %s",
+			OVERFLOW_RETRY_MS / 1000, err->message);
 		err->status = 0;
+		r->overflow_failed_at = now;
+		loop_timer_arm(&r->scope, &r->overflow_timer, now + OVERFLOW_RETRY_MS,
+			on_overflow_timer, r);
 	}
 	if (!s)
 		return NULL;
+	r->overflow_failed_at = 0;
 	s->overflow = true;
 	if (retry)
 		say(r, "a retried call gets a container of its own behind busy sandboxes");

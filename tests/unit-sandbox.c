@@ -1344,12 +1344,46 @@ static void overflow_retry_first(void)
 		"runner - runner-overflow-retry-first: drained, nothing left running");
 }
 
+/* opt.overflow: where podman cannot be spawned as a waiting call's
+ * overflow container would start, the start is tried again a second
+ * later (not at every pump, nor only as the busy sandbox ends): once
+ * podman is back, the call gets its container and ends first. */
+static void overflow_start_fails(void)
+{
+	struct fake f;
+	struct host h;
+	struct loop *loop = loop_new();
+	struct front a = {.loop = loop}, b = {.loop = loop};
+	char away[PATH_MAX + 32];
+	fake_new(&f, "runner-overflow-podman-gone", "run launcher\n");
+	struct runner *r = ready_serial(loop, &h, &f, true);
+	snprintf(away, sizeof away, "%s.away", f.podman);
+	struct call_spec sa = make_spec(&a, "#sleep 5000", false);
+	struct call_spec sb = make_spec(&b, "7", false);
+	struct call *ca = runner_submit(r, &sa);
+	turn_for(loop, 100);
+	bool moved = rename(f.podman, away) == 0;
+	struct call *cb = runner_submit(r, &sb);
+	turn_for(loop, 1500); /* past the sandbox's start: the overflow start fails */
+	bool back = moved && rename(away, f.podman) == 0;
+	turn_until(loop, &b.done, 1, 20000);
+	check(back && b.done == 1 && strcmp(b.out, "out:7") == 0 && !b.warm && a.done == 0 &&
+		fake_count(&f, "run", NULL) == 2,
+		"runner - runner-overflow-podman-gone: tried again once podman is back, and ends first");
+	turn_until(loop, &a.done, 1, 20000);
+	call_free(ca);
+	call_free(cb);
+	check(a.done == 1 && a.result.exit_code == 0 && drain(r, &a) && nothing_left(&f),
+		"runner - runner-overflow-podman-gone: drained, nothing left running");
+}
+
 static void runner_overflow(void)
 {
 	overflow_case(true);
 	overflow_case(false);
 	overflow_retry();
 	overflow_retry_first();
+	overflow_start_fails();
 }
 
 /* Runs of the fake (mode warm-crash) that were granted a warm-up. */
