@@ -121,7 +121,9 @@ class DeferredTest(unittest.TestCase):
         after_reset, after_import, wrapped = in_child(case)
         self.assertEqual((after_reset, after_import, wrapped), ([], ["probe says"], False))
 
-    def test_a_traceback_through_a_failing_import_shows_no_frame_of_the_hook(self):
+    def run_warm(self, source):
+        """In a child warmed as warmed(), with the hooks installed: source
+        as a call runs it; its status and what it wrote on stderr."""
         def case():
             import contextlib
             import io
@@ -130,12 +132,14 @@ class DeferredTest(unittest.TestCase):
             deferred.install()
             err = io.StringIO()
             namespace = {"__name__": "__main__", "__builtins__": __builtins__}
-            source = b"try:\n    import probepkg.absent\nexcept ImportError as e:\n" \
-                b"    raise RuntimeError('wrapped') from e\n"
             with contextlib.redirect_stderr(err):
                 status = child.run_code(source, namespace, "t.sage", lambda text: text)
             return status, err.getvalue()
-        status, err = in_child(case)
+        return in_child(case)
+
+    def test_a_traceback_through_a_failing_import_shows_no_frame_of_the_hook(self):
+        status, err = self.run_warm(b"try:\n    import probepkg.absent\nexcept ImportError as e:\n"
+                                    b"    raise RuntimeError('wrapped') from e\n")
         self.assertEqual(status, 1)
         self.assertIn("ModuleNotFoundError: No module named 'probepkg.absent'", err)
         self.assertIn("RuntimeError: wrapped", err)
@@ -144,22 +148,10 @@ class DeferredTest(unittest.TestCase):
 
     @unittest.skipUnless(hasattr(builtins, "ExceptionGroup"), "Python 3.11 on")
     def test_an_exception_groups_members_show_no_frame_of_the_hook(self):
-        def case():
-            import contextlib
-            import io
-            from launcher import child
-            self.warmed()
-            deferred.install()
-            err = io.StringIO()
-            namespace = {"__name__": "__main__", "__builtins__": __builtins__}
-            source = b"def load():\n    import probepkg.absent\nerrors = []\n" \
-                b"for _ in range(2):\n    try:\n        load()\n" \
-                b"    except ImportError as e:\n        errors.append(e)\n" \
-                b"raise ExceptionGroup('imports', errors)\n"
-            with contextlib.redirect_stderr(err):
-                status = child.run_code(source, namespace, "t.sage", lambda text: text)
-            return status, err.getvalue()
-        status, err = in_child(case)
+        status, err = self.run_warm(b"def load():\n    import probepkg.absent\nerrors = []\n"
+                                    b"for _ in range(2):\n    try:\n        load()\n"
+                                    b"    except ImportError as e:\n        errors.append(e)\n"
+                                    b"raise ExceptionGroup('imports', errors)\n")
         self.assertEqual(status, 1)
         self.assertIn("ExceptionGroup: imports (2 sub-exceptions)", err)
         self.assertNotIn("deferred", err)
