@@ -311,13 +311,13 @@ def run_code(source, namespace, filename, preparse_file, show_last=False):
 
 def leave(status):
     """The end of the call's process, with status: os._exit, or, for
-    DIES_OF_SIGINT, death by SIGINT, as Python's after an uncaught
-    KeyboardInterrupt (its handler reset, the signal unblocked)."""
+    DIES_OF_SIGINT, as Python's after an uncaught KeyboardInterrupt: its
+    handler reset, SIGINT sent to itself (where the code blocked it, the
+    process lives on to exit 130)."""
     if status == DIES_OF_SIGINT:
         import signal
         try:
             signal.signal(signal.SIGINT, signal.SIG_DFL)
-            signal.pthread_sigmask(signal.SIG_UNBLOCK, [signal.SIGINT])
             os.kill(os.getpid(), signal.SIGINT)
         except BaseException:
             pass
