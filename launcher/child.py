@@ -291,7 +291,9 @@ def run_code(source, namespace, filename, preparse_file, show_last=False):
     except BaseException as e:
         # Telling it may fail too (the code closed stderr, or its exception
         # cannot be printed): the status is the same.
-        status = DIES_OF_SIGINT if isinstance(e, KeyboardInterrupt) else 1
+        # Python dies of SIGINT for a KeyboardInterrupt itself only: not
+        # for a subclass (Sage's alarm() raises one, AlarmInterrupt).
+        status = DIES_OF_SIGINT if type(e) is KeyboardInterrupt else 1
         try:
             kind, value, tb = sys.exc_info()
             # The first frame is this function: not the user's.
@@ -300,13 +302,47 @@ def run_code(source, namespace, filename, preparse_file, show_last=False):
                 # The code's own, from compile(): not one its code raised.
                 value = users_syntax_error(e, text, filename)
                 kind, shown = type(value), None
-            print_users_exception(kind, value, shown)
-            if isinstance(e, (FileNotFoundError, ModuleNotFoundError)) or (
-                    isinstance(e, OSError) and "did not find file" in str(e)):
-                sys.stderr.write(MISSING_FILE_NOTE)
+            # As Python's PyErr_Print: the sys.last_ names, then the hook.
+            sys.last_type, sys.last_value, sys.last_traceback = kind, value, shown
+            if sys.version_info >= (3, 12):
+                sys.last_exc = value
+            if sys.excepthook is not sys.__excepthook__:
+                call_codes_excepthook(kind, value, shown)
+            else:
+                print_users_exception(kind, value, shown)
+                if isinstance(e, (FileNotFoundError, ModuleNotFoundError)) or (
+                        isinstance(e, OSError) and "did not find file" in str(e)):
+                    sys.stderr.write(MISSING_FILE_NOTE)
         except BaseException:
             pass
         return status
+
+
+def call_codes_excepthook(kind, value, tb):
+    """The code's own sys.excepthook tells its uncaught exception, as
+    Python calls it; where the hook fails, Python's words for that."""
+    hook = sys.excepthook
+    try:
+        hook(kind, value, tb)
+    except BaseException:
+        failed, error, its_tb = sys.exc_info()
+        # Python calls the hook with no exception being handled: what the
+        # hook raised is not chained to what it was given.
+        seen, at = set(), error
+        while at is not None and id(at) not in seen:
+            seen.add(id(at))
+            if at.__context__ is value:
+                at.__context__ = None
+                break
+            at = at.__context__
+        try:
+            sys.stdout.flush()
+        except BaseException:
+            pass
+        print("Error in sys.excepthook:", file=sys.stderr)
+        print_users_exception(failed, error, its_tb.tb_next if its_tb else its_tb)
+        print("\nOriginal exception was:", file=sys.stderr)
+        print_users_exception(kind, value, tb)
 
 
 def leave(status):
@@ -332,6 +368,44 @@ def print_users_exception(kind, value, tb):
     traceback.print_exception(kind, value, deferred.unhooked(value, tb))
 
 
+def tell_unraisable(err_msg, obj, kind, value, tb):
+    """Python's default sys.unraisablehook (an error in __del__, in the
+    wait for threads at the end), with the user's lines: its traceback
+    without the exceptions chained to it, and "Name: " even where the
+    exception says nothing."""
+    import traceback
+    try:
+        out = sys.stderr
+        if obj is not None:
+            try:
+                shown = repr(obj)
+            except BaseException:
+                shown = "<object repr() failed>"
+            out.write("%s: %s\n" % (err_msg or "Exception ignored in", shown))
+        elif err_msg:
+            out.write("%s:\n" % err_msg)
+        if tb is not None:
+            out.write("Traceback (most recent call last):\n")
+            out.write("".join(traceback.format_tb(deferred.unhooked(value, tb))))
+        if kind is None:
+            return
+        module = getattr(kind, "__module__", None)
+        name = getattr(kind, "__qualname__", "<unknown>")
+        if not isinstance(module, str):
+            name = "<unknown>." + name
+        elif module not in ("builtins", "__main__"):
+            name = module + "." + name
+        if value is not None:
+            try:
+                name += ": " + str(value)
+            except BaseException:
+                name += ": <exception str() failed>"
+        out.write(name + "\n")
+        out.flush()
+    except BaseException:
+        pass
+
+
 def tell_in_users_lines():
     """Uncaught errors of the code's threads and atexit handlers told as
     the main code's are, with the user's lines quoted: Python's own
@@ -351,15 +425,7 @@ def tell_in_users_lines():
             pass
 
     def unraisable(u):
-        try:
-            what = u.err_msg or "Exception ignored in"
-            if u.object is not None:
-                what = "%s: %r" % (what, u.object)
-            print(what, file=sys.stderr)
-            print_users_exception(u.exc_type, u.exc_value, u.exc_traceback)
-            sys.stderr.flush()
-        except BaseException:
-            pass
+        tell_unraisable(u.err_msg, u.object, u.exc_type, u.exc_value, u.exc_traceback)
 
     threading.excepthook = thread_error
     sys.unraisablehook = unraisable
@@ -387,8 +453,10 @@ def finish_as_python_does(namespace, before):
     import threading
     try:
         threading._shutdown()
-    except BaseException:
-        pass
+    except BaseException as e:
+        # Python's words, where the wait itself is interrupted (a thread's
+        # SIGINT to the process): the rest of the end goes on.
+        tell_unraisable(None, threading, type(e), e, e.__traceback__.tb_next)
     try:
         atexit._run_exitfuncs()
     except BaseException:

@@ -111,7 +111,7 @@ for line in open(sys.argv[1]):
 	expect_equal "$(field_of thread2.sage stdout)" "$expected"
 }
 
-@test "fidelity - an uncaught KeyboardInterrupt is told, atexit runs, then the call dies of SIGINT (130), cold and warm" {
+@test "fidelity - an uncaught KeyboardInterrupt is told, atexit runs, then the call dies of SIGINT (130), cold and warm; a subclass exits 1; the code's excepthook" {
 	dir=$BATS_TEST_TMPDIR
 	# A fresh `sage FILE` prints the traceback, runs its atexit handlers,
 	# then dies of SIGINT (Python's own end): its shell says 130. Before,
@@ -135,6 +135,15 @@ for line in open(sys.argv[1]):
 		expect_match "$(field_of $id stderr)" $'line 4, in <module>\n    raise KeyboardInterrupt\nKeyboardInterrupt$'
 	done
 	expect_equal "$(field_of next.sage exit_code) $(field_of next.sage stdout)" "0 next"
+	# Only KeyboardInterrupt itself: Sage's alarm() raises a subclass, and
+	# `sage FILE` exits 1 there. A sys.excepthook of the code's tells it.
+	printf 'alarm(0.5)\nwhile True: pass\n' >"$dir/alarm.sage"
+	input_file=$dir/alarm.sage run_ss 1 run
+	expect_match "$errors" $'\ncysignals.signals.AlarmInterrupt$'
+	printf 'import sys\nsys.excepthook = lambda k, v, t: print("hook", k.__name__, v)\nraise ValueError("v")\n' \
+		>"$dir/hook.sage"
+	input_file=$dir/hook.sage run_ss 1 run
+	expect_equal "$output|$errors" "hook ValueError v|"
 }
 
 @test "fidelity - what the code's globals hold is finalised at its end, as Python's teardown does: __del__ prints, a file left open is sent whole" {

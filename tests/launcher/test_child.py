@@ -9,6 +9,7 @@ import linecache
 import os
 import re
 import signal
+import subprocess
 import sys
 import threading
 import unittest
@@ -259,11 +260,13 @@ class RunCodeTest(unittest.TestCase):
 
     def test_an_uncaught_keyboard_interrupt_is_told_then_dies_of_sigint(self):
         # As Python: the traceback, then death by SIGINT (a shell's 130),
-        # a subclass too; leave() ends a process so.
-        for kind in ("KeyboardInterrupt", "type('Mine', (KeyboardInterrupt,), {})"):
+        # for KeyboardInterrupt itself, not a subclass (status 1, as Sage's
+        # AlarmInterrupt); leave() ends a process so.
+        for kind, status in (("KeyboardInterrupt", child.DIES_OF_SIGINT),
+                             ("type('Mine', (KeyboardInterrupt,), {})", 1)):
             with self.subTest(kind):
-                status, err, _ = self.run_code(b"raise %s\n" % kind.encode())
-                self.assertEqual(status, child.DIES_OF_SIGINT)
+                got, err, _ = self.run_code(b"raise %s\n" % kind.encode())
+                self.assertEqual(got, status)
                 self.assertIn("Traceback (most recent call last):", err)
         pid = os.fork()
         if pid == 0:
@@ -271,6 +274,27 @@ class RunCodeTest(unittest.TestCase):
         status = os.waitpid(pid, 0)[1]
         self.assertTrue(os.WIFSIGNALED(status))
         self.assertEqual(os.WTERMSIG(status), signal.SIGINT)
+
+    def test_the_codes_own_excepthook_tells_it_and_a_failing_one_as_python_says(self):
+        def body(source):
+            saved = sys.excepthook
+            try:
+                return self.run_code(source)[:2]
+            finally:
+                sys.excepthook = saved
+        status, err = in_child(lambda: body(
+            b"import sys\nsys.excepthook = lambda k, v, t: print('hook', k.__name__, v, "
+            b"t.tb_lineno, file=sys.stderr)\nraise ValueError('v')\n"))
+        self.assertEqual((status, err), (1, "hook ValueError v 3\n"))
+        status, err = in_child(lambda: body(
+            b"import sys\ndef h(*a):\n    1/0\nsys.excepthook = h\nraise ValueError('v')\n"))
+        self.assertEqual(status, 1)
+        self.assertEqual(err, "Error in sys.excepthook:\nTraceback (most recent call last):\n"
+                         '  File "%s", line 3, in h\n    1/0\n    ~^~\n'
+                         "ZeroDivisionError: division by zero\n\nOriginal exception was:\n"
+                         "Traceback (most recent call last):\n"
+                         '  File "%s", line 5, in <module>\n    raise ValueError(\'v\')\n'
+                         "ValueError: v\n" % (self.FILE, self.FILE))
 
     def test_an_exception_shows_the_users_frames_only(self):
         source = b"def f():\n    raise ValueError('boom')\n\nf()\n"
@@ -429,6 +453,36 @@ class RunCodeTest(unittest.TestCase):
         self.assertEqual(child.run_code(b"import sys\nsys.exit(given)\n", namespace,
                                         self.FILE, identity), 5)
 
+    def test_an_error_in_del_is_told_as_pythons_own_hook_tells_it(self):
+        # "Name: " where the exception says nothing, and no chained
+        # exception: compared with this Python running the same file.
+        path = os.path.join(temporary_directory(self), "t.py")
+        code = (b"class A:\n    def __del__(self):\n        raise ValueError()\n"
+                b"a = A()\ndel a\nclass B:\n    def __del__(self):\n        try:\n"
+                b"            1/0\n        except Exception:\n            raise KeyError('k')\n"
+                b"b = B()\ndel b\n")
+        with open(path, "wb") as f:
+            f.write(code)
+        python = subprocess.run([sys.executable, path], capture_output=True, text=True)
+
+        def body():
+            saved = sys.unraisablehook
+            child.tell_in_users_lines()
+            err = io.StringIO()
+            namespace = {"__name__": "__main__", "__builtins__": __builtins__}
+            try:
+                with contextlib.redirect_stderr(err):
+                    status = child.run_code(code, namespace, path, identity)
+            finally:
+                sys.unraisablehook = saved
+            return status, err.getvalue()
+
+        status, err = in_child(body)
+        def same(text):
+            return re.sub(r"0x[0-9a-f]+", "0x", text)
+        self.assertEqual((status, same(err)), (python.returncode, same(python.stderr)))
+
+
 class EndOfCodeTest(unittest.TestCase):
     """What Python does at a program's end, done by the child that skips
     the interpreter's teardown: threads joined, the code's atexit handlers
@@ -484,6 +538,30 @@ class EndOfCodeTest(unittest.TestCase):
 
         status, out = in_child(body)
         self.assertEqual((status, out), (0, "main done\nlate thread\natexit ran\n"))
+
+    def test_an_interrupt_while_threads_are_waited_for_is_told_and_the_end_goes_on(self):
+        code = (b"import atexit, os, signal, threading, time\n"
+                b"atexit.register(lambda: print('atexit ran'))\n"
+                b"def t():\n    time.sleep(0.3)\n    os.kill(os.getpid(), signal.SIGINT)\n"
+                b"    time.sleep(0.3)\n"
+                b"threading.Thread(target=t).start()\n")
+
+        def body():
+            import atexit
+            atexit._clear()
+            out, err = io.StringIO(), io.StringIO()
+            namespace = {"__name__": "__main__", "__builtins__": __builtins__}
+            signal.signal(signal.SIGINT, signal.default_int_handler)
+            with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+                status = child.run_code(code, namespace, "t.sage", identity)
+                child.finish_as_python_does(namespace, {})
+            return status, out.getvalue(), err.getvalue()
+
+        status, out, err = in_child(body)
+        self.assertEqual((status, out), (0, "atexit ran\n"))
+        self.assertTrue(err.startswith("Exception ignored in: <module 'threading' from "), err)
+        self.assertIn("in _shutdown\n", err)
+        self.assertTrue(err.endswith("\nKeyboardInterrupt: \n"), err)
 
     def test_what_the_codes_globals_hold_is_finalised_as_at_pythons_end(self):
         # After atexit, in the order bound, every global still there; each
