@@ -536,8 +536,12 @@ void podman_info_parse(const char *said, int status, bool timed_out, const char 
 	} else if (status != 0) {
 		size_t len;
 		const char *why = last_line(errors ? errors : "", errors ? strlen(errors) : 0, &len);
-		snprintf(host->detail, sizeof host->detail, "podman info exited with status %d: %.*s",
-			status, (int)len, why);
+		if (len)
+			snprintf(host->detail, sizeof host->detail,
+				"podman info exited with status %d: %.*s", status, (int)len, why);
+		else
+			snprintf(host->detail, sizeof host->detail,
+				"podman info exited with status %d and said nothing", status);
 	} else if (strcmp(rootless, "true") == 0) {
 		host->rootless = ROOTLESS_TRUE;
 	} else if (strcmp(rootless, "false") == 0) {

@@ -104,9 +104,15 @@ void status_gather(const struct config *cfg, struct status_report *s)
 	if (geteuid() != 0 && !s->host.remote[0] &&
 	    s->host.podman_host.rootless == ROOTLESS_TRUE) {
 		podman_image_digest_args(&a, s->host.podman, cfg->value[SET_IMAGE]);
-		s->image_asked = true;
+		char errors[256];
 		s->image_present = ask_podman(a.arg, podman_environment(), s->image_digest,
-			sizeof s->image_digest, NULL, 0);
+			sizeof s->image_digest, errors, sizeof errors);
+		/* Only podman's own "no such image" says it is not there: a podman
+		 * that fails otherwise, or says nothing, leaves it unknown. */
+		s->image_asked = s->image_present || podman_said_no_image(errors);
+		if (!s->image_asked)
+			snprintf(s->image_failure, sizeof s->image_failure,
+				"podman image inspect %s failed: %s", cfg->value[SET_IMAGE], errors);
 		args_free(&a);
 	}
 	if (s->image_present && !s->host.refusal.status)
@@ -187,6 +193,10 @@ static const char *problem(const struct status_report *s, const char **hint)
 		*hint = image_hint;
 		return "the image is not in this user's podman storage";
 	}
+	if (s->image_failure[0]) {
+		*hint = "run it as this user to see why, and check that podman works: podman info";
+		return s->image_failure;
+	}
 	if (s->host.refusal.status)
 		return s->host.refusal.message;
 	if (s->sage_asked && !s->sage_starts) {
@@ -209,6 +219,8 @@ static const char *image_words(const struct status_report *s)
 		return "unknown (no podman)";
 	if (s->host.podman_host.as_root)
 		return "not checked: images are per user, and root's are not the ones sage-sandbox uses";
+	if (s->image_failure[0])
+		return "unknown: podman failed asking for it";
 	if (!s->image_asked)
 		return s->host.image_checked && !s->host.refusal.status ? "present" : "unknown";
 	return s->image_present ? "present" : "NOT PRESENT";

@@ -18,6 +18,8 @@ struct status_report {
 	bool image_asked;          /* not as root: root's images are not the user's */
 	bool image_present;
 	char image_digest[128];
+	char image_failure[320];   /* podman failed asking for it, not "no such
+				    * image": what it said */
 	bool sage_asked;           /* a real sandbox ran an empty program */
 	bool sage_starts;
 	struct error sage_refusal; /* when it does not */

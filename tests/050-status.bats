@@ -53,6 +53,20 @@ load helpers
 	expect_match "$(json_get 'j["hint"]')" "setup.sh image"
 }
 
+@test "status - a podman that fails asking for the image, without a word, is no missing image" {
+	# Found by the attack helper of stop 52: it said NOT PRESENT, with the
+	# fix for a missing image.
+	local wrapper=$BATS_TEST_TMPDIR/podman
+	printf '#!/bin/sh\n[ "$1" = image ] && exit 1\nexec podman "$@"\n' >"$wrapper"
+	chmod +x "$wrapper"
+	run_ss 1 status --podman "$wrapper"
+	expect_match "$output" "image: +$IMAGE \(unknown: podman failed asking for it\)"
+	expect_match "$output" "ready: +no: podman image inspect $IMAGE failed: no message"
+	expect_no_match "$output" "NOT PRESENT|setup.sh image"
+	run_ss 1 status --podman "$wrapper" --json
+	expect_equal "$(json_get 'j["image_available"]')" null
+}
+
 @test "status - a missing podman is reported, status 1" {
 	run_ss 1 status --podman /nonexistent/podman --json
 	expect_equal "$(json_get 'j["podman"]')" null

@@ -454,6 +454,18 @@ static void podman_exits_early(void)
 		"run - ... and exit_code is the failure's status, 125 (not 128, not 0)");
 	finish(&w, "run - exit early");
 
+	fake_new(&f, "exit-silent", "run exit-early\n");
+	p = make_program("print(1)", loop_now_ms() + 30000);
+	start(&w, &f, false, &err);
+	sandbox_submit(w.sb, &p);
+	settle(&w, 20000);
+	r = sandbox_result(w.sb);
+	check(r->failed && r->failure.status == EXIT_REFUSED &&
+		strcmp(r->failure.message, "podman could not run the container (status 125) and "
+			"said nothing") == 0 && has(r->failure.hint, "podman run --rm IMAGE true"),
+		"run - podman exits 125 without a word: said so, with how to see why");
+	finish(&w, "run - exit silent");
+
 	fake_new(&f, "no-image", "run exit-early Error: localhost/sage: image not known\n");
 	p = make_program("print(1)", loop_now_ms() + 30000);
 	start(&w, &f, false, &err);
