@@ -698,10 +698,8 @@ static void submit(struct mcp_call *c)
 		.code_len = self_test ? c->self_test_code.len : c->code_len,
 		.argv = argv, .argc = 1, .cpu_seconds = (long)rl[RL_CPU].value,
 		.in = c->in.count ? &c->in : NULL, .out = c->out_open ? &c->out : NULL,
-		/* A model writes what notebooks taught it: a bare last line is
-		 * shown, unless the server was told otherwise. */
-		.display_last = !self_test && (c->cfg.source[SET_DISPLAY] == FROM_DEFAULT ||
-			strcmp(c->cfg.value[SET_DISPLAY], "last") == 0),
+		/* mcp's default is last (cmd_mcp). */
+		.display_last = !self_test && strcmp(c->cfg.value[SET_DISPLAY], "last") == 0,
 		.display_latex = !self_test,
 		.seeded = !self_test && c->cfg.number[SET_SEED] >= 0,
 		.seed = (uint32_t)c->cfg.number[SET_SEED]},

@@ -125,8 +125,14 @@ bool describe_stop(const struct run_result *r, const struct config *cfg,
 	else
 		snprintf(limit, sizeof limit, "its CPU time of %llu s",
 			(unsigned long long)rl[RL_CPU].value);
-	/* A session's cell: interrupted, its Sage kept, or killed with it. */
-	if (r->after == AFTER_KEPT && r->cell_interrupted && (r->timed_out || r->cpu_limit_exceeded))
+	/* A session's cell: never begun, interrupted, its Sage kept, or
+	 * killed with it. */
+	if (r->after == AFTER_KEPT && r->cell_interrupted && r->timed_out && !r->code_begun)
+		snprintf(buf, size, "timed out at %s before the code began (the session's "
+			"container and Sage's import took that long); nothing was run; the session's "
+			"state is kept; raise %s (at most %ld)", limit, knob->name, knob->most);
+	else if (r->after == AFTER_KEPT && r->cell_interrupted &&
+		 (r->timed_out || r->cpu_limit_exceeded))
 		snprintf(buf, size, "interrupted (KeyboardInterrupt) at %s; the session's state "
 			"is kept; raise %s (at most %ld) or split the work", limit, knob->name,
 			knob->most);
@@ -136,7 +142,7 @@ bool describe_stop(const struct run_result *r, const struct config *cfg,
 			SESSION_INTERRUPT_GRACE_MS / 1000, limit, knob->name, knob->most);
 	else if (r->timed_out && r->throttled_looks && r->throttled_looks * 4 >= r->looks)
 		/* The CPU limit shaped the outcome: it held the run to its share
-		 * for a quarter of its time or more until the clock ran out (one
+		 * for a quarter of its code's time or more until the clock ran out (one
 		 * burst held back, then a sleep to the deadline, did not). */
 		snprintf(buf, size, "timed out after %ld s, held back to --cpus %s by the CPU "
 			"throttle; %s; raise %s (at most %ld) or --cpus",

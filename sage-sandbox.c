@@ -615,6 +615,12 @@ static int cmd_mcp(int argc, char **argv)
 			MCP_MAX_OUTPUT_KIB);
 		return report_error(&err, false, NULL);
 	}
+	/* A model writes what notebooks taught it: a bare last line is
+	 * shown, unless the server is told otherwise (and a call's JSON
+	 * names what it got). */
+	char why[128];
+	if (o.cfg.source[SET_DISPLAY] == FROM_DEFAULT)
+		setting_set(&o.cfg, SET_DISPLAY, "last", FROM_DEFAULT, why, sizeof why);
 	return mcp_serve(&o.cfg);
 }
 

@@ -294,8 +294,10 @@ static void take_frame(struct sandbox *sb, char type, const char *payload, size_
 		/* The launcher hands the call to its child: the code begins. */
 		if (!sb->submitted)
 			protocol_broken(sb, "a call begun that was never sent");
-		else
+		else {
+			sb->result.code_begun = true;
 			hold_cpus(sb);
+		}
 		break;
 	case 'W': {
 		/* Its warm-up ended, at any time between calls: only told. */
@@ -546,6 +548,9 @@ static void on_memwatch(void *data)
 		r->kernel_seen = look.kernel_bytes;
 		r->locks_seen = look.locks;
 		r->throttled |= look.throttled;
+	}
+	if (!sb->between_cells && r->code_begun) {
+		/* Of the code's time only: Sage's import and a warm-up run unheld. */
 		r->looks++;
 		r->throttled_looks += look.throttled;
 	}
@@ -801,10 +806,16 @@ static void finish_result(struct sandbox *sb)
 		else {
 			size_t len;
 			const char *tail = last_line(errors, sb->podman_errors.len, &len);
-			error_set(&r->failure, EXIT_REFUSED,
-				"see podman's message; check 'sage-sandbox status'",
-				"podman could not run the container (status %d): %.*s", sb->podman.status,
-				len ? (int)len : 10, len ? tail : "no message");
+			if (len)
+				error_set(&r->failure, EXIT_REFUSED,
+					"see podman's message; check 'sage-sandbox status'",
+					"podman could not run the container (status %d): %.*s",
+					sb->podman.status, (int)len, tail);
+			else
+				error_set(&r->failure, EXIT_REFUSED, "run 'podman run --rm IMAGE true' "
+					"as this user to see why, and 'sage-sandbox status'",
+					"podman could not run the container (status %d) and said nothing",
+					sb->podman.status);
 		}
 		return;
 	}

@@ -54,9 +54,11 @@ struct run_result {
 	uint64_t mappings_seen;     /* its memory mappings then, at most */
 	uint64_t kernel_seen;       /* their and its page tables' bytes */
 	uint64_t locks_seen;        /* and its byte-range locks (LOCKS_MAX) */
+	bool code_begun;            /* the launcher handed the call to its child
+				     * (the B frame) */
 	bool throttled;             /* the CPU throttle stopped it a while */
-	int looks, throttled_looks; /* the watchdog's looks, and those that found
-				     * it held back for --cpus */
+	int looks, throttled_looks; /* the watchdog's looks while the code ran,
+				     * and those that found it held back for --cpus */
 	/* What became of the container, as the launcher's end frame said. */
 	enum container_after after;
 	/* A session's cell was interrupted (KeyboardInterrupt) at its timeout

@@ -465,6 +465,16 @@ class Launcher:
 
     def run(self, call):
         """Runs the call to its end; returns the X frame's trailer."""
+        if self.session and call.deadline and now_ms() >= call.deadline:
+            # Its time ran out before its code could begin (a session's
+            # first call waits for the container and Sage's import): the
+            # code is not run, as a cold run's is not, and the session
+            # goes on as it was (frozen, where it was). The child is not
+            # told: an interrupt sent before its first call would be
+            # thrown away with the signals it finds pending
+            # (child.unblock_signals), and the code run past its time.
+            return {"ended_at": now_ms(), "exit": 1, "container": "kept",
+                    "interrupted": "timeout"}
         if self.frozen:
             self.thaw()
         elif self.mode == "serial":

@@ -345,6 +345,8 @@ test("display: a plot as the last line comes back as an image, with no path in t
     assert.deepEqual(r.structuredContent.files.map((f) => f.name), ["show-1.png"]);
     const formula = await s.client.callTool({ name: "run_sagemath", arguments: { code: "show(x^2/3)\n2^10" } });
     assert.equal(formula.content[0].text, "1/3*x^2\n1024\n");
+    // What the call got, named: mcp's default is last (it said "none").
+    assert.equal(formula.structuredContent.sandbox.display, "last");
     assert.match(text(formula), /LaTeX: \$\$\\frac\{1\}\{3\} \\, x\^\{2\}\$\$/);
   } finally {
     await s.close();
@@ -420,6 +422,18 @@ print(len(live), open("/tmp/kept.txt").read(), os.listdir(os.environ["SAGE_SANDB
 test("sessions: a timeout interrupts the call and keeps the state; a call that ignores the interrupt ends the session", { timeout: 300_000 }, async () => {
   const s = await connect(["--warm", "0", "--timeout", "30"]);
   try {
+    // A first call whose timeout passes while its session's container
+    // and Sage start (--warm 0: 1-3 s) runs nothing, and says so; the
+    // session goes on. Before, its code ran and it was called interrupted.
+    const early = await run(s, "e", "print('ran')", { timeout_seconds: 1 });
+    assert.equal(early.isError, true);
+    assert.equal(early.structuredContent.stopped_by, "timeout");
+    assert.equal(early.structuredContent.stdout, "", text(early));
+    assert.match(text(early), /timed out at its timeout of 1 s before the code began .*nothing was run; the session's state is kept/);
+    const next = await run(s, "e", "print('next')");
+    assert.equal(text(next), "next\n");
+    assert.equal(next.structuredContent.session.calls, 2);
+
     const set = await run(s, "t", "kept = 42\nprint('set')");
     assert.equal(text(set), "set\n", text(set));
 
