@@ -252,7 +252,6 @@ def run_code(source, namespace, filename, preparse_file, show_last=False):
     show_last: a last statement that is a bare expression has its value
     displayed, as a notebook cell's."""
     import linecache
-    import numbers
     text = ""
     try:
         # A byte order mark starts many files saved on Windows: not code.
@@ -277,72 +276,83 @@ def run_code(source, namespace, filename, preparse_file, show_last=False):
             display.show_last(value)
         return 0
     except SystemExit as e:
-        # As Python does, but a Sage Integer is an exit code too:
-        # sys.exit(3) is preparsed to sys.exit(Integer(3)).
-        if e.code is None:
-            return 0
-        if isinstance(e.code, numbers.Integral):
-            return int(e.code) & 0xFF
-        try:
-            print(e.code, file=sys.stderr)
-        except BaseException:
-            pass
-        return 1
+        return exit_status(e)
     except BaseException as e:
-        # Telling it may fail too (the code closed stderr, or its exception
-        # cannot be printed): the status is the same.
+        # Told below, once no exception is being handled, as Python tells
+        # it (a hook's own print_exc() finds none).
+        kind, value, tb = sys.exc_info()
         # Python dies of SIGINT for a KeyboardInterrupt itself only: not
         # for a subclass (Sage's alarm() raises one, AlarmInterrupt).
         status = DIES_OF_SIGINT if type(e) is KeyboardInterrupt else 1
-        try:
-            kind, value, tb = sys.exc_info()
-            # The first frame is this function: not the user's.
-            shown = tb.tb_next if tb else tb
-            if isinstance(e, SyntaxError) and launchers_own(tb):
-                # The code's own, from compile(): not one its code raised.
-                value = users_syntax_error(e, text, filename)
-                kind, shown = type(value), None
-            # As Python's PyErr_Print: the sys.last_ names, then the hook.
-            sys.last_type, sys.last_value, sys.last_traceback = kind, value, shown
-            if sys.version_info >= (3, 12):
-                sys.last_exc = value
-            if sys.excepthook is not sys.__excepthook__:
-                call_codes_excepthook(kind, value, shown)
-            else:
-                print_users_exception(kind, value, shown)
-                if isinstance(e, (FileNotFoundError, ModuleNotFoundError)) or (
-                        isinstance(e, OSError) and "did not find file" in str(e)):
-                    sys.stderr.write(MISSING_FILE_NOTE)
-        except BaseException:
-            pass
-        return status
+    # Telling it may fail too (the code closed stderr, or its exception
+    # cannot be printed): the status is the same.
+    try:
+        # The first frame is this function: not the user's.
+        shown = tb.tb_next if tb else tb
+        if isinstance(value, SyntaxError) and launchers_own(tb):
+            # The code's own, from compile(): not one its code raised.
+            value = users_syntax_error(value, text, filename)
+            kind, shown = type(value), None
+        # As Python's PyErr_Print: the sys.last_ names (cleared before the
+        # end's finalisers, as Python's teardown does), then the hook.
+        sys.last_type, sys.last_value, sys.last_traceback = kind, value, shown
+        if sys.version_info >= (3, 12):
+            sys.last_exc = value
+        hook = getattr(sys, "excepthook", None)
+        if hook is not None and hook is not sys.__excepthook__:
+            status = call_codes_excepthook(hook, kind, value, shown, status)
+        else:
+            if hook is None:
+                print("sys.excepthook is missing", file=sys.stderr)
+            print_users_exception(kind, value, shown)
+            if isinstance(value, (FileNotFoundError, ModuleNotFoundError)) or (
+                    isinstance(value, OSError) and "did not find file" in str(value)):
+                sys.stderr.write(MISSING_FILE_NOTE)
+    except BaseException:
+        pass
+    finally:
+        # This frame and the traceback hold each other, and with it the
+        # code's frames and what they hold: let go, for the end's
+        # finalisers (finish_as_python_does).
+        kind = value = tb = shown = None
+    return status
 
 
-def call_codes_excepthook(kind, value, tb):
+def exit_status(e):
+    """The status of SystemExit e, as Python's, but a Sage Integer is an
+    exit code too: sys.exit(3) is preparsed to sys.exit(Integer(3))."""
+    import numbers
+    if e.code is None:
+        return 0
+    if isinstance(e.code, numbers.Integral):
+        return int(e.code) & 0xFF
+    try:
+        print(e.code, file=sys.stderr)
+    except BaseException:
+        pass
+    return 1
+
+
+def call_codes_excepthook(hook, kind, value, tb, status):
     """The code's own sys.excepthook tells its uncaught exception, as
-    Python calls it; where the hook fails, Python's words for that."""
-    hook = sys.excepthook
+    Python calls it; where the hook fails, Python's words for that (a
+    SystemExit from it is the status). Returns the status."""
     try:
         hook(kind, value, tb)
+        return status
+    except SystemExit as e:
+        return exit_status(e)
     except BaseException:
         failed, error, its_tb = sys.exc_info()
-        # Python calls the hook with no exception being handled: what the
-        # hook raised is not chained to what it was given.
-        seen, at = set(), error
-        while at is not None and id(at) not in seen:
-            seen.add(id(at))
-            if at.__context__ is value:
-                at.__context__ = None
-                break
-            at = at.__context__
-        try:
-            sys.stdout.flush()
-        except BaseException:
-            pass
-        print("Error in sys.excepthook:", file=sys.stderr)
-        print_users_exception(failed, error, its_tb.tb_next if its_tb else its_tb)
-        print("\nOriginal exception was:", file=sys.stderr)
-        print_users_exception(kind, value, tb)
+    try:
+        sys.stdout.flush()
+    except BaseException:
+        pass
+    print("Error in sys.excepthook:", file=sys.stderr)
+    print_users_exception(failed, error, its_tb.tb_next if its_tb else its_tb)
+    print("\nOriginal exception was:", file=sys.stderr)
+    print_users_exception(kind, value, tb)
+    return status
 
 
 def leave(status):
@@ -368,12 +378,14 @@ def print_users_exception(kind, value, tb):
     traceback.print_exception(kind, value, deferred.unhooked(value, tb))
 
 
-def tell_unraisable(err_msg, obj, kind, value, tb):
+def tell_unraisable(u):
     """Python's default sys.unraisablehook (an error in __del__, in the
     wait for threads at the end), with the user's lines: its traceback
     without the exceptions chained to it, and "Name: " even where the
     exception says nothing."""
     import traceback
+    err_msg, obj, kind, value, tb = (u.err_msg, u.object, u.exc_type, u.exc_value,
+                                     u.exc_traceback)
     try:
         out = sys.stderr
         if obj is not None:
@@ -392,7 +404,7 @@ def tell_unraisable(err_msg, obj, kind, value, tb):
         module = getattr(kind, "__module__", None)
         name = getattr(kind, "__qualname__", "<unknown>")
         if not isinstance(module, str):
-            name = "<unknown>." + name
+            name = "<unknown>" + name  # as CPython writes it
         elif module not in ("builtins", "__main__"):
             name = module + "." + name
         if value is not None:
@@ -424,11 +436,9 @@ def tell_in_users_lines():
         except BaseException:
             pass
 
-    def unraisable(u):
-        tell_unraisable(u.err_msg, u.object, u.exc_type, u.exc_value, u.exc_traceback)
 
     threading.excepthook = thread_error
-    sys.unraisablehook = unraisable
+    sys.unraisablehook = tell_unraisable
 
 
 def finish_as_python_does(namespace, before):
@@ -454,13 +464,28 @@ def finish_as_python_does(namespace, before):
     try:
         threading._shutdown()
     except BaseException as e:
-        # Python's words, where the wait itself is interrupted (a thread's
-        # SIGINT to the process): the rest of the end goes on.
-        tell_unraisable(None, threading, type(e), e, e.__traceback__.tb_next)
+        # Where the wait itself is interrupted (a thread's SIGINT to the
+        # process), Python tells it as unraisable: through the hook, the
+        # code's own or ours (tell_unraisable). The rest of the end goes on.
+        import types
+        told = types.SimpleNamespace(exc_type=type(e), exc_value=e,
+                                     exc_traceback=e.__traceback__.tb_next,
+                                     err_msg=None, object=threading)
+        try:
+            if sys.unraisablehook is sys.__unraisablehook__:  # takes its own type only
+                tell_unraisable(told)
+            else:
+                sys.unraisablehook(told)
+        except BaseException:
+            pass
     try:
         atexit._run_exitfuncs()
     except BaseException:
         pass
+    # As Python's teardown, before it finalises __main__: the last
+    # uncaught exception's traceback would keep the code's frames alive.
+    for name in ("last_type", "last_value", "last_traceback", "last_exc"):
+        sys.__dict__.pop(name, None)
     if before is None:
         return
     try:

@@ -275,26 +275,55 @@ class RunCodeTest(unittest.TestCase):
         self.assertTrue(os.WIFSIGNALED(status))
         self.assertEqual(os.WTERMSIG(status), signal.SIGINT)
 
-    def test_the_codes_own_excepthook_tells_it_and_a_failing_one_as_python_says(self):
-        def body(source):
-            saved = sys.excepthook
-            try:
-                return self.run_code(source)[:2]
-            finally:
-                sys.excepthook = saved
-        status, err = in_child(lambda: body(
-            b"import sys\nsys.excepthook = lambda k, v, t: print('hook', k.__name__, v, "
-            b"t.tb_lineno, file=sys.stderr)\nraise ValueError('v')\n"))
-        self.assertEqual((status, err), (1, "hook ValueError v 3\n"))
-        status, err = in_child(lambda: body(
-            b"import sys\ndef h(*a):\n    1/0\nsys.excepthook = h\nraise ValueError('v')\n"))
-        self.assertEqual(status, 1)
-        self.assertEqual(err, "Error in sys.excepthook:\nTraceback (most recent call last):\n"
-                         '  File "%s", line 3, in h\n    1/0\n    ~^~\n'
-                         "ZeroDivisionError: division by zero\n\nOriginal exception was:\n"
-                         "Traceback (most recent call last):\n"
-                         '  File "%s", line 5, in <module>\n    raise ValueError(\'v\')\n'
-                         "ValueError: v\n" % (self.FILE, self.FILE))
+    def as_python_and_here(self, code):
+        """(status, stdout, stderr) of this Python running code as a file,
+        and of run_code and the end's work running it, addresses
+        normalised."""
+        path = os.path.join(temporary_directory(self), "t.py")
+        with open(path, "wb") as f:
+            f.write(code)
+        python = subprocess.run([sys.executable, path], capture_output=True, text=True)
+
+        def body():
+            import atexit
+            atexit._clear()
+            out, err = io.StringIO(), io.StringIO()
+            namespace = {"__name__": "__main__", "__builtins__": __builtins__}
+            with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+                status = child.run_code(code, namespace, path, identity)
+                child.finish_as_python_does(namespace, {})
+            return status, out.getvalue(), err.getvalue()
+
+        here = in_child(body)
+
+        def same(text):
+            return re.sub(r"0x[0-9a-f]+", "0x", text)
+        return ((python.returncode, same(python.stdout), same(python.stderr)),
+                (here[0], same(here[1]), same(here[2])))
+
+    def test_the_codes_own_excepthook_as_python_calls_it(self):
+        # Called with no exception being handled; a failing one, a
+        # SystemExit from it, and none at all, in Python's words.
+        for hook in (b"lambda k, v, t: print('hook', k.__name__, v, t.tb_lineno, file=sys.stderr)",
+                     b"h\ndef h(*a):\n    1/0",
+                     b"lambda *a: (traceback.print_exc(), print(sys.exc_info()))",
+                     b"lambda *a: sys.exit(7)"):
+            with self.subTest(hook):
+                code = b"import sys, traceback\ndef h(*a):\n    1/0\nsys.excepthook = " + \
+                    hook.split(b"\n")[0] + b"\nraise ValueError('v')\n"
+                python, here = self.as_python_and_here(code)
+                self.assertEqual(here, python)
+        python, here = self.as_python_and_here(b"import sys\ndel sys.excepthook\nraise KeyError(1)\n")
+        self.assertEqual(here, python)
+
+    def test_what_a_traceback_held_is_finalised_at_the_end(self):
+        # The traceback of the uncaught error (sys.last_traceback) holds
+        # the frame of f, and a with it: Python lets go before its end.
+        python, here = self.as_python_and_here(
+            b"class A:\n    def __del__(self):\n        print('bye')\n"
+            b"a = A()\ndef f(x):\n    raise ValueError\nf(a)\n")
+        self.assertEqual(here, python)
+        self.assertEqual(here[1], "bye\n")
 
     def test_an_exception_shows_the_users_frames_only(self):
         source = b"def f():\n    raise ValueError('boom')\n\nf()\n"
