@@ -197,8 +197,7 @@ static int probe_answer(const struct capture *cap, const struct config *cfg,
 				"podman could not run a container of image '%s' (status %d): %.*s",
 				cfg->value[SET_IMAGE], cap->status, (int)len, last);
 		else
-			error_set(err, EXIT_REFUSED, "run 'podman run --rm IMAGE true' as this user to "
-				"see why, and 'sage-sandbox status'",
+			error_set(err, EXIT_REFUSED, podman_silent_hint,
 				"podman failed to start a container (status %d) and said nothing",
 				cap->status);
 		return -1;

@@ -90,6 +90,7 @@ char *find_executable(const char *name);
 /* How to fix a missing podman or a missing image. */
 extern const char podman_install_hint[];
 extern const char image_hint[];
+extern const char podman_silent_hint[];
 extern const char as_root_hint[];
 
 struct sage_image;

@@ -129,8 +129,9 @@ bool describe_stop(const struct run_result *r, const struct config *cfg,
 	 * killed with it. */
 	if (r->after == AFTER_KEPT && r->cell_interrupted && r->timed_out && !r->code_begun)
 		snprintf(buf, size, "timed out at %s before the code began (the session's "
-			"container and Sage's import took that long); nothing was run; the session's "
-			"state is kept; raise %s (at most %ld)", limit, knob->name, knob->most);
+			"start, Sage's import or the wait for its sandbox took that long); nothing was "
+			"run; the session's state is kept; raise %s (at most %ld)", limit, knob->name,
+			knob->most);
 	else if (r->after == AFTER_KEPT && r->cell_interrupted &&
 		 (r->timed_out || r->cpu_limit_exceeded))
 		snprintf(buf, size, "interrupted (KeyboardInterrupt) at %s; the session's state "

@@ -812,10 +812,9 @@ static void on_overflow_timer(void *data)
  * while c waits on, also where the container cannot be started (said in
  * the log, and tried again OVERFLOW_RETRY_MS later, or as a serial
  * sandbox ends), but for a retry, which can have no other (then with
- * err); with *passed when it will not
- * get one however long it waits (its deadline comes before a container
- * could start: it times out waiting, nothing run), so that those behind
- * it may. */
+ * err); with *passed when it will not get one however long it waits (its
+ * deadline comes before a container could start: it times out waiting,
+ * nothing run), so that those behind it may. */
 static struct slot *overflow_for(struct runner *r, struct call *c, bool in_turn,
 		struct error *err, bool *passed)
 {
@@ -845,8 +844,8 @@ static struct slot *overflow_for(struct runner *r, struct call *c, bool in_turn,
 	}
 	struct slot *s = start_slot(r, SLOT_ONCE, c, err);
 	if (!s && !retry) {
-		say(r, "cannot start a container for a call that waits (tried again in %d s): %s",
-			OVERFLOW_RETRY_MS / 1000, err->message);
+		say(r, "cannot start a container for a call that waits (tried again in %d ms): %s",
+			OVERFLOW_RETRY_MS, err->message);
 		err->status = 0;
 		r->overflow_failed_at = now;
 		loop_timer_arm(&r->scope, &r->overflow_timer, now + OVERFLOW_RETRY_MS,

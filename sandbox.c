@@ -812,8 +812,7 @@ static void finish_result(struct sandbox *sb)
 					"podman could not run the container (status %d): %.*s",
 					sb->podman.status, (int)len, tail);
 			else
-				error_set(&r->failure, EXIT_REFUSED, "run 'podman run --rm IMAGE true' "
-					"as this user to see why, and 'sage-sandbox status'",
+				error_set(&r->failure, EXIT_REFUSED, podman_silent_hint,
 					"podman could not run the container (status %d) and said nothing",
 					sb->podman.status);
 		}

@@ -20,19 +20,27 @@ static const char not_enforced_fix[] =
 	"on cgroup v2, delegate the controller to the user (systemd: Delegate=yes for "
 	"user@.service); rootless podman on cgroup v1 cannot apply it";
 
-/* One podman command's first line of output, or "" (status 0 only). */
+/* One podman command's first line of output, or "" (status 0 only);
+ * where it failed, the last line of its errors (a WARN line may come
+ * first), "" where it said nothing, and *no_image where it said the image
+ * is not there. */
 static bool ask_podman(char *const argv[], char *const envp[], char *out, size_t size,
-		char *errors, size_t errors_size)
+		char *errors, size_t errors_size, bool *no_image)
 {
 	struct capture cap;
 	bool ok = capture_command(argv, envp, PODMAN_ASK_MS, &cap) == 0 && cap.status == 0;
 	const char *said = cap.out.data ? cap.out.data : "";
 	snprintf(out, size, "%.*s", (int)strcspn(said, "\n"), said);
 	if (errors) {
-		const char *why = cap.err.data && *cap.err.data ? cap.err.data :
-			cap.timed_out ? "it did not answer in time" : "no message";
-		snprintf(errors, errors_size, "%.*s", (int)strcspn(why, "\n"), why);
+		size_t len = 0;
+		const char *why = cap.err.data ? last_line(cap.err.data, cap.err.len, &len) : "";
+		if (cap.timed_out)
+			snprintf(errors, errors_size, "it did not answer in time");
+		else
+			snprintf(errors, errors_size, "%.*s", (int)len, why);
 	}
+	if (no_image)
+		*no_image = !ok && podman_said_no_image(cap.err.data);
 	capture_free(&cap);
 	return ok;
 }
@@ -47,11 +55,11 @@ static void try_remote(struct status_report *s)
 	arg_add(&a, "--remote");
 	arg_add(&a, "info");
 	arg_add(&a, "--format={{.Host.ServiceIsRemote}}");
-	if (ask_podman(a.arg, environ, said, sizeof said, errors, sizeof errors))
+	if (ask_podman(a.arg, environ, said, sizeof said, errors, sizeof errors, NULL))
 		snprintf(s->remote_answer, sizeof s->remote_answer, "the service answers");
 	else
 		snprintf(s->remote_answer, sizeof s->remote_answer, "the service does not answer: %s",
-			errors);
+			errors[0] ? errors : "no message");
 	args_free(&a);
 }
 
@@ -94,7 +102,7 @@ void status_gather(const struct config *cfg, struct status_report *s)
 	struct argv_builder a = {0};
 	podman_version_args(&a, s->host.podman);
 	char said[128];
-	if (ask_podman(a.arg, podman_environment(), said, sizeof said, NULL, 0))
+	if (ask_podman(a.arg, podman_environment(), said, sizeof said, NULL, 0, NULL))
 		podman_version_parse(said, s->podman_version, sizeof s->podman_version);
 	args_free(&a);
 	if (s->host.remote[0])
@@ -105,14 +113,16 @@ void status_gather(const struct config *cfg, struct status_report *s)
 	    s->host.podman_host.rootless == ROOTLESS_TRUE) {
 		podman_image_digest_args(&a, s->host.podman, cfg->value[SET_IMAGE]);
 		char errors[256];
+		bool no_image;
 		s->image_present = ask_podman(a.arg, podman_environment(), s->image_digest,
-			sizeof s->image_digest, errors, sizeof errors);
+			sizeof s->image_digest, errors, sizeof errors, &no_image);
 		/* Only podman's own "no such image" says it is not there: a podman
 		 * that fails otherwise, or says nothing, leaves it unknown. */
-		s->image_asked = s->image_present || podman_said_no_image(errors);
+		s->image_asked = s->image_present || no_image;
 		if (!s->image_asked)
 			snprintf(s->image_failure, sizeof s->image_failure,
-				"podman image inspect %s failed: %s", cfg->value[SET_IMAGE], errors);
+				"podman image inspect %s failed%s%s", cfg->value[SET_IMAGE],
+				errors[0] ? ": " : " and said nothing", errors);
 		args_free(&a);
 	}
 	if (s->image_present && !s->host.refusal.status)

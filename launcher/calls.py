@@ -469,10 +469,13 @@ class Launcher:
             # Its time ran out before its code could begin (a session's
             # first call waits for the container and Sage's import): the
             # code is not run, as a cold run's is not, and the session
-            # goes on as it was (frozen, where it was). The child is not
-            # told: an interrupt sent before its first call would be
-            # thrown away with the signals it finds pending
-            # (child.unblock_signals), and the code run past its time.
+            # goes on as it was (frozen, where it was; the call's input
+            # files are in its directory). The child is not told: an
+            # interrupt sent before its first call would be thrown away
+            # with the signals it finds pending (child.unblock_signals),
+            # and the code run past its time. A deadline that falls in
+            # the moment between this look and that still loses it: the
+            # session then ends at the interrupt's grace, as a deaf cell's.
             return {"ended_at": now_ms(), "exit": 1, "container": "kept",
                     "interrupted": "timeout"}
         if self.frozen:

@@ -198,12 +198,13 @@ except OSError as e:
 	# nothing of the --cpus 0.2 that made it slow.
 	sage 'while True: pass' 124 run --cpus 0.2 --timeout 10
 	expect_equal "$errors" "sage-sandbox: timed out after 10 s, held back to --cpus 0.2 by the CPU throttle; the container was stopped; raise --timeout (at most 600) or --cpus"
-	# Also where Sage's import, unheld, took most of the time (it counted
-	# against the quarter until the attack helper of stop 52 found 4 of
-	# 12 such runs without the words).
+	# Also where the container's start and Sage's import, unheld, took
+	# half the time (they counted against the quarter until the attack
+	# helper of stop 52 found 4 of 12 runs at --timeout 3 without the words;
+	# 5 leaves the code time to begin on a slow host).
 	local i
 	for i in 1 2 3; do
-		sage 'while True: pass' 124 run --cpus 0.1 --timeout 3 --json
+		sage 'while True: pass' 124 run --cpus 0.1 --timeout 5 --json
 		expect_equal "$(json_get '[j["stopped_by"], j["timed_out"], j["throttled"], j["cpu_limit_exceeded"]]')" \
 			'["timeout", true, true, false]'
 		expect_match "$(json_get 'j["error"]')" "held back to --cpus 0.1 by the CPU throttle"

@@ -61,10 +61,14 @@ load helpers
 	chmod +x "$wrapper"
 	run_ss 1 status --podman "$wrapper"
 	expect_match "$output" "image: +$IMAGE \(unknown: podman failed asking for it\)"
-	expect_match "$output" "ready: +no: podman image inspect $IMAGE failed: no message"
+	expect_match "$output" "ready: +no: podman image inspect $IMAGE failed and said nothing"
 	expect_no_match "$output" "NOT PRESENT|setup.sh image"
 	run_ss 1 status --podman "$wrapper" --json
 	expect_equal "$(json_get 'j["image_available"]')" null
+	# A missing image is still one where a warning comes first.
+	printf '#!/bin/sh\n[ "$1" = image ] && echo "WARN[0000] a warning first" >&2\nexec podman "$@"\n' >"$wrapper"
+	run_ss 1 status --podman "$wrapper" --image localhost/no-such-image:1
+	expect_match "$output" "image: +localhost/no-such-image:1 \(NOT PRESENT\)"
 }
 
 @test "status - a missing podman is reported, status 1" {

@@ -10,6 +10,7 @@
 #include "mcp.h"
 #include "names.h"
 #include "outfiles.h"
+#include "result.h"
 #include "sandbox.h"
 #include "sniff.h"
 #include "rootless.h"
@@ -666,6 +667,32 @@ static void test_uid_claim(void)
 		"uidclaim: a small mapping: the shared uid 1000, unclaimed");
 }
 
+/* describe_stop's words for a session's cell at its timeout: never begun
+ * (no B frame), interrupted; and a timeout the throttle held back for a
+ * quarter of the code's looks names --cpus. */
+static void test_describe_stop(void)
+{
+	struct config cfg;
+	char why[256], said[512];
+	config_init(&cfg, (const char *[SETTING_COUNT]){0}, why, sizeof why);
+	struct run_result r = {.after = AFTER_KEPT, .cell_interrupted = true, .timed_out = true};
+	check(describe_stop(&r, &cfg, NULL, said, sizeof said) &&
+		strstr(said, "before the code began") && strstr(said, "nothing was run") &&
+		!strstr(said, "KeyboardInterrupt"),
+		"describe_stop: a session's cell whose time was up before it began ran nothing");
+	r.code_begun = true;
+	check(describe_stop(&r, &cfg, NULL, said, sizeof said) &&
+		strncmp(said, "interrupted (KeyboardInterrupt) at its timeout", 46) == 0,
+		"describe_stop: ... and one that began was interrupted");
+	r = (struct run_result){.timed_out = true, .code_begun = true, .looks = 8,
+		.throttled_looks = 2};
+	check(describe_stop(&r, &cfg, NULL, said, sizeof said) && strstr(said, "held back to --cpus"),
+		"describe_stop: held back for a quarter of the code's looks: --cpus named");
+	r.throttled_looks = 1;
+	check(describe_stop(&r, &cfg, NULL, said, sizeof said) && !strstr(said, "held back"),
+		"describe_stop: ... for less, not");
+}
+
 int main(void)
 {
 	check_string("plain", 5, "\"plain\"", "plain ASCII is copied");
@@ -903,6 +930,7 @@ int main(void)
 	test_settings_file();
 	test_cpugroup();
 	test_uid_claim();
+	test_describe_stop();
 
 	printf("1..%d\n", test_number);
 	return failures ? 1 : 0;
