@@ -432,18 +432,26 @@ static void podman_not_executable(void)
 	check(nothing_left(&f), "run - not executable: nothing left running");
 }
 
+/* A sandbox whose fake podman (mode) exits before any frame: its result,
+ * settled. */
+static struct run_result *exited_early(struct watch *w, struct fake *f, const char *name,
+		const char *mode)
+{
+	struct error err;
+	fake_new(f, name, mode);
+	struct program p = make_program("print(1)", loop_now_ms() + 30000);
+	start(w, f, false, &err);
+	sandbox_submit(w->sb, &p);
+	settle(w, 20000);
+	return sandbox_result(w->sb);
+}
+
 static void podman_exits_early(void)
 {
 	struct fake f;
 	struct watch w;
-	struct error err;
-	fake_new(&f, "exit-early", "run exit-early WARN[0000] a warning first\\nError: fake podman: "
-		"crun: cannot set up the container\n");
-	struct program p = make_program("print(1)", loop_now_ms() + 30000);
-	start(&w, &f, false, &err);
-	sandbox_submit(w.sb, &p);
-	settle(&w, 20000);
-	struct run_result *r = sandbox_result(w.sb);
+	struct run_result *r = exited_early(&w, &f, "exit-early", "run exit-early WARN[0000] a "
+		"warning first\\nError: fake podman: crun: cannot set up the container\n");
 	check(r->failed && r->failure.status == EXIT_REFUSED && !r->started,
 		"run - podman exits 125 before any frame: failed, status 125, not started");
 	check(has(r->failure.message, "podman could not run the container (status 125)") &&
@@ -454,24 +462,14 @@ static void podman_exits_early(void)
 		"run - ... and exit_code is the failure's status, 125 (not 128, not 0)");
 	finish(&w, "run - exit early");
 
-	fake_new(&f, "exit-silent", "run exit-early\n");
-	p = make_program("print(1)", loop_now_ms() + 30000);
-	start(&w, &f, false, &err);
-	sandbox_submit(w.sb, &p);
-	settle(&w, 20000);
-	r = sandbox_result(w.sb);
+	r = exited_early(&w, &f, "exit-silent", "run exit-early\n");
 	check(r->failed && r->failure.status == EXIT_REFUSED &&
 		strcmp(r->failure.message, "podman could not run the container (status 125) and "
 			"said nothing") == 0 && has(r->failure.hint, "podman run --rm IMAGE true"),
 		"run - podman exits 125 without a word: said so, with how to see why");
 	finish(&w, "run - exit silent");
 
-	fake_new(&f, "no-image", "run exit-early Error: localhost/sage: image not known\n");
-	p = make_program("print(1)", loop_now_ms() + 30000);
-	start(&w, &f, false, &err);
-	sandbox_submit(w.sb, &p);
-	settle(&w, 20000);
-	r = sandbox_result(w.sb);
+	r = exited_early(&w, &f, "no-image", "run exit-early Error: localhost/sage: image not known\n");
 	check(r->failed && r->failure.status == EXIT_REFUSED &&
 		has(r->failure.message, "is not present locally") &&
 		has(r->failure.hint, "setup.sh image"),
