@@ -4,7 +4,9 @@ import { test } from "node:test";
 import assert from "node:assert/strict";
 import { createRequire } from "node:module";
 import { execFileSync } from "node:child_process";
-import { readFileSync } from "node:fs";
+import { chmodSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 
 // The SDK is the LM Studio plugin's dependency, installed by `make check`.
@@ -420,20 +422,31 @@ print(len(live), open("/tmp/kept.txt").read(), os.listdir(os.environ["SAGE_SANDB
 });
 
 test("sessions: a timeout interrupts the call and keeps the state; a call that ignores the interrupt ends the session", { timeout: 300_000 }, async () => {
-  const s = await connect(["--warm", "0", "--timeout", "30"]);
+  // A first call whose timeout passes while its session's container and
+  // Sage start runs nothing, and says so; the session goes on. Before, its
+  // code ran and it was called interrupted. A hot start can take less than
+  // the shortest timeout (1 s): a podman whose run waits 2 s makes it longer.
+  const dir = mkdtempSync(join(tmpdir(), "mcp-slow-"));
+  const slowPodman = join(dir, "podman");
+  writeFileSync(slowPodman, '#!/bin/sh\ncase " $* " in *" run "*) sleep 2 ;; esac\nexec podman "$@"\n');
+  chmodSync(slowPodman, 0o755);
+  const slow = await connect(["--warm", "0", "--podman", slowPodman]);
   try {
-    // A first call whose timeout passes while its session's container
-    // and Sage start (--warm 0: 1-3 s) runs nothing, and says so; the
-    // session goes on. Before, its code ran and it was called interrupted.
-    const early = await run(s, "e", "print('ran')", { timeout_seconds: 1 });
-    assert.equal(early.isError, true);
+    const early = await run(slow, "e", "print('ran')", { timeout_seconds: 1 });
+    assert.equal(early.isError, true, text(early));
     assert.equal(early.structuredContent.stopped_by, "timeout");
     assert.equal(early.structuredContent.stdout, "", text(early));
     assert.match(text(early), /timed out at its timeout of 1 s before the code began .*nothing was run; the session's state is kept/);
-    const next = await run(s, "e", "print('next')");
+    const next = await run(slow, "e", "print('next')");
     assert.equal(text(next), "next\n");
     assert.equal(next.structuredContent.session.calls, 2);
+  } finally {
+    await slow.close();
+    rmSync(dir, { recursive: true, force: true });
+  }
 
+  const s = await connect(["--warm", "0", "--timeout", "30"]);
+  try {
     const set = await run(s, "t", "kept = 42\nprint('set')");
     assert.equal(text(set), "set\n", text(set));
 
