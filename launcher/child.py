@@ -436,7 +436,6 @@ def tell_in_users_lines():
         except BaseException:
             pass
 
-
     threading.excepthook = thread_error
     sys.unraisablehook = tell_unraisable
 
