@@ -130,6 +130,18 @@ const char as_root_hint[] =
 	"run it as the account that has the image: sudo -iu sage-sandbox sage-sandbox status "
 	"(the account setup.sh made), or as your own user after './setup.sh image'";
 
+const char *podman_failed_hint(const char *said, const char *probe)
+{
+	/* Podman's recorded state names a pause process and conmons that are
+	 * all gone: they were killed, or the machine restarted and kept the
+	 * runtime directory (/tmp/podman-run-UID where XDG_RUNTIME_DIR is
+	 * unset). Every podman command fails until the user resets it. */
+	if (said && strstr(said, "podman system migrate"))
+		return "podman's state names processes that are gone (killed, or a restart that "
+		       "kept its runtime directory): run 'podman system migrate' as this user";
+	return probe;
+}
+
 /* "BOOT-ID:PID:START": who started a container. A process with that pid and
  * start time (in clock ticks since this boot) is its owner; a container
  * whose owner is gone is a stray of a killed sage-sandbox. */

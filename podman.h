@@ -92,6 +92,10 @@ extern const char podman_install_hint[];
 extern const char image_hint[];
 extern const char podman_silent_hint[];
 extern const char as_root_hint[];
+/* How to fix a podman that failed saying SAID: its own repair where it
+ * names one ('podman system migrate', for a state whose processes are all
+ * gone), else a look at PROBE (such as "podman info"). */
+const char *podman_failed_hint(const char *said, const char *probe);
 
 struct sage_image;
 /* `podman run` of one sandbox, with the reason for each flag beside it.

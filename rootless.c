@@ -203,7 +203,8 @@ int rootless_verdict(const struct podman_host *host, struct error *err)
 			host->detail[0] ? host->detail : "it runs as root");
 		return -1;
 	default:
-		error_set(err, EXIT_REFUSED, "check that podman works for this user: podman info",
+		error_set(err, EXIT_REFUSED,
+			podman_failed_hint(host->detail, "check that podman works for this user: podman info"),
 			"refusing to run: cannot confirm podman is rootless: %s", host->detail);
 		return -1;
 	}

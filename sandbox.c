@@ -1338,7 +1338,8 @@ static int list_orphans(const char *podman, struct buffer *names, struct error *
 	if (capture_command(list.arg, podman_environment(), 30000, &cap) < 0 || cap.status != 0) {
 		size_t said_len;
 		const char *said = last_line(cap.err.data ? cap.err.data : "", cap.err.len, &said_len);
-		error_set(err, EXIT_REFUSED, "check that podman works for this user: podman ps",
+		error_set(err, EXIT_REFUSED,
+			podman_failed_hint(cap.err.data, "check that podman works for this user: podman ps"),
 			"podman ps failed (status %d)%s%.*s", cap.status, said_len ? ": " : "",
 			(int)said_len, said);
 		capture_free(&cap);

@@ -126,6 +126,43 @@ remove_user() {
 	[ ! -e "/home/$user" ]
 }
 
+@test "setup.sh - a podman whose state names processes that are all gone (killed, or a restart that kept /tmp) is repaired for the account; sage-sandbox names the repair" {
+	# CI on stop 52 failed so: the machine's processes were killed while a
+	# run's container was up, and every podman command of the account then
+	# failed ("invalid internal status, try resetting the pause process
+	# with podman system migrate"). A test account, made by setup.sh, with
+	# a container of a static program on a root of its own (no image
+	# needed), then every process of the account killed at once.
+	local user=ss-stale-test sandbox=$BATS_TEST_DIRNAME/../sage-sandbox said=$BATS_TEST_TMPDIR/said
+	remove_user "$user"
+	SAGE_SANDBOX_ACCOUNT=$user "$BATS_TEST_DIRNAME/../setup.sh" account
+	install -o "$user" -m 755 "$sandbox" "/home/$user/"
+	sandbox=/home/$user/sage-sandbox
+	mkdir "/home/$user/root"
+	printf '#include <unistd.h>\nint main(void) { pause(); return 0; }\n' >"$BATS_TEST_TMPDIR/pause.c"
+	cc -static -O2 -o "/home/$user/root/pause" "$BATS_TEST_TMPDIR/pause.c"
+	chown -R "$user:" "/home/$user/root"
+	runuser -l "$user" -c "podman run -d --network none --stop-timeout 1 --rootfs ~/root /pause" >/dev/null
+	pkill -KILL -u "$user"
+	run runuser -l "$user" -c "podman ps -a"
+	expect_equal "$status" 1 "podman ps's status, its state broken"
+	expect_match "$output" "podman system migrate"
+	# sage-sandbox passes podman's repair on, for run and status.
+	run runuser -l "$user" -c "echo 'print(1)' | $sandbox run"
+	expect_equal "$status" 125
+	expect_match "$output" "run 'podman system migrate' as this user"
+	run runuser -l "$user" -c "$sandbox status"
+	expect_equal "$status" 1
+	expect_match "$output" "fix: +podman's state names processes that are gone .*: run 'podman system migrate' as this user"
+	# setup.sh repairs the account's, and says so.
+	SAGE_SANDBOX_ACCOUNT=$user "$BATS_TEST_DIRNAME/../setup.sh" account 2>"$said"
+	expect_match "$(cat "$said")" "setup: podman's state for $user names processes that are gone \(killed, or a restart that kept /tmp\): podman system migrate"
+	run runuser -l "$user" -c "podman ps -a --format '{{.Command}}'"
+	expect_equal "$status" 0 "podman ps's status, repaired"
+	expect_equal "$output" "/pause"
+	remove_user "$user"
+}
+
 @test "setup.sh image - where Sage 10 was chosen because the index answers and its build fails, Sage 9.5 is built or found instead, and the settings file says why" {
 	local user=ss-fallback-test account=${SAGE_SANDBOX_ACCOUNT:-sage-sandbox}
 	runuser -l "$account" -c "podman image exists localhost/sagemath-debian:bookworm" ||

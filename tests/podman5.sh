@@ -149,6 +149,9 @@ start) start ;;
 check)
 	start
 	say "the suite's core under $(as_account "podman --version")"
+	# Containers of a killed earlier pass would fail the first test that
+	# expects none left: cleanup removes them, as setup.sh does.
+	as_account "cd sage-sandbox && ./sage-sandbox cleanup"
 	status=0
 	# A file at a time, each followed by a look for processes a run left
 	# (060's teardown looks after each of its own tests): one found fails
