@@ -178,27 +178,99 @@ def split_constants(text, preparsed):
             constants, lines = joined_head, [first] + lines[1:]
     lines_of = None
     if joined and len(lines) == len(kept):
-        lines_of = {i: n for i, n in enumerate(kept, 1)}
+        # Each code line's user's lines: its own, and those joined onto it.
+        lines_of = {}
+        for i, n in enumerate(kept, 1):
+            last = n
+            while last + 1 in joined:
+                last += 1
+            lines_of[i] = list(range(n, last + 1))
     return constants, "\n".join(lines), lines_of
 
 
-def users_tree(preparsed, filename, lines_of):
-    """The code's syntax tree, each statement at the user's own line (the
-    preparser's joins undone). compile() makes it: a syntax error is
-    reported with no frame of ast's own, at the user's line."""
+# Joined text longer than this is not aligned (difflib's time grows as
+# its square): its positions are the statement's first line, as before.
+ALIGNED_CHARACTERS = 4096
+
+
+def joined_positions(users, numbers, line):
+    """For a code LINE the preparser made of the user's lines NUMBERS:
+    a function from a position in it, (column, is_end) with columns in
+    UTF-8 bytes as ast has them, to the user's (line, column). The
+    preparser drops each backslash-newline and rewrites the rest
+    (constants, ^, R.<x>), so the two texts are aligned on the characters
+    they share: a start goes to the next shared one, an end past the last
+    one before it."""
+    import difflib
+    segments = [users[n - 1] for n in numbers]
+    segments = [s[:-1] if i < len(segments) - 1 else s for i, s in enumerate(segments)]
+    joined = "".join(segments)
+    if len(joined) + len(line) > ALIGNED_CHARACTERS:
+        return lambda column, is_end: (numbers[0], None)
+    starts = [0]
+    for segment in segments:
+        starts.append(starts[-1] + len(segment))
+    blocks = difflib.SequenceMatcher(None, joined, line, autojunk=False).get_matching_blocks()
+    encoded = line.encode("utf-8")
+
+    def to_user(column, is_end):
+        at = len(encoded[:column].decode("utf-8", "replace"))
+        if is_end:
+            j = 0
+            for a, b, size in blocks:
+                if b >= at:
+                    break
+                j = a + min(size, at - b)
+            k = max([k for k in range(len(segments)) if starts[k] < j] or [0])
+        else:
+            j = len(joined)
+            for a, b, size in blocks:
+                if b + size > at:
+                    j = a + max(0, at - b)
+                    break
+            k = max(k for k in range(len(segments)) if starts[k] <= j)
+        return numbers[k], len(segments[k][:j - starts[k]].encode("utf-8"))
+    return to_user
+
+
+def users_tree(preparsed, filename, lines_of, text):
+    """The code's syntax tree, each node at the user's own line (the
+    preparser's joins undone: within a joined line, at the user's line and
+    column, so that a traceback quotes and marks the part that failed, as
+    Python would). compile() makes it: a syntax error is reported with no
+    frame of ast's own, at the user's line."""
     import ast
     try:
         tree = compile(preparsed, filename, "exec", ast.PyCF_ONLY_AST)
     except SyntaxError as e:
         if lines_of and e.lineno in lines_of:
-            e.lineno = lines_of[e.lineno]
+            e.lineno = lines_of[e.lineno][0]
         raise
-    if lines_of:
-        for node in ast.walk(tree):
-            for attribute in ("lineno", "end_lineno"):
-                number = getattr(node, attribute, None)
-                if number:
-                    setattr(node, attribute, lines_of.get(number, number))
+    if not lines_of:
+        return tree
+    users, code = text.splitlines(), preparsed.splitlines()
+    positions = {}
+
+    def position(number, column, is_end):
+        numbers = lines_of.get(number)
+        if not numbers:
+            return number, column
+        if len(numbers) == 1 or column is None:
+            return numbers[0], column
+        if number not in positions:
+            positions[number] = joined_positions(users, numbers, code[number - 1])
+        line, mapped = positions[number](column, is_end)
+        return line, column if mapped is None else mapped
+    for node in ast.walk(tree):
+        if getattr(node, "lineno", None):
+            node.lineno, column = position(node.lineno, getattr(node, "col_offset", None), False)
+            if column is not None:
+                node.col_offset = column
+        if getattr(node, "end_lineno", None):
+            node.end_lineno, column = position(
+                node.end_lineno, getattr(node, "end_col_offset", None), True)
+            if column is not None:
+                node.end_col_offset = column
     return tree
 
 
@@ -265,7 +337,7 @@ def run_code(source, namespace, filename, preparse_file, show_last=False):
         if constants:
             exec(compile(constants, filename, "exec"), namespace)
         import ast
-        tree = users_tree(preparsed, filename, lines_of)
+        tree = users_tree(preparsed, filename, lines_of, text)
         last = None
         if show_last and tree.body and isinstance(tree.body[-1], ast.Expr) and \
                 not ends_quietly(preparsed):

@@ -54,6 +54,11 @@ for line in open(sys.argv[1]):
 	printf 'x = 1 + \\\n 2\nprint(x); eval("1/0")\n' >"$dir/joined2.sage"
 	input_file=$dir/joined2.sage run_ss 1 run
 	expect_match "$errors" "File \"<stdin>\", line 3, in <module>"
+	# Within a joined statement, the part that failed is quoted from its
+	# own line, as Python quotes it (it quoted the statement's first).
+	printf 'R.<t> = QQ[]\nf = t^2 + \\\n  2*t + \\\n  t.foo()\n' >"$dir/joined3.sage"
+	input_file=$dir/joined3.sage run_ss 1 run
+	expect_match "$errors" "File \"<stdin>\", line 4, in <module>"$'\n''    t.foo\(\)'$'\n'
 	jobs_of "$dir"/*.sage >"$dir/jobs.jsonl"
 	"$SAGE_SANDBOX" batch --jobs 1 "$dir/jobs.jsonl" >"$dir/out.jsonl"
 	for f in comment blank shebang coding code string; do

@@ -466,6 +466,27 @@ class RunCodeTest(unittest.TestCase):
         status, err, _ = self.run_code(source, self.sage_like)
         self.assertIn('  File "%s", line 4, in <module>' % self.FILE, err.splitlines())
 
+    def test_a_joined_lines_error_is_quoted_and_marked_as_python_does(self):
+        # Each part of a statement continued with backslashes is where the
+        # user wrote it: the line and the carets Python's own traceback
+        # gives for the same file (the preparser's constants and its joins
+        # notwithstanding).
+        def preparse(text):
+            return self.sage_like(text.replace("\\\n", ""))
+        path = os.path.join(temporary_directory(self), "t.py")
+        for source in (b"x = 1 + \\\n    1/0\n",
+                       b"# c\nx = [1, 2] + \\\n  [3] + \\\n  {}['k'] \\\n  + [5]\nprint(x)\n",
+                       b"y = 2\nz = (y + \\\n     y) * \\\n   [\\\n'\u00e9', 1][0] + y\n"):
+            with open(path, "wb") as f:
+                f.write(source)
+            python = subprocess.run([sys.executable, path], capture_output=True, text=True)
+            status, err, _ = self.run_code(source, preparse)
+            self.assertEqual(status, 1)
+            want = python.stderr.replace(path, self.FILE).splitlines()
+            got = err.splitlines()
+            # The first frame is Python's <module>, ours the same: from it on.
+            self.assertEqual(got[-len(want) + 1:], want[1:], source)
+
     def test_a_syntax_error_names_the_users_line(self):
         status, err, _ = self.run_code(b"x = 1\ny = (\n")
         self.assertEqual(status, 1)
