@@ -26,9 +26,9 @@
  *   them, so they are bounded instead by the CPU time that making them
  *   takes: a process that forked with n mappings and has used t seconds of
  *   CPU since holds at most n + t / c mappings, c the least time the kernel
- *   takes to split one (calibrated on this machine at start, halved). A
- *   process that runs reaches the kernel's cap in milliseconds and is
- *   charged it: 65530 x 384 bytes, 24 MiB.
+ *   takes to split one (calibrated on this machine at its first use,
+ *   halved). A process that runs reaches the kernel's cap in milliseconds
+ *   and is charged it: 65530 x 384 bytes, 24 MiB.
  * - its page tables (VmPTE in status): on cgroup v1 in no limit either.
  * - its open descriptors: each may name a kernel object (sockets, pipes)
  *   whose buffers are the kernel's: one process's 1,020 AF_UNIX sockets,
@@ -290,11 +290,9 @@ static int64_t thread_cpu_ns(void)
 	return (int64_t)t.tv_sec * 1000000000LL + t.tv_nsec;
 }
 
-/* Times 1024 mapping splits, each a mprotect of one page of a reservation
- * to protections unlike its neighbours'. */
-static void calibrate(void)
+/* The host's constants, read once. */
+static void read_constants(void)
 {
-	enum { SPLITS = 1024 };
 	ticks_per_second = sysconf(_SC_CLK_TCK);
 	online_cores = sysconf(_SC_NPROCESSORS_ONLN);
 	if (online_cores < 1)
@@ -307,6 +305,15 @@ static void calibrate(void)
 		fclose(f);
 	if (max_map_count == 0)
 		max_map_count = MAX_MAP_COUNT_DEFAULT;
+}
+
+/* Times 1024 mapping splits, each a mprotect of one page of a reservation
+ * to protections unlike its neighbours'. 3.5 ms here: taken where a
+ * process's mappings are first counted, while the run's container
+ * starts, not before podman is (every cold run's time). */
+static void calibrate(void)
+{
+	enum { SPLITS = 1024 };
 	size_t len = (size_t)page_size * 2 * SPLITS;
 	char *area = mmap(NULL, len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
 	split_ns = 50; /* where it cannot be measured: a fast machine's */
@@ -323,8 +330,8 @@ static void calibrate(void)
 
 struct memwatch *memwatch_new(const struct memwatch_options *opt)
 {
-	if (!split_ns)
-		calibrate();
+	if (!ticks_per_second)
+		read_constants();
 	struct memwatch *w = calloc(1, sizeof *w);
 	if (!w)
 		abort();
@@ -635,6 +642,8 @@ static uint64_t mappings_bound(const struct proc *p)
 		return 0;
 	if (!p->maps_known)
 		return max_map_count;
+	if (!split_ns)
+		calibrate();
 	double since_ns = (double)(p->own_cpu - p->cpu_at_maps) * 1e9 / (double)ticks_per_second;
 	double made = since_ns / split_ns;
 	uint64_t bound = p->maps + (made > (double)max_map_count ? max_map_count : (uint64_t)made);
