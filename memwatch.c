@@ -310,7 +310,9 @@ static void read_constants(void)
 /* Times 1024 mapping splits, each a mprotect of one page of a reservation
  * to protections unlike its neighbours'. 3.5 ms here: taken where a
  * process's mappings are first counted, while the run's container
- * starts, not before podman is (every cold run's time). */
+ * starts, not before podman is (every cold run's time). A busy machine
+ * reads slower splits than an idle one: the halving (split_ns) leaves
+ * the room. */
 static void calibrate(void)
 {
 	enum { SPLITS = 1024 };

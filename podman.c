@@ -132,13 +132,15 @@ const char as_root_hint[] =
 
 const char *podman_failed_hint(const char *said, const char *probe)
 {
-	/* Podman's recorded state names a pause process and conmons that are
-	 * all gone: they were killed, or the machine restarted and kept the
-	 * runtime directory (/tmp/podman-run-UID where XDG_RUNTIME_DIR is
-	 * unset). Every podman command fails until the user resets it. */
+	/* Podman asks for it where it cannot join its pause process nor any
+	 * conmon it recorded: mostly where they are all gone (killed, or
+	 * ended by a restart that kept the runtime directory, which is
+	 * /tmp/podman-run-UID where XDG_RUNTIME_DIR is unset); every podman
+	 * command then fails until the user resets it. */
 	if (said && strstr(said, "podman system migrate"))
-		return "podman's state names processes that are gone (killed, or a restart that "
-		       "kept its runtime directory): run 'podman system migrate' as this user";
+		return "run 'podman system migrate' as this user, as podman asks (its state names "
+		       "processes that are gone where they were killed, or a restart kept its "
+		       "runtime directory)";
 	return probe;
 }
 

@@ -808,7 +808,8 @@ static void finish_result(struct sandbox *sb)
 			const char *tail = last_line(errors, sb->podman_errors.len, &len);
 			if (len)
 				error_set(&r->failure, EXIT_REFUSED,
-					"see podman's message; check 'sage-sandbox status'",
+					podman_failed_hint(errors,
+						"see podman's message; check 'sage-sandbox status'"),
 					"podman could not run the container (status %d): %.*s",
 					sb->podman.status, (int)len, tail);
 			else

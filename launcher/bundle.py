@@ -60,7 +60,7 @@ def without_comment_lines(source):
     is left to compress and compile is code, at its own line numbers."""
     import io
     import tokenize
-    lines = source.splitlines(True)
+    lines = io.StringIO(source).readlines()  # the rows tokenize counts
     for token in tokenize.generate_tokens(io.StringIO(source).readline):
         row, column = token.start
         if token.type == tokenize.COMMENT and not lines[row - 1][:column].strip():

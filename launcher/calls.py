@@ -510,8 +510,8 @@ class Launcher:
                 [self.pipes.done[0]] if self.pipes.done[0] >= 0 else []):
             self.poller.register(fd, select.POLLIN)
         self.take_input()
-        # The child said its code ended (a session's cell; a serial call's
-        # child about to exit): its status.
+        # The child said its code ended (a session's cell; a once or
+        # serial call's child about to exit): its status.
         cell_status = None
         interrupted = None  # why a session's cell was interrupted: timeout, cpu
         interrupted_at = 0
@@ -685,11 +685,17 @@ class Launcher:
                 session_goes_on = False
                 self.kill_the_rest()
         status, cpu = ended or (self.child_status, self.cpu_used)
-        if status is None and cell_status is not None and self.mode == "once":
+        if self.mode == "once" and cell_status is not None and (
+                status is None or os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGKILL):
             # It said its status as it exited: the container ends with
             # this process, so the kernel's teardown of the call's process
             # (its page tables: 10-15 ms of every cold run) is not waited
-            # for.
+            # for; and a kill that came meanwhile (kill_the_rest, for the
+            # files that come back) is not its end, as end_serial_call's.
+            # The pipe is in the code's reach: a status the code writes
+            # there ends its call as its own exit would at that moment,
+            # and nothing more (what it prints after is lost, as after
+            # os._exit; the host's limits and verdicts are its own).
             status = cell_status << 8
         if session_goes_on:
             trailer.update({"exit": cell_status, "container": "kept"})
@@ -804,7 +810,8 @@ class Launcher:
                     self.recorded["/tmp"] = trimmed
             except (OSError, tmpreset.CannotReset) as e:
                 self.warmer.unsafe = "/tmp could not be recorded after the warm-up: %s" % e
-            self.state = parent.state()
+            if self.mode == "serial":
+                self.state = parent.state()  # for reset()
             if self.warmer.unsafe:
                 # No call's process is forked from it again: the child
                 # prepared before serves the next call, the container ends.

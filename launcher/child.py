@@ -6,9 +6,9 @@
 # launcher and its child"): the call pipe brings each call as a header
 # (">IIIII": its CPU seconds, its display flags, the number of the first
 # image it shows, the length of its arguments, the length of its code, its
-# random seed or -1) and those bytes; the done pipe takes "STATUS\n" after each cell of a
-# session, and the child waits for the next call, or (serial) just before
-# the child exits with that status. The code's stdin,
+# random seed or -1) and those bytes; the done pipe takes "STATUS\n" after
+# each cell of a session, and the child waits for the next call, or (once,
+# serial) just before the child exits with that status. The code's stdin,
 # stdout and stderr are three more pipes, relayed by the launcher.
 import fcntl
 import os
@@ -142,7 +142,10 @@ def joined_lines(text):
             last_row, last_type = token.end[0], token.type
     except (tokenize.TokenError, SyntaxError):
         return set()
-    return joined
+    # The preparser joins at a backslash and a newline alone: a line that
+    # ends in "\\\r\n" stays a line of its own, which Python joins.
+    ends = text.splitlines(True)
+    return {row for row in joined if ends[row - 2].endswith("\\\n")}
 
 
 # The preparser's constants joined onto a first line that is blank or a
@@ -152,13 +155,13 @@ JOINED_CONSTANTS = re.compile(r"_sage_const_\w+ = [^;\n]*(; _sage_const_\w+ = [^
 
 def split_constants(text, preparsed):
     """The preparser's block of numeric constants, the code, and for each
-    of the code's lines the user's line number (or None: the same). Sage's
-    preparse_file keeps the code line for line but for lines it joins
-    (joined_lines), and puts the constants before it: joined onto a first
-    line that is blank or a comment (nothing shifts), or on a line of their
-    own, or, when there are many, one a line and a blank one. Only lines
-    the code does not have are taken for the block, and only if they are
-    constants and blanks."""
+    of the code's lines the user's lines it is made of (or None: each its
+    own). Sage's preparse_file keeps the code line for line but for lines
+    it joins (joined_lines), and puts the constants before it: joined onto
+    a first line that is blank or a comment (nothing shifts), or on a line
+    of their own, or, when there are many, one a line and a blank one.
+    Only lines the code does not have are taken for the block, and only if
+    they are constants and blanks."""
     lines = preparsed.splitlines()
     users = text.splitlines()
     joined = joined_lines(text)
@@ -188,57 +191,68 @@ def split_constants(text, preparsed):
     return constants, "\n".join(lines), lines_of
 
 
-# Joined text longer than this is not aligned (difflib's time grows as
-# its square): its positions are the statement's first line, as before.
-ALIGNED_CHARACTERS = 4096
+# How many of the user's tokens ahead a token of the preparsed line is
+# looked for: the preparser's rewrites are local (a number named, 2^3,
+# [1..4]), so its own text is found nowhere near and skipped.
+LOOKAHEAD = 4
+TOKEN = re.compile(r"\w+|\S")
 
 
-def joined_positions(users, numbers, line):
-    """For a code LINE the preparser made of the user's lines NUMBERS:
-    a function from a position in it, (column, is_end) with columns in
-    UTF-8 bytes as ast has them, to the user's (line, column). The
-    preparser drops each backslash-newline and rewrites the rest
-    (constants, ^, R.<x>), so the two texts are aligned on the characters
-    they share: a start goes to the next shared one, an end past the last
-    one before it."""
-    import difflib
-    segments = [users[n - 1] for n in numbers]
-    segments = [s[:-1] if i < len(segments) - 1 else s for i, s in enumerate(segments)]
-    joined = "".join(segments)
-    if len(joined) + len(line) > ALIGNED_CHARACTERS:
-        return lambda column, is_end: (numbers[0], None)
-    starts = [0]
-    for segment in segments:
-        starts.append(starts[-1] + len(segment))
-    blocks = difflib.SequenceMatcher(None, joined, line, autojunk=False).get_matching_blocks()
+def joined_lines_of(users, numbers, line):
+    """For a code LINE the preparser made of the user's lines NUMBERS
+    (each backslash-newline dropped, the rest rewritten): a function from
+    a column of it (UTF-8 bytes, as ast has them) and whether it is an
+    end to the user's line that text came from. The two texts' tokens are
+    walked in step, in one pass: a token of the line is the user's where
+    it is found a few tokens on, else the preparser's own, of the line of
+    the user's next token. Tracebacks show lines only (podman.c runs
+    Python with -X no_debug_ranges), so only the line matters."""
+    import bisect
+    theirs = []  # (token, user's line)
+    for k, number in enumerate(numbers):
+        text = users[number - 1]
+        if k < len(numbers) - 1:
+            text = text[:-1]  # the backslash
+        theirs += [(m.group(), number) for m in TOKEN.finditer(text)]
     encoded = line.encode("utf-8")
-
-    def to_user(column, is_end):
-        at = len(encoded[:column].decode("utf-8", "replace"))
-        if is_end:
-            j = 0
-            for a, b, size in blocks:
-                if b >= at:
-                    break
-                j = a + min(size, at - b)
-            k = max([k for k in range(len(segments)) if starts[k] < j] or [0])
+    if len(encoded) == len(line):
+        def byte(i):
+            return i
+    else:
+        def byte(i):
+            return len(line[:i].encode("utf-8"))
+    starts, ends, lines_at = [], [], []
+    at = 0
+    for m in TOKEN.finditer(line):
+        for j in range(at, min(at + LOOKAHEAD, len(theirs))):
+            if theirs[j][0] == m.group():
+                at = j + 1
+                lines_at.append(theirs[j][1])
+                break
         else:
-            j = len(joined)
-            for a, b, size in blocks:
-                if b + size > at:
-                    j = a + max(0, at - b)
-                    break
-            k = max(k for k in range(len(segments)) if starts[k] <= j)
-        return numbers[k], len(segments[k][:j - starts[k]].encode("utf-8"))
-    return to_user
+            # The preparser's: in place of the user's next token (a number
+            # it named), or before it.
+            lines_at.append(theirs[min(at, len(theirs) - 1)][1] if theirs else numbers[0])
+        starts.append(byte(m.start()))
+        ends.append(byte(m.end()))
+
+    def line_of(column, is_end):
+        if not lines_at or column > len(encoded):
+            return numbers[0]
+        if is_end:  # the token that ends at or before it
+            i = bisect.bisect_right(ends, column) - 1
+        else:  # the token that starts at or after it
+            i = min(bisect.bisect_left(starts, column), len(starts) - 1)
+        return lines_at[max(i, 0)]
+    return line_of
 
 
 def users_tree(preparsed, filename, lines_of, text):
-    """The code's syntax tree, each node at the user's own line (the
-    preparser's joins undone: within a joined line, at the user's line and
-    column, so that a traceback quotes and marks the part that failed, as
-    Python would). compile() makes it: a syntax error is reported with no
-    frame of ast's own, at the user's line."""
+    """The code's syntax tree, each node at the user's own line: the
+    preparser's joins undone, and within a joined line at the line the
+    node's text came from (joined_lines_of), so that a traceback quotes
+    the part that failed, as Python would. compile() makes it: a syntax
+    error is reported with no frame of ast's own, at the user's line."""
     import ast
     try:
         tree = compile(preparsed, filename, "exec", ast.PyCF_ONLY_AST)
@@ -249,28 +263,32 @@ def users_tree(preparsed, filename, lines_of, text):
     if not lines_of:
         return tree
     users, code = text.splitlines(), preparsed.splitlines()
-    positions = {}
+    line_of = {}
 
-    def position(number, column, is_end):
+    def users_line(number, column, is_end):
         numbers = lines_of.get(number)
         if not numbers:
-            return number, column
+            return number
         if len(numbers) == 1 or column is None:
-            return numbers[0], column
-        if number not in positions:
-            positions[number] = joined_positions(users, numbers, code[number - 1])
-        line, mapped = positions[number](column, is_end)
-        return line, column if mapped is None else mapped
+            return numbers[0]
+        if number not in line_of:
+            line_of[number] = joined_lines_of(users, numbers, code[number - 1])
+        return line_of[number](column, is_end)
     for node in ast.walk(tree):
-        if getattr(node, "lineno", None):
-            node.lineno, column = position(node.lineno, getattr(node, "col_offset", None), False)
-            if column is not None:
-                node.col_offset = column
+        if not getattr(node, "lineno", None):
+            continue
+        node.lineno = users_line(node.lineno, getattr(node, "col_offset", None), False)
         if getattr(node, "end_lineno", None):
-            node.end_lineno, column = position(
+            node.end_lineno = users_line(
                 node.end_lineno, getattr(node, "end_col_offset", None), True)
-            if column is not None:
-                node.end_col_offset = column
+            # The columns stay the preparsed line's (tracebacks show none);
+            # compile() still wants the end after the start.
+            if node.end_lineno < node.lineno:
+                node.end_lineno = node.lineno
+            if node.end_lineno == node.lineno and \
+                    getattr(node, "end_col_offset", None) is not None and \
+                    node.end_col_offset < node.col_offset:
+                node.end_col_offset = node.col_offset
     return tree
 
 
@@ -803,10 +821,11 @@ def child_main(pipes, handlers, namespace, preparse_file, session, stale=()):
         if session and status == DIES_OF_SIGINT:
             status = 1  # a cell's: the session's Sage goes on, as a notebook's
         if not session:
-            # A serial container's launcher is told before the exit: it
+            # The launcher is told before the exit: a serial container's
             # forks the next call's child while the kernel tears this one
-            # down (calls.py, end_serial_call). A death by a signal is
-            # not told: the launcher waits for it.
+            # down (calls.py, end_serial_call); a once container's ends
+            # without waiting for that. A death by a signal is not told:
+            # the launcher waits for it.
             if done >= 0 and status >= 0:
                 try:
                     os.write(done, b"%d\n" % status)

@@ -153,7 +153,7 @@ remove_user() {
 	expect_match "$output" "run 'podman system migrate' as this user"
 	run runuser -l "$user" -c "$sandbox status"
 	expect_equal "$status" 1
-	expect_match "$output" "fix: +podman's state names processes that are gone .*: run 'podman system migrate' as this user"
+	expect_match "$output" "fix: +run 'podman system migrate' as this user, as podman asks"
 	# setup.sh repairs the account's, and says so.
 	SAGE_SANDBOX_ACCOUNT=$user "$BATS_TEST_DIRNAME/../setup.sh" account 2>"$said"
 	expect_match "$(cat "$said")" "setup: podman's state for $user names processes that are gone \(killed, or a restart that kept /tmp\): podman system migrate"

@@ -59,6 +59,15 @@ for line in open(sys.argv[1]):
 	printf 'R.<t> = QQ[]\nf = t^2 + \\\n  2*t + \\\n  t.foo()\n' >"$dir/joined3.sage"
 	input_file=$dir/joined3.sage run_ss 1 run
 	expect_match "$errors" "File \"<stdin>\", line 4, in <module>"$'\n''    t.foo\(\)'$'\n'
+	# Text the preparser puts in ([1..5] is ellipsis_range(...)) is no
+	# error of the code's; a backslash and CRLF is Python's join, not
+	# the preparser's.
+	printf 'y = [1..5] + \\\n  [6]\nprint(y)\n' >"$dir/joined4.sage"
+	input_file=$dir/joined4.sage run_ss 0 run
+	expect_equal "$output" "[1, 2, 3, 4, 5, 6]"
+	printf 'x = 5 + \\\r\n  1\r\nprint(x)\r\n{}[x]\r\n' >"$dir/joined5.sage"
+	input_file=$dir/joined5.sage run_ss 1 run
+	expect_match "$errors" "File \"<stdin>\", line 4, in <module>"
 	jobs_of "$dir"/*.sage >"$dir/jobs.jsonl"
 	"$SAGE_SANDBOX" batch --jobs 1 "$dir/jobs.jsonl" >"$dir/out.jsonl"
 	for f in comment blank shebang coding code string; do

@@ -30,6 +30,34 @@ class ParseStatusTest(unittest.TestCase):
             self.assertIsNone(calls.parse_status(line), line)
 
 
+class OnceFinishTest(unittest.TestCase):
+    # A once container's call ends at the status its process said, without
+    # waiting for the kernel to tear the process down: taken where it was
+    # not reaped yet, and where the kill for the files that come back
+    # reached it after it said it.
+    def finish(self, said, wait_status):
+        launcher = object.__new__(calls.Launcher)
+        launcher.mode, launcher.session, launcher.streams = "once", False, {}
+        launcher.child_status, launcher.cpu_used = wait_status, 0.0
+        call = calls.Call.__new__(calls.Call)
+        call.out, call.cpu_seconds = None, 30
+        return launcher.finish(call, said, None, False, 0)
+
+    def test_the_said_status_where_not_reaped(self):
+        trailer = self.finish(3, None)
+        self.assertEqual((trailer["exit"], trailer["container"]), (3, "ends"))
+
+    def test_the_said_status_where_killed_after_saying_it(self):
+        self.assertEqual(self.finish(0, 9)["exit"], 0)
+
+    def test_a_kill_before_any_word_is_its_end(self):
+        trailer = self.finish(None, 9)
+        self.assertEqual((trailer["signal"], "exit" in trailer), (9, False))
+
+    def test_its_own_end_where_reaped(self):
+        self.assertEqual(self.finish(5, 5 << 8)["exit"], 5)
+
+
 class ParseLimitsTest(unittest.TestCase):
     def test_as_the_host_sends_them(self):
         limits = calls.parse_limits(HOST_LIMITS)

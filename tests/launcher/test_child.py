@@ -461,31 +461,54 @@ class RunCodeTest(unittest.TestCase):
         lines = err.splitlines()
         self.assertIn('  File "%s", line 7, in <module>' % self.FILE, lines)
         self.assertIn("    raise ValueError('on line 7')", lines)
+        # A backslash and CRLF is no join of the preparser's: Python joins
+        # them, and the line numbers stay.
+        source = b"x = 1 + \\\r\n  2\r\nprint(x)\r\nraise ValueError(x)\r\n"
+        status, err, _ = self.run_code(source, preparse)
+        self.assertIn('  File "%s", line 4, in <module>' % self.FILE, err.splitlines())
         # A string's own backslash-newline is no join.
         source = b"s = 'a\\\nb'\nprint(s)\nraise ValueError(3)\n"
         status, err, _ = self.run_code(source, self.sage_like)
         self.assertIn('  File "%s", line 4, in <module>' % self.FILE, err.splitlines())
 
-    def test_a_joined_lines_error_is_quoted_and_marked_as_python_does(self):
-        # Each part of a statement continued with backslashes is where the
-        # user wrote it: the line and the carets Python's own traceback
-        # gives for the same file (the preparser's constants and its joins
-        # notwithstanding).
+    def test_a_joined_lines_error_is_quoted_from_its_own_line_as_python_does(self):
+        # Each part of a statement continued with backslashes is on the
+        # line the user wrote it: the lines Python's own traceback gives
+        # for the same file (the preparser's constants, its joins and its
+        # rewrites notwithstanding; [a..b] is rewritten to names of its
+        # own, as Sage's ellipsis_range). Compared without column marks:
+        # the launcher runs with -X no_debug_ranges.
         def preparse(text):
+            text = re.sub(r"\[(\w+)\.\.(\w+)\]", r"list(range(\1, \2 + 1))", text)
             return self.sage_like(text.replace("\\\n", ""))
         path = os.path.join(temporary_directory(self), "t.py")
-        for source in (b"x = 1 + \\\n    1/0\n",
-                       b"# c\nx = [1, 2] + \\\n  [3] + \\\n  {}['k'] \\\n  + [5]\nprint(x)\n",
-                       b"y = 2\nz = (y + \\\n     y) * \\\n   [\\\n'\u00e9', 1][0] + y\n"):
-            with open(path, "wb") as f:
-                f.write(source)
-            python = subprocess.run([sys.executable, path], capture_output=True, text=True)
-            status, err, _ = self.run_code(source, preparse)
+        for source, as_python in (
+                ("x = 1 + \\\n    1/0\n", None),
+                ("# c\nx = [1, 2] + \\\n  [3] + \\\n  {}['k'] \\\n  + [5]\nprint(x)\n", None),
+                ("y = 2\nz = (y + \\\n     y) * \\\n   [\\\n'\u00e9', 1][0] + y\n", None),
+                ("a = '\u00e9\u00e9' + \\\n  'b' + \\\n  len\n", None),
+                ("x = [1..3] + \\\n  [1..4] + \\\n  1\n",
+                 "x = list(range(1, 3 + 1)) + \\\n  list(range(1, 4 + 1)) + \\\n  1\n"),
+                ("x = 1\ny = x + \\\n  [1..4]\n", "x = 1\ny = x + \\\n  list(range(1, 4 + 1))\n")):
+            with open(path, "w", encoding="utf-8") as f:
+                f.write(as_python or source)
+            python = subprocess.run([sys.executable, "-X", "no_debug_ranges", path],
+                                    capture_output=True, text=True)
+            status, err, _ = self.run_code(source.encode("utf-8"), preparse)
             self.assertEqual(status, 1)
             want = python.stderr.replace(path, self.FILE).splitlines()
-            got = err.splitlines()
-            # The first frame is Python's <module>, ours the same: from it on.
-            self.assertEqual(got[-len(want) + 1:], want[1:], source)
+            got = [line for line in err.splitlines() if line.strip(" ~^")]
+            # The first frame is Python's <module>, ours the same: from it
+            # on, the frames' lines and the error; each quoted line the
+            # user's own.
+            got = got[-len(want) + 1:]
+            self.assertEqual([line for line in got if not line.startswith("    ")],
+                             [line for line in want[1:] if not line.startswith("    ")], source)
+            users = source.splitlines()
+            for told, quoted in zip(got, got[1:]):
+                number = re.match(r'  File "%s", line (\d+)' % re.escape(self.FILE), told)
+                if number:
+                    self.assertEqual(quoted, "    " + users[int(number.group(1)) - 1].strip())
 
     def test_a_syntax_error_names_the_users_line(self):
         status, err, _ = self.run_code(b"x = 1\ny = (\n")
