@@ -292,31 +292,38 @@ def users_tree(preparsed, filename, lines_of, text):
     return tree
 
 
-def users_syntax_error(error, text, filename):
+def users_syntax_error(error, text, filename, lines_of=None):
     """A syntax error in the preparsed code, told in the user's own words:
     their line, and the caret where Python puts it in that line. The
     preparser changed the line (2^3, 1.5, R.<x>): its column means nothing
     in the user's line, so the caret comes from compiling the user's code
     as plain Python where that fails on the same line, and is left out
-    where it does not."""
+    where it does not. Where the preparser joined lines (lines_of), the
+    error is on the first of them: plain Python's own line among them is
+    taken, as python3 names it."""
     lines = text.splitlines()
     if error.filename != filename or not error.lineno or not 0 < error.lineno <= len(lines):
         return error
-    own = lines[error.lineno - 1]
-    if (error.text or "").rstrip("\r\n") == own:
+    lineno = error.lineno
+    joined = [group for group in (lines_of or {}).values() if group[0] == lineno]
+    group = joined[0] if joined else [lineno]
+    if len(group) == 1 and (error.text or "").rstrip("\r\n") == lines[lineno - 1]:
         return error
     offset = end_offset = None
     try:
         compile(text, filename, "exec")
     except SyntaxError as plain:
-        if plain.lineno == error.lineno:
+        if plain.lineno in group:
+            lineno = plain.lineno
             offset, end_offset = plain.offset, getattr(plain, "end_offset", None)
+            if getattr(plain, "end_lineno", lineno) != lineno:
+                end_offset = None
     except (ValueError, OverflowError):
         pass
     # IndentationError and TabError stay what they are, as Python names them.
-    told = type(error)(error.msg, (filename, error.lineno, offset, own + "\n"))
+    told = type(error)(error.msg, (filename, lineno, offset, lines[lineno - 1] + "\n"))
     if end_offset is not None:
-        told.end_lineno, told.end_offset = error.lineno, end_offset
+        told.end_lineno, told.end_offset = lineno, end_offset
     return told
 
 
@@ -342,7 +349,7 @@ def run_code(source, namespace, filename, preparse_file, show_last=False):
     show_last: a last statement that is a bare expression has its value
     displayed, as a notebook cell's."""
     import linecache
-    text = ""
+    text, lines_of = "", None
     try:
         # A byte order mark starts many files saved on Windows: not code.
         text = source.decode("utf-8-sig")
@@ -381,7 +388,7 @@ def run_code(source, namespace, filename, preparse_file, show_last=False):
         shown = tb.tb_next if tb else tb
         if isinstance(value, SyntaxError) and launchers_own(tb):
             # The code's own, from compile(): not one its code raised.
-            value = users_syntax_error(value, text, filename)
+            value = users_syntax_error(value, text, filename, lines_of)
             kind, shown = type(value), None
         # As Python's PyErr_Print: the sys.last_ names (cleared before the
         # end's finalisers, as Python's teardown does), then the hook.

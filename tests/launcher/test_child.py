@@ -510,6 +510,19 @@ class RunCodeTest(unittest.TestCase):
                 if number:
                     self.assertEqual(quoted, "    " + users[int(number.group(1)) - 1].strip())
 
+    def test_a_syntax_error_within_joined_lines_names_pythons_line_and_caret(self):
+        def preparse(text):
+            return self.sage_like(text.replace("\\\n", ""))
+        path = os.path.join(temporary_directory(self), "t.py")
+        for source in (b"x = 1 + \\\n  (2 +* 3)\n", b"y = 2\nx = (1 + \\\n 2) \\\n  3 3\n"):
+            with open(path, "wb") as f:
+                f.write(source)
+            python = subprocess.run([sys.executable, path], capture_output=True, text=True)
+            status, err, _ = self.run_code(source, preparse)
+            self.assertEqual(status, 1)
+            self.assertEqual(err.splitlines(), python.stderr.replace(path, self.FILE).splitlines(),
+                             source)
+
     def test_a_syntax_error_names_the_users_line(self):
         status, err, _ = self.run_code(b"x = 1\ny = (\n")
         self.assertEqual(status, 1)
