@@ -367,7 +367,15 @@ def run_code(source, namespace, filename, preparse_file, show_last=False):
         if show_last and tree.body and isinstance(tree.body[-1], ast.Expr) and \
                 not ends_quietly(preparsed):
             last = tree.body.pop()
-        exec(compile(tree, filename, "exec"), namespace)
+        try:
+            code = compile(tree, filename, "exec")
+        except RecursionError:
+            # compile() checks a tree it is given node by node, recursively:
+            # a flat sum of a thousand terms passes its limit. From text,
+            # as `sage FILE` compiles it, there is no such check (a joined
+            # statement's lines are then at its first; no value shown).
+            code, last = compile(preparsed, filename, "exec"), None
+        exec(code, namespace)
         if last is not None:
             value = eval(compile(ast.Expression(last.value), filename, "eval"), namespace)
             display.show_last(value)

@@ -523,6 +523,14 @@ class RunCodeTest(unittest.TestCase):
             self.assertEqual(err.splitlines(), python.stderr.replace(path, self.FILE).splitlines(),
                              source)
 
+    def test_a_flat_sum_of_many_terms_runs_as_python_runs_it(self):
+        # compile() of a tree refuses it (RecursionError), from text not.
+        source = ("y = " + " + ".join(["1"] * 1200) + "\nprint(y)\n").encode()
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            status, err, _ = self.run_code(source)
+        self.assertEqual((status, err, out.getvalue()), (0, "", "1200\n"))
+
     def test_a_syntax_error_names_the_users_line(self):
         status, err, _ = self.run_code(b"x = 1\ny = (\n")
         self.assertEqual(status, 1)
