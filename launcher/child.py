@@ -125,14 +125,17 @@ def joined_lines(text):
     that ends in a backslash outside any string continues on the next, and
     the preparser makes the two one line. Python's tokenizer tells where
     (such a line break is the one it gives no token for); code it cannot
-    tokenize gives none."""
+    tokenize gives none. Lines are counted as the preparser counts them,
+    by str.splitlines (a form feed ends one too): so is the code it
+    makes, and so are the user's lines here."""
     import io
     import tokenize
     breaks = (tokenize.NEWLINE, tokenize.NL, tokenize.COMMENT, tokenize.INDENT,
               tokenize.DEDENT, tokenize.ENCODING)
     joined, last_row, last_type = set(), None, None
+    lines = io.StringIO("\n".join(text.splitlines()) + "\n")
     try:
-        for token in tokenize.generate_tokens(io.StringIO(text).readline):
+        for token in tokenize.generate_tokens(lines.readline):
             if token.type == tokenize.ENDMARKER:
                 break
             row = token.start[0]
@@ -195,7 +198,15 @@ def split_constants(text, preparsed):
 # looked for: the preparser's rewrites are local (a number named, 2^3,
 # [1..4]), so its own text is found nowhere near and skipped.
 LOOKAHEAD = 4
-TOKEN = re.compile(r"\w+|\S")
+# A number whole (2.5e-3, 1..5: the preparser names each), a name, or a
+# character.
+TOKEN = re.compile(r"\d[\w.]*(?:[eE][-+]\d+\w*)?|\.\d[\w.]*|\w+|\S")
+
+
+def same_token(ours, theirs):
+    """A token of the preparsed line is the user's: the same text, or the
+    name the preparser gave a number (_sage_const_2p5en3 for 2.5e-3)."""
+    return ours == theirs or ours.startswith("_sage_const_") and theirs[0] in "0123456789."
 
 
 def joined_lines_of(users, numbers, line):
@@ -219,19 +230,28 @@ def joined_lines_of(users, numbers, line):
         def byte(i):
             return i
     else:
+        # Counted on from the last one asked (the tokens come in order).
+        counted = [0, 0]  # characters, their bytes
+
         def byte(i):
-            return len(line[:i].encode("utf-8"))
+            counted[1] += len(line[counted[0]:i].encode("utf-8"))
+            counted[0] = i
+            return counted[1]
     starts, ends, lines_at = [], [], []
-    at = 0
+    at = misses = 0
     for m in TOKEN.finditer(line):
-        for j in range(at, min(at + LOOKAHEAD, len(theirs))):
-            if theirs[j][0] == m.group():
-                at = j + 1
+        # A name looks further on the more the preparser rewrote before
+        # it (ellipsis_range(...) for [1..5], R.<x>'s generators).
+        ahead = LOOKAHEAD + (misses if m.group()[0].isalnum() or m.group()[0] == "_" else 0)
+        for j in range(at, min(at + ahead, len(theirs))):
+            if same_token(m.group(), theirs[j][0]):
+                at, misses = j + 1, 0
                 lines_at.append(theirs[j][1])
                 break
         else:
             # The preparser's: in place of the user's next token (a number
             # it named), or before it.
+            misses += 1
             lines_at.append(theirs[min(at, len(theirs) - 1)][1] if theirs else numbers[0])
         starts.append(byte(m.start()))
         ends.append(byte(m.end()))

@@ -489,7 +489,11 @@ class RunCodeTest(unittest.TestCase):
                 ("a = '\u00e9\u00e9' + \\\n  'b' + \\\n  len\n", None),
                 ("x = [1..3] + \\\n  [1..4] + \\\n  1\n",
                  "x = list(range(1, 3 + 1)) + \\\n  list(range(1, 4 + 1)) + \\\n  1\n"),
-                ("x = 1\ny = x + \\\n  [1..4]\n", "x = 1\ny = x + \\\n  list(range(1, 4 + 1))\n")):
+                ("x = 1\ny = x + \\\n  [1..4]\n", "x = 1\ny = x + \\\n  list(range(1, 4 + 1))\n"),
+                # Past a rewrite longer than the look ahead, the walk finds
+                # the user's tokens again (reviewer).
+                ("f = max\nx = f([1..5], \\\n      2, \\\n      1/0)\n",
+                 "f = max\nx = f(list(range(1, 5 + 1)), \\\n      2, \\\n      1/0)\n")):
             with open(path, "w", encoding="utf-8") as f:
                 f.write(as_python or source)
             python = subprocess.run([sys.executable, "-X", "no_debug_ranges", path],
