@@ -145,10 +145,7 @@ def joined_lines(text):
             last_row, last_type = token.end[0], token.type
     except (tokenize.TokenError, SyntaxError):
         return set()
-    # The preparser joins at a backslash and a newline alone: a line that
-    # ends in "\\\r\n" stays a line of its own, which Python joins.
-    ends = text.splitlines(True)
-    return {row for row in joined if ends[row - 2].endswith("\\\n")}
+    return joined
 
 
 # The preparser's constants joined onto a first line that is blank or a
@@ -372,7 +369,10 @@ def run_code(source, namespace, filename, preparse_file, show_last=False):
     text, lines_of = "", None
     try:
         # A byte order mark starts many files saved on Windows: not code.
-        text = source.decode("utf-8-sig")
+        # Line ends as `sage FILE` reads its file, in text mode: CRLF and
+        # CR are newlines (Sage 9.5's preparser takes a backslash before a
+        # CR for its backslash operator).
+        text = source.decode("utf-8-sig").replace("\r\n", "\n").replace("\r", "\n")
         # The constants run first, so that the code's lines keep their
         # numbers, and tracebacks quote the user's own lines.
         constants, preparsed, lines_of = split_constants(text, preparse_file(text))

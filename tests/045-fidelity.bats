@@ -60,8 +60,9 @@ for line in open(sys.argv[1]):
 	input_file=$dir/joined3.sage run_ss 1 run
 	expect_match "$errors" "File \"<stdin>\", line 4, in <module>"$'\n''    t.foo\(\)'$'\n'
 	# Text the preparser puts in ([1..5] is ellipsis_range(...)) is no
-	# error of the code's; a backslash and CRLF is Python's join, not
-	# the preparser's.
+	# error of the code's; CRLF line ends are newlines, as `sage FILE`
+	# reads its file (Sage 9.5's preparser took the backslash before a
+	# CR for its backslash operator: a syntax error).
 	printf 'y = [1..5] + \\\n  [6]\nprint(y)\n' >"$dir/joined4.sage"
 	input_file=$dir/joined4.sage run_ss 0 run
 	expect_equal "$output" "[1, 2, 3, 4, 5, 6]"

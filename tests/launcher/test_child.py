@@ -461,8 +461,7 @@ class RunCodeTest(unittest.TestCase):
         lines = err.splitlines()
         self.assertIn('  File "%s", line 7, in <module>' % self.FILE, lines)
         self.assertIn("    raise ValueError('on line 7')", lines)
-        # A backslash and CRLF is no join of the preparser's: Python joins
-        # them, and the line numbers stay.
+        # CRLF line ends are newlines, as `sage FILE` reads its file.
         source = b"x = 1 + \\\r\n  2\r\nprint(x)\r\nraise ValueError(x)\r\n"
         status, err, _ = self.run_code(source, preparse)
         self.assertIn('  File "%s", line 4, in <module>' % self.FILE, err.splitlines())
