@@ -130,6 +130,8 @@ const char as_root_hint[] =
 	"run it as the account that has the image: sudo -iu sage-sandbox sage-sandbox status "
 	"(the account setup.sh made), or as your own user after './setup.sh image'";
 
+const char podman_info_hint[] = "check that podman works for this user: podman info";
+
 const char *podman_failed_hint(const char *said, const char *probe)
 {
 	/* Podman asks for it where it cannot join its pause process nor any

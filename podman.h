@@ -92,6 +92,8 @@ extern const char podman_install_hint[];
 extern const char image_hint[];
 extern const char podman_silent_hint[];
 extern const char as_root_hint[];
+/* Where podman info failed without naming its own repair. */
+extern const char podman_info_hint[];
 /* How to fix a podman that failed saying SAID: its own repair where it
  * names one ('podman system migrate', for a state whose processes are all
  * gone), else a look at PROBE (such as "podman info"). */

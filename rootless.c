@@ -204,7 +204,7 @@ int rootless_verdict(const struct podman_host *host, struct error *err)
 		return -1;
 	default:
 		error_set(err, EXIT_REFUSED,
-			podman_failed_hint(host->detail, "check that podman works for this user: podman info"),
+			podman_failed_hint(host->detail, podman_info_hint),
 			"refusing to run: cannot confirm podman is rootless: %s", host->detail);
 		return -1;
 	}

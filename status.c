@@ -196,7 +196,7 @@ static const char *problem(const struct status_report *s, const char **hint)
 		return "podman is not rootless for this user";
 	}
 	if (ph->rootless == ROOTLESS_UNKNOWN) {
-		*hint = podman_failed_hint(ph->detail, "check that podman works for this user: podman info");
+		*hint = podman_failed_hint(ph->detail, podman_info_hint);
 		return "podman did not answer";
 	}
 	if (s->image_asked && !s->image_present) {

@@ -120,20 +120,20 @@ def ends_quietly(code):
     return last is not None and last.type == tokenize.OP and last.string == ";"
 
 
-def joined_lines(text):
+def joined_lines(users):
     """The lines Sage's preparser joins onto the line before them: a line
     that ends in a backslash outside any string continues on the next, and
     the preparser makes the two one line. Python's tokenizer tells where
     (such a line break is the one it gives no token for); code it cannot
-    tokenize gives none. Lines are counted as the preparser counts them,
-    by str.splitlines (a form feed ends one too): so is the code it
-    makes, and so are the user's lines here."""
+    tokenize gives none. USERS are the code's lines as the preparser
+    counts them, by str.splitlines (a form feed ends one too): so is the
+    code it makes."""
     import io
     import tokenize
     breaks = (tokenize.NEWLINE, tokenize.NL, tokenize.COMMENT, tokenize.INDENT,
               tokenize.DEDENT, tokenize.ENCODING)
     joined, last_row, last_type = set(), None, None
-    lines = io.StringIO("\n".join(text.splitlines()) + "\n")
+    lines = io.StringIO("\n".join(users) + "\n")
     try:
         for token in tokenize.generate_tokens(lines.readline):
             if token.type == tokenize.ENDMARKER:
@@ -164,7 +164,7 @@ def split_constants(text, preparsed):
     they are constants and blanks."""
     lines = preparsed.splitlines()
     users = text.splitlines()
-    joined = joined_lines(text)
+    joined = joined_lines(users)
     kept = [n for n in range(1, len(users) + 1) if n not in joined]
     extra = len(lines) - len(kept)
     constants = ""
