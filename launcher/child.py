@@ -28,9 +28,8 @@ MISSING_FILE_NOTE = (
     "given with --input (MCP: files); nothing else of the host is there\n")
 
 
-# Where descriptors that are no call's own are moved: a replaced child's
-# ends in the launcher (calls.py, replace_child), a child's call and done
-# ends in the child. Above the launcher's own, below the container's
+# Where the launcher moves a replaced child's ends (calls.py,
+# replace_child). Above the launcher's own, below the container's
 # descriptor limit.
 MOVED_FDS_FROM = 512
 
@@ -59,17 +58,33 @@ class Pipes:
         return (self.stdin[0], self.stdout[1], self.stderr[1], self.call[0], self.done[1])
 
 
-def move_up(fd):
-    """fd at MOVED_FDS_FROM or above (close-on-exec), the old number closed;
-    fd itself where that cannot be (or it is -1)."""
-    if fd < 0:
-        return fd
-    try:
-        moved = fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, MOVED_FDS_FROM)
-    except OSError:
-        return fd
-    os.close(fd)
-    return moved
+# A child's call and done ends go to the highest numbers its descriptor
+# limit allows, capped here: only code that opens every descriptor it may
+# meets them, where at MOVED_FDS_FROM the code's 510th open file skipped
+# two numbers a fresh Sage gives. Not higher: a process's descriptor
+# table grows to its highest number, and every fork copies it.
+CHILD_FDS_BELOW = 4096
+
+
+def move_to_top(fds):
+    """fds moved, in order, to the highest numbers below the descriptor
+    limit (or CHILD_FDS_BELOW), close-on-exec, their old numbers closed;
+    one that cannot move (or is -1) stays as it is."""
+    import resource
+    soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    top = CHILD_FDS_BELOW if soft == resource.RLIM_INFINITY else min(soft, CHILD_FDS_BELOW)
+    placed = []
+    for at, fd in enumerate(fds, start=top - len(fds)):
+        if fd >= 0 and at > 2:
+            try:
+                moved = fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, at)
+            except OSError:
+                moved = fd
+            if moved != fd:
+                os.close(fd)
+                fd = moved
+        placed.append(fd)
+    return placed
 
 
 def encode_call(cpu_seconds, argv, code, flags=0, first_show=1, seed=None):
@@ -124,8 +139,9 @@ def joined_lines(users):
     """The lines Sage's preparser joins onto the line before them: a line
     that ends in a backslash outside any string continues on the next, and
     the preparser makes the two one line. Python's tokenizer tells where
-    (such a line break is the one it gives no token for); code it cannot
-    tokenize gives none. USERS are the code's lines as the preparser
+    (such a line break is the one it gives no token for); where it gives
+    up (a bracket or string still open at the end, an indent that matches
+    none), the joins it saw before stand. USERS are the code's lines as the preparser
     counts them, by str.splitlines (a form feed ends one too): so is the
     code it makes."""
     import io
@@ -144,7 +160,7 @@ def joined_lines(users):
                 joined.update(range(last_row + 1, row + 1))
             last_row, last_type = token.end[0], token.type
     except (tokenize.TokenError, SyntaxError):
-        return set()
+        pass  # the code does not compile, and its error is at or before where this stopped
     return joined
 
 
@@ -511,6 +527,12 @@ def tell_unraisable(u):
     import traceback
     err_msg, obj, kind, value, tb = (u.err_msg, u.object, u.exc_type, u.exc_value,
                                      u.exc_traceback)
+    # Python gives an exception that has no traceback (a builtin's, such as
+    # atexit.register(sys.exit, 9)'s) the frame that was running: the
+    # launcher's own, which runs the atexit handlers here. Python runs them
+    # after the last frame is gone, and shows none.
+    if tb is not None and tb.tb_next is None and tb.tb_frame.f_globals is globals():
+        tb = None
     try:
         out = sys.stderr
         if obj is not None:
@@ -789,9 +811,9 @@ def child_main(pipes, handlers, namespace, preparse_file, session, stale=()):
         if fd >= 0:
             os.close(fd)
     # The call and done ends too, above any the code opens: a fresh Sage
-    # has neither, so the code's first open() gets the number it gets
+    # has neither, so the code's open() calls get the numbers they get
     # there, warm or cold. Where one cannot move, it stays.
-    call, done = (move_up(fd) for fd in (call, done))
+    call, done = move_to_top([call, done])
     first_call = True
     me = os.getpid()
     while True:

@@ -88,6 +88,22 @@ for line in open(sys.argv[1]):
 	run_ss 1 run "$dir/args.sage" one two
 	expect_equal "$output" "['one', 'two']"
 	expect_match "$errors" "File \"$dir/args.sage\", line 4, in <module>"$'\n'"    raise ValueError\(2\^10\)"
+	# A bracket still open at the end of a backslash-continued statement:
+	# the line that opened it, as python3 names it.
+	printf 'print(1)\ny = (1 + \\\n  2 + \\\n  3\n' >"$dir/open.sage"
+	run_ss 1 run "$dir/open.sage"
+	expect_equal "$errors" "  File \"$dir/open.sage\", line 2"$'\n'"    y = (1 + \\"$'\n'"        ^"$'\n'"SyntaxError: '(' was never closed"
+}
+
+@test "fidelity - a builtin atexit handler's error shows no frame; the code's descriptors are numbered as a fresh Sage numbers them" {
+	# The launcher's own descriptors are above every number the code opens
+	# short of its limit (1024): 600 files get 600 numbers in a row.
+	sage 'import atexit, os, sys
+atexit.register(sys.exit, 9)
+fds = [os.open("/dev/null", os.O_RDONLY) for i in range(600)]
+print(fds[-1] - fds[0] + 1, fds == sorted(fds))' 0 run
+	expect_equal "$output" "600 True"
+	expect_equal "$errors" $'Exception ignored in atexit callback: <built-in function exit>\nSystemExit: 9'
 }
 
 @test "fidelity - a thread still running when the code ends is waited for, atexit runs; daemons are not" {

@@ -82,35 +82,53 @@ class CallPipeTest(unittest.TestCase):
                 self.assertIsNone(child.read_call(pipe.r))
 
 
-class MoveUpTest(unittest.TestCase):
-    """A child's call and done ends go above the numbers the code opens."""
+class MoveToTopTest(unittest.TestCase):
+    """A child's call and done ends go to the top of its descriptors,
+    above every number the code opens short of its limit."""
 
-    def test_moved_above_and_the_old_number_free(self):
-        r, w = os.pipe()
-        moved = child.move_up(r)
-        try:
-            self.assertGreaterEqual(moved, child.MOVED_FDS_FROM)
-            self.assertFalse(os.get_inheritable(moved))
-            with self.assertRaises(OSError):
-                os.fstat(r)
-            os.write(w, b"x")
-            self.assertEqual(os.read(moved, 1), b"x")
-        finally:
-            os.close(moved)
-            os.close(w)
-
-    def test_stays_where_it_cannot_move_and_none_stays_none(self):
+    def limit(self, soft):
         import resource
-        r, w = os.pipe()
-        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-        resource.setrlimit(resource.RLIMIT_NOFILE, (child.MOVED_FDS_FROM, hard))
+        was = resource.getrlimit(resource.RLIMIT_NOFILE)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, was[1]))
+        self.addCleanup(resource.setrlimit, resource.RLIMIT_NOFILE, was)
+
+    def test_the_two_highest_below_the_limit_and_the_old_numbers_free(self):
+        self.limit(300)
+        (r1, w1), (r2, w2) = os.pipe(), os.pipe()
+        moved = child.move_to_top([r1, w2])
         try:
-            self.assertEqual(child.move_up(r), r)
+            self.assertEqual(moved, [298, 299])
+            self.assertFalse(any(os.get_inheritable(fd) for fd in moved))
+            for fd in (r1, w2):
+                with self.assertRaises(OSError):
+                    os.fstat(fd)
+            os.write(w1, b"x")
+            self.assertEqual(os.read(moved[0], 1), b"x")
+            os.write(moved[1], b"y")
+            self.assertEqual(os.read(r2, 1), b"y")
         finally:
-            resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+            for fd in moved + [w1, r2]:
+                os.close(fd)
+
+    def test_below_the_cap_where_the_limit_is_higher(self):
+        import resource
+        if resource.getrlimit(resource.RLIMIT_NOFILE)[1] < child.CHILD_FDS_BELOW + 1:
+            self.skipTest("the hard descriptor limit is below the cap")
+        self.limit(child.CHILD_FDS_BELOW + 1000)
+        r, w = os.pipe()
+        moved = child.move_to_top([r, -1])
+        os.close(moved[0])
+        os.close(w)
+        self.assertEqual(moved, [child.CHILD_FDS_BELOW - 2, -1])
+
+    def test_stays_where_it_cannot_move(self):
+        r, w = os.pipe()
+        self.limit(max(r, w) + 1)
+        try:
+            self.assertEqual(child.move_to_top([r]), [r])
+        finally:
             os.close(r)
             os.close(w)
-        self.assertEqual(child.move_up(-1), -1)
 
 
 class SeedInterfacesTest(unittest.TestCase):
@@ -517,7 +535,12 @@ class RunCodeTest(unittest.TestCase):
         def preparse(text):
             return self.sage_like(text.replace("\\\n", ""))
         path = os.path.join(temporary_directory(self), "t.py")
-        for source in (b"x = 1 + \\\n  (2 +* 3)\n", b"y = 2\nx = (1 + \\\n 2) \\\n  3 3\n"):
+        for source in (b"x = 1 + \\\n  (2 +* 3)\n", b"y = 2\nx = (1 + \\\n 2) \\\n  3 3\n",
+                       # A bracket still open at the end: the tokenizer
+                       # gives up there, the joins before it stand.
+                       b"print(1)\ny = (1 + \\\n  2 + \\\n  3\n",
+                       b"x = 1 + \\\n  2\ny = [1, \\\n  2\n",
+                       b"print(1)\ny = 1 + \\\n  (2 +\n  3\n"):
             with open(path, "wb") as f:
                 f.write(source)
             python = subprocess.run([sys.executable, path], capture_output=True, text=True)
@@ -614,6 +637,30 @@ class EndOfCodeTest(unittest.TestCase):
         self.assertTrue(any(re.match(r"Exception ignored in atexit callback:? <function boom", line)
                             for line in lines), err)
         self.assertIn("    raise KeyError('at exit')", lines)
+
+    def test_a_builtin_atexit_handlers_error_shows_no_launcher_frame(self):
+        # Python runs its atexit handlers once its last frame is gone: an
+        # exception a builtin raised there has no traceback to show.
+        code = (b"import atexit, sys\n"
+                b"atexit.register(sys.exit, 9)\n"
+                b"atexit.register(int, 'x')\n")
+
+        def body():
+            import atexit
+            atexit._clear()
+            child.tell_in_users_lines()
+            err = io.StringIO()
+            namespace = {"__name__": "__main__", "__builtins__": __builtins__}
+            with contextlib.redirect_stderr(err):
+                status = child.run_code(code, namespace, "t.sage", identity)
+                child.finish_as_python_does(namespace, {})
+            return status, err.getvalue()
+
+        self.assertEqual(in_child(body), (0, "Exception ignored in atexit callback: <class 'int'>\n"
+                                             "ValueError: invalid literal for int() with base 10: 'x'\n"
+                                             "Exception ignored in atexit callback: "
+                                             "<built-in function exit>\n"
+                                             "SystemExit: 9\n"))
 
     def test_a_late_thread_and_atexit_as_python_does(self):
         code = (b"import atexit, threading, time\n"
