@@ -608,6 +608,23 @@ class EndOfCodeTest(unittest.TestCase):
     the interpreter's teardown: threads joined, the code's atexit handlers
     run, daemon threads left."""
 
+    @staticmethod
+    def to_its_end(code, before_the_call=lambda: None):
+        """The code run to its end as child_main runs a call's, in a forked
+        child: its status, stdout and stderr."""
+        def body():
+            import atexit
+            before_the_call()
+            atexit._clear()  # as child_main does before a call
+            child.tell_in_users_lines()
+            out, err = io.StringIO(), io.StringIO()
+            namespace = {"__name__": "__main__", "__builtins__": __builtins__}
+            with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+                status = child.run_code(code, namespace, "t.sage", identity)
+                child.finish_as_python_does(namespace, {})
+            return status, out.getvalue(), err.getvalue()
+        return in_child(body)
+
     def test_a_threads_and_an_atexit_handlers_errors_quote_the_users_lines(self):
         code = (b"import atexit, threading\n"
                 b"def late():\n"
@@ -616,19 +633,7 @@ class EndOfCodeTest(unittest.TestCase):
                 b"    raise KeyError('at exit')\n"
                 b"atexit.register(boom)\n"
                 b"threading.Thread(target=late).start()\n")
-
-        def body():
-            import atexit
-            atexit._clear()
-            child.tell_in_users_lines()
-            err = io.StringIO()
-            namespace = {"__name__": "__main__", "__builtins__": __builtins__}
-            with contextlib.redirect_stderr(err):
-                status = child.run_code(code, namespace, "t.sage", identity)
-                child.finish_as_python_does(namespace, {})
-            return status, err.getvalue()
-
-        status, err = in_child(body)
+        status, _, err = self.to_its_end(code)
         lines = err.splitlines()
         self.assertEqual(status, 0)
         self.assertTrue(any(line.startswith("Exception in thread Thread-") for line in lines), err)
@@ -644,23 +649,11 @@ class EndOfCodeTest(unittest.TestCase):
         code = (b"import atexit, sys\n"
                 b"atexit.register(sys.exit, 9)\n"
                 b"atexit.register(int, 'x')\n")
-
-        def body():
-            import atexit
-            atexit._clear()
-            child.tell_in_users_lines()
-            err = io.StringIO()
-            namespace = {"__name__": "__main__", "__builtins__": __builtins__}
-            with contextlib.redirect_stderr(err):
-                status = child.run_code(code, namespace, "t.sage", identity)
-                child.finish_as_python_does(namespace, {})
-            return status, err.getvalue()
-
-        self.assertEqual(in_child(body), (0, "Exception ignored in atexit callback: <class 'int'>\n"
-                                             "ValueError: invalid literal for int() with base 10: 'x'\n"
-                                             "Exception ignored in atexit callback: "
-                                             "<built-in function exit>\n"
-                                             "SystemExit: 9\n"))
+        self.assertEqual(self.to_its_end(code),
+                         (0, "", "Exception ignored in atexit callback: <class 'int'>\n"
+                                 "ValueError: invalid literal for int() with base 10: 'x'\n"
+                                 "Exception ignored in atexit callback: <built-in function exit>\n"
+                                 "SystemExit: 9\n"))
 
     def test_a_late_thread_and_atexit_as_python_does(self):
         code = (b"import atexit, threading, time\n"
@@ -669,18 +662,11 @@ class EndOfCodeTest(unittest.TestCase):
                 b"threading.Thread(target=lambda: (time.sleep(5), print('daemon')), daemon=True).start()\n"
                 b"print('main done')\n")
 
-        def body():
+        def launchers_own_handler():
             import atexit
             atexit.register(lambda: print("registered before the code"))
-            atexit._clear()  # as child_main does before a call
-            out = io.StringIO()
-            namespace = {"__name__": "__main__", "__builtins__": __builtins__}
-            with contextlib.redirect_stdout(out):
-                status = child.run_code(code, namespace, "t.sage", identity)
-                child.finish_as_python_does(namespace, {})
-            return status, out.getvalue()
 
-        status, out = in_child(body)
+        status, out, _ = self.to_its_end(code, launchers_own_handler)
         self.assertEqual((status, out), (0, "main done\nlate thread\natexit ran\n"))
 
     def test_an_interrupt_while_threads_are_waited_for_is_told_and_the_end_goes_on(self):
@@ -689,19 +675,8 @@ class EndOfCodeTest(unittest.TestCase):
                 b"def t():\n    time.sleep(0.3)\n    os.kill(os.getpid(), signal.SIGINT)\n"
                 b"    time.sleep(0.3)\n"
                 b"threading.Thread(target=t).start()\n")
-
-        def body():
-            import atexit
-            atexit._clear()
-            out, err = io.StringIO(), io.StringIO()
-            namespace = {"__name__": "__main__", "__builtins__": __builtins__}
-            signal.signal(signal.SIGINT, signal.default_int_handler)
-            with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-                status = child.run_code(code, namespace, "t.sage", identity)
-                child.finish_as_python_does(namespace, {})
-            return status, out.getvalue(), err.getvalue()
-
-        status, out, err = in_child(body)
+        status, out, err = self.to_its_end(
+            code, lambda: signal.signal(signal.SIGINT, signal.default_int_handler))
         self.assertEqual((status, out), (0, "atexit ran\n"))
         self.assertTrue(err.startswith("Exception ignored in: <module 'threading' from "), err)
         self.assertIn("in _shutdown\n", err)
