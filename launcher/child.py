@@ -135,34 +135,53 @@ def ends_quietly(code):
     return last is not None and last.type == tokenize.OP and last.string == ";"
 
 
+# How many times joined_lines tokenizes the code, at most.
+TOKENIZER_PASSES = 16
+
+
 def joined_lines(users):
     """The lines Sage's preparser joins onto the line before them: a line
     that ends in a backslash outside any string continues on the next, and
     the preparser makes the two one line. Python's tokenizer tells where
-    (such a line break is the one it gives no token for); where it gives
-    up (a bracket or string still open at the end, an indent that matches
-    none), the joins it saw before stand. USERS are the code's lines as the preparser
-    counts them, by str.splitlines (a form feed ends one too): so is the
-    code it makes."""
+    (such a line break is the one it gives no token for). Where it gives
+    up, the joins it saw before stand (a bracket or string still open at
+    the end); past an indent that matches none, it starts again (a few
+    times: each pass reads the rest of the code). USERS are the code's
+    lines as the preparser counts them, by str.splitlines (a form feed
+    ends one too): so is the code it makes."""
     import io
     import tokenize
     breaks = (tokenize.NEWLINE, tokenize.NL, tokenize.COMMENT, tokenize.INDENT,
               tokenize.DEDENT, tokenize.ENCODING)
-    joined, last_row, last_type = set(), None, None
-    lines = io.StringIO("\n".join(users) + "\n")
-    try:
-        for token in tokenize.generate_tokens(lines.readline):
-            if token.type == tokenize.ENDMARKER:
-                break
-            row = token.start[0]
-            if last_row is not None and row > last_row and last_type not in breaks \
-                    and token.type not in breaks:
-                joined.update(range(last_row + 1, row + 1))
-            last_row, last_type = token.end[0], token.type
-    except (tokenize.TokenError, SyntaxError):
-        pass  # the code does not compile, and its error is at or before where this stopped
+    joined = set()
+    start = 0  # the first of the users' lines this pass tokenizes
+    for _ in range(TOKENIZER_PASSES):
+        last_row, last_type = None, None
+        lines = io.StringIO("\n".join(users[start:]) + "\n")
+        try:
+            for token in tokenize.generate_tokens(lines.readline):
+                if token.type == tokenize.ENDMARKER:
+                    break
+                row = start + token.start[0]
+                if last_row is not None and row > last_row and last_type not in breaks \
+                        and token.type not in breaks:
+                    joined.update(range(last_row + 1, row + 1))
+                last_row, last_type = start + token.end[0], token.type
+        except IndentationError as e:
+            # An indent that matches none: the lines from it on are
+            # tokenized afresh, so that the joins after it are seen (each
+            # one shifts the lines after it).
+            if e.lineno and e.lineno > 1:
+                start += e.lineno - 1
+                continue
+        except (tokenize.TokenError, SyntaxError):
+            pass  # a bracket or string open at the end: the joins before it stand
+        break
     return joined
 
+
+# Where Python's message names a line of its own: "(detected at line 4)".
+DETECTED_AT = re.compile(r"(\(detected at line )(\d+)\)$")
 
 # The preparser's constants joined onto a first line that is blank or a
 # comment: "_sage_const_2 = Integer(2); _sage_const_3 = Integer(3)".
@@ -292,6 +311,11 @@ def users_tree(preparsed, filename, lines_of, text):
     except SyntaxError as e:
         if lines_of and e.lineno in lines_of:
             e.lineno = lines_of[e.lineno][0]
+            # "unterminated string literal (detected at line N)": the
+            # user's N too, the last of the lines that code line is made of.
+            e.msg = DETECTED_AT.sub(
+                lambda m: m.group(1) + str(lines_of.get(int(m.group(2)), [m.group(2)])[-1]) + ")",
+                e.msg)
         raise
     if not lines_of:
         return tree

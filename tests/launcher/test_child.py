@@ -540,7 +540,15 @@ class RunCodeTest(unittest.TestCase):
                        # gives up there, the joins before it stand.
                        b"print(1)\ny = (1 + \\\n  2 + \\\n  3\n",
                        b"x = 1 + \\\n  2\ny = [1, \\\n  2\n",
-                       b"print(1)\ny = 1 + \\\n  (2 +\n  3\n"):
+                       b"print(1)\ny = 1 + \\\n  (2 +\n  3\n",
+                       # An indent that matches none, joins after it (attack
+                       # helper): the tokenizer starts again past it.
+                       b"x = 1 + \\\n  2\nif x:\n    y = 3\n  z = 4\nw = 5 + \\\n  6\n",
+                       b"a = 1 + \\\n2\nb = 3 + \\\n4\nif a:\n    y = 3\n  z = 4\n"
+                       b"w = 5 + \\\n6\nv = 7 + \\\n8\n",
+                       # "(detected at line N)": the user's N.
+                       b"x = 1 + \\\n  2\nprint(\"abc\n",
+                       b"x = 1 + \\\n  2\ns = \"\"\"abc\ndef\n"):
             with open(path, "wb") as f:
                 f.write(source)
             python = subprocess.run([sys.executable, path], capture_output=True, text=True)
