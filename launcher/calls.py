@@ -59,6 +59,47 @@ def parse_status(line):
     return status if 0 <= status <= 255 else None
 
 
+class CellWatch:
+    """A session's cell against its deadline and CPU seconds: what to do at
+    each look. The interrupt (SIGINT) waits for the child's word that the
+    code began (child.BEGUN): sent before it, it found the child's signals
+    blocked (a session's first cell: thrown away with the rest, by
+    child.unblock_signals) or no code to interrupt (a KeyboardInterrupt in
+    the launcher's own frames ended the session), and the cell ran on to
+    its kill. The kill comes at the interrupt's grace whatever was said."""
+
+    def __init__(self, deadline, cpu_seconds):
+        self.deadline, self.cpu_seconds = deadline, cpu_seconds
+        self.began = False  # the child said the code began
+        self.why = None     # why the cell is interrupted: timeout, cpu
+        self.since = 0      # since when
+        self.told = False   # the SIGINT is sent
+
+    def look(self, now, cpu_used):
+        """The signal to send the child now (or None), and how long until
+        the next look (None: no hurry). cpu_used(): the cell's CPU seconds
+        so far, read only where they count."""
+        if not self.why:
+            if self.deadline and now >= self.deadline:
+                self.why = "timeout"
+            elif self.cpu_seconds and cpu_used() >= self.cpu_seconds:
+                self.why = "cpu"
+            if self.why:
+                self.since = now
+        if self.why:
+            if now >= self.since + INTERRUPT_GRACE_MS:
+                return signal.SIGKILL, None
+            wait_ms = self.since + INTERRUPT_GRACE_MS - now
+            if self.began and not self.told:
+                self.told = True
+                return signal.SIGINT, wait_ms
+            return None, wait_ms
+        wait_ms = CPU_LOOK_MS if self.cpu_seconds else None
+        if self.deadline:
+            wait_ms = min(wait_ms or CPU_LOOK_MS, max(0, self.deadline - now))
+        return None, wait_ms
+
+
 def now_ms():
     return time.clock_gettime_ns(time.CLOCK_MONOTONIC) // 1000000
 
@@ -471,12 +512,8 @@ class Launcher:
             # first call waits for the container and Sage's import): the
             # code is not run, as a cold run's is not, and the session
             # goes on as it was (frozen, where it was; the call's input
-            # files are in its directory). The child is not told: an
-            # interrupt sent before its first call would be thrown away
-            # with the signals it finds pending (child.unblock_signals),
-            # and the code run past its time. A deadline that falls in
-            # the moment between this look and that still loses it: the
-            # session then ends at the interrupt's grace, as a deaf cell's.
+            # files are in its directory). A deadline that falls after
+            # this look interrupts the code as it begins (CellWatch).
             return {"ended_at": now_ms(), "exit": 1, "container": "kept",
                     "interrupted": "timeout"}
         if self.frozen:
@@ -513,8 +550,7 @@ class Launcher:
         # The child said its code ended (a session's cell; a once or
         # serial call's child about to exit): its status.
         cell_status = None
-        interrupted = None  # why a session's cell was interrupted: timeout, cpu
-        interrupted_at = 0
+        watch = CellWatch(call.deadline, call.cpu_seconds) if self.session else None
         killed_at_deadline = False
         cpu_at_start = self.child_cpu_seconds() if self.session else 0.0
         deadline = call.deadline
@@ -522,24 +558,10 @@ class Launcher:
             self.input_interest()
             wait_ms = None
             now = now_ms()
-            if self.session:
-                if not interrupted:
-                    if deadline and now >= deadline:
-                        interrupted = "timeout"
-                    elif call.cpu_seconds and \
-                            self.child_cpu_seconds() - cpu_at_start >= call.cpu_seconds:
-                        interrupted = "cpu"
-                    if interrupted:
-                        interrupted_at = now
-                        os.kill(self.child, signal.SIGINT)
-                if interrupted and now >= interrupted_at + INTERRUPT_GRACE_MS:
-                    os.kill(self.child, signal.SIGKILL)
-                elif interrupted:
-                    wait_ms = interrupted_at + INTERRUPT_GRACE_MS - now
-                else:
-                    wait_ms = CPU_LOOK_MS if call.cpu_seconds else None
-                    if deadline:
-                        wait_ms = min(wait_ms or CPU_LOOK_MS, max(0, deadline - now))
+            if watch:
+                sent, wait_ms = watch.look(now, lambda: self.child_cpu_seconds() - cpu_at_start)
+                if sent:
+                    os.kill(self.child, sent)
             elif deadline and not killed_at_deadline:
                 wait_ms = max(0, deadline - now)
                 if wait_ms == 0:
@@ -555,14 +577,18 @@ class Launcher:
                 if fd in self.streams:
                     self.relay(fd)
                 elif fd == self.pipes.done[0]:
-                    # The code ended; the end of the pipe is the child's
-                    # own, which reap() tells. The pipe is in the code's
-                    # reach: what is not a status is not taken for one.
-                    line = os.read(fd, 64)
-                    if line:
-                        cell_status = parse_status(line)
-                    else:
+                    # A session's code began, or the code ended; the end of
+                    # the pipe is the child's own, which reap() tells. The
+                    # pipe is in the code's reach: what is not a status is
+                    # not taken for one.
+                    words = os.read(fd, 64).split()
+                    if not words:
                         self.poller.unregister(fd)
+                    for word in words:
+                        if word == child.BEGUN and watch:
+                            watch.began = True
+                        elif cell_status is None:
+                            cell_status = parse_status(word)
                 elif fd == self.reader.fd:
                     if not self.reader.fill() and self.reader.ended:
                         if self.session:
@@ -580,7 +606,8 @@ class Launcher:
                 elif fd == self.pidfd:
                     self.poller.unregister(fd)
             self.reap()
-        return self.finish(call, cell_status, interrupted, killed_at_deadline, deadline)
+        return self.finish(call, cell_status, watch.why if watch else None,
+                           killed_at_deadline, deadline)
 
     def input_interest(self):
         want_host = not self.input_ended and len(self.pending) < MAX_FRAME

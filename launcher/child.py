@@ -22,6 +22,8 @@ CALL_HEADER = struct.Struct(">IIIIIq")
 # A call's display flags: show its last expression's value; its files come
 # back (images shown are kept); give formulas shown as LaTeX too.
 DISPLAY_LAST, FILES_BACK, LATEX = 1, 2, 4
+# A session's child's word on the done pipe: the cell's code begins.
+BEGUN = b"B"
 
 MISSING_FILE_NOTE = (
     "note: the sandbox holds only this code, the image's packages and the files\n"
@@ -400,14 +402,17 @@ def launchers_own(tb):
 DIES_OF_SIGINT = -2
 
 
-def run_code(source, namespace, filename, preparse_file, show_last=False):
+def run_code(source, namespace, filename, preparse_file, show_last=False, begin=None):
     """The code as `sage FILE` runs it, in the namespace made before it
     came; returns the exit status (DIES_OF_SIGINT: none, see there).
     show_last: a last statement that is a bare expression has its value
-    displayed, as a notebook cell's."""
+    displayed, as a notebook cell's. begin(): called first, where a
+    KeyboardInterrupt is the code's."""
     import linecache
     text, lines_of = "", None
     try:
+        if begin is not None:
+            begin()
         # A byte order mark starts many files saved on Windows: not code.
         # Line ends as `sage FILE` reads its file, in text mode: CRLF and
         # CR are newlines (Sage 9.5's preparser takes a backslash before a
@@ -763,18 +768,50 @@ def seed_interfaces(seed):
             pass
 
 
-def unblock_signals():
+def unblock_signals(held=()):
     """The call came: the last call's processes are gone (the launcher
     hands a call on only then). The signals they sent as they died, held
     blocked since the fork (calls.py, prepare_child), are thrown away, and
-    the code runs with none blocked, as in a fresh container."""
+    the code runs with none blocked, as in a fresh container, but those
+    HELD (a session's SIGINT, until its cell begins: cell_begins)."""
     import signal
     while True:
         pending = signal.sigpending()
         if not pending:
             break
         signal.sigtimedwait(pending, 0)
-    signal.pthread_sigmask(signal.SIG_SETMASK, [])
+    signal.pthread_sigmask(signal.SIG_SETMASK, held)
+
+
+def cell_begins():
+    """A session's cell's code begins: its SIGINT, held since the last
+    cell ended (run_cell), is let through. An interrupt held meanwhile was
+    the last cell's, come as it ended: thrown away. The launcher sends
+    this cell's only once told it began (calls.CellWatch)."""
+    import signal
+    while signal.SIGINT in signal.sigpending():
+        signal.sigtimedwait([signal.SIGINT], 0)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, [signal.SIGINT])
+
+
+def run_cell(*args):
+    """run_code(*args) for a session's cell, at CODE_DEPTH: its status, with SIGINT held from its
+    end until the next cell begins. The launcher's interrupt, where it
+    comes as the cell ends, is the cell's wherever it lands (its status:
+    DIES_OF_SIGINT), never a KeyboardInterrupt in the launcher's own
+    frames, which would end the session. Held by a mask, not a handler:
+    Sage's own (cysignals) is what interrupts its C code."""
+    import signal
+    status = None
+    while True:
+        try:
+            if status is None:
+                status = at_code_depth(*args)
+            signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGINT])
+            return status
+        except KeyboardInterrupt:
+            if status is None:
+                status = DIES_OF_SIGINT
 
 
 # How many frames deep the code's own starts. The launcher's frames below
@@ -840,6 +877,16 @@ def child_main(pipes, handlers, namespace, preparse_file, session, stale=()):
     call, done = move_to_top([call, done])
     first_call = True
     me = os.getpid()
+
+    def began():
+        # The launcher interrupts a session's cell only once told
+        # (calls.CellWatch): from here, its SIGINT is the code's.
+        cell_begins()
+        try:
+            os.write(done, BEGUN + b"\n")
+        except OSError:
+            pass
+
     while True:
         try:
             got = read_call(call)
@@ -848,7 +895,8 @@ def child_main(pipes, handlers, namespace, preparse_file, session, stale=()):
         if got is None:
             os._exit(0)  # no call came: the sandbox was stopped while waiting
         if first_call:
-            unblock_signals()
+            import signal
+            unblock_signals([signal.SIGINT] if session else [])
             # Only the code's own handlers run at its end (or a process it
             # forked, in a session too): Sage's and the launcher's were
             # registered before the fork, and are the teardown a fresh
@@ -883,8 +931,12 @@ def child_main(pipes, handlers, namespace, preparse_file, session, stale=()):
         deferred.install()
         # A session's cells keep what they bound: no copy holds it.
         before = None if session else dict(namespace)
-        status = at_code_depth(run_code, code, namespace, filename, preparse_file,
-                               bool(flags & DISPLAY_LAST))
+        if session:
+            status = run_cell(run_code, code, namespace, filename, preparse_file,
+                              bool(flags & DISPLAY_LAST), began)
+        else:
+            status = at_code_depth(run_code, code, namespace, filename, preparse_file,
+                                   bool(flags & DISPLAY_LAST))
         if not session or os.getpid() != me:
             # A session's cell is a notebook's: its threads run on.
             at_code_depth(finish_as_python_does, namespace, before)

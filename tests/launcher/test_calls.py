@@ -1,10 +1,11 @@
 # tests/launcher/test_calls.py: what launcher/calls.py takes from the host
 # and its child without a container: the L frame's limits, the statuses on
-# the done pipe, and the input files written below the working directory,
+# the done pipe, a session's cell's interrupt and kill, and the input files written below the working directory,
 # replacing whatever a session's earlier call left in their way without
 # following it anywhere.
 import json
 import os
+import signal
 import stat
 import unittest
 
@@ -28,6 +29,38 @@ class ParseStatusTest(unittest.TestCase):
     def test_not_statuses(self):
         for line in (b"\n", b"x\n", b"256\n", b"-1\n", b"1.5\n", b"\xff\n"):
             self.assertIsNone(calls.parse_status(line), line)
+
+
+class CellWatchTest(unittest.TestCase):
+    """A session's cell: interrupted once it began, killed at the grace."""
+
+    def test_past_its_deadline_before_it_began_the_interrupt_waits_for_the_begin(self):
+        watch = calls.CellWatch(deadline=1000, cpu_seconds=0)
+        self.assertEqual(watch.look(900, None), (None, 100))
+        self.assertEqual(watch.look(1000, None), (None, calls.INTERRUPT_GRACE_MS))
+        self.assertEqual(watch.why, "timeout")
+        watch.began = True
+        self.assertEqual(watch.look(1500, None), (signal.SIGINT, calls.INTERRUPT_GRACE_MS - 500))
+        self.assertEqual(watch.look(1600, None), (None, calls.INTERRUPT_GRACE_MS - 600))
+        self.assertEqual(watch.look(1000 + calls.INTERRUPT_GRACE_MS, None), (signal.SIGKILL, None))
+
+    def test_one_that_never_says_it_began_is_killed_at_the_grace(self):
+        watch = calls.CellWatch(deadline=1000, cpu_seconds=0)
+        watch.look(1000, None)
+        self.assertEqual(watch.look(999 + calls.INTERRUPT_GRACE_MS, None), (None, 1))
+        self.assertEqual(watch.look(1000 + calls.INTERRUPT_GRACE_MS, None), (signal.SIGKILL, None))
+
+    def test_its_cpu_seconds_read_only_where_they_count(self):
+        used = []
+        watch = calls.CellWatch(deadline=0, cpu_seconds=2)
+        watch.began = True
+        self.assertEqual(watch.look(10, lambda: used.append(1) or 1.5), (None, calls.CPU_LOOK_MS))
+        self.assertEqual(watch.look(20, lambda: 2.0), (signal.SIGINT, calls.INTERRUPT_GRACE_MS))
+        self.assertEqual(watch.why, "cpu")
+        self.assertEqual(watch.look(30, lambda: self.fail("read after the interrupt")),
+                         (None, calls.INTERRUPT_GRACE_MS - 10))
+        self.assertEqual(calls.CellWatch(0, 0).look(10, lambda: self.fail("no limit")), (None, None))
+        self.assertEqual(used, [1])
 
 
 class OnceFinishTest(unittest.TestCase):

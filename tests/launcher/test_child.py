@@ -12,6 +12,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 import unittest
 from unittest import mock
 
@@ -179,6 +180,47 @@ class UnblockSignalsTest(unittest.TestCase):
         before, after, mask, caught = in_child(body)
         self.assertEqual(before, sorted([signal.SIGALRM, signal.SIGUSR1, signal.SIGRTMIN]))
         self.assertEqual((after, mask, caught), ([], [], []))
+
+
+class SessionInterruptTest(unittest.TestCase):
+    """A session's SIGINT is the code's from its cell's begin to its end,
+    and never lands in the launcher's frames between cells."""
+
+    def test_held_from_the_first_call_until_the_cell_begins_and_a_stale_one_thrown_away(self):
+        def body():
+            signal.signal(signal.SIGINT, signal.default_int_handler)
+            signal.pthread_sigmask(signal.SIG_BLOCK, signal.valid_signals())
+            os.kill(os.getpid(), signal.SIGUSR1)
+            child.unblock_signals([signal.SIGINT])
+            held = sorted(signal.pthread_sigmask(signal.SIG_BLOCK, []))
+            os.kill(os.getpid(), signal.SIGINT)  # the last cell's, as it ended
+            stale = signal.SIGINT in signal.sigpending()
+            child.cell_begins()
+            after = (sorted(signal.sigpending()), sorted(signal.pthread_sigmask(signal.SIG_BLOCK, [])))
+            try:
+                os.kill(os.getpid(), signal.SIGINT)  # this cell's
+                time.sleep(1)
+                return held, stale, after, "not interrupted"
+            except KeyboardInterrupt:
+                return held, stale, after, "interrupted"
+
+        self.assertEqual(in_child(body), ([signal.SIGINT], True, ([], []), "interrupted"))
+
+    def test_an_interrupt_as_the_cell_ends_is_the_cells_and_the_next_is_held(self):
+        def ends_interrupted():
+            try:
+                return 0
+            finally:
+                # Past the code's own frames: where run_code tells its end.
+                os.kill(os.getpid(), signal.SIGINT)
+
+        def body():
+            signal.signal(signal.SIGINT, signal.default_int_handler)
+            status = child.run_cell(ends_interrupted)
+            os.kill(os.getpid(), signal.SIGINT)  # after the end: held
+            return status, signal.SIGINT in signal.sigpending(), child.run_cell(lambda: 3)
+
+        self.assertEqual(in_child(body), (child.DIES_OF_SIGINT, True, 3))
 
 
 def frame_depth():
