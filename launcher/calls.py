@@ -62,11 +62,10 @@ def parse_status(line):
 class CellWatch:
     """A session's cell against its deadline and CPU seconds: what to do at
     each look. The interrupt (SIGINT) waits for the child's word that the
-    code began (child.BEGUN): sent before it, it found the child's signals
-    blocked (a session's first cell: thrown away with the rest, by
-    child.unblock_signals) or no code to interrupt (a KeyboardInterrupt in
-    the launcher's own frames ended the session), and the cell ran on to
-    its kill. The kill comes at the interrupt's grace whatever was said."""
+    code began (child.BEGUN): the child holds SIGINT from a cell's end to
+    the next one's begin (child.run_cell), and one sent before the begin
+    would be thrown away there, leaving the cell to run on to its kill.
+    The kill comes at the interrupt's grace whatever was said."""
 
     def __init__(self, deadline, cpu_seconds):
         self.deadline, self.cpu_seconds = deadline, cpu_seconds
@@ -98,6 +97,29 @@ class CellWatch:
         if self.deadline:
             wait_ms = min(wait_ms or CPU_LOOK_MS, max(0, self.deadline - now))
         return None, wait_ms
+
+
+def done_words(data):
+    """What one read of the done pipe says: whether a session's code began
+    (child.BEGUN), and the first status in it (or None). The pipe is in
+    the code's reach: what is neither is not taken for either."""
+    words = data.split()
+    status = next((parse_status(w) for w in words
+                   if w != child.BEGUN and parse_status(w) is not None), None)
+    return child.BEGUN in words, status
+
+
+def interrupt(pid):
+    """SIGINT to a session's child, its main thread alone (tgkill): that
+    thread holds it between cells, and the code's threads, which run on
+    between cells, do not take it there. A libc without tgkill: the
+    process."""
+    try:
+        tgkill = parent.libc.tgkill
+    except AttributeError:
+        os.kill(pid, signal.SIGINT)
+        return
+    tgkill(pid, pid, signal.SIGINT)
 
 
 def now_ms():
@@ -560,7 +582,9 @@ class Launcher:
             now = now_ms()
             if watch:
                 sent, wait_ms = watch.look(now, lambda: self.child_cpu_seconds() - cpu_at_start)
-                if sent:
+                if sent == signal.SIGINT:
+                    interrupt(self.child)
+                elif sent:
                     os.kill(self.child, sent)
             elif deadline and not killed_at_deadline:
                 wait_ms = max(0, deadline - now)
@@ -578,17 +602,13 @@ class Launcher:
                     self.relay(fd)
                 elif fd == self.pipes.done[0]:
                     # A session's code began, or the code ended; the end of
-                    # the pipe is the child's own, which reap() tells. The
-                    # pipe is in the code's reach: what is not a status is
-                    # not taken for one.
-                    words = os.read(fd, 64).split()
-                    if not words:
+                    # the pipe is the child's own, which reap() tells.
+                    data = os.read(fd, 64)
+                    if not data:
                         self.poller.unregister(fd)
-                    for word in words:
-                        if word == child.BEGUN and watch:
-                            watch.began = True
-                        elif cell_status is None:
-                            cell_status = parse_status(word)
+                    began, cell_status = done_words(data)
+                    if watch and began:
+                        watch.began = True
                 elif fd == self.reader.fd:
                     if not self.reader.fill() and self.reader.ended:
                         if self.session:

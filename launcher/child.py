@@ -61,10 +61,10 @@ class Pipes:
 
 
 # A child's call and done ends go to the highest numbers its descriptor
-# limit allows, capped here: only code that opens every descriptor it may
-# meets them, where at MOVED_FDS_FROM the code's 510th open file skipped
-# two numbers a fresh Sage gives. Not higher: a process's descriptor
-# table grows to its highest number, and every fork copies it.
+# limit allows, capped here: the code's files are numbered from 3 up with
+# none skipped, as a fresh Sage's, and only code that opens every
+# descriptor it may meets them. Not higher: a process's descriptor table
+# grows to its highest number, and every fork copies it.
 CHILD_FDS_BELOW = 4096
 
 
@@ -137,31 +137,33 @@ def ends_quietly(code):
     return last is not None and last.type == tokenize.OP and last.string == ";"
 
 
-# How many times joined_lines tokenizes the code, at most.
-TOKENIZER_PASSES = 16
-
-
 def joined_lines(users):
     """The lines Sage's preparser joins onto the line before them: a line
     that ends in a backslash outside any string continues on the next, and
     the preparser makes the two one line. Python's tokenizer tells where
     (such a line break is the one it gives no token for). Where it gives
     up, the joins it saw before stand (a bracket or string still open at
-    the end); past an indent that matches none, it starts again (a few
-    times: each pass reads the rest of the code). USERS are the code's
-    lines as the preparser counts them, by str.splitlines (a form feed
-    ends one too): so is the code it makes."""
-    import io
+    the end); past an indent that matches none, it starts again at that
+    line (each pass ends where the next begins: one reading in all).
+    USERS are the code's lines as the preparser counts them, by
+    str.splitlines (a form feed ends one too): so is the code it makes."""
     import tokenize
     breaks = (tokenize.NEWLINE, tokenize.NL, tokenize.COMMENT, tokenize.INDENT,
               tokenize.DEDENT, tokenize.ENCODING)
     joined = set()
     start = 0  # the first of the users' lines this pass tokenizes
-    for _ in range(TOKENIZER_PASSES):
+    while True:
         last_row, last_type = None, None
-        lines = io.StringIO("\n".join(users[start:]) + "\n")
+        at = start
+
+        def readline():
+            nonlocal at
+            if at >= len(users):
+                return ""
+            at += 1
+            return users[at - 1] + "\n"
         try:
-            for token in tokenize.generate_tokens(lines.readline):
+            for token in tokenize.generate_tokens(readline):
                 if token.type == tokenize.ENDMARKER:
                     break
                 row = start + token.start[0]
@@ -170,16 +172,15 @@ def joined_lines(users):
                     joined.update(range(last_row + 1, row + 1))
                 last_row, last_type = start + token.end[0], token.type
         except IndentationError as e:
-            # An indent that matches none: the lines from it on are
-            # tokenized afresh, so that the joins after it are seen (each
-            # one shifts the lines after it).
+            # An indent that matches none: tokenized afresh from that line,
+            # so that the joins after it are seen (each shifts the lines
+            # after it). Its first line cannot fail so: on, always.
             if e.lineno and e.lineno > 1:
                 start += e.lineno - 1
                 continue
         except (tokenize.TokenError, SyntaxError):
             pass  # a bracket or string open at the end: the joins before it stand
-        break
-    return joined
+        return joined
 
 
 # Where Python's message names a line of its own: "(detected at line 4)".
@@ -406,13 +407,12 @@ def run_code(source, namespace, filename, preparse_file, show_last=False, begin=
     """The code as `sage FILE` runs it, in the namespace made before it
     came; returns the exit status (DIES_OF_SIGINT: none, see there).
     show_last: a last statement that is a bare expression has its value
-    displayed, as a notebook cell's. begin(): called first, where a
-    KeyboardInterrupt is the code's."""
+    displayed, as a notebook cell's. begin(): called as the code
+    begins, once it is compiled: from there a KeyboardInterrupt is the
+    code's, with the code's frames."""
     import linecache
     text, lines_of = "", None
     try:
-        if begin is not None:
-            begin()
         # A byte order mark starts many files saved on Windows: not code.
         # Line ends as `sage FILE` reads its file, in text mode: CRLF and
         # CR are newlines (Sage 9.5's preparser takes a backslash before a
@@ -424,8 +424,6 @@ def run_code(source, namespace, filename, preparse_file, show_last=False, begin=
         # What multiprocessing's spawn and forkserver children run.
         mpmain.main_is(filename, constants, preparsed)
         linecache.cache[filename] = (len(text), None, text.splitlines(True), filename)
-        if constants:
-            exec(compile(constants, filename, "exec"), namespace)
         import ast
         tree = users_tree(preparsed, filename, lines_of, text)
         last = None
@@ -440,6 +438,10 @@ def run_code(source, namespace, filename, preparse_file, show_last=False, begin=
             # as `sage FILE` compiles it, there is no such check (a joined
             # statement's lines are then at its first; no value shown).
             code, last = compile(preparsed, filename, "exec"), None
+        if begin is not None:
+            begin()
+        if constants:
+            exec(compile(constants, filename, "exec"), namespace)
         exec(code, namespace)
         if last is not None:
             value = eval(compile(ast.Expression(last.value), filename, "eval"), namespace)
@@ -791,23 +793,33 @@ def cell_begins():
     import signal
     while signal.SIGINT in signal.sigpending():
         signal.sigtimedwait([signal.SIGINT], 0)
-    signal.pthread_sigmask(signal.SIG_UNBLOCK, [signal.SIGINT])
+    if not _code_held_sigint:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, [signal.SIGINT])
 
 
-def run_cell(*args):
-    """run_code(*args) for a session's cell, at CODE_DEPTH: its status, with SIGINT held from its
-    end until the next cell begins. The launcher's interrupt, where it
-    comes as the cell ends, is the cell's wherever it lands (its status:
-    DIES_OF_SIGINT), never a KeyboardInterrupt in the launcher's own
-    frames, which would end the session. Held by a mask, not a handler:
-    Sage's own (cysignals) is what interrupts its C code."""
+# A session's last cell ended with SIGINT blocked by its own code: the
+# next begins so, as the next cell of a notebook would.
+_code_held_sigint = False
+
+
+def run_cell(function, *args):
+    """function(*args) (run_code, for a session's cell) at CODE_DEPTH:
+    its status, with SIGINT held from the cell's end until the next cell
+    begins (cell_begins). The launcher's interrupt, where it comes as the
+    cell ends, is the cell's wherever it lands (its status:
+    DIES_OF_SIGINT), never a KeyboardInterrupt in the launcher's frames,
+    which would end the session. Held by a mask, not a handler: Sage's
+    own (cysignals) is what interrupts its C code; and the mask is the
+    main thread's, where the launcher sends it (calls.interrupt)."""
     import signal
+    global _code_held_sigint
     status = None
     while True:
         try:
             if status is None:
-                status = at_code_depth(*args)
-            signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGINT])
+                status = at_code_depth(function, *args)
+            held = signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGINT])
+            _code_held_sigint = signal.SIGINT in held
             return status
         except KeyboardInterrupt:
             if status is None:
@@ -891,7 +903,9 @@ def child_main(pipes, handlers, namespace, preparse_file, session, stale=()):
         try:
             got = read_call(call)
         except KeyboardInterrupt:
-            continue  # an interrupt that came as a cell ended: nothing to stop
+            # The code's own SIGINT, from a thread it left running (the
+            # launcher's is held between cells: run_cell): nothing to stop.
+            continue
         if got is None:
             os._exit(0)  # no call came: the sandbox was stopped while waiting
         if first_call:

@@ -1,8 +1,8 @@
 # tests/launcher/test_calls.py: what launcher/calls.py takes from the host
-# and its child without a container: the L frame's limits, the statuses on
-# the done pipe, a session's cell's interrupt and kill, and the input files written below the working directory,
-# replacing whatever a session's earlier call left in their way without
-# following it anywhere.
+# and its child without a container: the L frame's limits, what the done
+# pipe says, a session's cell's interrupt and kill, and the input files
+# written below the working directory, replacing whatever a session's
+# earlier call left in their way without following it anywhere.
 import json
 import os
 import signal
@@ -29,6 +29,18 @@ class ParseStatusTest(unittest.TestCase):
     def test_not_statuses(self):
         for line in (b"\n", b"x\n", b"256\n", b"-1\n", b"1.5\n", b"\xff\n"):
             self.assertIsNone(calls.parse_status(line), line)
+
+
+class DoneWordsTest(unittest.TestCase):
+    def test_a_begin_and_a_status_in_one_read(self):
+        self.assertEqual(calls.done_words(b"B\n0\n"), (True, 0))
+        self.assertEqual(calls.done_words(b"B\n"), (True, None))
+        self.assertEqual(calls.done_words(b"3\n"), (False, 3))
+
+    def test_what_the_code_wrote_there_is_neither(self):
+        self.assertEqual(calls.done_words(b"junk B 300 -1 7 8\n"), (True, 7))
+        self.assertEqual(calls.done_words(b"\n"), (False, None))
+        self.assertEqual(calls.done_words(b""), (False, None))
 
 
 class CellWatchTest(unittest.TestCase):

@@ -211,7 +211,8 @@ class SessionInterruptTest(unittest.TestCase):
             try:
                 return 0
             finally:
-                # Past the code's own frames: where run_code tells its end.
+                # As the cell ends: the KeyboardInterrupt comes after its
+                # code, as the function returns.
                 os.kill(os.getpid(), signal.SIGINT)
 
         def body():
@@ -221,6 +222,47 @@ class SessionInterruptTest(unittest.TestCase):
             return status, signal.SIGINT in signal.sigpending(), child.run_cell(lambda: 3)
 
         self.assertEqual(in_child(body), (child.DIES_OF_SIGINT, True, 3))
+
+    def test_a_block_the_code_set_itself_stays_for_the_next_cell(self):
+        def body():
+            def blocks():
+                signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGINT])
+                return 0
+            child.run_cell(blocks)
+            child.cell_begins()
+            held = signal.SIGINT in signal.pthread_sigmask(signal.SIG_BLOCK, [])
+            child.run_cell(lambda: signal.pthread_sigmask(signal.SIG_UNBLOCK, [signal.SIGINT]) and 0)
+            child.cell_begins()
+            return held, signal.SIGINT in signal.pthread_sigmask(signal.SIG_BLOCK, [])
+
+        self.assertEqual(in_child(body), (True, False))
+
+
+class SessionInterruptThreadsTest(unittest.TestCase):
+    def test_between_cells_the_launchers_interrupt_waits_though_the_codes_threads_run_on(self):
+        # A thread the cell left running has SIGINT unblocked: a signal to
+        # the process would go to it, and Python would raise the
+        # KeyboardInterrupt in the main thread, in the launcher's frames.
+        from launcher import calls
+
+        def body():
+            signal.signal(signal.SIGINT, signal.default_int_handler)
+            stop = threading.Event()
+            threading.Thread(target=stop.wait, daemon=True).start()
+            child.run_cell(lambda: 0)
+            try:
+                calls.interrupt(os.getpid())
+                time.sleep(0.3)
+                pending = signal.SIGINT in signal.sigpending()
+                child.cell_begins()
+                time.sleep(0.1)
+                return pending, "not interrupted"
+            except KeyboardInterrupt:
+                return None, "interrupted between cells"
+            finally:
+                stop.set()
+
+        self.assertEqual(in_child(body), (True, "not interrupted"))
 
 
 def frame_depth():
@@ -588,6 +630,8 @@ class RunCodeTest(unittest.TestCase):
                        b"x = 1 + \\\n  2\nif x:\n    y = 3\n  z = 4\nw = 5 + \\\n  6\n",
                        b"a = 1 + \\\n2\nb = 3 + \\\n4\nif a:\n    y = 3\n  z = 4\n"
                        b"w = 5 + \\\n6\nv = 7 + \\\n8\n",
+                       b"x = 1 + \\\n  2\n" + b"if x:\n    y = 3\n  z = 4\n" * 40 +
+                       b"w = 5 + \\\n  6\n",
                        # "(detected at line N)": the user's N.
                        b"x = 1 + \\\n  2\nprint(\"abc\n",
                        b"x = 1 + \\\n  2\ns = \"\"\"abc\ndef\n"):
