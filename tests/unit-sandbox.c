@@ -302,12 +302,16 @@ static void watch_released(struct sandbox *sb, void *data)
 	loop_quit(w->loop);
 }
 
+/* What a started sandbox serves, besides one call: start_on's serves. */
+enum { SERVES_SERIAL = 1, SERVES_SESSION = 2 };
+
 static bool start_on(struct watch *w, const struct fake *f, const struct podman_host *host,
-		bool serial, struct error *err)
+		unsigned serves, struct error *err)
 {
 	*w = (struct watch){.loop = loop_new(), .fake = f};
 	struct sandbox_options opt = {.cfg = &cfg, .host = host, .image = &fake_image,
-		.podman = f->podman, .deadline = loop_now_ms() + 30000, .serial = serial,
+		.podman = f->podman, .deadline = loop_now_ms() + 30000,
+		.serial = serves & SERVES_SERIAL, .session = serves & SERVES_SESSION,
 		.cb = {.keep_output = true, .on_ready = watch_ready, .on_output = watch_output,
 			.on_done = watch_done, .on_released = watch_released, .data = w}};
 	w->sb = sandbox_start(w->loop, &opt, err);
@@ -533,6 +537,40 @@ static void podman_dies_mid_output(void)
 		"run - ... the output so far is kept");
 	check(has(r->err.data, "fake launcher died"), "run - ... and podman's stderr goes with it");
 	finish(&w, "run - dies mid-output");
+}
+
+/* A session's cell whose end the launcher stamped past its deadline: the
+ * cell's own status where the launcher did not interrupt it, a timeout
+ * where it did. */
+static void session_cell_late(const char *name, const char *mode, bool interrupted)
+{
+	struct fake f;
+	struct watch w;
+	struct error err;
+	char what[200];
+	fake_new(&f, name, mode);
+	struct program p = make_program("print(1)", 0);
+	start_on(&w, &f, &bare_host, SERVES_SESSION, &err);
+	w.at_ready = &p;
+	w.at_ready_ms = 2000;
+	turn_until(w.loop, &w.done, 1, 20000);
+	struct run_result *r = sandbox_result(w.sb);
+	snprintf(what, sizeof what, "session - a cell stamped past its deadline, %s: %s",
+		interrupted ? "interrupted" : "not interrupted",
+		interrupted ? "timed out, exit 124" : "its own exit 0, not timed out");
+	check(r->after == AFTER_KEPT && same(&r->out, "done\n") &&
+		(interrupted ? r->timed_out && r->exit_code == EXIT_TIMEOUT :
+			!r->timed_out && r->exit_code == 0 && r->signal == 0), what);
+	/* The session's container waits for its next cell: ended here. */
+	sandbox_stop(w.sb, STOP_SIGNAL, SIGTERM);
+	settle(&w, 20000);
+	finish(&w, what);
+}
+
+static void session_cells_late(void)
+{
+	session_cell_late("cell-late", "run cell-late\n", false);
+	session_cell_late("cell-late-interrupted", "run cell-late interrupted\n", true);
 }
 
 static void deadline_case(const char *name, const char *mode, const char *what_rm)
@@ -1537,6 +1575,7 @@ static const struct {
 	{"protocol", protocol_broken},
 	{"dies-mid-output", podman_dies_mid_output},
 	{"deadline", deadline},
+	{"session-cell-late", session_cells_late},
 	{"output-limit", output_limit},
 	{"serial", serial_calls},
 	{"race", start_race},
