@@ -539,6 +539,19 @@ static void podman_dies_mid_output(void)
 	finish(&w, "run - dies mid-output");
 }
 
+/* A sandbox started on fake MODE, given print(1) as it is ready, with a
+ * deadline DEADLINE_MS from then (P holds the program). */
+static void start_given_at_ready(struct watch *w, struct fake *f, const char *name,
+		const char *mode, unsigned serves, struct program *p, int deadline_ms)
+{
+	struct error err;
+	fake_new(f, name, mode);
+	*p = make_program("print(1)", 0);
+	start_on(w, f, &bare_host, serves, &err);
+	w->at_ready = p;
+	w->at_ready_ms = deadline_ms;
+}
+
 /* A session's cell whose end the launcher stamped past its deadline: the
  * cell's own status where the launcher did not interrupt it, a timeout
  * where it did. */
@@ -546,13 +559,9 @@ static void session_cell_late(const char *name, const char *mode, bool interrupt
 {
 	struct fake f;
 	struct watch w;
-	struct error err;
+	struct program p;
 	char what[200];
-	fake_new(&f, name, mode);
-	struct program p = make_program("print(1)", 0);
-	start_on(&w, &f, &bare_host, SERVES_SESSION, &err);
-	w.at_ready = &p;
-	w.at_ready_ms = 2000;
+	start_given_at_ready(&w, &f, name, mode, SERVES_SESSION, &p, 2000);
 	turn_until(w.loop, &w.done, 1, 20000);
 	struct run_result *r = sandbox_result(w.sb);
 	snprintf(what, sizeof what, "session - a cell stamped past its deadline, %s: %s",
@@ -577,13 +586,9 @@ static void deadline_case(const char *name, const char *mode, const char *what_r
 {
 	struct fake f;
 	struct watch w;
-	struct error err;
+	struct program p;
 	char what[200];
-	fake_new(&f, name, mode);
-	struct program p = make_program("print(1)", 0);
-	start(&w, &f, false, &err);
-	w.at_ready = &p;
-	w.at_ready_ms = 500;
+	start_given_at_ready(&w, &f, name, mode, 0, &p, 500);
 	settle(&w, 20000);
 	struct run_result *r = sandbox_result(w.sb);
 	snprintf(what, sizeof what, "%s: timed_out, exit 124, killed", name);
