@@ -137,6 +137,12 @@ bool describe_stop(const struct run_result *r, const struct config *cfg,
 		snprintf(buf, size, "interrupted (KeyboardInterrupt) at %s; the session's state "
 			"is kept; raise %s (at most %ld) or split the work", limit, knob->name,
 			knob->most);
+	else if (r->after == AFTER_KEPT && r->timed_out)
+		/* It ended as its deadline passed, before the launcher's look
+		 * sent its interrupt (calls.CellWatch). */
+		snprintf(buf, size, "timed out after %ld s: it ended as its timeout came, before "
+			"it could be interrupted; its output is whole and the session's state is kept; "
+			"raise %s (at most %ld)", cfg->number[SET_TIMEOUT], knob->name, knob->most);
 	else if (r->after == AFTER_LOST && (r->timed_out || r->cpu_limit_exceeded))
 		snprintf(buf, size, "did not stop within %d s of its interrupt at %s; the session "
 			"ended and its state is lost; raise %s (at most %ld) or split the work",

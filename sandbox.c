@@ -775,15 +775,11 @@ static void finish_result(struct sandbox *sb)
 	/* Ended past the deadline, though nobody stopped it: sage-sandbox was
 	 * itself stopped (SIGSTOP, a suspended VM) while the deadline passed,
 	 * and podman's backstop or the code's own end came first. Whatever
-	 * ended it, the run did not end in time. But a session's cell that
-	 * its launcher kept and did not interrupt: the launcher holds a cell
-	 * to its deadline itself (calls.CellWatch), and one whose status it
-	 * read at that moment, before its look, ended as the code said (its
-	 * end is stamped once its output is drained); told "timed out; the
-	 * container was stopped", it was neither. */
+	 * ended it, the run did not end in time: a session's cell too, whose
+	 * status came as its deadline passed, before its interrupt (its
+	 * state kept; describe_stop says so). */
 	int64_t ended_at = sb->saw_exit ? sb->code_ended_at : loop_now_ms();
-	bool cell_ended_itself = sb->saw_exit && r->after == AFTER_KEPT && !r->cell_interrupted;
-	if (ended_at >= sb->opt.deadline && sb->saw_started && !cell_ended_itself) {
+	if (ended_at >= sb->opt.deadline && sb->saw_started) {
 		r->timed_out = true;
 		if (!sb->saw_exit)
 			r->signal = SIGKILL; /* podman's backstop */

@@ -111,15 +111,14 @@ def done_words(data):
 
 def interrupt(pid):
     """SIGINT to a session's child, its main thread alone (tgkill): that
-    thread holds it between cells, and the code's threads, which run on
-    between cells, do not take it there. A libc without tgkill: the
+    thread holds it from a cell's end to the next one's begin, and a
+    thread the code left running, which runs in those moments (from the
+    status until the freeze, from the thaw until the begin), does not
+    take it there. A libc or seccomp profile without tgkill: the
     process."""
-    try:
-        tgkill = parent.libc.tgkill
-    except AttributeError:
+    tgkill = getattr(parent.libc, "tgkill", None)
+    if tgkill is None or tgkill(pid, pid, signal.SIGINT) != 0:
         os.kill(pid, signal.SIGINT)
-        return
-    tgkill(pid, pid, signal.SIGINT)
 
 
 def now_ms():
@@ -572,6 +571,7 @@ class Launcher:
         # The child said its code ended (a session's cell; a once or
         # serial call's child about to exit): its status.
         cell_status = None
+        cell_ended_at = None  # when it was read
         watch = CellWatch(call.deadline, call.cpu_seconds) if self.session else None
         killed_at_deadline = False
         cpu_at_start = self.child_cpu_seconds() if self.session else 0.0
@@ -609,6 +609,8 @@ class Launcher:
                     began, cell_status = done_words(data)
                     if watch and began:
                         watch.began = True
+                    if cell_status is not None:
+                        cell_ended_at = now_ms()
                 elif fd == self.reader.fd:
                     if not self.reader.fill() and self.reader.ended:
                         if self.session:
@@ -626,8 +628,11 @@ class Launcher:
                 elif fd == self.pidfd:
                     self.poller.unregister(fd)
             self.reap()
-        return self.finish(call, cell_status, watch.why if watch else None,
-                           killed_at_deadline, deadline)
+        # A cell is told interrupted where its SIGINT was sent: one that
+        # ended before (its deadline passed as it compiled, or as its
+        # status came) was not.
+        return self.finish(call, cell_status, watch.why if watch and watch.told else None,
+                           killed_at_deadline, deadline, cell_ended_at if watch else None)
 
     def input_interest(self):
         want_host = not self.input_ended and len(self.pending) < MAX_FRAME
@@ -707,9 +712,13 @@ class Launcher:
             status = reported << 8  # it had said its status, and was exiting
         return status, cpu
 
-    def finish(self, call, cell_status, interrupted, killed_at_deadline, deadline):
+    def finish(self, call, cell_status, interrupted, killed_at_deadline, deadline,
+               cell_ended_at=None):
         self.drain()
-        ended_at = now_ms()
+        # A session's cell ended when its status came (cell_ended_at), not
+        # once its output is drained: the host holds its end to its
+        # deadline (sandbox.c, finish_result).
+        ended_at = cell_ended_at or now_ms()
         if killed_at_deadline:
             ended_at = max(ended_at, deadline)
         trailer = {"ended_at": ended_at}

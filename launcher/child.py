@@ -813,13 +813,21 @@ def run_cell(function, *args):
     main thread's, where the launcher sends it (calls.interrupt)."""
     import signal
     global _code_held_sigint
-    status = None
+    me = os.getpid()
+    status = code_held = None
     while True:
         try:
             if status is None:
                 status = at_code_depth(function, *args)
-            held = signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGINT])
-            _code_held_sigint = signal.SIGINT in held
+            if os.getpid() != me:
+                return status  # a process the code forked: it leaves (leave)
+            # The code's own mask, read apart from the change: an interrupt
+            # raised by the change (Python checks for one as it returns)
+            # comes after it, and a second look would see ours.
+            if code_held is None:
+                code_held = signal.SIGINT in signal.pthread_sigmask(signal.SIG_BLOCK, [])
+            signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGINT])
+            _code_held_sigint = code_held
             return status
         except KeyboardInterrupt:
             if status is None:

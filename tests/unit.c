@@ -668,7 +668,7 @@ static void test_uid_claim(void)
 }
 
 /* describe_stop's words for a session's cell at its timeout: never begun
- * (no B frame), interrupted; and a timeout the throttle held back for a
+ * (no B frame), interrupted, ended as it came; and a timeout the throttle held back for a
  * quarter of the code's looks names --cpus. */
 static void test_describe_stop(void)
 {
@@ -684,6 +684,11 @@ static void test_describe_stop(void)
 	check(describe_stop(&r, &cfg, NULL, said, sizeof said) &&
 		strncmp(said, "interrupted (KeyboardInterrupt) at its timeout", 46) == 0,
 		"describe_stop: ... and one that began was interrupted");
+	r.cell_interrupted = false;
+	check(describe_stop(&r, &cfg, NULL, said, sizeof said) &&
+		strstr(said, "ended as its timeout came") && strstr(said, "state is kept") &&
+		!strstr(said, "container was stopped"),
+		"describe_stop: ... and one that ended as its timeout came, uninterrupted, kept");
 	r = (struct run_result){.timed_out = true, .code_begun = true, .looks = 8,
 		.throttled_looks = 2};
 	check(describe_stop(&r, &cfg, NULL, said, sizeof said) && strstr(said, "held back to --cpus"),

@@ -223,6 +223,23 @@ class SessionInterruptTest(unittest.TestCase):
 
         self.assertEqual(in_child(body), (child.DIES_OF_SIGINT, True, 3))
 
+    def test_a_process_the_cell_forked_leaves_with_its_mask(self):
+        # It returns through run_cell and leaves at once (child_main,
+        # leave): not held there, its own SIGINT ends it.
+        def forks():
+            pid = os.fork()
+            if pid == 0:
+                return "forked"
+            return os.waitpid(pid, 0)[1]
+
+        def body():
+            status = child.run_cell(forks)
+            if status == "forked":
+                os._exit(1 if signal.SIGINT in signal.pthread_sigmask(signal.SIG_BLOCK, []) else 0)
+            return status, signal.SIGINT in signal.pthread_sigmask(signal.SIG_BLOCK, [])
+
+        self.assertEqual(in_child(body), (0, True))
+
     def test_a_block_the_code_set_itself_stays_for_the_next_cell(self):
         def body():
             def blocks():
@@ -231,7 +248,8 @@ class SessionInterruptTest(unittest.TestCase):
             child.run_cell(blocks)
             child.cell_begins()
             held = signal.SIGINT in signal.pthread_sigmask(signal.SIG_BLOCK, [])
-            child.run_cell(lambda: signal.pthread_sigmask(signal.SIG_UNBLOCK, [signal.SIGINT]) and 0)
+            child.run_cell(lambda: signal.pthread_sigmask(signal.SIG_UNBLOCK, [signal.SIGINT]) and 0
+                           or 0)
             child.cell_begins()
             return held, signal.SIGINT in signal.pthread_sigmask(signal.SIG_BLOCK, [])
 
