@@ -115,7 +115,7 @@ def interrupt(pid):
     thread the code left running, which runs in those moments (from the
     status until the freeze, from the thaw until the begin), does not
     take it there. A libc or seccomp profile without tgkill: the
-    process."""
+    process, where such a thread may take it again."""
     tgkill = getattr(parent.libc, "tgkill", None)
     if tgkill is None or tgkill(pid, pid, signal.SIGINT) != 0:
         os.kill(pid, signal.SIGINT)
@@ -582,7 +582,11 @@ class Launcher:
             now = now_ms()
             if watch:
                 sent, wait_ms = watch.look(now, lambda: self.child_cpu_seconds() - cpu_at_start)
-                if sent == signal.SIGINT:
+                if sent == signal.SIGINT and self.done_waiting():
+                    # Its status may be there, unread: read first (the poll
+                    # below), and interrupt after only if it was not.
+                    watch.told = False
+                elif sent == signal.SIGINT:
                     interrupt(self.child)
                 elif sent:
                     os.kill(self.child, sent)
@@ -628,11 +632,9 @@ class Launcher:
                 elif fd == self.pidfd:
                     self.poller.unregister(fd)
             self.reap()
-        # A cell is told interrupted where its SIGINT was sent: one that
-        # ended before (its deadline passed as it compiled, or as its
-        # status came) was not.
-        return self.finish(call, cell_status, watch.why if watch and watch.told else None,
-                           killed_at_deadline, deadline, cell_ended_at if watch else None)
+        return self.finish(call, cell_status, watch.why if watch else None,
+                           killed_at_deadline, deadline, cell_ended_at,
+                           told=not watch or watch.told)
 
     def input_interest(self):
         want_host = not self.input_ended and len(self.pending) < MAX_FRAME
@@ -712,13 +714,26 @@ class Launcher:
             status = reported << 8  # it had said its status, and was exiting
         return status, cpu
 
+    def done_waiting(self):
+        """Something is on the done pipe, unread."""
+        fd = self.pipes.done[0]
+        if fd < 0:
+            return False
+        look = select.poll()
+        look.register(fd, select.POLLIN)
+        # Data only: a write end the code closed is no word.
+        return any(events & select.POLLIN for _, events in look.poll(0))
+
     def finish(self, call, cell_status, interrupted, killed_at_deadline, deadline,
-               cell_ended_at=None):
+               cell_ended_at=None, told=True):
+        """The X frame's trailer. interrupted: why a session's cell was
+        past its limit; told: whether its SIGINT was sent (a kept cell
+        that ended before is no interrupted one)."""
         self.drain()
         # A session's cell ended when its status came (cell_ended_at), not
         # once its output is drained: the host holds its end to its
         # deadline (sandbox.c, finish_result).
-        ended_at = cell_ended_at or now_ms()
+        ended_at = now_ms() if cell_ended_at is None else cell_ended_at
         if killed_at_deadline:
             ended_at = max(ended_at, deadline)
         trailer = {"ended_at": ended_at}
@@ -755,7 +770,7 @@ class Launcher:
             status = cell_status << 8
         if session_goes_on:
             trailer.update({"exit": cell_status, "container": "kept"})
-            if interrupted:
+            if interrupted and told:
                 trailer["interrupted"] = interrupted
             return trailer
         if status is None:  # the session's Sage could not be stopped

@@ -103,6 +103,55 @@ class OnceFinishTest(unittest.TestCase):
         self.assertEqual(self.finish(5, 5 << 8)["exit"], 5)
 
 
+class SessionFinishTest(unittest.TestCase):
+    # A session's cell: kept, told interrupted only where its SIGINT was
+    # sent; lost, its cause told all the same; its end, when its status came.
+    def finish(self, interrupted, told, wait_status=None, ended_at=None):
+        launcher = object.__new__(calls.Launcher)
+        launcher.mode, launcher.session, launcher.streams = "session", True, {}
+        launcher.child, launcher.child_status, launcher.cpu_used = 7, wait_status, 0.0
+        launcher.kill_all_but = lambda pid: True
+        launcher.freeze = lambda: True
+        launcher.kill_the_rest = lambda: None
+        launcher.at_cpu_limit = lambda *_: False
+        call = calls.Call.__new__(calls.Call)
+        call.out, call.cpu_seconds = None, 30
+        return launcher.finish(call, None if wait_status else 0, interrupted, False, 0,
+                               ended_at, told=told)
+
+    def test_kept_and_interrupted_where_its_sigint_was_sent(self):
+        trailer = self.finish("timeout", True, ended_at=1234)
+        self.assertEqual((trailer["container"], trailer["interrupted"], trailer["ended_at"]),
+                         ("kept", "timeout", 1234))
+
+    def test_kept_and_not_interrupted_where_it_ended_first(self):
+        trailer = self.finish("timeout", False)
+        self.assertEqual((trailer["container"], "interrupted" in trailer), ("kept", False))
+
+    def test_lost_with_its_cause_though_never_interrupted(self):
+        trailer = self.finish("cpu", False, wait_status=9)
+        self.assertEqual((trailer["container"], trailer["interrupted"]), ("lost", "cpu"))
+
+
+class DoneWaitingTest(unittest.TestCase):
+    # Looked at before a cell's SIGINT: a word not yet read, not a write
+    # end the code closed.
+    def test_a_word_is_waiting_a_closed_end_is_not(self):
+        import types
+        r, w = os.pipe()
+        self.addCleanup(os.close, r)
+        launcher = object.__new__(calls.Launcher)
+        launcher.pipes = types.SimpleNamespace(done=(r, w))
+        self.assertFalse(launcher.done_waiting())
+        os.write(w, b"0\n")
+        self.assertTrue(launcher.done_waiting())
+        os.read(r, 8)
+        os.close(w)
+        self.assertFalse(launcher.done_waiting())
+        launcher.pipes = types.SimpleNamespace(done=(-1, -1))
+        self.assertFalse(launcher.done_waiting())
+
+
 class ParseLimitsTest(unittest.TestCase):
     def test_as_the_host_sends_them(self):
         limits = calls.parse_limits(HOST_LIMITS)
