@@ -74,10 +74,13 @@ class CellWatch:
         self.since = 0      # since when
         self.told = False   # the SIGINT is sent
 
-    def look(self, now, cpu_used):
+    def look(self, now, cpu_used, status_unread=lambda: False):
         """The signal to send the child now (or None), and how long until
         the next look (None: no hurry). cpu_used(): the cell's CPU seconds
-        so far, read only where they count."""
+        so far, read only where they count. status_unread(): something
+        waits on the done pipe, perhaps the cell's status: the interrupt
+        waits until it is read (a cell that ended first is no
+        interrupted one)."""
         if not self.why:
             if self.deadline and now >= self.deadline:
                 self.why = "timeout"
@@ -89,7 +92,7 @@ class CellWatch:
             if now >= self.since + INTERRUPT_GRACE_MS:
                 return signal.SIGKILL, None
             wait_ms = self.since + INTERRUPT_GRACE_MS - now
-            if self.began and not self.told:
+            if self.began and not self.told and not status_unread():
                 self.told = True
                 return signal.SIGINT, wait_ms
             return None, wait_ms
@@ -104,8 +107,7 @@ def done_words(data):
     (child.BEGUN), and the first status in it (or None). The pipe is in
     the code's reach: what is neither is not taken for either."""
     words = data.split()
-    status = next((parse_status(w) for w in words
-                   if w != child.BEGUN and parse_status(w) is not None), None)
+    status = next((s for s in map(parse_status, words) if s is not None), None)
     return child.BEGUN in words, status
 
 
@@ -581,12 +583,9 @@ class Launcher:
             wait_ms = None
             now = now_ms()
             if watch:
-                sent, wait_ms = watch.look(now, lambda: self.child_cpu_seconds() - cpu_at_start)
-                if sent == signal.SIGINT and self.done_waiting():
-                    # Its status may be there, unread: read first (the poll
-                    # below), and interrupt after only if it was not.
-                    watch.told = False
-                elif sent == signal.SIGINT:
+                sent, wait_ms = watch.look(now, lambda: self.child_cpu_seconds() - cpu_at_start,
+                                           self.done_waiting)
+                if sent == signal.SIGINT:
                     interrupt(self.child)
                 elif sent:
                     os.kill(self.child, sent)

@@ -56,6 +56,14 @@ class CellWatchTest(unittest.TestCase):
         self.assertEqual(watch.look(1600, None), (None, calls.INTERRUPT_GRACE_MS - 600))
         self.assertEqual(watch.look(1000 + calls.INTERRUPT_GRACE_MS, None), (signal.SIGKILL, None))
 
+    def test_a_status_waiting_unread_holds_the_interrupt_back(self):
+        watch = calls.CellWatch(deadline=1000, cpu_seconds=0)
+        watch.began = True
+        self.assertEqual(watch.look(1000, None, lambda: True), (None, calls.INTERRUPT_GRACE_MS))
+        self.assertEqual(watch.look(1010, None, lambda: False),
+                         (signal.SIGINT, calls.INTERRUPT_GRACE_MS - 10))
+        self.assertTrue(watch.told)
+
     def test_one_that_never_says_it_began_is_killed_at_the_grace(self):
         watch = calls.CellWatch(deadline=1000, cpu_seconds=0)
         watch.look(1000, None)
