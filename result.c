@@ -119,9 +119,21 @@ bool describe_stop(const struct run_result *r, const struct config *cfg,
 		return false;
 	struct rlimit_value rl[RLIMIT_COUNT];
 	sandbox_rlimits(cfg, rl);
-	char limit[96];
+	/* The CPU limit shaped a timeout where it held the run to its share
+	 * for a quarter of its code's time or more until the clock ran out (one
+	 * burst held back, then a sleep to the deadline, did not): every
+	 * timeout's sentence then names it, and --cpus as a fix. */
+	bool held = r->timed_out && r->throttled_looks && r->throttled_looks * 4 >= r->looks;
+	char throttle[64] = "", fix[96];
+	if (held)
+		snprintf(throttle, sizeof throttle, ", held back to --cpus %s by the CPU throttle",
+			setting_text(cfg, SET_CPUS, cpus, sizeof cpus));
+	snprintf(fix, sizeof fix, "raise %s (at most %ld)%s", knob->name, knob->most,
+		held ? " or --cpus" : "");
+	char limit[160];
 	if (r->timed_out)
-		snprintf(limit, sizeof limit, "its timeout of %ld s", cfg->number[SET_TIMEOUT]);
+		snprintf(limit, sizeof limit, "its timeout of %ld s%s", cfg->number[SET_TIMEOUT],
+			throttle);
 	else
 		snprintf(limit, sizeof limit, "its CPU time of %llu s",
 			(unsigned long long)rl[RL_CPU].value);
@@ -130,39 +142,25 @@ bool describe_stop(const struct run_result *r, const struct config *cfg,
 	if (r->after == AFTER_KEPT && r->cell_interrupted && r->timed_out && !r->code_begun)
 		snprintf(buf, size, "timed out at %s before the code began (the session's "
 			"start, Sage's import or the wait for its sandbox took that long); nothing was "
-			"run; the session's state is kept; raise %s (at most %ld)", limit, knob->name,
-			knob->most);
+			"run; the session's state is kept; %s", limit, fix);
 	else if (r->after == AFTER_KEPT && r->cell_interrupted &&
 		 (r->timed_out || r->cpu_limit_exceeded))
 		snprintf(buf, size, "interrupted (KeyboardInterrupt) at %s; the session's state "
-			"is kept; raise %s (at most %ld) or split the work", limit, knob->name,
-			knob->most);
+			"is kept; %s, or split the work", limit, fix);
 	else if (r->after == AFTER_KEPT && r->timed_out)
 		/* It ended as its deadline passed, before the launcher's look
 		 * sent its interrupt (calls.CellWatch). */
-		snprintf(buf, size, "timed out after %ld s: it ended as its timeout came, before "
+		snprintf(buf, size, "timed out after %ld s%s: it ended as its timeout came, before "
 			"it could be interrupted; its output is whole and the session's state is kept; "
-			"raise %s (at most %ld)", cfg->number[SET_TIMEOUT], knob->name, knob->most);
+			"%s", cfg->number[SET_TIMEOUT], throttle, fix);
 	else if (r->after == AFTER_LOST && (r->timed_out || r->cpu_limit_exceeded))
 		snprintf(buf, size, "did not stop within %d s of its interrupt at %s; the session "
-			"ended and its state is lost; raise %s (at most %ld) or split the work",
-			SESSION_INTERRUPT_GRACE_MS / 1000, limit, knob->name, knob->most);
-	else if (r->timed_out && r->throttled_looks && r->throttled_looks * 4 >= r->looks)
-		/* The CPU limit shaped the outcome: it held the run to its share
-		 * for a quarter of its code's time or more until the clock ran out (one
-		 * burst held back, then a sleep to the deadline, did not). */
-		snprintf(buf, size, "timed out after %ld s, held back to --cpus %s by the CPU "
-			"throttle; %s; raise %s (at most %ld) or --cpus",
-			cfg->number[SET_TIMEOUT], setting_text(cfg, SET_CPUS, cpus, sizeof cpus),
-			r->after == AFTER_NEXT ? "its processes were killed and the container serves "
-			"the next call" : "the container was stopped", knob->name, knob->most);
-	else if (r->timed_out && r->after == AFTER_NEXT)
-		snprintf(buf, size, "timed out after %ld s; its processes were killed and the "
-			"container serves the next call; raise %s (at most %ld)",
-			cfg->number[SET_TIMEOUT], knob->name, knob->most);
+			"ended and its state is lost; %s, or split the work",
+			SESSION_INTERRUPT_GRACE_MS / 1000, limit, fix);
 	else if (r->timed_out)
-		snprintf(buf, size, "timed out after %ld s; the container was stopped; "
-			"raise %s (at most %ld)", cfg->number[SET_TIMEOUT], knob->name, knob->most);
+		snprintf(buf, size, "timed out after %ld s%s; %s; %s", cfg->number[SET_TIMEOUT],
+			throttle, r->after == AFTER_NEXT ? "its processes were killed and the container "
+			"serves the next call" : "the container was stopped", fix);
 	else if (r->output_limit_exceeded)
 		snprintf(buf, size, "%s passed the output limit of %ld KiB; the container was "
 			"stopped; raise --output-limit (at most %ld)",

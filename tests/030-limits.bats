@@ -211,6 +211,25 @@ except OSError as e:
 	done
 }
 
+@test "mcp --cpus - a session's cell the throttle held back until its timeout names the CPU limit, and the session goes on" {
+	# Before, the session's sentences said only "interrupted
+	# (KeyboardInterrupt) at its timeout of 5 s", with nothing of the
+	# --cpus 0.1 that made it slow.
+	local calls="$BATS_TEST_TMPDIR/calls.json"
+	cat >"$calls" <<'CALLS'
+[{"name": "run_sagemath", "arguments": {"code": "n = 7", "session": "s"}},
+ {"name": "run_sagemath", "arguments": {"code": "while True: pass", "session": "s", "timeout_seconds": 5}},
+ {"name": "run_sagemath", "arguments": {"code": "print(n)", "session": "s"}}]
+CALLS
+	output=$(timeout 300 python3 "$BATS_TEST_DIRNAME/mcp-calls.py" "$SAGE_SANDBOX" "$calls" --cpus 0.1)
+	local held
+	held=$(sed -n 2p <<<"$output")
+	expect_equal "$(python3 -c 'import json, sys; s = json.loads(sys.argv[1])["structuredContent"]; print([s["stopped_by"], s["throttled"], s["session"]["state_kept"]])' "$held")" \
+		"['timeout', True, True]"
+	expect_match "$held" "at its timeout of 5 s, held back to --cpus 0.1 by the CPU throttle; the session's state is kept; raise timeout_seconds \(at most 60\) or --cpus, or split the work"
+	expect_equal "$(python3 -c 'import json, sys; print(json.loads(sys.argv[1])["structuredContent"]["stdout"], end="")' "$(sed -n 3p <<<"$output")")" 7
+}
+
 @test "run --image and SAGE_SANDBOX_IMAGE - choose the image; a missing one is refused" {
 	local alias=localhost/sage-sandbox-test-alias:$$
 	podman tag "$IMAGE" "$alias"

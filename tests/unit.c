@@ -696,6 +696,22 @@ static void test_describe_stop(void)
 	r.throttled_looks = 1;
 	check(describe_stop(&r, &cfg, NULL, said, sizeof said) && !strstr(said, "held back"),
 		"describe_stop: ... for less, not");
+	/* A session's cell held back until its timeout: interrupted, or ended
+	 * as it came, kept; or lost with its session. */
+	r = (struct run_result){.after = AFTER_KEPT, .cell_interrupted = true, .timed_out = true,
+		.code_begun = true, .looks = 8, .throttled_looks = 8};
+	check(describe_stop(&r, &cfg, NULL, said, sizeof said) &&
+		strstr(said, "at its timeout of 60 s, held back to --cpus 1 by the CPU throttle;") &&
+		strstr(said, "or --cpus"),
+		"describe_stop: a session's cell held back and interrupted names --cpus");
+	r.cell_interrupted = false;
+	check(describe_stop(&r, &cfg, NULL, said, sizeof said) &&
+		strstr(said, "held back to --cpus 1") && strstr(said, "ended as its timeout came"),
+		"describe_stop: ... and one that ended as it came");
+	r.after = AFTER_LOST;
+	check(describe_stop(&r, &cfg, NULL, said, sizeof said) &&
+		strstr(said, "held back to --cpus 1") && strstr(said, "state is lost"),
+		"describe_stop: ... and one lost with its session");
 }
 
 int main(void)
