@@ -60,7 +60,8 @@ const struct setting settings[SETTING_COUNT] = {
 	[SET_SEED] = {"--seed", "SAGE_SANDBOX_SEED", "N", "seed", KIND_SEED, 0, SEED_MAX, NULL,
 		"none, or an integer from 0 to 4294967295", "none",
 		"the code's random state from N: Sage's (and GMP's, PARI's and GAP's, as Sage uses "
-		"them), Python's, numpy's and the gap, maxima, singular and gp programs'; the same "
+		"them), Python's, numpy's, sympy's, Singular's and the gap, maxima, singular and gp "
+		"programs'; the same "
 		"code and N print the same, cold or warm (none: fresh each run)"},
 	[SET_WARM] = {"--warm", "SAGE_SANDBOX_WARM", "N", "warm", KIND_INTEGER, 0, 8, NULL,
 		"an integer from 0 to 8", "1",

@@ -183,8 +183,11 @@ def joined_lines(users):
         return joined
 
 
-# Where Python's message names a line of its own: "(detected at line 4)".
+# Where Python's message names a line of its own: "(detected at line 4)",
+# the last of a statement's; "after function definition on line 3",
+# "opening parenthesis '[' on line 3", the first of one.
 DETECTED_AT = re.compile(r"(\(detected at line )(\d+)\)$")
+ON_LINE = re.compile(r"( on line )(\d+)\b")
 
 # The preparser's constants joined onto a first line that is blank or a
 # comment: "_sage_const_2 = Integer(2); _sage_const_3 = Integer(3)".
@@ -319,6 +322,8 @@ def users_tree(preparsed, filename, lines_of, text):
             e.msg = DETECTED_AT.sub(
                 lambda m: m.group(1) + str(lines_of.get(int(m.group(2)), [m.group(2)])[-1]) + ")",
                 e.msg)
+            e.msg = ON_LINE.sub(
+                lambda m: m.group(1) + str(lines_of.get(int(m.group(2)), [m.group(2)])[0]), e.msg)
         raise
     if not lines_of:
         return tree
@@ -547,7 +552,74 @@ def print_users_exception(kind, value, tb):
     """Python's print of an exception the code raised, on stderr, with no
     frame of the import hooks' (deferred.unhooked): a cold call has none."""
     import traceback
-    traceback.print_exception(kind, value, deferred.unhooked(value, tb))
+    tb = deferred.unhooked(value, tb)
+    with lines_as_python_reads(value, tb):
+        traceback.print_exception(kind, value, tb)
+
+
+def _unread(filename):
+    """Whether Python's own printer (in C) quotes no line of filename where
+    the traceback module, which prints ours, would: a relative name that
+    is not a file from the working directory, such as Cython's
+    "sage/rings/integer.pyx". The C printer then looks only for its last
+    part in each sys.path entry; the traceback module for all of it, and
+    finds Sage's .pyx files. Not the code's own lines (registered in
+    linecache with no date, as a loader's are), nor a "<...>" name, which
+    neither reads."""
+    entry = linecache_entry(filename)
+    if (entry is not None and len(entry) == 4 and entry[1] is None) or \
+            (filename.startswith("<") and filename.endswith(">")) or os.path.isabs(filename):
+        return False
+    if os.path.exists(filename):
+        return False
+    tail = os.path.basename(filename)
+    return not any(isinstance(place, str) and os.path.exists(os.path.join(place, tail))
+                   for place in sys.path)
+
+
+def linecache_entry(filename):
+    import linecache
+    return linecache.cache.get(filename)
+
+
+class lines_as_python_reads:
+    """While Python's print of value (tb its traceback) is made by the
+    traceback module: the files whose lines the C printer would not quote
+    (_unread) have none, and linecache is as it was after."""
+
+    def __init__(self, value, tb):
+        self.names = {}
+        seen, todo = set(), [(value, tb)]
+        import builtins
+        group = getattr(builtins, "BaseExceptionGroup", ())  # Python 3.11 on
+        while todo:
+            at, trace = todo.pop()
+            while trace is not None:
+                name = trace.tb_frame.f_code.co_filename
+                if name not in self.names:
+                    self.names[name] = None
+                trace = trace.tb_next
+            if not isinstance(at, BaseException):
+                continue
+            members = at.exceptions if isinstance(at, group) else ()
+            for each in (at.__cause__, at.__context__, *members):
+                if isinstance(each, BaseException) and id(each) not in seen:
+                    seen.add(id(each))
+                    todo.append((each, each.__traceback__))
+        self.names = [name for name in self.names if _unread(name)]
+
+    def __enter__(self):
+        import linecache
+        self.kept = {name: linecache.cache[name] for name in self.names
+                     if name in linecache.cache}
+        for name in self.names:
+            linecache.cache[name] = (0, None, [], name)
+
+    def __exit__(self, *exception):
+        import linecache
+        for name in self.names:
+            linecache.cache.pop(name, None)
+        linecache.cache.update(self.kept)
 
 
 def tell_unraisable(u):
@@ -576,7 +648,9 @@ def tell_unraisable(u):
             out.write("%s:\n" % err_msg)
         if tb is not None:
             out.write("Traceback (most recent call last):\n")
-            out.write("".join(traceback.format_tb(deferred.unhooked(value, tb))))
+            tb = deferred.unhooked(value, tb)
+            with lines_as_python_reads(value, tb):
+                out.write("".join(traceback.format_tb(tb)))
         if kind is None:
             return
         module = getattr(kind, "__module__", None)
@@ -703,27 +777,79 @@ def held_by_the_code_alone(namespace, before):
     return held
 
 
+# The generators of random numbers a serving container's template holds
+# (find_generators), as its children inherit them; none in a cold run's.
+_generators = []
+_generators_for = -1  # len(sys.modules) when they were looked for
+
+
+def find_generators():
+    """In the template, before it forks the child of a container that
+    serves several calls: the Python generators (random.Random) it holds,
+    Python's random module's and those of libraries (sympy's, PolyBoRi's,
+    a module's own), each seeded from the kernel once, at an import, and
+    so repeated by every child forked after it, where fresh containers
+    differ. Looked for again only where modules were imported since (the
+    warm-up's steps): a walk over the collector's objects takes 25 ms
+    here. By type, never isinstance(), which asks an object's __class__
+    and would start a lazy import."""
+    global _generators, _generators_for
+    if len(sys.modules) == _generators_for:
+        return
+    import gc
+    import random
+    _generators = [o for o in gc.get_objects() if issubclass(type(o), random.Random)]
+    _generators_for = len(sys.modules)
+
+
+def seed_of(seed, name, bits):
+    """A seed of bits bits for the generator name, mixed from all of
+    seed's: each generator its own, the same for the same seed."""
+    import hashlib
+    digest = hashlib.sha256(("%d %s" % (seed, name)).encode()).digest()
+    return int.from_bytes(digest[:(bits + 7) // 8], "big") & ((1 << bits) - 1)
+
+
 def reseed(seed=None):
     """Random state of this process's own. The launcher's was drawn once, at
     Sage's import; every child forked from it would repeat its numbers (a
     serial container's calls would all print the same random()), where
     fresh containers differ. Sage's randstate (its random(), GMP's, and
     PARI's and GAP's, which it seeds as each is first used through Sage),
-    Python's random module and numpy's draw new seeds from the kernel, or
-    all come from seed (and the programs of Sage's interfaces, as they
-    start: seed_interfaces): the same code with the same seed prints the same,
-    cold or warm, first call or later (GAP's and PARI's own generators,
-    used directly, start where a fresh Sage's do: warm.py puts them back)."""
+    Python's random module, numpy's, sympy's and Singular's draw new seeds
+    from the kernel, or all come from seed (and the programs of Sage's
+    interfaces, as they start: seed_interfaces): the same code with the
+    same seed prints the same, cold or warm, first call or later (GAP's
+    and PARI's own generators, used directly, start where a fresh Sage's
+    do: warm.py puts them back). The template's other Python generators
+    (find_generators) draw new seeds from the kernel, seed or not."""
     import random
+    for generator in _generators:
+        generator.seed(None)
     random.seed(seed)
     # numpy's global generator: seeded now (imported if need be: its
     # seeding at import draws from the kernel), or fresh where it is
-    # already imported (each fork would repeat the launcher's).
+    # already imported (each fork would repeat the launcher's). sympy's
+    # the same way: its module's generators, and the one its Dummy
+    # symbols draw their first index from, at its import.
     numpy = sys.modules.get("numpy")
+    sympy_random = sys.modules.get("sympy.core.random")
     if seed is not None:
         import numpy
+        try:
+            import sympy.core.random as sympy_random
+        except ImportError:
+            pass
     if numpy is not None:
         numpy.random.seed(None if seed is None else [seed & 0xFFFFFFFF, seed >> 32])
+    if sympy_random is not None:
+        try:
+            sympy_random.seed(None if seed is None else seed_of(seed, "sympy", 64))
+            dummy = sys.modules["sympy.core.symbol"].Dummy
+            dummy._prng.seed(None if seed is None else seed_of(seed, "sympy Dummy", 64))
+            dummy._base_dummy_index = dummy._prng.randint(10**6, 9*10**6)
+        except Exception:
+            pass  # another sympy: its generators as they are (found ones drew anew)
     try:
         from sage.misc.randstate import randstate, set_random_seed
     except ImportError:  # no Sage: the launcher's unit tests
@@ -741,6 +867,17 @@ def reseed(seed=None):
     if "sage.interfaces.maxima_lib" in sys.modules:
         from sage.libs.ecl import ecl_eval
         ecl_eval("(setq *random-state* (make-random-state t))")
+    # Singular's (its random(), Sage's libsingular functions, and factory's
+    # under it), which Singular seeds at Sage's import from the clock, in
+    # seconds: every child of a template repeated it.
+    function = sys.modules.get("sage.libs.singular.function")
+    if function is not None:
+        try:
+            function.singular_function("system")(
+                "random", 1 + (seed_of(seed, "singular", 29) if seed is not None else
+                               int.from_bytes(os.urandom(4), "big") & 0x1FFFFFFF))
+        except Exception:
+            pass  # another Singular: its own seed stays
 
 
 # The interfaces that run a program of their own (gap, maxima, singular,
@@ -756,7 +893,6 @@ def seed_interfaces(seed):
     covers gap.Random() and maxima's random() too (Sage itself seeds them
     from set_random_seed's state in doctests only). Its own number for
     each (29 bits, as Sage's seeds for them), mixed from all of seed's."""
-    import hashlib
     import importlib
     for module, name in SEEDED_INTERFACES:
         # An image whose interface is missing or other is left as it is:
@@ -764,8 +900,7 @@ def seed_interfaces(seed):
         try:
             interface = getattr(importlib.import_module(module), name)
             if interface._expect is None:  # not started: it seeds itself as it starts
-                digest = hashlib.sha256(("%d %s" % (seed, name)).encode()).digest()
-                interface._seed = int.from_bytes(digest[:4], "big") & 0x1FFFFFFF
+                interface._seed = seed_of(seed, name, 29)
         except Exception:
             pass
 

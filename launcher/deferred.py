@@ -22,7 +22,10 @@
 # imports put them, and so does a call, for as long as its code sets no
 # filter: code that leaves the filters alone sees what a cold call sees
 # once it has imported those modules, which it does, from Sage's Cython
-# too, wherever their warnings can come. When the code first sets one
+# too, wherever their warnings can come. A warnings.catch_warnings() block
+# puts back, as it ends, the list it found: the filters an import inside
+# it added leave with it, as cold (and once the code set a filter in it,
+# those of modules it has not imported). When the code first sets one
 # (simplefilter, filterwarnings, resetwarnings), the held filters whose
 # modules it has not imported leave the list; an import statement (the
 # code's, or a library's in Python) or importlib.import_module that names
@@ -36,7 +39,8 @@
 # only such an import would add are missing.
 #
 # The hooks are Python functions, seen in place of builtins.__import__ and
-# importlib.import_module while a filter waits (named as those). A failing
+# importlib.import_module while a filter waits, and of
+# warnings.catch_warnings's __enter__ and __exit__ (named as those). A failing
 # import (a module the image lacks) raises through a hook's frame: the
 # tracebacks the launcher prints (the code's uncaught error, a thread's, an
 # unraisable one) leave it out (unhooked), as a cold call's has no such
@@ -49,6 +53,7 @@ import importlib.util
 import sys
 import threading
 import warnings
+import weakref
 
 # (filter as warnings.filters holds it, appended, frozenset of the names of
 # the modules whose import added it), in the order the warm-up's imports
@@ -65,6 +70,9 @@ _hook_codes = set()  # the hooks' code: their frames in a traceback are not show
 _installed = []   # once per process: a session's later cells find it done
 _waiting = []     # the code set a filter: the pending ones left the list
 _lock = threading.RLock()  # threads of the code may import at once
+# warnings.catch_warnings() blocks under way: the held filters pending as
+# each began.
+_blocks = weakref.WeakKeyDictionary()
 
 
 def importing_modules(frame):
@@ -235,6 +243,30 @@ def install():
         warnings.resetwarnings = own_reset
         return own_reset()
 
+    # A catch_warnings() block puts back, as it ends, the list it found.
+    # Cold, the filters an import inside it added leave with it; warm,
+    # that list held them (the warm-up's import added them), and so do
+    # those of modules the code never imported, once it set a filter in
+    # the block: as it ends, those leave the list again.
+    own_enter, own_exit = warnings.catch_warnings.__enter__, warnings.catch_warnings.__exit__
+
+    @functools.wraps(own_enter)
+    def __enter__(self):
+        with _lock:
+            _blocks[self] = [item for item, _, _ in _pending]
+        return own_enter(self)
+
+    @functools.wraps(own_exit)
+    def __exit__(self, *exception):
+        own_exit(self, *exception)
+        with _lock:
+            pending = _blocks.pop(self, ())
+            still = [item for item, _, _ in _pending]
+            gone = [item for item in pending if _waiting or item not in still]
+            if gone and any(f in gone for f in warnings.filters):
+                warnings.filters[:] = [f for f in warnings.filters if f not in gone]
+                warnings._filters_mutated()
+
     # A module's warning with a stacklevel names the line that imported
     # it: Python's warnings pass over importlib's own frames (a filename
     # with "importlib" and "_bootstrap" in it), and so over the hooks', as
@@ -242,12 +274,16 @@ def install():
     for hook in (__import__, import_module):
         hook.__code__ = hook.__code__.replace(
             co_filename="<frozen importlib._bootstrap: sage-sandbox's import hook>")
-    _hook_codes.update((__import__.__code__, import_module.__code__))
+    _hook_codes.update((__import__.__code__, import_module.__code__, __enter__.__code__,
+                        __exit__.__code__))
     _hooks.update({"__import__": __import__, "import_module": import_module})
     _own.update({(builtins, "__import__"): own_import,
                  (importlib, "import_module"): own_import_module})
     builtins.__import__ = __import__
     importlib.import_module = import_module
+    # Not put back with the import hooks: a block under way ends through it.
+    warnings.catch_warnings.__enter__ = __enter__
+    warnings.catch_warnings.__exit__ = __exit__
     warnings._add_filter = add_filter
     warnings.resetwarnings = resetwarnings
 

@@ -95,6 +95,33 @@ for line in open(sys.argv[1]):
 	expect_equal "$errors" "  File \"$dir/open.sage\", line 2"$'\n'"    y = (1 + \\"$'\n'"        ^"$'\n'"SyntaxError: '(' was never closed"
 }
 
+@test "fidelity - a frame in Sage's Cython code quotes no line, as Python's own printer shows it; a message's line is the user's; cold and warm" {
+	dir=$BATS_TEST_TMPDIR
+	# Python's printer (in C) looks for "sage/rings/integer.pyx" only as
+	# "integer.pyx" in each sys.path entry, and quotes nothing; the
+	# traceback module, which the launcher prints with, found the .pyx and
+	# quoted its raise (attack helper).
+	printf '# c\nx = 1/0\n' >"$dir/cython.sage"
+	# "after function definition on line 4": the user's 4, past a join.
+	printf '# c\nx = 1 + \\\n  2\ndef f():\nreturn 1\n' >"$dir/online.sage"
+	# Whole: no line under the .pyx frame (its number is the image's).
+	local cython='^Traceback \(most recent call last\):
+  File "cython.sage", line 2, in <module>
+    x = 1/0
+  File "sage/rings/integer.pyx", line [0-9]+, in sage.rings.integer.Integer.__truediv__
+ZeroDivisionError: rational division by zero$'
+	cd "$dir"
+	run_ss 1 run cython.sage
+	expect_match "$errors" "$cython"
+	run_ss 1 run online.sage
+	expect_match "$errors" "File \"online.sage\", line 5"
+	expect_match "$errors" "IndentationError: expected an indented block after function definition on line 4\$"
+	jobs_of "$dir"/cython.sage "$dir"/online.sage >"$dir/jobs.jsonl"
+	"$SAGE_SANDBOX" batch --jobs 1 "$dir/jobs.jsonl" >"$dir/out.jsonl"
+	expect_match "$(field_of cython.sage stderr)" "${cython//cython.sage/[^\"]*}"
+	expect_match "$(field_of online.sage stderr)" "function definition on line 4"
+}
+
 @test "fidelity - a builtin atexit handler's error shows no frame; the code's descriptors are numbered as a fresh Sage numbers them" {
 	# The launcher's own descriptors are above every number the code opens
 	# short of its limit (1024): 600 files get 600 numbers in a row.

@@ -131,6 +131,23 @@ import scipy.special as sc
 sc.seterr(all="warn")
 print(sc.gamma(-1.0))
 print(maxima_calculus.eval("myoptions"))' >>"$corpus"
+	# A catch_warnings() block puts back the filters it found: those an
+	# import inside it added leave with it, set a filter there or not
+	# (attack helper: warm, scipy's "always" came back with the block,
+	# and the warning printed three times where cold prints it once).
+	python3 -c 'import json, sys; print(json.dumps({"id": "warnings-in-a-block", "code": sys.argv[1]}))' '
+import warnings
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore")
+    import scipy.special as sc
+with warnings.catch_warnings(record=True):
+    import numpy as np
+sc.seterr(all="warn")
+for i in range(3):
+    print(sc.gamma(-1.0))
+for d in (5, 6):
+    np.polyfit([1, 2, 3], [1, 2, 3], d)
+print(len(warnings.filters))' >>"$corpus"
 	# A failing import's traceback: no frame of the launcher's hook that
 	# waits for those imports.
 	python3 -c 'import json, sys; print(json.dumps({"id": "import-missing", "code": sys.argv[1]}))' '
@@ -157,7 +174,8 @@ raise KeyboardInterrupt' >>"$corpus"
 	# threads' names and the room to recurse.
 	local id
 	for id in solve-free-two desolve-second integrate-parameter symbol-order descriptors \
-		thread-names recursion-room warnings-set-first import-missing interrupt-uncaught; do
+		thread-names recursion-room warnings-set-first warnings-in-a-block import-missing \
+		interrupt-uncaught; do
 		python3 -c 'import json, sys
 for line in open(sys.argv[1]):
     j = json.loads(line)
@@ -224,6 +242,34 @@ for i, line in zip(ids, sys.stdin):
 	expect_match "$(cat "$BATS_TEST_TMPDIR/stderr")" "first sandbox warmed"
 }
 
+# Generators of libraries, each seeded as it is imported (Singular's at
+# Sage's import), that a template holds: sympy's and Singular's, which
+# --seed seeds too; and PolyBoRi's, which draws anew in each call.
+LIBRARIES='import sympy
+from sage.libs.singular.function import singular_function
+print(sympy.randprime(10^8, 10^9), sympy.Dummy("d").dummy_index,
+      singular_function("random")(1, 10^9))'
+POLYBORI='from sage.rings.polynomial.pbori import interpolate
+print(interpolate.generator.random())'
+
+# each_differs A B: each word of A differs from the same word of B.
+each_differs() {
+	local -a a b
+	read -r -d '' -a a <<<"$1" || true
+	read -r -d '' -a b <<<"$2" || true
+	[ "${#a[@]}" -ge 4 ] && [ "${#a[@]}" -eq "${#b[@]}" ] || {
+		printf '# not the same words:\n%s\n%s\n' "$1" "$2" >&2
+		return 1
+	}
+	local k
+	for ((k = 0; k < ${#a[@]}; k++)); do
+		[ "${a[k]}" != "${b[k]}" ] || {
+			printf '# word %d repeated: %s\n' "$k" "${a[k]}" >&2
+			return 1
+		}
+	done
+}
+
 SEEDED='import random as python_random, numpy, ctypes
 print(ctypes.CDLL(None).rand())
 print(random_matrix(ZZ, 3, 3))
@@ -232,7 +278,8 @@ print(random_prime(10^20), ZZ.random_element(10^30), GF(101).random_element())
 print(SymmetricGroup(6).random_element())
 print(RR.random_element(), QQ.random_element(10, 10))
 print(set(["apple", "banana", "cherry", "date"]))
-print(gp.eval("random(10^9)"))'
+print(gp.eval("random(10^9)"))
+'"$LIBRARIES"
 
 @test "warm - --seed: the same seeded output cold, through the server (first call and later), MCP and batch; fresh state without a seed" {
 	sage "$SEEDED" 0 run --seed 42
@@ -265,6 +312,15 @@ print(gp.eval("random(10^9)"))'
 	fresh=$output
 	sage "$SEEDED" 0 run
 	[ "$output" != "$fresh" ]
+	# Each library's generator alone draws anew in each call of a
+	# container: seeded once in the template, each repeated in every call
+	# (attack helper).
+	sage "$LIBRARIES
+$POLYBORI" 0 run
+	fresh=$output
+	sage "$LIBRARIES
+$POLYBORI" 0 run
+	each_differs "$fresh" "$output"
 	"$SAGE_SANDBOX" serve --stop
 
 	local jobs=$BATS_TEST_TMPDIR/jobs.jsonl
@@ -272,13 +328,19 @@ print(gp.eval("random(10^9)"))'
 for i in range(4):
     print(json.dumps({"id": i, "code": sys.argv[1], "seed": 42}))
 print(json.dumps({"id": "none", "code": sys.argv[1], "seed": None}))
-print(json.dumps({"id": "batch", "code": sys.argv[1]}))' "$SEEDED" >"$jobs"
+print(json.dumps({"id": "batch", "code": sys.argv[1]}))
+for i in range(2):
+    print(json.dumps({"id": "libraries-%d" % i, "code": sys.argv[2], "seed": None}))' \
+		"$SEEDED" "$LIBRARIES
+$POLYBORI" >"$jobs"
 	run_ss 0 batch --jobs 1 --seed 7 --order input "$jobs"
 	printf '%s\n' "$output" | python3 -c 'import json, sys
 lines = [json.loads(l) for l in sys.stdin]
 assert [j["stdout"] for j in lines[:4]] == [sys.argv[1]] * 4, lines
 assert lines[4]["stdout"] != sys.argv[1] and lines[4]["sandbox"]["seed"] is None
-assert lines[5]["sandbox"]["seed"] == 7' "$seeded
+assert lines[5]["sandbox"]["seed"] == 7
+first, second = (j["stdout"].split() for j in lines[6:8])
+assert len(first) == 4 and all(a != b for a, b in zip(first, second)), (first, second)' "$seeded
 "
 
 	local calls=$BATS_TEST_TMPDIR/calls.json

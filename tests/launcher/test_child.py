@@ -161,6 +161,28 @@ class SeedInterfacesTest(unittest.TestCase):
         self.assertEqual(gap._seed, 5)
 
 
+class ReseedTest(unittest.TestCase):
+    def test_the_templates_generators_draw_anew_in_each_child(self):
+        # A library's generator made before the fork (sympy's, PolyBoRi's):
+        # found in the template, it repeated in every child.
+        import random
+        held = random.Random(7)
+        self.addCleanup(setattr, child, "_generators_for", -1)
+        child._generators_for = -1
+        child.find_generators()
+        self.assertTrue(any(generator is held for generator in child._generators))
+
+        def draw():
+            child.reseed()
+            return held.random()
+        self.assertNotEqual(in_child(draw), in_child(draw))
+
+    def test_a_seed_of_its_own_for_each_generator_the_same_for_the_same_seed(self):
+        self.assertEqual(child.seed_of(5, "sympy", 64), child.seed_of(5, "sympy", 64))
+        self.assertNotEqual(child.seed_of(5, "sympy", 64), child.seed_of(5, "singular", 64))
+        self.assertTrue(0 <= child.seed_of(5, "gap", 29) < 1 << 29)
+
+
 class UnblockSignalsTest(unittest.TestCase):
     # What dying processes sent the prepared child while it held every
     # signal blocked is thrown away: the call's code never sees it.
@@ -652,7 +674,9 @@ class RunCodeTest(unittest.TestCase):
                        b"w = 5 + \\\n  6\n",
                        # "(detected at line N)": the user's N.
                        b"x = 1 + \\\n  2\nprint(\"abc\n",
-                       b"x = 1 + \\\n  2\ns = \"\"\"abc\ndef\n"):
+                       b"x = 1 + \\\n  2\ns = \"\"\"abc\ndef\n",
+                       # "... on line N": the user's N too (attack helper).
+                       b"x = 1 + \\\n  2\ny = [1,\n  2)\n"):
             with open(path, "wb") as f:
                 f.write(source)
             python = subprocess.run([sys.executable, path], capture_output=True, text=True)
@@ -660,6 +684,44 @@ class RunCodeTest(unittest.TestCase):
             self.assertEqual(status, 1)
             self.assertEqual(err.splitlines(), python.stderr.replace(path, self.FILE).splitlines(),
                              source)
+
+    def test_a_message_that_names_a_line_names_the_users(self):
+        # Python's caret under an indent it expected differs from its own
+        # traceback module's (one against six): the lines of the message.
+        def preparse(text):
+            return self.sage_like(text.replace("\\\n", ""))
+        status, err, _ = self.run_code(b"# c\nx = 1 + \\\n  2\ndef f():\nreturn 1\n", preparse)
+        self.assertEqual((status, err.splitlines()[0], err.splitlines()[-1]),
+                         (1, '  File "%s", line 5' % self.FILE, "IndentationError: expected an "
+                          "indented block after function definition on line 4"))
+
+    def test_a_frame_of_a_file_pythons_printer_cannot_find_quotes_no_line(self):
+        # Cython's frames name their .pyx relative to a sys.path entry
+        # ("sage/rings/integer.pyx"): Python's own printer (C) looks there
+        # for the last part of the name only, and quotes nothing; the
+        # traceback module, ours, found it. Compared with the C printer.
+        place = temporary_directory(self)
+        os.makedirs(os.path.join(place, "pkg"))
+        source = "def f():\n    raise ValueError('v')\n"
+        with open(os.path.join(place, "pkg", "mod.pyx"), "w") as f:
+            f.write(source)
+        self.addCleanup(sys.path.remove, place)
+        sys.path.append(place)
+        namespace = {}
+        exec(compile(source, "pkg/mod.pyx", "exec"), namespace)
+        try:
+            namespace["f"]()
+        except ValueError as e:
+            error = e
+        printed = []
+        for printer in (sys.__excepthook__, child.print_users_exception):
+            err = io.StringIO()
+            with contextlib.redirect_stderr(err):
+                printer(type(error), error, error.__traceback__)
+            printed.append(err.getvalue().splitlines()[-2:])
+        self.assertEqual(printed[0], ['  File "pkg/mod.pyx", line 2, in f', "ValueError: v"])
+        self.assertEqual(printed[1], printed[0])
+        self.assertNotIn("pkg/mod.pyx", linecache.cache)
 
     def test_a_flat_sum_of_many_terms_runs_as_python_runs_it(self):
         # compile() of a tree refuses it (RecursionError), from text not.

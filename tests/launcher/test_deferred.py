@@ -69,6 +69,22 @@ class DeferredTest(unittest.TestCase):
         # no special, cold.
         self.assertEqual(held, [("probe says", False, ["probepkg.special", "probepkg.user"])])
 
+    def test_a_catch_warnings_block_takes_the_filters_an_import_in_it_added_as_cold(self):
+        # The list it puts back as it ends is the one it found: where that
+        # still held the warm-up's filters, they came back with it, as if
+        # the import in the block had added them for good (attack helper:
+        # scipy.special's "always" printed a warning three times, cold once).
+        def case(set_one):
+            self.warmed()
+            deferred.install()
+            with warnings.catch_warnings():
+                if set_one:
+                    warnings.simplefilter("ignore")
+                import probepkg.special  # noqa: F401
+            return [message(f) for f in warnings.filters]
+        for set_one in (True, False):
+            self.assertNotIn("probe says", in_child(lambda: case(set_one)), set_one)
+
     def test_a_filter_the_code_set_first_stays_behind_it_as_behind_a_cold_import(self):
         def case():
             self.warmed()
