@@ -428,7 +428,8 @@ def run_code(source, namespace, filename, preparse_file, show_last=False, begin=
         constants, preparsed, lines_of = split_constants(text, preparse_file(text))
         # What multiprocessing's spawn and forkserver children run.
         mpmain.main_is(filename, constants, preparsed)
-        linecache.cache[filename] = (len(text), None, text.splitlines(True), filename)
+        linecache.cache[filename] = _code_lines[filename] = (
+            len(text), None, text.splitlines(True), filename)
         import ast
         tree = users_tree(preparsed, filename, lines_of, text)
         last = None
@@ -548,13 +549,25 @@ def leave(status):
     os._exit(status)
 
 
-def print_users_exception(kind, value, tb):
-    """Python's print of an exception the code raised, on stderr, with no
-    frame of the import hooks' (deferred.unhooked): a cold call has none."""
+def print_users_exception(kind, value, tb, out=None):
+    """Python's print of an exception the code raised, on out (stderr),
+    with no frame of the import hooks' (deferred.unhooked): a cold call
+    has none. Nothing where stderr is None, as Python."""
     import traceback
+    out = sys.stderr if out is None else out
+    if out is None:
+        return
     tb = deferred.unhooked(value, tb)
     with lines_as_python_reads(value, tb):
-        traceback.print_exception(kind, value, tb)
+        traceback.print_exception(kind, value, tb, limit=traceback_limit(), file=out)
+
+
+def traceback_limit():
+    """sys.tracebacklimit as Python's own printer reads it: an int only.
+    The traceback module takes any number, and the code's
+    sys.tracebacklimit = 0 is Sage's Integer(0), which Python ignores."""
+    limit = getattr(sys, "tracebacklimit", None)
+    return min(max(limit, 0), sys.maxsize) if issubclass(type(limit), int) else sys.maxsize
 
 
 def _unread(filename):
@@ -567,7 +580,7 @@ def _unread(filename):
     linecache with no date, as a loader's are), nor a "<...>" name, which
     neither reads."""
     entry = linecache_entry(filename)
-    if (entry is not None and len(entry) == 4 and entry[1] is None) or \
+    if filename in _code_lines or (entry is not None and len(entry) == 4 and entry[1] is None) or \
             (filename.startswith("<") and filename.endswith(">")) or os.path.isabs(filename):
         return False
     if os.path.exists(filename):
@@ -582,10 +595,16 @@ def linecache_entry(filename):
     return linecache.cache.get(filename)
 
 
+# The code's lines, by its file's name, as run_code gave them to linecache.
+_code_lines = {}
+
+
 class lines_as_python_reads:
     """While Python's print of value (tb its traceback) is made by the
     traceback module: the files whose lines the C printer would not quote
-    (_unread) have none, and linecache is as it was after."""
+    (_unread) have none, and linecache is as it was after; the code's own
+    lines are there (put back where the code cleared linecache: Python's
+    printer reads them from the file, which a fresh Sage has on disk)."""
 
     def __init__(self, value, tb):
         self.names = {}
@@ -610,6 +629,8 @@ class lines_as_python_reads:
 
     def __enter__(self):
         import linecache
+        for name, entry in _code_lines.items():
+            linecache.cache.setdefault(name, entry)
         self.kept = {name: linecache.cache[name] for name in self.names
                      if name in linecache.cache}
         for name in self.names:
@@ -650,7 +671,7 @@ def tell_unraisable(u):
             out.write("Traceback (most recent call last):\n")
             tb = deferred.unhooked(value, tb)
             with lines_as_python_reads(value, tb):
-                out.write("".join(traceback.format_tb(tb)))
+                out.write("".join(traceback.format_tb(tb, limit=traceback_limit())))
         if kind is None:
             return
         module = getattr(kind, "__module__", None)
@@ -681,10 +702,17 @@ def tell_in_users_lines():
         if args.exc_type is SystemExit:
             return  # as Python: a thread's sys.exit() ends the thread only
         name = args.thread.name if args.thread is not None else threading.get_ident()
+        # As Python's: where stderr is None, the thread's own from its
+        # start, else nothing.
+        out = sys.stderr
+        if out is None:
+            out = getattr(args.thread, "_stderr", None)
+            if out is None:
+                return
         try:
-            print("Exception in thread %s:" % name, file=sys.stderr, flush=True)
-            print_users_exception(args.exc_type, args.exc_value, args.exc_traceback)
-            sys.stderr.flush()
+            print("Exception in thread %s:" % name, file=out, flush=True)
+            print_users_exception(args.exc_type, args.exc_value, args.exc_traceback, out)
+            out.flush()
         except BaseException:
             pass
 

@@ -723,6 +723,28 @@ class RunCodeTest(unittest.TestCase):
         self.assertEqual(printed[1], printed[0])
         self.assertNotIn("pkg/mod.pyx", linecache.cache)
 
+    def test_the_printer_reads_what_pythons_own_reads(self):
+        # The code's sys.tracebacklimit that is no int (Sage's Integer(0))
+        # is ignored; an int is not. stderr None: nothing, not on stdout.
+        # The code cleared linecache: its lines are still quoted (a fresh
+        # Sage's printer reads them from its file). From the attack helper.
+        self.addCleanup(setattr, sys, "tracebacklimit", getattr(sys, "tracebacklimit", 1000))
+        status, err, _ = self.run_code(
+            b"import sys, fractions\nsys.tracebacklimit = fractions.Fraction(0)\n"
+            b"def f():\n    raise ValueError('v')\nf()\n")
+        self.assertEqual((status, err.count("File "), err.splitlines()[-1]), (1, 2, "ValueError: v"))
+        status, err, _ = self.run_code(b"import sys\nsys.tracebacklimit = 0\nraise ValueError('v')\n")
+        self.assertEqual((status, err), (1, "ValueError: v\n"))
+        del sys.tracebacklimit
+        out = io.StringIO()
+        self.addCleanup(setattr, sys, "stderr", sys.stderr)
+        with contextlib.redirect_stdout(out):
+            status, err, _ = self.run_code(b"import sys\nsys.stderr = None\nraise ValueError('v')\n")
+        self.assertEqual((status, err, out.getvalue()), (1, "", ""))
+        status, err, _ = self.run_code(b"import linecache\nlinecache.clearcache()\n"
+                                       b"raise ValueError('v')\n")
+        self.assertIn("\n    raise ValueError('v')\n", err)
+
     def test_a_flat_sum_of_many_terms_runs_as_python_runs_it(self):
         # compile() of a tree refuses it (RecursionError), from text not.
         source = ("y = " + " + ".join(["1"] * 1200) + "\nprint(y)\n").encode()
