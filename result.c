@@ -124,7 +124,7 @@ bool describe_stop(const struct run_result *r, const struct config *cfg,
 	 * burst held back, then a sleep to the deadline, did not): every
 	 * timeout's sentence then names it, and --cpus as a fix. */
 	bool held = r->timed_out && r->throttled_looks && r->throttled_looks * 4 >= r->looks;
-	char throttle[64] = "", fix[96];
+	char throttle[160] = "", fix[256];
 	if (held)
 		snprintf(throttle, sizeof throttle, ", held back to --cpus %s by the CPU throttle",
 			setting_text(cfg, SET_CPUS, cpus, sizeof cpus));

@@ -245,8 +245,6 @@ class Launcher:
         if threads > 1:
             # A lock another thread holds would stay held in the child.
             raise OSError("this process has %d threads, and a fork copies one" % threads)
-        if self.mode != "once":
-            child.find_generators()
         self.pipes = child.Pipes(
             with_done=self.session or self.mode == "once" or
             (self.mode == "serial" and self.recorded is not None))

@@ -563,11 +563,16 @@ def print_users_exception(kind, value, tb, out=None):
 
 
 def traceback_limit():
-    """sys.tracebacklimit as Python's own printer reads it: an int only.
-    The traceback module takes any number, and the code's
-    sys.tracebacklimit = 0 is Sage's Integer(0), which Python ignores."""
+    """sys.tracebacklimit as Python's own printer (in C, before 3.13)
+    reads it, for the traceback module: an int only (the code's
+    sys.tracebacklimit = 0 is Sage's Integer(0), which Python ignores),
+    else 1000; the last that many frames (the module's first, where the
+    limit is positive); none at 0 or less."""
+    if sys.version_info >= (3, 13):  # Python's printer is the module
+        return None
     limit = getattr(sys, "tracebacklimit", None)
-    return min(max(limit, 0), sys.maxsize) if issubclass(type(limit), int) else sys.maxsize
+    limit = limit if issubclass(type(limit), int) else 1000
+    return -min(limit, sys.maxsize) if limit > 0 else 0
 
 
 def _unread(filename):
@@ -579,6 +584,8 @@ def _unread(filename):
     finds Sage's .pyx files. Not the code's own lines (registered in
     linecache with no date, as a loader's are), nor a "<...>" name, which
     neither reads."""
+    if sys.version_info >= (3, 13):  # Python's printer is the traceback module
+        return False
     entry = linecache_entry(filename)
     if filename in _code_lines or (entry is not None and len(entry) == 4 and entry[1] is None) or \
             (filename.startswith("<") and filename.endswith(">")) or os.path.isabs(filename):
@@ -668,10 +675,11 @@ def tell_unraisable(u):
         elif err_msg:
             out.write("%s:\n" % err_msg)
         if tb is not None:
-            out.write("Traceback (most recent call last):\n")
             tb = deferred.unhooked(value, tb)
             with lines_as_python_reads(value, tb):
-                out.write("".join(traceback.format_tb(tb, limit=traceback_limit())))
+                frames = "".join(traceback.format_tb(tb, limit=traceback_limit()))
+            if frames:  # as Python's: no header where the limit shows none
+                out.write("Traceback (most recent call last):\n" + frames)
         if kind is None:
             return
         module = getattr(kind, "__module__", None)
@@ -805,29 +813,15 @@ def held_by_the_code_alone(namespace, before):
     return held
 
 
-# The generators of random numbers a serving container's template holds
-# (find_generators), as its children inherit them; none in a cold run's.
-_generators = []
-_generators_for = -1  # len(sys.modules) when they were looked for
-
-
-def find_generators():
-    """In the template, before it forks the child of a container that
-    serves several calls: the Python generators (random.Random) it holds,
-    Python's random module's and those of libraries (sympy's, PolyBoRi's,
-    a module's own), each seeded from the kernel once, at an import, and
-    so repeated by every child forked after it, where fresh containers
-    differ. Looked for again only where modules were imported since (the
-    warm-up's steps): a walk over the collector's objects takes 25 ms
-    here. By type, never isinstance(), which asks an object's __class__
-    and would start a lazy import."""
-    global _generators, _generators_for
-    if len(sys.modules) == _generators_for:
-        return
-    import gc
-    import random
-    _generators = [o for o in gc.get_objects() if issubclass(type(o), random.Random)]
-    _generators_for = len(sys.modules)
+# Python generators (random.Random) that libraries make as they are
+# imported, each seeded from the kernel: a template that imported them
+# would give every child the same numbers, where fresh containers differ.
+# Named one by one (module, attribute path): every such module-level one
+# of the images' Python files; a generator a library seeded on purpose
+# (Random(0)) repeats in a fresh Sage too, and is left alone.
+KERNEL_SEEDED = (("sympy.core.random", "rng"), ("sympy.core.random", "_assumptions_rng"),
+                 ("sympy.core.symbol", "Dummy._prng"),
+                 ("sage.rings.polynomial.pbori.interpolate", "generator"))
 
 
 def seed_of(seed, name, bits):
@@ -844,40 +838,43 @@ def reseed(seed=None):
     serial container's calls would all print the same random()), where
     fresh containers differ. Sage's randstate (its random(), GMP's, and
     PARI's and GAP's, which it seeds as each is first used through Sage),
-    Python's random module, numpy's, sympy's and Singular's draw new seeds
-    from the kernel, or all come from seed (and the programs of Sage's
-    interfaces, as they start: seed_interfaces): the same code with the
-    same seed prints the same, cold or warm, first call or later (GAP's
-    and PARI's own generators, used directly, start where a fresh Sage's
-    do: warm.py puts them back). The template's other Python generators
-    (find_generators) draw new seeds from the kernel, seed or not."""
+    Python's random module, numpy's, the libraries' (KERNEL_SEEDED:
+    sympy's, PolyBoRi's) and Singular's draw new seeds from the kernel,
+    or all come from seed (and the programs of Sage's interfaces, as they
+    start: seed_interfaces): the same code with the same seed prints the
+    same, cold or warm, first call or later (GAP's and PARI's own
+    generators, used directly, start where a fresh Sage's do: warm.py
+    puts them back). Never raises: the call must run."""
     import random
-    for generator in _generators:
-        generator.seed(None)
     random.seed(seed)
-    # numpy's global generator: seeded now (imported if need be: its
-    # seeding at import draws from the kernel), or fresh where it is
-    # already imported (each fork would repeat the launcher's). sympy's
-    # the same way: its module's generators, and the one its Dummy
-    # symbols draw their first index from, at its import.
+    # numpy's global generator and sympy's: seeded now (imported if need
+    # be: their seeding at import draws from the kernel), or fresh where
+    # they are already imported (each fork would repeat the launcher's).
     numpy = sys.modules.get("numpy")
-    sympy_random = sys.modules.get("sympy.core.random")
     if seed is not None:
         import numpy
         try:
-            import sympy.core.random as sympy_random
+            import sympy.core.random  # noqa: F401
         except ImportError:
             pass
     if numpy is not None:
         numpy.random.seed(None if seed is None else [seed & 0xFFFFFFFF, seed >> 32])
-    if sympy_random is not None:
+    for module, path in KERNEL_SEEDED:
+        generator = sys.modules.get(module)
         try:
-            sympy_random.seed(None if seed is None else seed_of(seed, "sympy", 64))
-            dummy = sys.modules["sympy.core.symbol"].Dummy
-            dummy._prng.seed(None if seed is None else seed_of(seed, "sympy Dummy", 64))
-            dummy._base_dummy_index = dummy._prng.randint(10**6, 9*10**6)
+            for name in path.split(".") if generator is not None else ():
+                generator = getattr(generator, name)
+            if isinstance(generator, random.Random):
+                generator.seed(None if seed is None else seed_of(seed, module + "." + path, 64))
         except Exception:
-            pass  # another sympy: its generators as they are (found ones drew anew)
+            pass  # another version of the library: its generator as it is
+    # sympy's Dummy symbols number themselves from an index drawn once, as
+    # its module is imported.
+    dummy = getattr(sys.modules.get("sympy.core.symbol"), "Dummy", None)
+    try:
+        dummy._base_dummy_index = dummy._prng.randint(10**6, 9*10**6)
+    except Exception:
+        pass
     try:
         from sage.misc.randstate import randstate, set_random_seed
     except ImportError:  # no Sage: the launcher's unit tests

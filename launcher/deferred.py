@@ -53,7 +53,6 @@ import importlib.util
 import sys
 import threading
 import warnings
-import weakref
 
 # (filter as warnings.filters holds it, appended, frozenset of the names of
 # the modules whose import added it), in the order the warm-up's imports
@@ -70,9 +69,9 @@ _hook_codes = set()  # the hooks' code: their frames in a traceback are not show
 _installed = []   # once per process: a session's later cells find it done
 _waiting = []     # the code set a filter: the pending ones left the list
 _lock = threading.RLock()  # threads of the code may import at once
-# warnings.catch_warnings() blocks under way: the held filters pending as
-# each began.
-_blocks = weakref.WeakKeyDictionary()
+# warnings.catch_warnings() blocks under way, by id: the held filters
+# pending as each began (by id: a subclass may not hash).
+_blocks = {}
 
 
 def importing_modules(frame):
@@ -252,20 +251,26 @@ def install():
 
     @functools.wraps(own_enter)
     def __enter__(self):
+        entered = own_enter(self)
         with _lock:
-            _blocks[self] = [item for item, _, _ in _pending]
-        return own_enter(self)
+            _blocks[id(self)] = [item for item, _, _ in _pending]
+        return entered
 
     @functools.wraps(own_exit)
     def __exit__(self, *exception):
         own_exit(self, *exception)
-        with _lock:
-            pending = _blocks.pop(self, ())
-            still = [item for item, _, _ in _pending]
-            gone = [item for item in pending if _waiting or item not in still]
-            if gone and any(f in gone for f in warnings.filters):
-                warnings.filters[:] = [f for f in warnings.filters if f not in gone]
-                warnings._filters_mutated()
+        try:
+            with _lock:
+                pending = _blocks.pop(id(self), ())
+                still = {id(item) for item, _, _ in _pending}
+                gone = {id(item) for item in pending if _waiting or id(item) not in still}
+                # The held filters themselves, by identity: a filter of the
+                # code's own that equals one stays.
+                if gone and any(id(f) in gone for f in warnings.filters):
+                    warnings.filters[:] = [f for f in warnings.filters if id(f) not in gone]
+                    warnings._filters_mutated()
+        except Exception:
+            pass
 
     # A module's warning with a stacklevel names the line that imported
     # it: Python's warnings pass over importlib's own frames (a filename

@@ -696,6 +696,14 @@ static void test_describe_stop(void)
 	r.throttled_looks = 1;
 	check(describe_stop(&r, &cfg, NULL, said, sizeof said) && !strstr(said, "held back"),
 		"describe_stop: ... for less, not");
+	/* batch's knob, the longest: its fix whole, --cpus at the end. */
+	r = (struct run_result){.after = AFTER_NEXT, .timed_out = true, .code_begun = true,
+		.looks = 8, .throttled_looks = 8};
+	const struct timeout_knob batch = {"the job's timeout (at most the batch's --timeout) "
+		"or the batch's --timeout", 600};
+	check(describe_stop(&r, &cfg, &batch, said, sizeof said) &&
+		strstr(said, "or the batch's --timeout (at most 600) or --cpus"),
+		"describe_stop: batch's knob, held back: the whole fix, --cpus named");
 	/* A session's cell held back until its timeout: interrupted, or ended
 	 * as it came, kept; or lost with its session. */
 	r = (struct run_result){.after = AFTER_KEPT, .cell_interrupted = true, .timed_out = true,

@@ -162,20 +162,24 @@ class SeedInterfacesTest(unittest.TestCase):
 
 
 class ReseedTest(unittest.TestCase):
-    def test_the_templates_generators_draw_anew_in_each_child(self):
-        # A library's generator made before the fork (sympy's, PolyBoRi's):
-        # found in the template, it repeated in every child.
+    def test_a_librarys_generator_draws_anew_in_each_child_or_from_the_seed(self):
+        # PolyBoRi's, made as Sage is imported: a template's every child
+        # repeated its numbers.
         import random
-        held = random.Random(7)
-        self.addCleanup(setattr, child, "_generators_for", -1)
-        child._generators_for = -1
-        child.find_generators()
-        self.assertTrue(any(generator is held for generator in child._generators))
+        import types
+        name = "sage.rings.polynomial.pbori.interpolate"
+        self.assertIn((name, "generator"), child.KERNEL_SEEDED)
+        held = types.ModuleType(name)
+        held.generator = random.Random(7)
+        self.addCleanup(sys.modules.pop, name, None)
+        sys.modules[name] = held
 
-        def draw():
-            child.reseed()
-            return held.random()
+        def draw(seed=None):
+            child.reseed(seed)
+            return held.generator.random()
         self.assertNotEqual(in_child(draw), in_child(draw))
+        self.assertEqual(in_child(lambda: draw(5)), in_child(lambda: draw(5)))
+        self.assertNotEqual(in_child(lambda: draw(5)), in_child(lambda: draw(6)))
 
     def test_a_seed_of_its_own_for_each_generator_the_same_for_the_same_seed(self):
         self.assertEqual(child.seed_of(5, "sympy", 64), child.seed_of(5, "sympy", 64))
@@ -735,6 +739,25 @@ class RunCodeTest(unittest.TestCase):
         self.assertEqual((status, err.count("File "), err.splitlines()[-1]), (1, 2, "ValueError: v"))
         status, err, _ = self.run_code(b"import sys\nsys.tracebacklimit = 0\nraise ValueError('v')\n")
         self.assertEqual((status, err), (1, "ValueError: v\n"))
+        # An int limit: the last frames, as Python's own printer keeps them.
+        def g():
+            raise ValueError("w")
+
+        def f():
+            g()
+        try:
+            f()
+        except ValueError as e:
+            error = e
+        for limit in (1, 2, -1):
+            sys.tracebacklimit = limit
+            printed = []
+            for printer in (sys.__excepthook__, child.print_users_exception):
+                err = io.StringIO()
+                with contextlib.redirect_stderr(err):
+                    printer(type(error), error, error.__traceback__)
+                printed.append(err.getvalue())
+            self.assertEqual(printed[1], printed[0], limit)
         del sys.tracebacklimit
         out = io.StringIO()
         self.addCleanup(setattr, sys, "stderr", sys.stderr)
