@@ -568,10 +568,13 @@ def traceback_limit():
     sys.tracebacklimit = 0 is Sage's Integer(0), which Python ignores),
     else 1000; the last that many frames (the module's first, where the
     limit is positive); none at 0 or less."""
-    if sys.version_info >= (3, 13):  # Python's printer is the module
-        return None
+    import operator
+    import traceback
+    if sys.version_info >= (3, 13):  # Python's printer is the module, with its limit
+        return getattr(traceback, "BUILTIN_EXCEPTION_LIMIT", None)
     limit = getattr(sys, "tracebacklimit", None)
-    limit = limit if issubclass(type(limit), int) else 1000
+    # Its value as C reads it: no comparison of an int subclass's own.
+    limit = operator.index(limit) if issubclass(type(limit), int) else 1000
     return -min(limit, sys.maxsize) if limit > 0 else 0
 
 

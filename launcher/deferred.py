@@ -199,7 +199,13 @@ def install():
     if not HELD or _installed or not hasattr(warnings, "_add_filter"):
         return
     _installed.append(True)
-    _pending[:] = HELD
+    # The held filters as the list holds them: a later step that added one
+    # again put an equal tuple there, and a block's end removes by identity.
+    try:
+        current = {f: f for f in warnings.filters}
+    except TypeError:  # a filter that does not hash: equal ones are not told apart
+        current = {}
+    _pending[:] = [(current.get(item, item), append, modules) for item, append, modules in HELD]
     _watch()
     own_import, own_import_module = builtins.__import__, importlib.import_module
     own_add, own_reset = warnings._add_filter, warnings.resetwarnings

@@ -749,7 +749,10 @@ class RunCodeTest(unittest.TestCase):
             f()
         except ValueError as e:
             error = e
-        for limit in (1, 2, -1):
+        class Odd(int):  # its own comparisons, which Python's printer never calls
+            def __gt__(self, other):
+                raise TypeError("compared")
+        for limit in (1, 2, -1, Odd(1)):
             sys.tracebacklimit = limit
             printed = []
             for printer in (sys.__excepthook__, child.print_users_exception):
