@@ -104,11 +104,12 @@ for line in open(sys.argv[1]):
 	printf '# c\nx = 1/0\n' >"$dir/cython.sage"
 	# "after function definition on line 4": the user's 4, past a join.
 	printf '# c\nx = 1 + \\\n  2\ndef f():\nreturn 1\n' >"$dir/online.sage"
-	# Whole: no line under the .pyx frame (its number is the image's).
+	# Whole: no line under the .pyx frame (its number is the image's; 9.5's
+	# Cython names its C file too).
 	local cython='^Traceback \(most recent call last\):
   File "cython.sage", line 2, in <module>
     x = 1/0
-  File "sage/rings/integer.pyx", line [0-9]+, in sage.rings.integer.Integer.__truediv__
+  File "sage/rings/integer.pyx", line [0-9]+, in sage.rings.integer.Integer.__truediv__( \(build/cythonized/sage/rings/integer.c:[0-9]+\))?
 ZeroDivisionError: rational division by zero$'
 	cd "$dir"
 	run_ss 1 run cython.sage
