@@ -589,7 +589,8 @@ def _unread(filename):
     neither reads."""
     if sys.version_info >= (3, 13):  # Python's printer is the traceback module
         return False
-    entry = linecache_entry(filename)
+    import linecache
+    entry = linecache.cache.get(filename)
     if filename in _code_lines or (entry is not None and len(entry) == 4 and entry[1] is None) or \
             (filename.startswith("<") and filename.endswith(">")) or os.path.isabs(filename):
         return False
@@ -598,11 +599,6 @@ def _unread(filename):
     tail = os.path.basename(filename)
     return not any(isinstance(place, str) and os.path.exists(os.path.join(place, tail))
                    for place in sys.path)
-
-
-def linecache_entry(filename):
-    import linecache
-    return linecache.cache.get(filename)
 
 
 # The code's lines, by its file's name, as run_code gave them to linecache.
@@ -617,25 +613,12 @@ class lines_as_python_reads:
     printer reads them from the file, which a fresh Sage has on disk)."""
 
     def __init__(self, value, tb):
-        self.names = {}
-        seen, todo = set(), [(value, tb)]
-        import builtins
-        group = getattr(builtins, "BaseExceptionGroup", ())  # Python 3.11 on
-        while todo:
-            at, trace = todo.pop()
+        names = {}  # in order, each once
+        for trace in [tb] + [each.__traceback__ for each in deferred.printed_with(value)]:
             while trace is not None:
-                name = trace.tb_frame.f_code.co_filename
-                if name not in self.names:
-                    self.names[name] = None
+                names[trace.tb_frame.f_code.co_filename] = None
                 trace = trace.tb_next
-            if not isinstance(at, BaseException):
-                continue
-            members = at.exceptions if isinstance(at, group) else ()
-            for each in (at.__cause__, at.__context__, *members):
-                if isinstance(each, BaseException) and id(each) not in seen:
-                    seen.add(id(each))
-                    todo.append((each, each.__traceback__))
-        self.names = [name for name in self.names if _unread(name)]
+        self.names = [name for name in names if _unread(name)]
 
     def __enter__(self):
         import linecache

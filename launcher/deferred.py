@@ -316,6 +316,16 @@ def unhooked(value, tb):
         return tb
     if not _hook_codes:
         return tb
+    for each in printed_with(value):
+        if each.__traceback__ is not None:
+            each.__traceback__ = strip(each.__traceback__)
+    return strip(tb)
+
+
+def printed_with(value):
+    """The exceptions that printing value prints besides it, each once:
+    those chained to it (its cause, its context) and an exception group's
+    members, and theirs."""
     group = getattr(builtins, "BaseExceptionGroup", ())  # Python 3.11 on
     seen, todo = {id(value)}, [value] if isinstance(value, BaseException) else []
     while todo:
@@ -325,6 +335,4 @@ def unhooked(value, tb):
             if isinstance(each, BaseException) and id(each) not in seen:
                 seen.add(id(each))
                 todo.append(each)
-                if each.__traceback__ is not None:
-                    each.__traceback__ = strip(each.__traceback__)
-    return strip(tb)
+                yield each
