@@ -884,7 +884,14 @@ def reseed(seed=None):
     # Singular's (its random(), Sage's libsingular functions, and factory's
     # under it), which Singular seeds at Sage's import from the clock, in
     # seconds: every child of a template repeated it.
+    # Sage 9.5's import loads Singular but not this module: imported for a
+    # seed (7 ms), else that run's Singular kept its clock's seed.
     function = sys.modules.get("sage.libs.singular.function")
+    if function is None and seed is not None:
+        try:
+            import sage.libs.singular.function as function
+        except ImportError:
+            pass
     if function is not None:
         try:
             function.singular_function("system")(

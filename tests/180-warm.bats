@@ -249,7 +249,9 @@ LIBRARIES='import sympy
 from sage.libs.singular.function import singular_function
 print(sympy.randprime(10^8, 10^9), sympy.Dummy("d").dummy_index,
       singular_function("random")(1, 10^9))'
-POLYBORI='from sage.rings.polynomial.pbori import interpolate
+# (By module name: Sage 9.5's package holds a function of that name.)
+POLYBORI='import importlib
+interpolate = importlib.import_module("sage.rings.polynomial.pbori.interpolate")
 print(interpolate.generator.random())'
 
 # each_differs A B: each word of A differs from the same word of B.
