@@ -188,6 +188,8 @@ def joined_lines(users):
 # "opening parenthesis '[' on line 3", the first of one.
 DETECTED_AT = re.compile(r"(\(detected at line )(\d+)\)$")
 ON_LINE = re.compile(r"( on line )(\d+)\b")
+NAMES_A_LINE = re.compile(DETECTED_AT.pattern + "|" + ON_LINE.pattern)
+NUMBERS = re.compile(r"\d+")
 
 # The preparser's constants joined onto a first line that is blank or a
 # comment: "_sage_const_2 = Integer(2); _sage_const_3 = Integer(3)".
@@ -365,31 +367,80 @@ def users_syntax_error(error, text, filename, lines_of=None):
     as plain Python where that fails on the same line, and is left out
     where it does not. Where the preparser joined lines (lines_of), the
     error is on the first of them: plain Python's own line among them is
-    taken, as python3 names it."""
+    taken, as python3 names it, and so are the lines its message names
+    ("opening parenthesis '[' on line 3": users_tree could only name the
+    first line of a joined one)."""
     lines = text.splitlines()
     if error.filename != filename or not error.lineno or not 0 < error.lineno <= len(lines):
         return error
     lineno = error.lineno
     joined = [group for group in (lines_of or {}).values() if group[0] == lineno]
     group = joined[0] if joined else [lineno]
-    if len(group) == 1 and (error.text or "").rstrip("\r\n") == lines[lineno - 1]:
+    as_given = len(group) == 1 and (error.text or "").rstrip("\r\n") == lines[lineno - 1]
+    if as_given and not (lines_of and NAMES_A_LINE.search(error.msg or "")):
         return error
-    offset = end_offset = None
+    plain = None
     try:
         compile(text, filename, "exec")
-    except SyntaxError as plain:
-        if plain.lineno in group:
-            lineno = plain.lineno
-            offset, end_offset = plain.offset, getattr(plain, "end_offset", None)
-            if getattr(plain, "end_lineno", lineno) != lineno:
-                end_offset = None
+    except SyntaxError as e:
+        plain = e if e.lineno in group else None
     except (ValueError, OverflowError):
         pass
+    msg = error.msg
+    if plain is not None and NUMBERS.sub("", plain.msg or "") == NUMBERS.sub("", msg or ""):
+        msg = plain.msg  # the same words, the user's lines
+    if as_given:
+        error.msg = msg
+        return error
+    offset = end_offset = None
+    if plain is not None:
+        lineno = plain.lineno
+        offset, end_offset = plain.offset, getattr(plain, "end_offset", None)
+        if getattr(plain, "end_lineno", lineno) != lineno:
+            end_offset = None
     # IndentationError and TabError stay what they are, as Python names them.
-    told = type(error)(error.msg, (filename, lineno, offset, lines[lineno - 1] + "\n"))
+    told = type(error)(msg, (filename, lineno, offset, lines[lineno - 1] + "\n"))
     if end_offset is not None:
         told.end_lineno, told.end_offset = lineno, end_offset
     return told
+
+
+# sage-preparse's coding line: one of the first two lines that has this
+# (the second, where both have), moved to the top of the .sage.py it writes;
+# and Python's own test of a file's first line for its encoding (PEP 263).
+SAGES_CODING_LINE = re.compile(r"coding[:=]\s*([-\w.]+)")
+PYTHONS_COOKIE = re.compile(r"^[ \t\f]*#.*?coding[:=][ \t]*([-\w.]+)", re.ASCII)
+
+
+def as_python_decodes(text):
+    """The code's text as Python reads the .sage.py that `sage FILE` runs:
+    sage-preparse writes the code's coding line first in it, in UTF-8, and
+    Python decodes the file by that line where it is a coding comment. An
+    encoding other than UTF-8 gives the text another reading (a UTF-8 "é"
+    under "# -*- coding: latin-1 -*-" is "Ã©", as a fresh Sage prints it);
+    one Python does not know, or that cannot read the file, is Python's
+    SyntaxError ("encoding problem: NAME"), with no line."""
+    import codecs
+    coding = None
+    for line in text.splitlines()[:2]:
+        if SAGES_CODING_LINE.search(line):
+            coding = line
+    cookie = PYTHONS_COOKIE.match(coding) if coding is not None else None
+    if cookie is None:
+        return text
+    # The name as Python's tokenizer gives it (get_normal_name).
+    name = cookie.group(1)
+    folded = name[:12].lower().replace("_", "-")
+    if folded == "utf-8" or folded.startswith("utf-8-"):
+        name = "utf-8"
+    elif folded in ("latin-1", "iso-8859-1", "iso-latin-1") or \
+            folded.startswith(("latin-1-", "iso-8859-1-", "iso-latin-1-")):
+        name = "iso-8859-1"
+    try:
+        codec = codecs.lookup(name).name
+        return text if codec == "utf-8" else text.encode("utf-8").decode(codec)
+    except (LookupError, UnicodeError):
+        raise SyntaxError("encoding problem: " + name) from None
 
 
 def launchers_own(tb):
@@ -423,6 +474,7 @@ def run_code(source, namespace, filename, preparse_file, show_last=False, begin=
         # CR are newlines (Sage 9.5's preparser takes a backslash before a
         # CR for its backslash operator).
         text = source.decode("utf-8-sig").replace("\r\n", "\n").replace("\r", "\n")
+        text = as_python_decodes(text)
         # The constants run first, so that the code's lines keep their
         # numbers, and tracebacks quote the user's own lines.
         constants, preparsed, lines_of = split_constants(text, preparse_file(text))
@@ -558,7 +610,7 @@ def print_users_exception(kind, value, tb, out=None):
     if out is None:
         return
     tb = deferred.unhooked(value, tb)
-    with lines_as_python_reads(value, tb):
+    with as_python_prints(value, tb):
         traceback.print_exception(kind, value, tb, limit=traceback_limit(), file=out)
 
 
@@ -605,12 +657,14 @@ def _unread(filename):
 _code_lines = {}
 
 
-class lines_as_python_reads:
+class as_python_prints:
     """While Python's print of value (tb its traceback) is made by the
-    traceback module: the files whose lines the C printer would not quote
+    traceback module, it reads and prints as Python's own printer (in C,
+    before 3.13): the files whose lines the C printer would not quote
     (_unread) have none, and linecache is as it was after; the code's own
     lines are there (put back where the code cleared linecache: Python's
-    printer reads them from the file, which a fresh Sage has on disk)."""
+    printer reads them from the file, which a fresh Sage has on disk); a
+    syntax error is told by C's rules (syntax_error_as_c_prints)."""
 
     def __init__(self, value, tb):
         names = {}  # in order, each once
@@ -622,18 +676,90 @@ class lines_as_python_reads:
 
     def __enter__(self):
         import linecache
+        import traceback
         for name, entry in _code_lines.items():
             linecache.cache.setdefault(name, entry)
         self.kept = {name: linecache.cache[name] for name in self.names
                      if name in linecache.cache}
         for name in self.names:
             linecache.cache[name] = (0, None, [], name)
+        self.rules = traceback.TracebackException.__dict__.get("_format_syntax_error")
+        if sys.version_info < (3, 13) and self.rules not in (None, syntax_error_as_c_prints):
+            traceback.TracebackException._format_syntax_error = syntax_error_as_c_prints
+        else:
+            self.rules = None
 
     def __exit__(self, *exception):
         import linecache
+        import traceback
         for name in self.names:
             linecache.cache.pop(name, None)
         linecache.cache.update(self.kept)
+        if self.rules is not None:
+            traceback.TracebackException._format_syntax_error = self.rules
+
+
+def syntax_error_as_c_prints(self, stype):
+    """The lines of a SyntaxError's print (its place, its text, the caret,
+    its message) for a traceback.TracebackException (self) by the rules of
+    Python's own printer before 3.13 (pythonrun.c, print_exception) where
+    the module's differ: a subclass (IndentationError, TabError) has one
+    caret, as no end is read for it; an error that runs on past its line
+    is marked to that line's end; the marks never run past the text and
+    are at least one; tabs and form feeds lead no line; the line with the
+    offset is the one shown of a text of several; no message, no colon;
+    with no line number, or places that are no numbers (the code's own
+    SyntaxError), printed as any other exception (str(value))."""
+    try:
+        lines = _syntax_error_lines(self)
+    except (TypeError, ValueError):
+        lines = None
+    if lines is None:
+        told = getattr(self, "_str", None)  # str(value), as the module keeps it
+        if told is None:
+            told = "" if self.msg is None else str(self.msg)
+        yield stype + (": " + told if told else "") + "\n"
+        return
+    yield from lines
+    message = "" if self.msg is None else str(self.msg)
+    yield stype + (": " + message if message else "") + "\n"
+
+
+def _syntax_error_lines(self):
+    """syntax_error_as_c_prints's lines before the message: None where C's
+    printer finds no line number (it prints the exception as any other)."""
+    import operator
+    if self.lineno is None:
+        return None
+    lines = ['  File "%s", line %s\n' % (self.filename or "<string>", self.lineno)]
+    try:
+        text = None if self.text is None else self.text.encode("utf-8")
+    except (AttributeError, UnicodeError):  # no str
+        text = None  # C's printer shows none
+    if text is None:
+        return lines
+    # C's arithmetic as it is: offsets in characters, lengths in bytes.
+    exact = self.exc_type is SyntaxError
+    offset = -1 if self.offset is None else operator.index(self.offset)
+    end_offset = operator.index(self.end_offset) if exact and self.end_offset is not None else -1
+    lineno = int(self.lineno)
+    end_lineno = int(self.end_lineno) if exact and self.end_lineno is not None else lineno
+    if end_lineno > lineno:
+        end_offset = len(text)
+    end_offset = min(end_offset, len(text) + 1)
+    marks = end_offset - offset if 0 < end_offset and offset < end_offset else 1
+    stripped = text.lstrip(b" \t\f")
+    offset -= 1 + len(text) - len(stripped)
+    text = stripped
+    length = len(text) - text.endswith(b"\n")
+    offset = min(offset, length)
+    while 0 <= text.find(b"\n") < offset:
+        skipped = text.find(b"\n") + 1
+        text, length, offset = text[skipped:], length - skipped, offset - skipped
+    lines.append("    " + text.decode("utf-8") + ("" if text[length:length + 1] == b"\n" else "\n"))
+    if offset >= 0:
+        lines.append("    " + " " * offset + "^" * marks + "\n")
+    return lines
 
 
 def tell_unraisable(u):
@@ -662,7 +788,7 @@ def tell_unraisable(u):
             out.write("%s:\n" % err_msg)
         if tb is not None:
             tb = deferred.unhooked(value, tb)
-            with lines_as_python_reads(value, tb):
+            with as_python_prints(value, tb):
                 frames = "".join(traceback.format_tb(tb, limit=traceback_limit()))
             if frames:  # as Python's: no header where the limit shows none
                 out.write("Traceback (most recent call last):\n" + frames)

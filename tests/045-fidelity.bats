@@ -95,7 +95,7 @@ for line in open(sys.argv[1]):
 	expect_equal "$errors" "  File \"$dir/open.sage\", line 2"$'\n'"    y = (1 + \\"$'\n'"        ^"$'\n'"SyntaxError: '(' was never closed"
 }
 
-@test "fidelity - a frame in Sage's Cython code quotes no line, as Python's own printer shows it; a message's line is the user's; cold and warm" {
+@test "fidelity - a frame in Sage's Cython code quotes no line, as Python's own printer shows it; a message's line is the user's, its caret Python's; cold and warm" {
 	dir=$BATS_TEST_TMPDIR
 	# Python's printer (in C) looks for "sage/rings/integer.pyx" only as
 	# "integer.pyx" in each sys.path entry, and quotes nothing; the
@@ -115,12 +115,48 @@ ZeroDivisionError: rational division by zero$'
 	run_ss 1 run cython.sage
 	expect_match "$errors" "$cython"
 	run_ss 1 run online.sage
-	expect_match "$errors" "File \"online.sage\", line 5"
-	expect_match "$errors" "IndentationError: expected an indented block after function definition on line 4\$"
-	jobs_of "$dir"/cython.sage "$dir"/online.sage >"$dir/jobs.jsonl"
+	# One caret, as Python's own printer marks an IndentationError (the
+	# traceback module, ours, marked the line's first word).
+	expect_equal "$errors" '  File "online.sage", line 5
+    return 1
+    ^
+IndentationError: expected an indented block after function definition on line 4'
+	# The bracket's own line, within a joined statement (reviewer).
+	printf 'y = 1 + \\\n  [a,\n  b)\n' >"$dir/bracket.sage"
+	run_ss 1 run bracket.sage
+	expect_match "$errors" "File \"bracket.sage\", line 3"
+	expect_match "$errors" "opening parenthesis '\\[' on line 2\$"
+	jobs_of "$dir"/cython.sage "$dir"/online.sage "$dir"/bracket.sage >"$dir/jobs.jsonl"
 	"$SAGE_SANDBOX" batch --jobs 1 "$dir/jobs.jsonl" >"$dir/out.jsonl"
 	expect_match "$(field_of cython.sage stderr)" "${cython//cython.sage/[^\"]*}"
-	expect_match "$(field_of online.sage stderr)" "function definition on line 4"
+	expect_match "$(field_of online.sage stderr)" $'\n    return 1\n    \\^\nIndentationError: .* on line 4$'
+	expect_match "$(field_of bracket.sage stderr)" "opening parenthesis '\\[' on line 2\$"
+}
+
+@test "fidelity - a coding line reads the code as Python reads the .sage.py: another encoding, one unknown; cold and warm" {
+	dir=$BATS_TEST_TMPDIR
+	# sage-preparse writes the coding line first in the .sage.py, in
+	# UTF-8, and Python decodes the file by it: a fresh Sage prints "é"
+	# under latin-1 as "Ã©" (attack helper), and stops at a name it does
+	# not know, or one that cannot read the file, with no line.
+	printf '# -*- coding: latin-1 -*-\nprint("caf\xc3\xa9", len("\xc3\xa9"))\n' >"$dir/latin.sage"
+	printf 'x = 1\n# coding: cp1252\nprint("caf\xc3\xa9")\n' >"$dir/second.sage"
+	printf '# coding: foo\nprint(1)\n' >"$dir/unknown.sage"
+	printf '# coding: ascii\nprint("caf\xc3\xa9")\n' >"$dir/ascii.sage"
+	cd "$dir"
+	run_ss 0 run latin.sage
+	expect_equal "$output" "caf$(printf '\xc3\x83\xc2\xa9') 2"
+	run_ss 0 run second.sage
+	expect_equal "$output" "caf$(printf '\xc3\x83\xc2\xa9')"
+	run_ss 1 run unknown.sage
+	expect_equal "$errors" "SyntaxError: encoding problem: foo"
+	expect_equal "$output" ""
+	run_ss 1 run ascii.sage
+	expect_equal "$errors" "SyntaxError: encoding problem: ascii"
+	jobs_of "$dir"/latin.sage "$dir"/unknown.sage >"$dir/jobs.jsonl"
+	"$SAGE_SANDBOX" batch --jobs 1 "$dir/jobs.jsonl" >"$dir/out.jsonl"
+	expect_equal "$(field_of latin.sage stdout)" "caf$(printf '\xc3\x83\xc2\xa9') 2"
+	expect_equal "$(field_of unknown.sage stderr)" "SyntaxError: encoding problem: foo"
 }
 
 @test "fidelity - a builtin atexit handler's error shows no frame; the code's descriptors are numbered as a fresh Sage numbers them" {

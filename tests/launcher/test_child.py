@@ -13,6 +13,7 @@ import subprocess
 import sys
 import threading
 import time
+import traceback
 import unittest
 from unittest import mock
 
@@ -679,8 +680,11 @@ class RunCodeTest(unittest.TestCase):
                        # "(detected at line N)": the user's N.
                        b"x = 1 + \\\n  2\nprint(\"abc\n",
                        b"x = 1 + \\\n  2\ns = \"\"\"abc\ndef\n",
-                       # "... on line N": the user's N too (attack helper).
-                       b"x = 1 + \\\n  2\ny = [1,\n  2)\n"):
+                       # "... on line N": the user's N too (attack helper),
+                       # past a join and within one (reviewer).
+                       b"x = 1 + \\\n  2\ny = [1,\n  2)\n", b"y = 1 + \\\n  [a,\n  b)\n",
+                       # An indent expected: one caret, as Python's printer.
+                       b"# c\nx = 1 + \\\n  2\ndef f():\nreturn 1\n"):
             with open(path, "wb") as f:
                 f.write(source)
             python = subprocess.run([sys.executable, path], capture_output=True, text=True)
@@ -688,16 +692,6 @@ class RunCodeTest(unittest.TestCase):
             self.assertEqual(status, 1)
             self.assertEqual(err.splitlines(), python.stderr.replace(path, self.FILE).splitlines(),
                              source)
-
-    def test_a_message_that_names_a_line_names_the_users(self):
-        # Python's caret under an indent it expected differs from its own
-        # traceback module's (one against six): the lines of the message.
-        def preparse(text):
-            return self.sage_like(text.replace("\\\n", ""))
-        status, err, _ = self.run_code(b"# c\nx = 1 + \\\n  2\ndef f():\nreturn 1\n", preparse)
-        self.assertEqual((status, err.splitlines()[0], err.splitlines()[-1]),
-                         (1, '  File "%s", line 5' % self.FILE, "IndentationError: expected an "
-                          "indented block after function definition on line 4"))
 
     def test_a_frame_of_a_file_pythons_printer_cannot_find_quotes_no_line(self):
         # Cython's frames name their .pyx relative to a sys.path entry
@@ -771,6 +765,42 @@ class RunCodeTest(unittest.TestCase):
                                        b"raise ValueError('v')\n")
         self.assertIn("\n    raise ValueError('v')\n", err)
 
+    @unittest.skipIf(sys.version_info >= (3, 13), "Python's own printer is the module")
+    def test_a_syntax_error_is_printed_as_pythons_own_printer_prints_it(self):
+        # Compared with the C printer: a subclass's one caret, an error
+        # past its line marked to the line's end, tabs, bytes against
+        # characters, a text of several lines, places that are no numbers.
+        # From the attack helper (IndentationError's ^^^^^ against ^).
+        def compiled(source):
+            try:
+                compile(source, "f.py", "exec")
+            except SyntaxError as e:
+                return e.with_traceback(None)
+            self.fail(source)
+        errors = [compiled(source) for source in (
+            "x = 1\nif x:\nprint(1)\n", "if 1:\n\tx = 1\n        y = 2\n",
+            "x = [a,\n b for b in c]\n", "x = (1 +\n", "\u00e9 = '\u00fc' + )\n",
+            "print 'hello'\n", "f(x for x in y, 1)\n", "\tx = $\n", 'a = """abc\n',
+            "  x = 1\n", "for x in range(3):\n    pass\n  print(x)\n", "return 5\n",
+            "\u00e9\u00e9\u00e9(1 2)\n", "[x for x in\n  1 2]\n")]
+        errors += [SyntaxError(*args) for args in (
+            ("m", ("f.py", 3, 5, "abc\n", 3, 2)), ("", ("f.py", 1, None, "x\n")),
+            ("m", ("f.py", 1, 99, "abc\n")), ("m", ("f.py", 1, 5, "ab\ncd\nef\n")),
+            ("m", ("f.py", 1, 0, "abc")), ("m", ("f.py", 1, 50, "\u00e9\u00e9\u00e9\n")),
+            ("m", ("f.py", 1, 3, "\f\tab cd\n", 1, 6)), ("m", ("f.py", 1, 4, "a\tb c\n", 1, 6)),
+            ("m", ("f.py", 1, 3, "ab\ncd", 3, 1)), ("m", ("f.py", 1, 2, "\u00e9ab", 1, 9)),
+            ("m", ("f.py", 1, "x", "abc")), ("m", ("f.py", None, 2, "abc")), (),
+            ("m", ("f.py", None, None, None)))]
+        errors.append(IndentationError("m", ("f.py", 1, 2, "abcd\n", 1, 4)))
+        for error in errors:
+            err, ours = io.StringIO(), io.StringIO()
+            with contextlib.redirect_stderr(err):
+                sys.__excepthook__(type(error), error, None)
+            child.print_users_exception(type(error), error, None, ours)
+            self.assertEqual(ours.getvalue(), err.getvalue(), error.args)
+        self.assertIsNot(traceback.TracebackException._format_syntax_error,
+                         child.syntax_error_as_c_prints)
+
     def test_a_flat_sum_of_many_terms_runs_as_python_runs_it(self):
         # compile() of a tree refuses it (RecursionError), from text not.
         source = ("y = " + " + ".join(["1"] * 1200) + "\nprint(y)\n").encode()
@@ -784,6 +814,28 @@ class RunCodeTest(unittest.TestCase):
         self.assertEqual(status, 1)
         self.assertIn('File "%s", line 2' % self.FILE, err)
         self.assertIn("SyntaxError", err)
+
+    def test_a_coding_line_reads_the_code_as_python_reads_the_sage_py(self):
+        # sage-preparse writes the coding line (of the first two) first in
+        # the .sage.py, in UTF-8; Python decodes the file by it: "é" under
+        # latin-1 is "Ã©"; an encoding unknown or that fails, Python's
+        # SyntaxError with no line. As a fresh Sage prints (attack helper).
+        for source, printed in ((b"# -*- coding: latin-1 -*-\nprint('caf\xc3\xa9')\n", "caf\xc3\xa9\n"),
+                                (b"x = 1\n# coding: cp1252\nprint('\xc3\xa9')\n", "\xc3\xa9\n"),
+                                (b"# coding: utf8\nprint('\xc3\xa9')\n", "\xe9\n"),
+                                (b"x = 1\ny = 2\n# coding: latin-1\nprint('\xc3\xa9')\n", "\xe9\n")):
+            out = io.StringIO()
+            with contextlib.redirect_stdout(out):
+                status, err, _ = self.run_code(source)
+            self.assertEqual((status, err, out.getvalue()), (0, "", printed), source)
+        for source, name in ((b"# coding: foo\nprint(1)\n", "foo"),
+                             (b"# coding: ascii\nprint('\xc3\xa9')\n", "ascii"),
+                             (b"# coding: cp1252\nprint('\xc4\x81')\n", "cp1252")):
+            out = io.StringIO()
+            with contextlib.redirect_stdout(out):
+                status, err, _ = self.run_code(source)
+            self.assertEqual((status, err, out.getvalue()),
+                             (1, "SyntaxError: encoding problem: %s\n" % name, ""), source)
 
     def test_a_byte_order_mark_is_not_code(self):
         status, err, namespace = self.run_code(b"\xef\xbb\xbfx = 1\n")
