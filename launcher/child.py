@@ -444,8 +444,9 @@ def as_python_decodes(text):
 
 
 def launchers_own(tb):
-    """Every frame of the traceback is this module's: an error of the
-    launcher's own compile(), not one the code raised."""
+    """Every frame of the traceback (if any) is this module's: no frame of
+    the code's (an error of the launcher's own compile(), not one the code
+    raised; a builtin atexit handler's, raised in the frame that ran it)."""
     while tb is not None:
         if tb.tb_frame.f_globals is not globals():
             return False
@@ -774,7 +775,7 @@ def tell_unraisable(u):
     # atexit.register(sys.exit, 9)'s) the frame that was running: the
     # launcher's own, which runs the atexit handlers here. Python runs them
     # after the last frame is gone, and shows none.
-    if tb is not None and tb.tb_next is None and tb.tb_frame.f_globals is globals():
+    if launchers_own(tb):
         tb = None
     try:
         out = sys.stderr
@@ -877,10 +878,24 @@ def finish_as_python_does(namespace, before):
                 sys.unraisablehook(told)
         except BaseException:
             pass
+    # Python runs them once its last frame is gone: a builtin handler's
+    # error (atexit.register(sys.exit, 9)) has no traceback, where here it
+    # gets this frame. tell_unraisable leaves it out; a hook of the code's
+    # own is given none, as Python gives it.
+    hook = sys.unraisablehook
+
+    def as_python_tells(u):
+        if launchers_own(u.exc_traceback):
+            u = type(u)((u.exc_type, u.exc_value, None, u.err_msg, u.object))
+        return hook(u)
+    if hook is not tell_unraisable:
+        sys.unraisablehook = as_python_tells
     try:
         atexit._run_exitfuncs()
     except BaseException:
         pass
+    if sys.unraisablehook is as_python_tells:  # not one a handler put there
+        sys.unraisablehook = hook
     # As Python's teardown, before it finalises __main__: the last
     # uncaught exception's traceback would keep the code's frames alive.
     for name in ("last_type", "last_value", "last_traceback", "last_exc"):

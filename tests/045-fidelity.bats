@@ -159,7 +159,7 @@ IndentationError: expected an indented block after function definition on line 4
 	expect_equal "$(field_of unknown.sage stderr)" "SyntaxError: encoding problem: foo"
 }
 
-@test "fidelity - a builtin atexit handler's error shows no frame; the code's descriptors are numbered as a fresh Sage numbers them" {
+@test "fidelity - a builtin atexit handler's error shows no frame, to the code's hook too; the code's descriptors are numbered as a fresh Sage numbers them" {
 	# The launcher's own descriptors are above every number the code opens
 	# short of its limit (1024): 600 files get 600 numbers in a row.
 	sage 'import atexit, os, sys
@@ -168,6 +168,14 @@ fds = [os.open("/dev/null", os.O_RDONLY) for i in range(600)]
 print(fds[-1] - fds[0] + 1, fds == sorted(fds))' 0 run
 	expect_equal "$output" "600 True"
 	expect_equal "$errors" $'Exception ignored in atexit callback: <built-in function exit>\nSystemExit: 9'
+	# A hook of the code's own is given no traceback either (it was given
+	# the launcher's frame).
+	sage 'import atexit, sys
+def hook(u):
+    print(u.exc_type.__name__, u.exc_traceback, u.err_msg)
+sys.unraisablehook = hook
+atexit.register(sys.exit, 9)' 0 run
+	expect_equal "$output" "SystemExit None Exception ignored in atexit callback"
 }
 
 @test "fidelity - a thread still running when the code ends is waited for, atexit runs; daemons are not" {

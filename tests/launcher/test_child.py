@@ -928,6 +928,30 @@ class EndOfCodeTest(unittest.TestCase):
                                  "ValueError: invalid literal for int() with base 10: 'x'\n"
                                  "Exception ignored in atexit callback: <built-in function exit>\n"
                                  "SystemExit: 9\n"))
+        # The code's own hook is given no traceback either, as Python
+        # gives it (it was given the launcher's frame); after the
+        # handlers, the hook the code set is set, and so is one a
+        # handler set.
+        code = (b"import atexit, sys\n"
+                b"def hook(u):\n"
+                b"    print(u.exc_type.__name__, u.exc_traceback, u.err_msg)\n"
+                b"sys.unraisablehook = hook\n"
+                b"atexit.register(sys.exit, 9)\n")
+        self.assertEqual(self.to_its_end(code),
+                         (0, "SystemExit None Exception ignored in atexit callback\n", ""))
+        for code, hook in ((code, "hook"),
+                           (code + b"def other(u):\n    pass\n"
+                            b"atexit.register(setattr, sys, 'unraisablehook', other)\n", "other")):
+            def hook_after():
+                import atexit
+                atexit._clear()  # as child_main does before a call
+                child.tell_in_users_lines()
+                namespace = {"__name__": "__main__", "__builtins__": __builtins__}
+                with contextlib.redirect_stdout(io.StringIO()):
+                    child.run_code(code, namespace, "t.sage", identity)
+                    child.finish_as_python_does(namespace, {})
+                return sys.unraisablehook.__name__
+            self.assertEqual(in_child(hook_after), hook)
 
     def test_a_late_thread_and_atexit_as_python_does(self):
         code = (b"import atexit, threading, time\n"
