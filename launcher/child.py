@@ -11,10 +11,12 @@
 # serial) just before the child exits with that status. The code's stdin,
 # stdout and stderr are three more pipes, relayed by the launcher.
 import fcntl
+import io
 import os
 import re
 import struct
 import sys
+import traceback
 
 from launcher import deferred, display, mpmain, parent, warm
 
@@ -191,6 +193,29 @@ ON_LINE = re.compile(r"( on line )(\d+)\b")
 NAMES_A_LINE = re.compile(DETECTED_AT.pattern + "|" + ON_LINE.pattern)
 NUMBERS = re.compile(r"\d+")
 
+
+def same_words(one, other):
+    """Two of Python's messages for a syntax error say the same but for
+    the lines they name, if any."""
+    def words(msg):
+        return NUMBERS.sub("", NAMES_A_LINE.sub("", msg or ""))
+    return words(one) == words(other)
+
+
+def quietly(function, *args):
+    """function(*args) with every warning ignored (a second compile of the
+    code: Python warned of its SyntaxWarnings once). Not by simplefilter,
+    which deferred takes for the code's own; the list is put back whole."""
+    import warnings
+    filters = warnings.filters
+    warnings.filters = [("ignore", None, Warning, None, 0)]
+    warnings._filters_mutated()
+    try:
+        return function(*args)
+    finally:
+        warnings.filters = filters
+        warnings._filters_mutated()
+
 # The preparser's constants joined onto a first line that is blank or a
 # comment: "_sage_const_2 = Integer(2); _sage_const_3 = Integer(3)".
 JOINED_CONSTANTS = re.compile(r"_sage_const_\w+ = [^;\n]*(; _sage_const_\w+ = [^;\n]*)*")
@@ -315,7 +340,8 @@ def users_tree(preparsed, filename, lines_of, text):
     error is reported with no frame of ast's own, at the user's line."""
     import ast
     try:
-        tree = compile(preparsed, filename, "exec", ast.PyCF_ONLY_AST)
+        tree = warning_at_users_lines(lines_of, filename, compile, preparsed, filename, "exec",
+                                      ast.PyCF_ONLY_AST)
     except SyntaxError as e:
         if lines_of and e.lineno in lines_of:
             e.lineno = lines_of[e.lineno][0]
@@ -329,7 +355,7 @@ def users_tree(preparsed, filename, lines_of, text):
         raise
     if not lines_of:
         return tree
-    users, code = text.splitlines(), preparsed.splitlines()
+    users, code = code_lines(text), code_lines(preparsed)
     line_of = {}
 
     def users_line(number, column, is_end):
@@ -359,6 +385,30 @@ def users_tree(preparsed, filename, lines_of, text):
     return tree
 
 
+def warning_at_users_lines(lines_of, filename, function, *args):
+    """function(*args) (the parse of the preparsed code), the warnings it
+    gives (its SyntaxWarnings, "invalid decimal literal") shown at the
+    user's line, not the joined one's number: each as the filters let
+    it through, then shown as Python shows it (warnings._showwarnmsg,
+    which Python's own warnings call), past a join at the first of the
+    user's lines of that line."""
+    import warnings
+    show = getattr(warnings, "_showwarnmsg", None)
+    if not lines_of or show is None:
+        return function(*args)
+    said = []
+    warnings._showwarnmsg = said.append
+    try:
+        return function(*args)
+    finally:
+        if warnings._showwarnmsg == said.append:
+            warnings._showwarnmsg = show
+        for message in said:
+            if message.filename == filename and message.lineno in lines_of:
+                message.lineno = lines_of[message.lineno][0]
+            show(message)
+
+
 def users_syntax_error(error, text, filename, lines_of=None):
     """A syntax error in the preparsed code, told in the user's own words:
     their line, and the caret where Python puts it in that line. The
@@ -370,7 +420,7 @@ def users_syntax_error(error, text, filename, lines_of=None):
     taken, as python3 names it, and so are the lines its message names
     ("opening parenthesis '[' on line 3": users_tree could only name the
     first line of a joined one)."""
-    lines = text.splitlines()
+    lines = code_lines(text)
     if error.filename != filename or not error.lineno or not 0 < error.lineno <= len(lines):
         return error
     lineno = error.lineno
@@ -381,14 +431,14 @@ def users_syntax_error(error, text, filename, lines_of=None):
         return error
     plain = None
     try:
-        compile(text, filename, "exec")
+        quietly(compile, text, filename, "exec")
     except SyntaxError as e:
         plain = e if e.lineno in group else None
     except (ValueError, OverflowError):
         pass
     msg = error.msg
-    if plain is not None and NUMBERS.sub("", plain.msg or "") == NUMBERS.sub("", msg or ""):
-        msg = plain.msg  # the same words, the user's lines
+    if plain is not None and same_words(plain.msg, msg):
+        msg = plain.msg  # the user's lines (a line the joined one could not name)
     if as_given:
         error.msg = msg
         return error
@@ -412,14 +462,13 @@ SAGES_CODING_LINE = re.compile(r"coding[:=]\s*([-\w.]+)")
 PYTHONS_COOKIE = re.compile(r"^[ \t\f]*#.*?coding[:=][ \t]*([-\w.]+)", re.ASCII)
 
 
-def as_python_decodes(text):
-    """The code's text as Python reads the .sage.py that `sage FILE` runs:
-    sage-preparse writes the code's coding line first in it, in UTF-8, and
-    Python decodes the file by that line where it is a coding comment. An
-    encoding other than UTF-8 gives the text another reading (a UTF-8 "é"
-    under "# -*- coding: latin-1 -*-" is "Ã©", as a fresh Sage prints it);
-    one Python does not know, or that cannot read the file, is Python's
-    SyntaxError ("encoding problem: NAME"), with no line."""
+def coding_of(text):
+    """The encoding Python reads the .sage.py of `sage FILE` in, where it
+    is not UTF-8 (else None): sage-preparse writes the code's coding line
+    first in that file, in UTF-8, and Python decodes the file by that line
+    where it is a coding comment. One Python does not know, or cannot read
+    source in (UTF-16: not ASCII's bytes), is Python's SyntaxError
+    ("encoding problem: NAME"), with no line."""
     import codecs
     coding = None
     for line in text.splitlines()[:2]:
@@ -427,7 +476,7 @@ def as_python_decodes(text):
             coding = line
     cookie = PYTHONS_COOKIE.match(coding) if coding is not None else None
     if cookie is None:
-        return text
+        return None
     # The name as Python's tokenizer gives it (get_normal_name).
     name = cookie.group(1)
     folded = name[:12].lower().replace("_", "-")
@@ -438,9 +487,35 @@ def as_python_decodes(text):
         name = "iso-8859-1"
     try:
         codec = codecs.lookup(name).name
-        return text if codec == "utf-8" else text.encode("utf-8").decode(codec)
+        if "\n#".encode(codec) != b"\n#":
+            raise LookupError(name)
     except (LookupError, UnicodeError):
         raise SyntaxError("encoding problem: " + name) from None
+    return None if codec == "utf-8" else name
+
+
+def decoded_by(coding, text):
+    """text (UTF-8, its lines ended by newlines alone) as Python decodes it
+    from a file in coding (coding_of's name): line by line, as its
+    tokenizer reads (a "\x85" that "Å"'s bytes give in latin-1 ends no
+    line)."""
+    try:
+        return "\n".join(line.encode("utf-8").decode(coding) for line in text.split("\n"))
+    except UnicodeError:
+        raise SyntaxError("encoding problem: " + coding) from None
+
+
+def code_lines(text, keepends=False):
+    """The lines of the code's text as Python reads a file's: ended by
+    newlines alone (every other line break of str.splitlines the
+    preparser makes one, LINE_BREAKS)."""
+    lines = io.StringIO(text).readlines()
+    return lines if keepends else [line[:-1] if line.endswith("\n") else line for line in lines]
+
+
+# What str.splitlines ends a line at besides a newline (CR is one by
+# then): Sage's preparser splits the code there and joins it with newlines.
+LINE_BREAKS = re.compile("[\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]")
 
 
 def launchers_own(tb):
@@ -460,13 +535,15 @@ def launchers_own(tb):
 DIES_OF_SIGINT = -2
 
 
-def run_code(source, namespace, filename, preparse_file, show_last=False, begin=None):
+def run_code(source, namespace, filename, preparse_file, show_last=False, begin=None,
+             cell=False):
     """The code as `sage FILE` runs it, in the namespace made before it
     came; returns the exit status (DIES_OF_SIGINT: none, see there).
     show_last: a last statement that is a bare expression has its value
     displayed, as a notebook cell's. begin(): called as the code
     begins, once it is compiled: from there a KeyboardInterrupt is the
-    code's, with the code's frames."""
+    code's, with the code's frames. cell: a session's cell, text that a
+    notebook compiles as it is (no coding line applies)."""
     import linecache
     text, lines_of = "", None
     try:
@@ -475,14 +552,18 @@ def run_code(source, namespace, filename, preparse_file, show_last=False, begin=
         # CR are newlines (Sage 9.5's preparser takes a backslash before a
         # CR for its backslash operator).
         text = source.decode("utf-8-sig").replace("\r\n", "\n").replace("\r", "\n")
-        text = as_python_decodes(text)
+        text = LINE_BREAKS.sub("\n", text)
+        coding = None if cell else coding_of(text)
         # The constants run first, so that the code's lines keep their
         # numbers, and tracebacks quote the user's own lines.
         constants, preparsed, lines_of = split_constants(text, preparse_file(text))
+        if coding is not None:  # what Python reads of what the preparser wrote
+            text, constants, preparsed = (decoded_by(coding, part)
+                                          for part in (text, constants, preparsed))
         # What multiprocessing's spawn and forkserver children run.
         mpmain.main_is(filename, constants, preparsed)
         linecache.cache[filename] = _code_lines[filename] = (
-            len(text), None, text.splitlines(True), filename)
+            len(text), None, code_lines(text, keepends=True), filename)
         import ast
         tree = users_tree(preparsed, filename, lines_of, text)
         last = None
@@ -612,7 +693,12 @@ def print_users_exception(kind, value, tb, out=None):
         return
     tb = deferred.unhooked(value, tb)
     with as_python_prints(value, tb):
-        traceback.print_exception(kind, value, tb, limit=traceback_limit(), file=out)
+        told = traceback.TracebackException(type(value), value, tb, limit=traceback_limit(),
+                                            compact=True)
+        if sys.version_info < (3, 13):  # Python's own printer is C's
+            as_c_prints(told)
+        for line in told.format():
+            out.write(line)
 
 
 def traceback_limit():
@@ -664,8 +750,7 @@ class as_python_prints:
     before 3.13): the files whose lines the C printer would not quote
     (_unread) have none, and linecache is as it was after; the code's own
     lines are there (put back where the code cleared linecache: Python's
-    printer reads them from the file, which a fresh Sage has on disk); a
-    syntax error is told by C's rules (syntax_error_as_c_prints)."""
+    printer reads them from the file, which a fresh Sage has on disk)."""
 
     def __init__(self, value, tb):
         names = {}  # in order, each once
@@ -677,27 +762,20 @@ class as_python_prints:
 
     def __enter__(self):
         import linecache
-        import traceback
         for name, entry in _code_lines.items():
             linecache.cache.setdefault(name, entry)
         self.kept = {name: linecache.cache[name] for name in self.names
                      if name in linecache.cache}
         for name in self.names:
             linecache.cache[name] = (0, None, [], name)
-        self.rules = traceback.TracebackException.__dict__.get("_format_syntax_error")
-        if sys.version_info < (3, 13) and self.rules not in (None, syntax_error_as_c_prints):
-            traceback.TracebackException._format_syntax_error = syntax_error_as_c_prints
         else:
             self.rules = None
 
     def __exit__(self, *exception):
         import linecache
-        import traceback
         for name in self.names:
             linecache.cache.pop(name, None)
         linecache.cache.update(self.kept)
-        if self.rules is not None:
-            traceback.TracebackException._format_syntax_error = self.rules
 
 
 def syntax_error_as_c_prints(self, stype):
@@ -713,17 +791,34 @@ def syntax_error_as_c_prints(self, stype):
     SyntaxError), printed as any other exception (str(value))."""
     try:
         lines = _syntax_error_lines(self)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         lines = None
     if lines is None:
-        told = getattr(self, "_str", None)  # str(value), as the module keeps it
-        if told is None:
-            told = "" if self.msg is None else str(self.msg)
-        yield stype + (": " + told if told else "") + "\n"
+        message = getattr(self, "_str", self.msg)  # str(value), as the module keeps it
+    else:
+        yield from lines
+        message = self.msg
+    try:
+        message = "" if message is None else str(message)
+    except Exception:
+        yield stype + ": <exception str() failed>\n"
         return
-    yield from lines
-    message = "" if self.msg is None else str(self.msg)
     yield stype + (": " + message if message else "") + "\n"
+
+
+def as_c_prints(told):
+    """told (a traceback.TracebackException) and those chained to it,
+    their syntax errors printed by C's rules (syntax_error_as_c_prints):
+    each made one that does (its own class, not the module's, which other
+    threads print with meanwhile)."""
+    seen, todo = set(), [told]
+    while todo:
+        each = todo.pop()
+        if each is None or id(each) in seen:
+            continue
+        seen.add(id(each))
+        each.__class__ = SyntaxErrorAsCPrints
+        todo += [each.__cause__, each.__context__, *(getattr(each, "exceptions", None) or ())]
 
 
 def _syntax_error_lines(self):
@@ -732,11 +827,12 @@ def _syntax_error_lines(self):
     import operator
     if self.lineno is None:
         return None
-    lines = ['  File "%s", line %s\n' % (self.filename or "<string>", self.lineno)]
+    lines = ['  File "%s", line %s\n' % ("<string>" if self.filename is None else self.filename,
+                                        self.lineno)]
     try:
         text = None if self.text is None else self.text.encode("utf-8")
-    except (AttributeError, UnicodeError):  # no str
-        text = None  # C's printer shows none
+    except (AttributeError, UnicodeError):  # no str: C's printer fails there
+        text = None
     if text is None:
         return lines
     # C's arithmetic as it is: offsets in characters, lengths in bytes.
@@ -761,6 +857,12 @@ def _syntax_error_lines(self):
     if offset >= 0:
         lines.append("    " + " " * offset + "^" * marks + "\n")
     return lines
+
+
+class SyntaxErrorAsCPrints(traceback.TracebackException):
+    """A traceback.TracebackException whose syntax error is printed by C's
+    rules (as_c_prints)."""
+    _format_syntax_error = syntax_error_as_c_prints
 
 
 def tell_unraisable(u):
@@ -1031,7 +1133,7 @@ def reseed(seed=None):
     if function is None and seed is not None:
         try:
             import sage.libs.singular.function as function
-        except ImportError:
+        except Exception:  # no Singular, or another: the call runs
             pass
     if function is not None:
         try:
@@ -1252,7 +1354,7 @@ def child_main(pipes, handlers, namespace, preparse_file, session, stale=()):
         before = None if session else dict(namespace)
         if session:
             status = run_cell(run_code, code, namespace, filename, preparse_file,
-                              bool(flags & DISPLAY_LAST), began)
+                              bool(flags & DISPLAY_LAST), began, True)
         else:
             status = at_code_depth(run_code, code, namespace, filename, preparse_file,
                                    bool(flags & DISPLAY_LAST))

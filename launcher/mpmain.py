@@ -110,7 +110,8 @@ def main_text():
         if i + 1 < len(body) and body[i + 1].lineno == node.end_lineno:
             break  # a statement after it on its line, which may use the constants
         head = node.end_lineno
-    lines = preparsed.splitlines(True)
+    from launcher.child import code_lines  # noqa: E402 (child imports this module)
+    lines = code_lines(preparsed, keepends=True)
     # The file is written in UTF-8, whatever encoding line the code has
     # (its text was decoded before): the first line says so, and wins.
     return "# -*- coding: utf-8 -*-\n%s\nfrom %s import *   # import sage library\n%s\n%s\n" % (

@@ -683,6 +683,10 @@ class RunCodeTest(unittest.TestCase):
                        # "... on line N": the user's N too (attack helper),
                        # past a join and within one (reviewer).
                        b"x = 1 + \\\n  2\ny = [1,\n  2)\n", b"y = 1 + \\\n  [a,\n  b)\n",
+                       b"w = {1: \\\n 2]\n",
+                       # Its SyntaxWarning once (reviewer: the second
+                       # compile, of the user's text, warned again).
+                       b"x = 1 + \\\n  2\ny = 1if 1 else 2\ndef f():\nreturn 1\n",
                        # An indent expected: one caret, as Python's printer.
                        b"# c\nx = 1 + \\\n  2\ndef f():\nreturn 1\n"):
             with open(path, "wb") as f:
@@ -790,7 +794,11 @@ class RunCodeTest(unittest.TestCase):
             ("m", ("f.py", 1, 3, "\f\tab cd\n", 1, 6)), ("m", ("f.py", 1, 4, "a\tb c\n", 1, 6)),
             ("m", ("f.py", 1, 3, "ab\ncd", 3, 1)), ("m", ("f.py", 1, 2, "\u00e9ab", 1, 9)),
             ("m", ("f.py", 1, "x", "abc")), ("m", ("f.py", None, 2, "abc")), (),
-            ("m", ("f.py", None, None, None)))]
+            ("m", ("f.py", None, None, None)), ("m", ("", 1, 2, "abc")))]
+        class Unprintable:
+            def __str__(self):
+                raise RuntimeError("no")
+        errors.append(SyntaxError(Unprintable(), ("f.py", 1, 2, "abc")))
         errors.append(IndentationError("m", ("f.py", 1, 2, "abcd\n", 1, 4)))
         for error in errors:
             err, ours = io.StringIO(), io.StringIO()
@@ -823,19 +831,35 @@ class RunCodeTest(unittest.TestCase):
         for source, printed in ((b"# -*- coding: latin-1 -*-\nprint('caf\xc3\xa9')\n", "caf\xc3\xa9\n"),
                                 (b"x = 1\n# coding: cp1252\nprint('\xc3\xa9')\n", "\xc3\xa9\n"),
                                 (b"# coding: utf8\nprint('\xc3\xa9')\n", "\xe9\n"),
-                                (b"x = 1\ny = 2\n# coding: latin-1\nprint('\xc3\xa9')\n", "\xe9\n")):
+                                (b"x = 1\ny = 2\n# coding: latin-1\nprint('\xc3\xa9')\n", "\xe9\n"),
+                                # "\xc3\x85" under latin-1 has a "\x85", which
+                                # ends a line for str.splitlines, not for
+                                # Python's tokenizer (reviewer).
+                                (b"# coding: latin-1\nprint(ascii('\xc3\x85'))\n",
+                                 "'\\xc3\\x85'\n")):
             out = io.StringIO()
             with contextlib.redirect_stdout(out):
                 status, err, _ = self.run_code(source)
             self.assertEqual((status, err, out.getvalue()), (0, "", printed), source)
         for source, name in ((b"# coding: foo\nprint(1)\n", "foo"),
                              (b"# coding: ascii\nprint('\xc3\xa9')\n", "ascii"),
-                             (b"# coding: cp1252\nprint('\xc4\x81')\n", "cp1252")):
+                             (b"# coding: cp1252\nprint('\xc4\x81')\n", "cp1252"),
+                             (b"# coding: CP1252\nprint('\xc4\x81')\n", "CP1252"),
+                             # Not ASCII's bytes: Python reads no source in it.
+                             (b"# coding: utf-16\nprint(1)\n", "utf-16")):
             out = io.StringIO()
             with contextlib.redirect_stdout(out):
                 status, err, _ = self.run_code(source)
             self.assertEqual((status, err, out.getvalue()),
                              (1, "SyntaxError: encoding problem: %s\n" % name, ""), source)
+        # A session's cell is a notebook's: text compiled as it is.
+        namespace = {"__name__": "__main__", "__builtins__": __builtins__}
+        self.addCleanup(linecache.cache.pop, self.FILE, None)
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            status = child.run_code(b"# coding: latin-1\nprint('\xc3\xa9')\n", namespace,
+                                    self.FILE, identity, cell=True)
+        self.assertEqual((status, out.getvalue()), (0, "\xe9\n"))
 
     def test_a_byte_order_mark_is_not_code(self):
         status, err, namespace = self.run_code(b"\xef\xbb\xbfx = 1\n")
