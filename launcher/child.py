@@ -332,16 +332,17 @@ def joined_lines_of(users, numbers, line):
     return line_of
 
 
-def users_tree(preparsed, filename, lines_of, text):
+def users_tree(preparsed, filename, lines_of, text, as_file=False):
     """The code's syntax tree, each node at the user's own line: the
     preparser's joins undone, and within a joined line at the line the
     node's text came from (joined_lines_of), so that a traceback quotes
     the part that failed, as Python would. compile() makes it: a syntax
-    error is reported with no frame of ast's own, at the user's line."""
+    error is reported with no frame of ast's own, at the user's line.
+    as_file: read as Python reads a file (as_compiled)."""
     import ast
     try:
-        tree = warning_at_users_lines(lines_of, filename, compile, preparsed, filename, "exec",
-                                      ast.PyCF_ONLY_AST)
+        tree = warning_at_users_lines(lines_of, filename, compile, as_compiled(preparsed, as_file),
+                                      filename, "exec", ast.PyCF_ONLY_AST)
     except SyntaxError as e:
         if lines_of and e.lineno in lines_of:
             e.lineno = lines_of[e.lineno][0]
@@ -409,17 +410,17 @@ def warning_at_users_lines(lines_of, filename, function, *args):
             show(message)
 
 
-def users_syntax_error(error, text, filename, lines_of=None):
+def users_syntax_error(error, text, filename, lines_of=None, as_file=False):
     """A syntax error in the preparsed code, told in the user's own words:
     their line, and the caret where Python puts it in that line. The
     preparser changed the line (2^3, 1.5, R.<x>): its column means nothing
     in the user's line, so the caret comes from compiling the user's code
-    as plain Python where that fails on the same line, and is left out
-    where it does not. Where the preparser joined lines (lines_of), the
-    error is on the first of them: plain Python's own line among them is
-    taken, as python3 names it, and so are the lines its message names
-    ("opening parenthesis '[' on line 3": users_tree could only name the
-    first line of a joined one)."""
+    as plain Python (plain_error) where that fails on the same line with
+    the same words, and is left out where it does not. Where the preparser joined
+    lines (lines_of), the error is on the first of them: plain Python's
+    own line among them is taken, as python3 names it, and so are the
+    lines its message names ("opening parenthesis '[' on line 3":
+    users_tree could only name the first line of a joined one)."""
     lines = code_lines(text)
     if error.filename != filename or not error.lineno or not 0 < error.lineno <= len(lines):
         return error
@@ -429,22 +430,16 @@ def users_syntax_error(error, text, filename, lines_of=None):
     as_given = len(group) == 1 and (error.text or "").rstrip("\r\n") == lines[lineno - 1]
     if as_given and not (lines_of and NAMES_A_LINE.search(error.msg or "")):
         return error
-    plain = None
-    try:
-        quietly(compile, text, filename, "exec")
-    except SyntaxError as e:
-        plain = e if e.lineno in group else None
-    except (ValueError, OverflowError):
-        pass
-    msg = error.msg
-    if plain is not None and same_words(plain.msg, msg):
-        msg = plain.msg  # the user's lines (a line the joined one could not name)
+    plain = plain_error(text, group, filename, as_file)
+    same = plain is not None and same_words(plain.msg, error.msg)
+    msg = plain.msg if same else error.msg  # the user's lines (one a joined line could not name)
     if as_given:
         error.msg = msg
         return error
     offset = end_offset = None
     if plain is not None:
         lineno = plain.lineno
+    if same:
         offset, end_offset = plain.offset, getattr(plain, "end_offset", None)
         if getattr(plain, "end_lineno", lineno) != lineno:
             end_offset = None
@@ -453,6 +448,19 @@ def users_syntax_error(error, text, filename, lines_of=None):
     if end_offset is not None:
         told.end_lineno, told.end_offset = lineno, end_offset
     return told
+
+
+def plain_error(text, group, filename, as_file):
+    """Plain Python's syntax error in the user's text, where it is in the
+    lines group (those of the error's code line), else None. Compiled as
+    Python reads a file (as_compiled), warning nothing (quietly)."""
+    try:
+        quietly(compile, as_compiled(text, as_file), filename, "exec")
+    except SyntaxError as e:
+        return e if e.lineno in group else None
+    except (ValueError, OverflowError):
+        pass
+    return None
 
 
 # sage-preparse's coding line: one of the first two lines that has this
@@ -505,6 +513,16 @@ def decoded_by(coding, text):
         raise SyntaxError("encoding problem: " + coding) from None
 
 
+def as_compiled(code, as_file):
+    """code as compile() reads it as Python reads a file (as_file): its
+    UTF-8 bytes (Python 3.11 counts the parser's columns past a character
+    of several bytes in bytes there), but where a coding comment in its
+    first two lines would decide (the text is then what Python read)."""
+    if not as_file or any(PYTHONS_COOKIE.match(line) for line in code.split("\n", 2)[:2]):
+        return code
+    return code.encode("utf-8")
+
+
 def code_lines(text, keepends=False):
     """The lines of the code's text as Python reads a file's: ended by
     newlines alone (every other line break of str.splitlines the
@@ -545,7 +563,7 @@ def run_code(source, namespace, filename, preparse_file, show_last=False, begin=
     code's, with the code's frames. cell: a session's cell, text that a
     notebook compiles as it is (no coding line applies)."""
     import linecache
-    text, lines_of = "", None
+    text, lines_of, as_file = "", None, False
     try:
         # A byte order mark starts many files saved on Windows: not code.
         # Line ends as `sage FILE` reads its file, in text mode: CRLF and
@@ -560,12 +578,15 @@ def run_code(source, namespace, filename, preparse_file, show_last=False, begin=
         if coding is not None:  # what Python reads of what the preparser wrote
             text, constants, preparsed = (decoded_by(coding, part)
                                           for part in (text, constants, preparsed))
+        # Compiled as Python reads a file (as_compiled), where the text is
+        # the file's; a notebook compiles a cell as text.
+        as_file = not cell and coding is None
         # What multiprocessing's spawn and forkserver children run.
         mpmain.main_is(filename, constants, preparsed)
         linecache.cache[filename] = _code_lines[filename] = (
             len(text), None, code_lines(text, keepends=True), filename)
         import ast
-        tree = users_tree(preparsed, filename, lines_of, text)
+        tree = users_tree(preparsed, filename, lines_of, text, as_file)
         last = None
         if show_last and tree.body and isinstance(tree.body[-1], ast.Expr) and \
                 not ends_quietly(preparsed):
@@ -577,7 +598,7 @@ def run_code(source, namespace, filename, preparse_file, show_last=False, begin=
             # a flat sum of a thousand terms passes its limit. From text,
             # as `sage FILE` compiles it, there is no such check (a joined
             # statement's lines are then at its first; no value shown).
-            code, last = compile(preparsed, filename, "exec"), None
+            code, last = compile(as_compiled(preparsed, as_file), filename, "exec"), None
         if begin is not None:
             begin()
         if constants:
@@ -603,7 +624,7 @@ def run_code(source, namespace, filename, preparse_file, show_last=False, begin=
         shown = tb.tb_next if tb else tb
         if isinstance(value, SyntaxError) and launchers_own(tb):
             # The code's own, from compile(): not one its code raised.
-            value = users_syntax_error(value, text, filename, lines_of)
+            value = users_syntax_error(value, text, filename, lines_of, as_file)
             kind, shown = type(value), None
         # As Python's PyErr_Print: the sys.last_ names (cleared before the
         # end's finalisers, as Python's teardown does), then the hook.
@@ -696,7 +717,7 @@ def print_users_exception(kind, value, tb, out=None):
         told = traceback.TracebackException(type(value), value, tb, limit=traceback_limit(),
                                             compact=True)
         if sys.version_info < (3, 13):  # Python's own printer is C's
-            as_c_prints(told)
+            as_c_prints(told, value)
         for line in told.format():
             out.write(line)
 
@@ -806,29 +827,63 @@ def syntax_error_as_c_prints(self, stype):
     yield stype + (": " + message if message else "") + "\n"
 
 
-def as_c_prints(told):
-    """told (a traceback.TracebackException) and those chained to it,
-    their syntax errors printed by C's rules (syntax_error_as_c_prints):
+def as_c_prints(told, value):
+    """told (a traceback.TracebackException of value) and those chained to
+    it, their syntax errors printed by C's rules (syntax_error_as_c_prints):
     each made one that does (its own class, not the module's, which other
-    threads print with meanwhile)."""
-    seen, todo = set(), [told]
+    threads print with meanwhile), with the places of its exception as C
+    reads them (c_reads; the module keeps them as strings)."""
+    seen, todo = set(), [(told, value)]
     while todo:
-        each = todo.pop()
+        each, exception = todo.pop()
         if each is None or id(each) in seen:
             continue
         seen.add(id(each))
         each.__class__ = SyntaxErrorAsCPrints
-        todo += [each.__cause__, each.__context__, *(getattr(each, "exceptions", None) or ())]
+        if isinstance(exception, SyntaxError):
+            try:
+                each.c_places = c_reads(type(exception), exception.lineno, exception.offset,
+                                        exception.end_lineno, exception.end_offset)
+            except (TypeError, OverflowError):
+                each.c_places = None
+                each.lineno = None  # C's printer reads none: as any other exception
+        todo += [(each.__cause__, getattr(exception, "__cause__", None)),
+                 (each.__context__, getattr(exception, "__context__", None)),
+                 *zip(getattr(each, "exceptions", None) or (),
+                      getattr(exception, "exceptions", None) or ())]
+
+
+def c_reads(kind, lineno, offset, end_lineno, end_offset):
+    """A syntax error's line number, offset, end line and end offset as
+    pythonrun.c's parse_syntax_error reads them: ints (a Sage Integer is
+    none: TypeError, and C prints the exception as any other), each
+    within a C long (else OverflowError); no end of its own but for
+    SyntaxError itself."""
+    def number(value, absent):
+        if value is None and absent is not None:
+            return absent
+        if not isinstance(value, int):
+            raise TypeError(value)
+        if not -2**63 <= value < 2**63:
+            raise OverflowError(value)
+        return int(value)
+    lineno = number(lineno, None)
+    offset = number(offset, -1)
+    if kind is not SyntaxError:
+        return lineno, offset, lineno, -1
+    return lineno, offset, number(end_lineno, lineno), number(end_offset, -1)
 
 
 def _syntax_error_lines(self):
     """syntax_error_as_c_prints's lines before the message: None where C's
-    printer finds no line number (it prints the exception as any other)."""
-    import operator
-    if self.lineno is None:
-        return None
-    lines = ['  File "%s", line %s\n' % ("<string>" if self.filename is None else self.filename,
-                                        self.lineno)]
+    printer reads no line number (it prints the exception as any other)."""
+    places = getattr(self, "c_places", None)
+    if places is None:  # not the exception's own: the module's strings
+        places = c_reads(self.exc_type, self.lineno and int(self.lineno), self.offset,
+                         self.end_lineno and int(self.end_lineno), self.end_offset)
+    lineno, offset, end_lineno, end_offset = places
+    lines = ['  File "%s", line %d\n' % ("<string>" if self.filename is None else self.filename,
+                                        lineno)]
     try:
         text = None if self.text is None else self.text.encode("utf-8")
     except (AttributeError, UnicodeError):  # no str: C's printer fails there
@@ -836,11 +891,6 @@ def _syntax_error_lines(self):
     if text is None:
         return lines
     # C's arithmetic as it is: offsets in characters, lengths in bytes.
-    exact = self.exc_type is SyntaxError
-    offset = -1 if self.offset is None else operator.index(self.offset)
-    end_offset = operator.index(self.end_offset) if exact and self.end_offset is not None else -1
-    lineno = int(self.lineno)
-    end_lineno = int(self.end_lineno) if exact and self.end_lineno is not None else lineno
     if end_lineno > lineno:
         end_offset = len(text)
     end_offset = min(end_offset, len(text) + 1)
@@ -1127,10 +1177,11 @@ def reseed(seed=None):
     # Singular's (its random(), Sage's libsingular functions, and factory's
     # under it), which Singular seeds at Sage's import from the clock, in
     # seconds: every child of a template repeated it.
-    # Sage 9.5's import loads Singular but not this module: imported for a
-    # seed (7 ms), else that run's Singular kept its clock's seed.
+    # Sage 9.5's import loads Singular but not this module: imported here
+    # (7 ms), else a seeded run's Singular kept its clock's seed, and every
+    # child of a template the seed the template drew (attack helper).
     function = sys.modules.get("sage.libs.singular.function")
-    if function is None and seed is not None:
+    if function is None and (seed is not None or "sage.libs.singular.singular" in sys.modules):
         try:
             import sage.libs.singular.function as function
         except Exception:  # no Singular, or another: the call runs

@@ -589,6 +589,13 @@ class RunCodeTest(unittest.TestCase):
         self.assertIn("    y = 2^^3", err.splitlines())
         self.assertNotIn("Integer(2)", err)
         self.assertNotIn("^", err.split("y = 2^^3", 1)[1])
+        # Plain Python fails on the line, in other words (an invalid
+        # decimal literal, where the preparsed line has a character Python
+        # does not take): its caret would mark another thing (attack helper).
+        status, err, _ = self.run_code("a = 2\nb = 1\u00a0+ 2\n".encode("utf-8"), self.sage_like)
+        self.assertEqual(status, 1)
+        self.assertIn("U+00A0", err)
+        self.assertNotIn("^", err.split("b = 1\u00a0+ 2", 1)[1])
 
     def test_an_indentation_error_stays_one(self):
         status, err, _ = self.run_code(b"x = 1\n  y = 2\n", self.sage_like)
@@ -684,6 +691,10 @@ class RunCodeTest(unittest.TestCase):
                        # past a join and within one (reviewer).
                        b"x = 1 + \\\n  2\ny = [1,\n  2)\n", b"y = 1 + \\\n  [a,\n  b)\n",
                        b"w = {1: \\\n 2]\n",
+                       # Python 3.11 counts a parser error's column past a
+                       # character of several bytes in bytes, read from a
+                       # file (attack helper).
+                       "a = 1\ns = \"\U0001f600\U0001f600\" + * 2\n".encode("utf-8"),
                        # Its SyntaxWarning once (reviewer: the second
                        # compile, of the user's text, warned again).
                        b"x = 1 + \\\n  2\ny = 1if 1 else 2\ndef f():\nreturn 1\n",
@@ -798,7 +809,14 @@ class RunCodeTest(unittest.TestCase):
         class Unprintable:
             def __str__(self):
                 raise RuntimeError("no")
-        errors.append(SyntaxError(Unprintable(), ("f.py", 1, 2, "abc")))
+
+        class Index:  # as Sage's Integer: no int, which C's printer reads
+            def __index__(self):
+                return 7
+        errors += [SyntaxError(Unprintable(), ("f.py", 1, 2, "abc")),
+                   IndentationError("m", ("x.py", Index(), 2, "  zz", 7, 3)),
+                   SyntaxError("m", ("x.py", 2, Index(), "zz", 2, 2)),
+                   SyntaxError("m", ("x.py", True, 2, "zz")), SyntaxError("m", ("x.py", 1, 2**70, "zz"))]
         errors.append(IndentationError("m", ("f.py", 1, 2, "abcd\n", 1, 4)))
         for error in errors:
             err, ours = io.StringIO(), io.StringIO()
