@@ -437,17 +437,70 @@ def users_syntax_error(error, text, filename, lines_of=None, as_file=False):
         error.msg = msg
         return error
     offset = end_offset = None
-    if plain is not None:
+    at = line_of_error(error, lines, group)
+    if same and marks_the_same(error, plain, lines, at):
         lineno = plain.lineno
-    if same:
         offset, end_offset = plain.offset, getattr(plain, "end_offset", None)
         if getattr(plain, "end_lineno", lineno) != lineno:
             end_offset = None
+    elif at is not None:
+        lineno = at
+    elif plain is not None:
+        lineno = plain.lineno
     # IndentationError and TabError stay what they are, as Python names them.
     told = type(error)(msg, (filename, lineno, offset, lines[lineno - 1] + "\n"))
     if end_offset is not None:
         told.end_lineno, told.end_offset = lineno, end_offset
     return told
+
+
+def line_of_error(error, users, group):
+    """The user's line, of the lines group the preparser joined into
+    error's code line, that the text at error's column came from
+    (joined_lines_of), or None (one line, or no column)."""
+    text = (error.text or "").rstrip("\n")
+    if len(group) < 2 or not error.offset or error.offset < 1:
+        return None
+    return joined_lines_of(users, group, text)(len(text[:error.offset - 1].encode("utf-8")), False)
+
+
+def marks_the_same(error, plain, users, at):
+    """plain's caret, in the user's line, marks what error's marks in the
+    preparsed line: plain's text ends with the user's line (not an
+    f-string's part), it is the line error's column came from (at, where joined), and
+    the token under each caret as shown is the same (or a number the
+    preparser named): plain Python may fail first, in the same words, on
+    Sage's syntax before it (R.<x> = QQ[]; y = x +* 2)."""
+    if not plain.offset or not error.offset or (at is not None and plain.lineno != at):
+        return False
+    line = users[plain.lineno - 1]
+    # (Of a statement continued with backslashes, Python's text is every
+    # line of it, the error's last.)
+    if (plain.text or "").rstrip("\n").split("\n")[-1] != line:
+        return False
+    preparsed = (error.text or "").rstrip("\n")
+    # The offsets count characters, or bytes (a parser's error in a file,
+    # Python 3.11): the same count in both, one of the two.
+    for in_bytes in (False, True):
+        theirs = token_under(line, plain.offset, in_bytes)
+        ours = token_under(preparsed, error.offset, in_bytes)
+        if theirs == ours if None in (theirs, ours) else same_token(ours, theirs):
+            return True
+    return False
+
+
+def token_under(line, offset, in_bytes):
+    """The token (TOKEN) of line at offset (1-based; in_bytes: of its
+    UTF-8 bytes), or None past its end or on blank."""
+    at = offset - 1
+    if in_bytes:
+        at = len(line.encode("utf-8")[:at].decode("utf-8", "ignore"))
+    for m in TOKEN.finditer(line):
+        if m.start() <= at < m.end():
+            return m.group()
+        if m.start() > at:
+            break
+    return None
 
 
 def plain_error(text, group, filename, as_file):
@@ -485,14 +538,7 @@ def coding_of(text):
     cookie = PYTHONS_COOKIE.match(coding) if coding is not None else None
     if cookie is None:
         return None
-    # The name as Python's tokenizer gives it (get_normal_name).
-    name = cookie.group(1)
-    folded = name[:12].lower().replace("_", "-")
-    if folded == "utf-8" or folded.startswith("utf-8-"):
-        name = "utf-8"
-    elif folded in ("latin-1", "iso-8859-1", "iso-latin-1") or \
-            folded.startswith(("latin-1-", "iso-8859-1-", "iso-latin-1-")):
-        name = "iso-8859-1"
+    name = python_name(cookie.group(1))
     try:
         codec = codecs.lookup(name).name
         if "\n#".encode(codec) != b"\n#":
@@ -500,6 +546,18 @@ def coding_of(text):
     except (LookupError, UnicodeError):
         raise SyntaxError("encoding problem: " + name) from None
     return None if codec == "utf-8" else name
+
+
+def python_name(name):
+    """An encoding's name as Python's tokenizer gives it (get_normal_name):
+    UTF-8's and Latin-1's spellings made one, others as they are."""
+    folded = name[:12].lower().replace("_", "-")
+    if folded == "utf-8" or folded.startswith("utf-8-"):
+        return "utf-8"
+    if folded in ("latin-1", "iso-8859-1", "iso-latin-1") or \
+            folded.startswith(("latin-1-", "iso-8859-1-", "iso-latin-1-")):
+        return "iso-8859-1"
+    return name
 
 
 def decoded_by(coding, text):
@@ -517,9 +575,19 @@ def as_compiled(code, as_file):
     """code as compile() reads it as Python reads a file (as_file): its
     UTF-8 bytes (Python 3.11 counts the parser's columns past a character
     of several bytes in bytes there), but where a coding comment in its
-    first two lines would decide (the text is then what Python read)."""
-    if not as_file or any(PYTHONS_COOKIE.match(line) for line in code.split("\n", 2)[:2]):
+    first two lines names another encoding (the text is then what Python
+    read), or where it starts with a byte order mark (a second one: the
+    bytes' would be taken for the file's, where Python refuses it)."""
+    if not as_file or code.startswith("\ufeff"):
         return code
+    import codecs
+    for line in code.split("\n", 2)[:2]:
+        cookie = PYTHONS_COOKIE.match(line)
+        try:
+            if cookie is not None and codecs.lookup(python_name(cookie.group(1))).name != "utf-8":
+                return code
+        except LookupError:
+            return code
     return code.encode("utf-8")
 
 
@@ -844,7 +912,7 @@ def as_c_prints(told, value):
             try:
                 each.c_places = c_reads(type(exception), exception.lineno, exception.offset,
                                         exception.end_lineno, exception.end_offset)
-            except (TypeError, OverflowError):
+            except Exception:  # C clears whatever its reading raised
                 each.c_places = None
                 each.lineno = None  # C's printer reads none: as any other exception
         todo += [(each.__cause__, getattr(exception, "__cause__", None)),
@@ -859,14 +927,17 @@ def c_reads(kind, lineno, offset, end_lineno, end_offset):
     none: TypeError, and C prints the exception as any other), each
     within a C long (else OverflowError); no end of its own but for
     SyntaxError itself."""
+    import operator
+
     def number(value, absent):
         if value is None and absent is not None:
             return absent
-        if not isinstance(value, int):
+        if not issubclass(type(value), int):  # its type, as C checks it
             raise TypeError(value)
+        value = operator.index(value)  # the int itself: no method of a subclass's
         if not -2**63 <= value < 2**63:
             raise OverflowError(value)
-        return int(value)
+        return value
     lineno = number(lineno, None)
     offset = number(offset, -1)
     if kind is not SyntaxError:

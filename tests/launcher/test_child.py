@@ -589,13 +589,33 @@ class RunCodeTest(unittest.TestCase):
         self.assertIn("    y = 2^^3", err.splitlines())
         self.assertNotIn("Integer(2)", err)
         self.assertNotIn("^", err.split("y = 2^^3", 1)[1])
-        # Plain Python fails on the line, in other words (an invalid
+        # Plain Python fails on the line, in other words (3.11.2: an invalid
         # decimal literal, where the preparsed line has a character Python
-        # does not take): its caret would mark another thing (attack helper).
+        # does not take): its caret would mark another thing, the 1
+        # (attack helper). A caret is under the U+00A0 or nowhere.
         status, err, _ = self.run_code("a = 2\nb = 1\u00a0+ 2\n".encode("utf-8"), self.sage_like)
         self.assertEqual(status, 1)
         self.assertIn("U+00A0", err)
-        self.assertNotIn("^", err.split("b = 1\u00a0+ 2", 1)[1])
+        after = err.split("    b = 1\u00a0+ 2\n", 1)[1]
+        self.assertTrue(after.startswith("SyntaxError") or after.startswith(" " * 9 + "^\n"), after)
+        # In the same words at another place: plain Python's "invalid
+        # syntax" at Sage's R.<t>, the preparsed line's at its "*"; an
+        # f-string's part; a line of a joined statement other than the one
+        # that failed (reviewer).
+        for source, quoted in ((b"R.<t> = QQ[]; y = t +* 2\n", "R.<t> = QQ[]; y = t +* 2"),
+                               (b'a = 1\nx = f"{a b}"\n', 'x = f"{a b}"')):
+            status, err, _ = self.run_code(source, lambda text: self.sage_like(preparse(text)))
+            self.assertEqual(status, 1)
+            self.assertNotIn("^", err.split(quoted, 1)[1], source)
+
+        def ellipsis(text):
+            return self.sage_like(text.replace("\\\n", "").replace("[1..3]", "list(range(1, 4))"))
+        status, err, _ = self.run_code(b"R = 1\nv = [1..3] + \\\n  f(1 2)\n", ellipsis)
+        # Its line, not plain Python's (which failed first on line 2); no
+        # caret, which would be plain Python's, at [1..3].
+        self.assertEqual(err.splitlines(),
+                         ['  File "%s", line 3' % self.FILE, "    f(1 2)",
+                          "SyntaxError: invalid syntax. Perhaps you forgot a comma?"])
 
     def test_an_indentation_error_stays_one(self):
         status, err, _ = self.run_code(b"x = 1\n  y = 2\n", self.sage_like)
@@ -695,6 +715,8 @@ class RunCodeTest(unittest.TestCase):
                        # character of several bytes in bytes, read from a
                        # file (attack helper).
                        "a = 1\ns = \"\U0001f600\U0001f600\" + * 2\n".encode("utf-8"),
+                       # A UTF-8 coding line changes nothing of that.
+                       "# -*- coding: utf -*-\ns = \"\U0001f600\" + * 2\n".encode("utf-8"),
                        # Its SyntaxWarning once (reviewer: the second
                        # compile, of the user's text, warned again).
                        b"x = 1 + \\\n  2\ny = 1if 1 else 2\ndef f():\nreturn 1\n",
@@ -817,6 +839,23 @@ class RunCodeTest(unittest.TestCase):
                    IndentationError("m", ("x.py", Index(), 2, "  zz", 7, 3)),
                    SyntaxError("m", ("x.py", 2, Index(), "zz", 2, 2)),
                    SyntaxError("m", ("x.py", True, 2, "zz")), SyntaxError("m", ("x.py", 1, 2**70, "zz"))]
+
+        class Compares(int):  # its own comparison and int(): C calls neither
+            def __ge__(self, other):
+                raise ValueError("compared")
+
+            def __int__(self):
+                raise ValueError("int()")
+        errors.append(SyntaxError("m", ("f.py", Compares(2), Compares(1), "abc")))
+        inner = SyntaxError("inner", ("x.py", Index(), 2, "zz"))
+        try:
+            try:
+                raise inner
+            except SyntaxError:
+                raise ValueError("outer")
+        except ValueError as e:
+            errors.append(e.with_traceback(None))
+            e.__context__.__traceback__ = None
         errors.append(IndentationError("m", ("f.py", 1, 2, "abcd\n", 1, 4)))
         for error in errors:
             err, ours = io.StringIO(), io.StringIO()
@@ -882,6 +921,10 @@ class RunCodeTest(unittest.TestCase):
     def test_a_byte_order_mark_is_not_code(self):
         status, err, namespace = self.run_code(b"\xef\xbb\xbfx = 1\n")
         self.assertEqual((status, err, namespace["x"]), (0, "", 1))
+        # One: a second is a character Python refuses (reviewer).
+        status, err, _ = self.run_code(b"\xef\xbb\xbf\xef\xbb\xbfprint(1)\n")
+        self.assertEqual((status, err.splitlines()[-1]),
+                         (1, "SyntaxError: invalid non-printable character U+FEFF"))
 
     def test_code_sees_its_namespace(self):
         namespace = {"__name__": "__main__", "__builtins__": __builtins__, "given": 5}
