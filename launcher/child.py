@@ -691,8 +691,13 @@ def run_code(source, namespace, filename, preparse_file, show_last=False, begin=
         # The first frame is this function: not the user's.
         shown = tb.tb_next if tb else tb
         if isinstance(value, SyntaxError) and launchers_own(tb):
-            # The code's own, from compile(): not one its code raised.
-            value = users_syntax_error(value, text, filename, lines_of, as_file)
+            # The code's own, from compile(): not one its code raised. Told
+            # as compile() gave it where the telling in the user's words
+            # fails (a line no rule foresaw): never nothing.
+            try:
+                value = users_syntax_error(value, text, filename, lines_of, as_file)
+            except Exception:
+                pass
             kind, shown = type(value), None
         # As Python's PyErr_Print: the sys.last_ names (cleared before the
         # end's finalisers, as Python's teardown does), then the hook.
