@@ -233,8 +233,16 @@ def split_constants(text, preparsed):
     lines = preparsed.splitlines()
     users = text.splitlines()
     joined = joined_lines(users)
-    kept = [n for n in range(1, len(users) + 1) if n not in joined]
-    extra = len(lines) - len(kept)
+    # Blank lines at the end are not counted: the preparser's output drops
+    # one of them (it joins its lines with newlines), which made the
+    # constants' line pass for code, every line after it one too far on.
+    def counted(these):
+        n = len(these)
+        while n and not these[n - 1].strip():
+            n -= 1
+        return n
+    kept = [n for n in range(1, counted(users) + 1) if n not in joined]
+    extra = counted(lines) - len(kept)
     constants = ""
     head = lines[:extra] if extra > 0 else []
     if head and all(not line.strip() or line.startswith("_sage_const_") for line in head):
@@ -248,7 +256,7 @@ def split_constants(text, preparsed):
         if lines[0].endswith(first) and JOINED_CONSTANTS.fullmatch(joined_head):
             constants, lines = joined_head, [first] + lines[1:]
     lines_of = None
-    if joined and len(lines) == len(kept):
+    if joined and counted(lines) == len(kept):
         # Each code line's user's lines: its own, and those joined onto it.
         lines_of = {}
         for i, n in enumerate(kept, 1):
@@ -263,15 +271,16 @@ def split_constants(text, preparsed):
 # looked for: the preparser's rewrites are local (a number named, 2^3,
 # [1..4]), so its own text is found nowhere near and skipped.
 LOOKAHEAD = 4
-# A number whole (2.5e-3, 1..5: the preparser names each), a name, or a
-# character.
-TOKEN = re.compile(r"\d[\w.]*(?:[eE][-+]\d+\w*)?|\.\d[\w.]*|\w+|\S")
+# A number whole (2.5e-3; 1..5 is two, each of which the preparser
+# names), a name, or a character.
+TOKEN = re.compile(r"\d(?:\w|\.(?!\.))*(?:[eE][-+]\d+\w*)?|\.\d(?:\w|\.(?!\.))*|\w+|\S")
 
 
 def same_token(ours, theirs):
     """A token of the preparsed line is the user's: the same text, or the
     name the preparser gave a number (_sage_const_2p5en3 for 2.5e-3)."""
-    return ours == theirs or ours.startswith("_sage_const_") and theirs[0] in "0123456789."
+    return ours == theirs or ours.startswith("_sage_const_") and (
+        theirs[0].isdigit() or theirs[0] == "." and theirs[1:2].isdigit())
 
 
 def joined_lines_of(users, numbers, line):
@@ -326,8 +335,10 @@ def joined_lines_of(users, numbers, line):
             return numbers[0]
         if is_end:  # the token that ends at or before it
             i = bisect.bisect_right(ends, column) - 1
-        else:  # the token that starts at or after it
-            i = min(bisect.bisect_left(starts, column), len(starts) - 1)
+        else:  # the token it falls in (a node starts one), else the next
+            i = bisect.bisect_right(starts, column) - 1
+            if i < 0 or column >= ends[i]:
+                i = min(i + 1, len(starts) - 1)
         return lines_at[max(i, 0)]
     return line_of
 
@@ -457,28 +468,38 @@ def users_syntax_error(error, text, filename, lines_of=None, as_file=False):
 def line_of_error(error, users, group):
     """The user's line, of the lines group the preparser joined into
     error's code line, that the text at error's column came from
-    (joined_lines_of), or None (one line, or no column)."""
+    (joined_lines_of), or None (one line, no column, or a column that
+    names two lines: Python 3.11 counts it in characters or in bytes)."""
     text = (error.text or "").rstrip("\n")
-    if len(group) < 2 or not error.offset or error.offset < 1:
+    if len(group) < 2 or not error.offset or error.offset < 1 or "\n" in text:
         return None
-    return joined_lines_of(users, group, text)(len(text[:error.offset - 1].encode("utf-8")), False)
+    line_of = joined_lines_of(users, group, text)
+    at = {line_of(column, False) for column in
+          (len(text[:error.offset - 1].encode("utf-8")), error.offset - 1)}
+    return at.pop() if len(at) == 1 else None
 
 
 def marks_the_same(error, plain, users, at):
     """plain's caret, in the user's line, marks what error's marks in the
     preparsed line: plain's text ends with the user's line (not an
-    f-string's part), it is the line error's column came from (at, where joined), and
-    the token under each caret as shown is the same (or a number the
-    preparser named): plain Python may fail first, in the same words, on
-    Sage's syntax before it (R.<x> = QQ[]; y = x +* 2)."""
-    if not plain.offset or not error.offset or (at is not None and plain.lineno != at):
+    f-string's part), it is the line error's column came from (at, where
+    joined), and the token under each caret as shown is the same (or a
+    number the preparser named): plain Python may fail first, in the same
+    words, on Sage's syntax before it (R.<x> = QQ[]; y = x +* 2). An error
+    of the compiler's own (break outside a loop) has no text to look in:
+    the words and the line alone."""
+    if not plain.offset or (at is not None and plain.lineno != at):
         return False
+    if error.text is None or plain.text is None:
+        return True
     line = users[plain.lineno - 1]
-    # (Of a statement continued with backslashes, Python's text is every
-    # line of it, the error's last.)
-    if (plain.text or "").rstrip("\n").split("\n")[-1] != line:
+    # (Of a statement continued with backslashes, or with a string of
+    # several lines, Python's text is every line of it, the error's last.)
+    if plain.text.rstrip("\n").split("\n")[-1] != line:
         return False
-    preparsed = (error.text or "").rstrip("\n")
+    preparsed = error.text.rstrip("\n").split("\n")[-1]
+    if not error.offset:
+        return False
     # The offsets count characters, or bytes (a parser's error in a file,
     # Python 3.11): the same count in both, one of the two.
     for in_bytes in (False, True):

@@ -715,6 +715,14 @@ class RunCodeTest(unittest.TestCase):
                        # character of several bytes in bytes, read from a
                        # file (attack helper).
                        "a = 1\ns = \"\U0001f600\U0001f600\" + * 2\n".encode("utf-8"),
+                       # Found by the second reviewer: an error of the
+                       # compiler's own (no text) keeps its caret; a column
+                       # past "\u00e9" in a joined line is on its own line;
+                       # a string of several lines before the error; blank
+                       # lines at the end (the preparser drops one).
+                       b"break\n", "\u00e9 = a b \\\n  + c\n".encode("utf-8"),
+                       b"s = 'a\\\nb' 1\n", b's = """a\nb""" c d\n', b"x = 1\ny = (\n\n",
+                       b"x = 1\ny = 2 3\n\n\n",
                        # A UTF-8 coding line changes nothing of that.
                        "# -*- coding: utf -*-\ns = \"\U0001f600\" + * 2\n".encode("utf-8"),
                        # Its SyntaxWarning once (reviewer: the second
@@ -917,6 +925,14 @@ class RunCodeTest(unittest.TestCase):
             status = child.run_code(b"# coding: latin-1\nprint('\xc3\xa9')\n", namespace,
                                     self.FILE, identity, cell=True)
         self.assertEqual((status, out.getvalue()), (0, "\xe9\n"))
+
+    def test_blank_lines_at_the_end_shift_no_line(self):
+        # The preparser's output drops one blank line at the end: the
+        # constants' line passed for code, every line one too far on
+        # (second reviewer).
+        status, err, _ = self.run_code(b"x = 1\nprint(1/0)\n\n", self.sage_like)
+        self.assertEqual(status, 1)
+        self.assertIn('  File "%s", line 2, in <module>\n    print(1/0)\n' % self.FILE, err)
 
     def test_a_byte_order_mark_is_not_code(self):
         status, err, namespace = self.run_code(b"\xef\xbb\xbfx = 1\n")
