@@ -802,7 +802,6 @@ def print_users_exception(kind, value, tb, out=None):
     """Python's print of an exception the code raised, on out (stderr),
     with no frame of the import hooks' (deferred.unhooked): a cold call
     has none. Nothing where stderr is None, as Python."""
-    import traceback
     out = sys.stderr if out is None else out
     if out is None:
         return
@@ -823,7 +822,6 @@ def traceback_limit():
     else 1000; the last that many frames (the module's first, where the
     limit is positive); none at 0 or less."""
     import operator
-    import traceback
     if sys.version_info >= (3, 13):  # Python's printer is the module, with its limit
         return getattr(traceback, "BUILTIN_EXCEPTION_LIMIT", None)
     limit = getattr(sys, "tracebacklimit", None)
@@ -883,8 +881,6 @@ class as_python_prints:
                      if name in linecache.cache}
         for name in self.names:
             linecache.cache[name] = (0, None, [], name)
-        else:
-            self.rules = None
 
     def __exit__(self, *exception):
         import linecache
@@ -1017,7 +1013,6 @@ def tell_unraisable(u):
     wait for threads at the end), with the user's lines: its traceback
     without the exceptions chained to it, and "Name: " even where the
     exception says nothing."""
-    import traceback
     err_msg, obj, kind, value, tb = (u.err_msg, u.object, u.exc_type, u.exc_value,
                                      u.exc_traceback)
     # Python gives an exception that has no traceback (a builtin's, such as
