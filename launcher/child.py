@@ -221,6 +221,17 @@ def quietly(function, *args):
 JOINED_CONSTANTS = re.compile(r"_sage_const_\w+ = [^;\n]*(; _sage_const_\w+ = [^;\n]*)*")
 
 
+def counted(lines):
+    """How many lines count, blank lines at the end not: the preparser's
+    output drops one of them (it joins its lines with newlines), which
+    made the constants' line pass for code, every line after it one too
+    far on (split_constants)."""
+    n = len(lines)
+    while n and not lines[n - 1].strip():
+        n -= 1
+    return n
+
+
 def split_constants(text, preparsed):
     """The preparser's block of numeric constants, the code, and for each
     of the code's lines the user's lines it is made of (or None: each its
@@ -233,14 +244,6 @@ def split_constants(text, preparsed):
     lines = preparsed.splitlines()
     users = text.splitlines()
     joined = joined_lines(users)
-    # Blank lines at the end are not counted: the preparser's output drops
-    # one of them (it joins its lines with newlines), which made the
-    # constants' line pass for code, every line after it one too far on.
-    def counted(these):
-        n = len(these)
-        while n and not these[n - 1].strip():
-            n -= 1
-        return n
     kept = [n for n in range(1, counted(users) + 1) if n not in joined]
     extra = counted(lines) - len(kept)
     constants = ""
@@ -305,12 +308,12 @@ def joined_lines_of(users, numbers, line):
             return i
     else:
         # Counted on from the last one asked (the tokens come in order).
-        counted = [0, 0]  # characters, their bytes
+        walked = [0, 0]  # characters, their bytes
 
         def byte(i):
-            counted[1] += len(line[counted[0]:i].encode("utf-8"))
-            counted[0] = i
-            return counted[1]
+            walked[1] += len(line[walked[0]:i].encode("utf-8"))
+            walked[0] = i
+            return walked[1]
     starts, ends, lines_at = [], [], []
     at = misses = 0
     for m in TOKEN.finditer(line):
@@ -421,7 +424,7 @@ def warning_at_users_lines(lines_of, filename, function, *args):
             show(message)
 
 
-def users_syntax_error(error, text, filename, lines_of=None, as_file=False):
+def users_syntax_error(error, text, filename, lines_of=None, as_file=False, preparsed=None):
     """A syntax error in the preparsed code, told in the user's own words:
     their line, and the caret where Python puts it in that line. The
     preparser changed the line (2^3, 1.5, R.<x>): its column means nothing
@@ -441,7 +444,7 @@ def users_syntax_error(error, text, filename, lines_of=None, as_file=False):
     as_given = len(group) == 1 and (error.text or "").rstrip("\r\n") == lines[lineno - 1]
     if as_given and not (lines_of and NAMES_A_LINE.search(error.msg or "")):
         return error
-    plain = plain_error(text, group, filename, as_file)
+    plain = plain_error(text, group, filename, as_file, preparsed, lines_of)
     same = plain is not None and same_words(plain.msg, error.msg)
     msg = plain.msg if same else error.msg  # the user's lines (one a joined line could not name)
     if as_given:
@@ -524,17 +527,55 @@ def token_under(line, offset, in_bytes):
     return None
 
 
-def plain_error(text, group, filename, as_file):
+def plain_error(text, group, filename, as_file, preparsed=None, lines_of=None):
     """Plain Python's syntax error in the user's text, where it is in the
-    lines group (those of the error's code line), else None. Compiled as
-    Python reads a file (as_compiled), warning nothing (quietly)."""
-    try:
-        quietly(compile, as_compiled(text, as_file), filename, "exec")
-    except SyntaxError as e:
-        return e if e.lineno in group else None
-    except (ValueError, OverflowError):
-        pass
+    lines group (those of the error's code line), else None. Where plain
+    Python fails first on a line before them (Sage's syntax: R.<x> =
+    QQ[]), the text with the preparser's lines in place of those before
+    the group (preparsed_before) is compiled instead. Compiled as Python
+    reads a file (as_compiled), warning nothing (quietly)."""
+    for attempt in (text, None):
+        if attempt is None:
+            attempt = preparsed_before(text, preparsed, lines_of, group[0])
+            if attempt is None:
+                return None
+        try:
+            quietly(compile, as_compiled(attempt, as_file), filename, "exec")
+        except SyntaxError as e:
+            if e.lineno in group:
+                return e
+            if not e.lineno or e.lineno > group[0]:
+                return None
+        except (ValueError, OverflowError):
+            return None
+        else:
+            return None
     return None
+
+
+def preparsed_before(text, preparsed, lines_of, first):
+    """The user's text from line first on, after the preparsed code's
+    lines that stand for the user's before it (what Python parsed, up to
+    the error, when it compiled the preparsed code), line for line: a
+    joined code line is followed by a blank line for each line joined
+    onto it. None where the two do not count alike."""
+    if preparsed is None:
+        return None
+    users, code = code_lines(text), code_lines(preparsed)
+    if lines_of:
+        before = []
+        for number in sorted(lines_of):
+            group = lines_of[number]
+            if group[-1] >= first:
+                break
+            before += [code[number - 1]] + [""] * (len(group) - 1)
+    elif counted(code) == counted(users):
+        before = code[:first - 1]
+    else:
+        return None
+    if len(before) != first - 1:
+        return None
+    return "\n".join(before + users[first - 1:])
 
 
 # sage-preparse's coding line: one of the first two lines that has this
@@ -652,7 +693,7 @@ def run_code(source, namespace, filename, preparse_file, show_last=False, begin=
     code's, with the code's frames. cell: a session's cell, text that a
     notebook compiles as it is (no coding line applies)."""
     import linecache
-    text, lines_of, as_file = "", None, False
+    text, preparsed, lines_of, as_file = "", None, None, False
     try:
         # A byte order mark starts many files saved on Windows: not code.
         # Line ends as `sage FILE` reads its file, in text mode: CRLF and
@@ -716,7 +757,7 @@ def run_code(source, namespace, filename, preparse_file, show_last=False, begin=
             # as compile() gave it where the telling in the user's words
             # fails (a line no rule foresaw): never nothing.
             try:
-                value = users_syntax_error(value, text, filename, lines_of, as_file)
+                value = users_syntax_error(value, text, filename, lines_of, as_file, preparsed)
             except Exception:
                 pass
             kind, shown = type(value), None

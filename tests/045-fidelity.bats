@@ -95,6 +95,11 @@ for line in open(sys.argv[1]):
 	printf 'print(1)\ny = (1 + \\\n  2 + \\\n  3\n' >"$dir/open.sage"
 	run_ss 1 run "$dir/open.sage"
 	expect_equal "$errors" "  File \"$dir/open.sage\", line 2"$'\n'"    y = (1 + \\"$'\n'"        ^"$'\n'"SyntaxError: '(' was never closed"
+	# Sage's own syntax before the error (plain Python fails there first):
+	# the caret is still Python's, in the user's line.
+	printf 'R.<x> = QQ[]\nf = x^2 + \\\n  1\ny = x +* 2\n' >"$dir/gens.sage"
+	run_ss 1 run "$dir/gens.sage"
+	expect_equal "$errors" "  File \"$dir/gens.sage\", line 4"$'\n    y = x +* 2\n           ^\nSyntaxError: invalid syntax'
 }
 
 @test "fidelity - a frame in Sage's Cython code quotes no line, as Python's own printer shows it; a message's line is the user's, its caret Python's; cold and warm" {

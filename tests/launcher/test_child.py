@@ -584,11 +584,29 @@ class RunCodeTest(unittest.TestCase):
         def preparse(text):
             return text.replace("R.<t> = QQ[]", "R = QQ['t']; (t,) = R._first_ngens(1)").replace(
                 "2^^3", "Integer(2)**^Integer(3)")
-        status, err, _ = self.run_code(b"R.<t> = QQ[]\ny = 2^^3\n", preparse)
+        status, err, _ = self.run_code(b"R.<t> = QQ[]\ny = 2^3\n", lambda text: preparse(
+            text).replace("2^3", "Integer(2)**^Integer(3)"))
         self.assertEqual(status, 1)
-        self.assertIn("    y = 2^^3", err.splitlines())
+        self.assertIn("    y = 2^3", err.splitlines())
         self.assertNotIn("Integer(2)", err)
-        self.assertNotIn("^", err.split("y = 2^^3", 1)[1])
+        self.assertNotIn("^", err.split("y = 2^3", 1)[1])
+        # Where the user's line is in error itself, the caret is plain
+        # Python's in the user's line, read after the preparser's lines
+        # before it (Python read those when it failed): compared with
+        # python3 running a file of the preparser's line 1 and the user's.
+        path = os.path.join(temporary_directory(self), "t.py")
+        for source in (b"R.<t> = QQ[]\ny = t +* 2\n",
+                       b"R.<t> = QQ[]\nif t:\n    y = (1,\n         2 3)\n",
+                       b"R.<t> = QQ[]\nx = 1 + \\\n  2\ny = 3 3\n"):
+            with self.subTest(source=source):
+                users = source.decode().split("\n")
+                with open(path, "w") as f:
+                    f.write("\n".join([preparse(users[0])] + users[1:]))
+                python = subprocess.run([sys.executable, path], capture_output=True, text=True)
+                status, err, _ = self.run_code(source, lambda text: self.sage_like(
+                    preparse(text).replace("\\\n", "")))
+                self.assertEqual(status, 1)
+                self.assertEqual(err, python.stderr.replace(path, self.FILE))
         # Plain Python fails on the line, in other words (3.11.2: an invalid
         # decimal literal, where the preparsed line has a character Python
         # does not take): its caret would mark another thing, the 1
