@@ -455,8 +455,9 @@ def users_syntax_error(error, text, filename, lines_of=None, as_file=False, prep
     if same and marks_the_same(error, plain, lines, at):
         lineno = plain.lineno
         offset, end_offset = plain.offset, getattr(plain, "end_offset", None)
-        if getattr(plain, "end_lineno", lineno) != lineno:
-            end_offset = None
+        # One that runs on past its line ((x^2 / 3)) is marked to the
+        # line's end, as Python's printer marks it (syntax_error_as_c_prints).
+        end_lineno = getattr(plain, "end_lineno", None) or lineno
     elif at is not None:
         lineno = at
     elif plain is not None:
@@ -464,7 +465,7 @@ def users_syntax_error(error, text, filename, lines_of=None, as_file=False, prep
     # IndentationError and TabError stay what they are, as Python names them.
     told = type(error)(msg, (filename, lineno, offset, lines[lineno - 1] + "\n"))
     if end_offset is not None:
-        told.end_lineno, told.end_offset = lineno, end_offset
+        told.end_lineno, told.end_offset = end_lineno, end_offset
     return told
 
 

@@ -597,7 +597,10 @@ class RunCodeTest(unittest.TestCase):
         path = os.path.join(temporary_directory(self), "t.py")
         for source in (b"R.<t> = QQ[]\ny = t +* 2\n",
                        b"R.<t> = QQ[]\nif t:\n    y = (1,\n         2 3)\n",
-                       b"R.<t> = QQ[]\nx = 1 + \\\n  2\ny = 3 3\n"):
+                       b"R.<t> = QQ[]\nx = 1 + \\\n  2\ny = 3 3\n",
+                       # An error that runs on past its line: marked to the
+                       # line's end (reviewer: one caret).
+                       b"R.<t> = QQ[]\nf = (t^2\n  3)\n"):
             with self.subTest(source=source):
                 users = source.decode().split("\n")
                 with open(path, "w") as f:
