@@ -341,9 +341,8 @@ inherited = (0, 0)
 # into import_garbage, held there (gc.DEBUG_SAVEALL), and let go in each
 # call's process as it starts (inherit()), where the call's first
 # collection finds them, as a fresh Sage's does. (Their finalisers and
-# weak references' callbacks ran here, in the first step's capture: a
-# fresh Sage's gc.collect() also counts the two weak references freed
-# once their callbacks ran, 40 where a warm call's counts 38.) Not gc.freeze():
+# weak references' callbacks ran here: a fresh Sage's gc.collect() counts
+# those callbacks too, 40 where a warm call's counts 38.) Not gc.freeze():
 # a step also lets go of objects older than it (importlib.metadata's
 # caches), which a frozen template never collects, and every call's
 # collection then finds (20 objects on Sage 10).
@@ -408,13 +407,14 @@ class Warmer:
         is), the rest in the room granted above it."""
         import resource
         name, run = STEPS[self.next]
-        first = self.next == 0
+        if self.next == 0:
+            hold_import_garbage()
         self.next += 1
         soft = self.memory if name == "gap" else self.room
         resource.setrlimit(resource.RLIMIT_DATA, (soft, self.room))
         began = time.monotonic()
         try:
-            self.failed = run_step(name, run, first)
+            self.failed = run_step(name, run)
         except Unsafe as e:
             self.unsafe = str(e)
         self.spent_ms[name] = int((time.monotonic() - began) * 1000)
@@ -542,19 +542,10 @@ class _LowNumbersHeld:
             raise failure
 
 
-def _traced(name, step, first=False):
+def _traced(name, step):
     """The step between its traces' record and their putting back: why the
     step itself failed, or None. Raises Unsafe where the traces could not
-    be recorded (the library could not be started) or put back. first:
-    the first step, which holds the import's garbage first."""
-    if first:
-        # In the step's capture (run_step): a finaliser of that garbage
-        # that printed would make the step Unsafe, as the step's own.
-        try:
-            hold_import_garbage()
-        except BaseException as e:
-            raise Unsafe("the warm-up could not hold the garbage of Sage's import: %s: %s" % (
-                type(e).__name__, str(e)[:200]))
+    be recorded (the library could not be started) or put back."""
     try:
         traces = Traces(name)
     except BaseException as e:
@@ -583,7 +574,7 @@ def _traced(name, step, first=False):
     return failed
 
 
-def run_step(name, step, first=False):
+def run_step(name, step):
     """One step, and its traces put back. Returns why the step itself
     failed, or None (its traces are put back either way: the template
     serves on, the warm-up ends). Raises Unsafe where the library could
@@ -604,7 +595,7 @@ def run_step(name, step, first=False):
         with _LowNumbersHeld():
             try:
                 with captured:
-                    failed = _traced(name, step, first)
+                    failed = _traced(name, step)
             except OSError as e:
                 raise Unsafe("the warm-up's %s step's output could not be held back: %s" % (
                     name, e))
