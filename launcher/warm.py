@@ -336,37 +336,21 @@ inherited = (0, 0)
 
 
 # What a fresh Sage's first collection finds: the cycles Sage's import
-# left (Sage 9.5's: 38 objects; 10's: none). The warm-up's collections
-# (_traced) would free them: they are collected before the first step
-# into import_garbage, held there (gc.DEBUG_SAVEALL), and let go in each
-# call's process as it starts (inherit()), where the call's first
-# collection finds them, as a fresh Sage's does. (Their finalisers and
-# weak references' callbacks ran here: a fresh Sage's gc.collect() counts
-# those callbacks too, 40 where a warm call's counts 38.) Not gc.freeze():
-# a step also lets go of objects older than it (importlib.metadata's
-# caches), which a frozen template never collects, and every call's
-# collection then finds (20 objects on Sage 10).
-import_garbage = []
-
-
-def hold_import_garbage():
-    """The garbage there is, held in import_garbage rather than freed."""
-    debug = gc.get_debug()
-    before = len(gc.garbage)
-    gc.set_debug(debug | gc.DEBUG_SAVEALL)
-    try:
-        gc.collect()
-    finally:
-        gc.set_debug(debug)
-    import_garbage[:] = gc.garbage[before:]
-    del gc.garbage[before:]
+# left (Sage 9.5's: 40 objects, two of them weak references' callbacks;
+# 10's: none). The warm-up's collections (_traced) must leave them, and
+# their callbacks, to the call: everything there is before the first step
+# is frozen (gc.freeze(): no collection here looks at it), and thawed in
+# each call's process as it starts (inherit()), where the call's first
+# collection finds them, as a fresh Sage's does. (Thawed, the template's
+# objects are seen by gc.get_referrers() again, by which Sage's
+# deprecated_function_alias finds its own name.)
 
 
 def inherit():
-    """In a call's process, as it starts: grown(), inherited set, and the
-    import's garbage let go."""
+    """In a call's process, as it starts: grown(), inherited set, and what
+    the template froze thawed."""
     global inherited
-    import_garbage.clear()
+    gc.unfreeze()
     data, space = grown()
     inherited = (0 if data is None else data - _grant[0], space)
     return data, space
@@ -408,7 +392,7 @@ class Warmer:
         import resource
         name, run = STEPS[self.next]
         if self.next == 0:
-            hold_import_garbage()
+            gc.freeze()  # Sage's import's garbage left to the call (inherit())
         self.next += 1
         soft = self.memory if name == "gap" else self.room
         resource.setrlimit(resource.RLIMIT_DATA, (soft, self.room))
@@ -558,15 +542,15 @@ def _traced(name, step):
         failed = "the warm-up's %s step failed: %s: %s" % (name, type(e).__name__, str(e)[:200])
     try:
         # The step's garbage (cycles among what it made: 6,239 objects
-        # after every step; not the import's: import_garbage), collected
-        # here, first: a finaliser (a Maxima element's clears its Maxima
-        # variable) may change what is put back. Left, a call's
-        # gc.collect() returned 6239 where a fresh Sage's returns 0, its
-        # finalisers ran in the call's process, and the collector's counts
-        # stood at a full collection's threshold: the call's first few
-        # thousand objects set off one, over the template's 230,000 (a
-        # 2x2 matrix's eigenvalues and a recursion of 2,000, through the
-        # server: 231-259 ms, now 48-72 ms).
+        # after every step; not the import's, frozen before the first
+        # step: inherit()), collected here, first: a finaliser (a Maxima
+        # element's clears its Maxima variable) may change what is put
+        # back. Left, a call's gc.collect() returned 6239 where a fresh
+        # Sage's returns 0, its finalisers ran in the call's process, and
+        # the collector's counts stood at a full collection's threshold:
+        # the call's first few thousand objects set off one, over the
+        # template's 230,000 (a 2x2 matrix's eigenvalues and a recursion
+        # of 2,000, through the server: 231-259 ms, now 47-54 ms).
         gc.collect()
         traces.put_back()
     except BaseException as e:
