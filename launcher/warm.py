@@ -34,14 +34,12 @@
 #
 # Memory: the host grants the warm-up by the data rlimit (Warmer.granted),
 # and each call's process gets back what the warm-up took (inherit()).
-import gc
 import os
 import re
 import sys
 import time
 
 from launcher import deferred
-from launcher import parent
 from launcher import tmpreset
 
 PREFIX = "sandbox_warm"
@@ -335,22 +333,9 @@ def grown():
 inherited = (0, 0)
 
 
-# What a fresh Sage's first collection finds: the cycles Sage's import
-# left (Sage 9.5's: 40 objects, two of them weak references' callbacks;
-# 10's: none). The warm-up's collections (_traced) must leave them, and
-# their callbacks, to the call: everything there is before the first step
-# is frozen (gc.freeze(): no collection here looks at it), and thawed in
-# each call's process as it starts (inherit()), where the call's first
-# collection finds them, as a fresh Sage's does. (Thawed, the template's
-# objects are seen by gc.get_referrers() again, by which Sage's
-# deprecated_function_alias finds its own name.)
-
-
 def inherit():
-    """In a call's process, as it starts: grown(), inherited set, and what
-    the template froze thawed."""
+    """In a call's process, as it starts: grown(), and inherited set."""
     global inherited
-    gc.unfreeze()
     data, space = grown()
     inherited = (0 if data is None else data - _grant[0], space)
     return data, space
@@ -391,8 +376,6 @@ class Warmer:
         is), the rest in the room granted above it."""
         import resource
         name, run = STEPS[self.next]
-        if self.next == 0:
-            gc.freeze()  # Sage's import's garbage left to the call (inherit())
         self.next += 1
         soft = self.memory if name == "gap" else self.room
         resource.setrlimit(resource.RLIMIT_DATA, (soft, self.room))
@@ -473,14 +456,13 @@ class _Captured:
 
     @staticmethod
     def _flush():
+        import ctypes
         for stream in (sys.stdout, sys.stderr):
             try:
                 stream.flush()
             except (AttributeError, OSError, ValueError):
                 pass
-        # The launcher's one handle: a new CDLL is a cycle of nine
-        # objects, left after the step's garbage was collected (_traced).
-        parent.libc.fflush(None)
+        ctypes.CDLL(None).fflush(None)
 
 
 class _LowNumbersHeld:
@@ -541,17 +523,6 @@ def _traced(name, step):
     except BaseException as e:
         failed = "the warm-up's %s step failed: %s: %s" % (name, type(e).__name__, str(e)[:200])
     try:
-        # The step's garbage (cycles among what it made: 6,239 objects
-        # after every step; not the import's, frozen before the first
-        # step: inherit()), collected here, first: a finaliser (a Maxima
-        # element's clears its Maxima variable) may change what is put
-        # back. Left, a call's gc.collect() returned 6239 where a fresh
-        # Sage's returns 0, its finalisers ran in the call's process, and
-        # the collector's counts stood at a full collection's threshold:
-        # the call's first few thousand objects set off one, over the
-        # template's 230,000 (a 2x2 matrix's eigenvalues and a recursion
-        # of 2,000, through the server: 231-259 ms, now 47-54 ms).
-        gc.collect()
         traces.put_back()
     except BaseException as e:
         raise Unsafe("the warm-up's %s step could not put back %s" % (name, e))

@@ -409,17 +409,4 @@ except ValueError as e:
     print(e)' 0 run
 	expect_equal "$output" "True True
 not allowed to raise maximum limit"
-	"$SAGE_SANDBOX" serve --stop
-	# The warm-up's garbage is collected in the template, and the import's
-	# left to the call: a warm call's first collection finds what a cold
-	# one's finds (0 on Sage 10, 40 on 9.5; 6239 more before).
-	local garbage='import gc
-print("garbage:", gc.collect())'
-	sage "$garbage" 0 run --no-server
-	local cold=$output
-	python3 -c 'import json, sys
-print(json.dumps({"id": "wait", "code": "import time\ntime.sleep(15)\n"}))
-print(json.dumps({"id": "garbage", "code": sys.argv[1]}))' "$garbage" >"$BATS_TEST_TMPDIR/jobs.jsonl"
-	run_ss 0 batch --no-server --jobs 1 --order input "$BATS_TEST_TMPDIR/jobs.jsonl"
-	expect_equal "$(printf '%s\n' "$output" | tail -n 1 | python3 -c 'import json, sys; print(json.load(sys.stdin)["stdout"], end="")')" "$cold"
 }
