@@ -533,24 +533,26 @@ def plain_error(text, group, filename, as_file, preparsed=None, lines_of=None):
     lines group (those of the error's code line), else None. Where plain
     Python fails first on a line before them (Sage's syntax: R.<x> =
     QQ[]), the text with the preparser's lines in place of those before
-    the group (preparsed_before) is compiled instead. Compiled as Python
-    reads a file (as_compiled), warning nothing (quietly)."""
-    for attempt in (text, None):
-        if attempt is None:
-            attempt = preparsed_before(text, preparsed, lines_of, group[0])
-            if attempt is None:
-                return None
-        try:
-            quietly(compile, as_compiled(attempt, as_file), filename, "exec")
-        except SyntaxError as e:
-            if e.lineno in group:
-                return e
-            if not e.lineno or e.lineno > group[0]:
-                return None
-        except (ValueError, OverflowError):
-            return None
-        else:
-            return None
+    the group (preparsed_before) is compiled instead."""
+    error = compile_error(text, filename, as_file)
+    if error is not None and error.lineno and error.lineno < group[0]:
+        error = compile_error(preparsed_before(text, preparsed, lines_of, group[0]),
+                              filename, as_file)
+    return error if error is not None and error.lineno in group else None
+
+
+def compile_error(text, filename, as_file):
+    """The SyntaxError compiling text gives, else None (none given, or no
+    text). Compiled as Python reads a file (as_compiled), warning nothing
+    (quietly)."""
+    if text is None:
+        return None
+    try:
+        quietly(compile, as_compiled(text, as_file), filename, "exec")
+    except SyntaxError as e:
+        return e
+    except (ValueError, OverflowError):
+        pass
     return None
 
 
