@@ -3,7 +3,8 @@
 # quote the user's own lines whatever the preparser put above them, and
 # what Python does at a program's end (late threads, atexit handlers,
 # finalisers).
-# Each case runs cold (run) and warm (batch, in one container).
+# Each case runs cold (run, or a batch below --memory 1g, whose jobs are
+# forked as a run's code is) and warm (batch, in one container).
 
 load helpers
 
@@ -12,7 +13,7 @@ jobs_of() {
 	python3 -c '
 import json, os, sys
 for path in sys.argv[1:]:
-    print(json.dumps({"id": os.path.basename(path), "code": open(path).read()}))' "$@"
+    print(json.dumps({"id": os.path.basename(path), "code": open(path, newline="").read()}))' "$@"
 }
 
 # field_of ID FIELD: that job's FIELD in $BATS_TEST_TMPDIR/out.jsonl.
@@ -41,42 +42,41 @@ for line in open(sys.argv[1]):
 	# Many literals: the preparser's other layouts.
 	python3 -c 'print("\n".join(["# many"] + ["v%d = %d" % (i, 1000 + i) for i in range(600)] + ["print(1/0)"]))' \
 		>"$dir/many.sage"
-	for f in comment blank shebang coding code string tail; do
-		input_file=$dir/$f.sage run_ss 1 run
-		expect_match "$errors" "File \"<stdin>\", line 4, in <module>"
-		expect_match "$errors" "    print\(1/0\)"
-	done
-	input_file=$dir/many.sage run_ss 1 run
-	expect_match "$errors" "File \"<stdin>\", line 602, in <module>"
 	# Lines the preparser joins (a backslash at a line's end) shift nothing.
 	printf '# c\nx = 1 + \\\n 2 + \\\n 3\ny = 2\nprint(x)\nraise ValueError("on line 7")\n' >"$dir/joined.sage"
-	input_file=$dir/joined.sage run_ss 1 run
-	expect_equal "$output" 6
-	expect_match "$errors" "File \"<stdin>\", line 7, in <module>"$'\n''    raise ValueError\("on line 7"\)'
 	printf 'x = 1 + \\\n 2\nprint(x); eval("1/0")\n' >"$dir/joined2.sage"
-	input_file=$dir/joined2.sage run_ss 1 run
-	expect_match "$errors" "File \"<stdin>\", line 3, in <module>"
 	# Within a joined statement, the part that failed is quoted from its
 	# own line, as Python quotes it (it quoted the statement's first).
 	printf 'R.<t> = QQ[]\nf = t^2 + \\\n  2*t + \\\n  t.foo()\n' >"$dir/joined3.sage"
-	input_file=$dir/joined3.sage run_ss 1 run
-	expect_match "$errors" "File \"<stdin>\", line 4, in <module>"$'\n''    t.foo\(\)'$'\n'
 	# Text the preparser puts in ([1..5] is ellipsis_range(...)) is no
 	# error of the code's; CRLF line ends are newlines, as `sage FILE`
 	# reads its file (Sage 9.5's preparser took the backslash before a
 	# CR for its backslash operator: a syntax error).
 	printf 'y = [1..5] + \\\n  [6]\nprint(y)\n' >"$dir/joined4.sage"
-	input_file=$dir/joined4.sage run_ss 0 run
-	expect_equal "$output" "[1, 2, 3, 4, 5, 6]"
 	printf 'x = 5 + \\\r\n  1\r\nprint(x)\r\n{}[x]\r\n' >"$dir/joined5.sage"
-	input_file=$dir/joined5.sage run_ss 1 run
-	expect_match "$errors" "File \"<stdin>\", line 4, in <module>"
+	# One of them as a run; then all as a batch's jobs, cold (below
+	# --memory 1g no template is warmed: each job's process is forked from
+	# a launcher that only imported Sage, as a run's is) and warm.
+	input_file=$dir/comment.sage run_ss 1 run
+	expect_match "$errors" "File \"<stdin>\", line 4, in <module>"$'\n'"    print\(1/0\)"
 	jobs_of "$dir"/*.sage >"$dir/jobs.jsonl"
-	"$SAGE_SANDBOX" batch --jobs 1 "$dir/jobs.jsonl" >"$dir/out.jsonl"
-	for f in comment blank shebang coding code string tail; do
-		expect_match "$(field_of $f.sage stderr)" "line 4, in <module>"$'\n'"    print\(1/0\)"
+	local how f
+	for how in "--memory 768m --jobs 2" "--jobs 1"; do
+		# shellcheck disable=SC2086 # each of them is words
+		"$SAGE_SANDBOX" batch $how "$dir/jobs.jsonl" >"$dir/out.jsonl" || true
+		for f in comment blank shebang coding code string tail; do
+			expect_match "$(field_of $f.sage stderr)" "line 4, in <module>"$'\n'"    print\(1/0\)" "$f, $how"
+		done
+		expect_match "$(field_of many.sage stderr)" "line 602, in <module>"$'\n'"    print\(1/0\)"
+		expect_equal "$(field_of joined.sage stdout)" 6
+		expect_match "$(field_of joined.sage stderr)" "line 7, in <module>"$'\n''    raise ValueError\("on line 7"\)'
+		expect_match "$(field_of joined2.sage stderr)" "line 3, in <module>"
+		expect_match "$(field_of joined3.sage stderr)" "line 4, in <module>"$'\n''    t.foo\(\)'$'\n'
+		expect_equal "$(field_of joined4.sage stdout)" "[1, 2, 3, 4, 5, 6]"
+		expect_equal "$(field_of joined4.sage exit_code)" 0
+		expect_match "$(field_of joined5.sage stderr)" "line 4, in <module>"
+		expect_equal "$(field_of joined5.sage exit_code)" 1
 	done
-	expect_match "$(field_of many.sage stderr)" "line 602, in <module>"$'\n'"    print\(1/0\)"
 }
 
 @test "fidelity - a syntax error quotes the user's line with Python's caret; a file's name and ARGs" {

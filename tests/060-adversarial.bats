@@ -430,7 +430,7 @@ passwd True"
 	printf 'import time\nprint("started")\ntime.sleep(600)\n' >"$BATS_TEST_TMPDIR/long.sage"
 	"$SAGE_SANDBOX" run --timeout 300 "$BATS_TEST_TMPDIR/long.sage" >"$BATS_TEST_TMPDIR/killed" 2>&1 &
 	local killed=$!
-	printf 'import time\nprint("started")\ntime.sleep(20)\nprint("finished")\n' >"$BATS_TEST_TMPDIR/live.sage"
+	printf 'import time\nprint("started")\ntime.sleep(10)\nprint("finished")\n' >"$BATS_TEST_TMPDIR/live.sage"
 	"$SAGE_SANDBOX" run "$BATS_TEST_TMPDIR/live.sage" >"$BATS_TEST_TMPDIR/live" 2>&1 &
 	local live=$!
 	wait_for_started "$BATS_TEST_TMPDIR/killed" "$BATS_TEST_TMPDIR/live"

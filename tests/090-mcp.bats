@@ -107,6 +107,7 @@ mcp_answer() {
 	[[ $output != *"--warm"* ]]
 }
 
+# bats test_tags=any-sage
 @test "mcp: SIGTERM stops a running call and the pool, removes every container, exits 143" {
 	mkfifo "$BATS_TEST_TMPDIR/in"
 	"$SAGE_SANDBOX" mcp --warm 2 <"$BATS_TEST_TMPDIR/in" >"$BATS_TEST_TMPDIR/out" \
@@ -218,6 +219,7 @@ json.dump(profile, sys.stdout)' "$BATS_TEST_DIRNAME/../seccomp.json" >"$BATS_TES
 	expect_equal "$(json_get 'j["result"]["structuredContent"]["stdout"]')" 42
 }
 
+# bats test_tags=any-sage
 @test "mcp: past 64 calls waiting their turn a call is refused at once, and cancelled ones never run" {
 	python3 - "$BATS_TEST_TMPDIR/in" <<'PY'
 import json, sys
@@ -322,6 +324,7 @@ readme_example() {
 	expect_no_containers
 }
 
+# bats test_tags=any-sage
 @test "mcp: every request written before the end of input is answered, sessions included, then exit 0" {
 	python3 - "$BATS_TEST_TMPDIR/in" <<'PY'
 import json, sys

@@ -65,7 +65,7 @@ finally:
     cancel_alarm()
 print(len(str(factorial(2000))))'
 
-# bats test_tags=slow
+# bats test_tags=slow,any-sage
 @test "reuse - signals sent to pid 1 by a job reach nothing: the next jobs' results are a fresh run's" {
 	jobs_file attacker 'import os, signal
 sent = []
@@ -300,6 +300,7 @@ sched_setaffinity Operation not permitted"
 	expect_equal "$(sed -n 3p <<<"$out")" '{"exit": 0}'
 }
 
+# bats test_tags=any-sage
 @test "reuse - the MCP server outlives sessions that end by idling out and with the input, after calls that brought files back" {
 	calls=$BATS_TEST_TMPDIR/calls.json
 	python3 - >"$calls" <<-'EOF'
@@ -370,6 +371,7 @@ assert cpu <= cpus * (wall + 0.5) + eval(sys.argv[7]), sys.argv' \
 	expect_as_fresh victim "$VICTIM"
 }
 
+# bats test_tags=any-sage
 @test "reuse - a job that continues itself while throttled is stopped with the CPU verdict; the next job's result is a fresh run's" {
 	# At --cpus 0.5 one busy core is twice the share: the throttle stops
 	# it; its timer continues it. Before issue 33 it ran at a full core
@@ -408,7 +410,7 @@ while time.monotonic() < end:
 """])
 print("%.2f CPU-s in %.2f s" % (sum(map(float, open("spent"))), time.monotonic() - start))'
 
-# bats test_tags=slow
+# bats test_tags=slow,any-sage
 @test "reuse - a job whose workers are freed unreaped with their CPU time is stopped with the CPU verdict; the next job's result is a fresh run's" {
 	# Before, 10.3 CPU-s in 10 s at --cpus 0.2 went unseen: the throttle
 	# charged only what /proc shows. The sampled account (memwatch.c)
@@ -480,6 +482,7 @@ assert continuer.poll() is None, "the continuer ended: %s" % continuer.poll()
 continuer.kill()
 print("%.2f CPU-s in %.2f s" % (sum(map(float, open("spent"))), time.monotonic() - start))'
 
+# bats test_tags=any-sage
 @test "reuse - a job whose short-lived parents take SA_NOCLDWAIT, with a continuer beside them, is held to --cpus by the kernel's count; the next job's result is a fresh run's" {
 	# No /proc file shows the workers' time, no parent lives long enough
 	# to be sampled as one that loses its children, and the continuer

@@ -225,6 +225,7 @@ both() {
 	errors=$(cat "$out.warm.2")
 }
 
+# bats test_tags=any-sage
 @test "serve - the corpus through the server and cold: the same stdout, stderr, status and --json" {
 	start_server --warm 2
 	local dir=$BATS_TEST_TMPDIR/corpus
@@ -299,6 +300,7 @@ batch_both() {
 	expect_equal "$(served_batches)" "$((before + 1))" "batches the server served ($name)"
 }
 
+# bats test_tags=any-sage
 @test "serve - batch through the server: the lines of a batch on its own, from FILEs, .sage files and stdin, in order, sharded, resumed; --fresh, --no-server and --jobs past --warm go on their own" {
 	start_server --warm 2
 	local d=$BATS_TEST_TMPDIR/b
@@ -365,6 +367,7 @@ batch_both() {
 	expect_equal "$(served_batches)" "$before" "batches the server served"
 }
 
+# bats test_tags=any-sage
 @test "serve - SIGTERM to a batch's client: 143, the running job has no line; --resume runs the rest; kill -9 of a client stops its batch; a default --jobs past --warm goes on its own" {
 	start_server --warm 1
 	local d=$BATS_TEST_TMPDIR
@@ -420,6 +423,7 @@ print(" ".join("%s:%s" % (j["id"], j["stdout"].replace("\n", "/")) for j in map(
 	expect_equal "$(served_runs)" 2
 }
 
+# bats test_tags=any-sage
 @test "serve - a Makefile of eight rules under make -j4: every rule's output, all through the server" {
 	start_server --warm 2
 	local dir=$BATS_TEST_TMPDIR/make
@@ -508,6 +512,7 @@ release() {
 	expect_equal "$(cat "$BATS_TEST_TMPDIR/$1.err")" "" "$1's stderr"
 }
 
+# bats test_tags=any-sage
 @test "serve - a run behind another client's held run waits as long as a container's start, then runs in one of its own: its output and status, the held run untouched; three at once, each its own" {
 	# Every run at the server's --timeout: one kind of settings, one
 	# fleet, one warm sandbox.
@@ -538,6 +543,7 @@ release() {
 	release three 9
 }
 
+# bats test_tags=any-sage
 @test "serve - a run still waiting at its --timeout, where a container takes longer to start than that, ends 124, nothing run; the server serves on" {
 	# A podman whose sandboxes take 6 s to start: longer than the runs'
 	# --timeout 4, so no run gets a container of its own, and the runs
@@ -584,6 +590,7 @@ release() {
 	[ "$(served_runs)" -gt "$before" ]
 }
 
+# bats test_tags=any-sage
 @test "serve - kill -9 of a client stops its run within a second; kill -9 of the server: its client says so, 125, and cleanup removes what it left" {
 	start_server --warm 1
 	printf '%s\n' 'import time' 'print("started", flush=True)' 'time.sleep(60)' >"$BATS_TEST_TMPDIR/s.sage"
@@ -612,6 +619,7 @@ release() {
 	rm -f "$RUNDIR/server.sock"
 }
 
+# bats test_tags=any-sage
 @test "serve - a request whose deadline passed before it came (three clients delayed before connecting): 124, nothing run, and the server serves on" {
 	command -v strace >/dev/null || skip "strace is not installed (the delay is injected into connect)"
 	strace -o /dev/null true 2>/dev/null || skip "strace cannot trace here (ptrace not allowed)"
@@ -636,6 +644,7 @@ release() {
 	input_file=$BATS_TEST_DIRNAME/../examples/seed.sage both run
 }
 
+# bats test_tags=any-sage
 @test "serve - stage by stage: a start time past its deadline or in the future, empty code, a client gone before its request, in the host check, in the code, in its output; the same server serves on" {
 	write_serve_client
 	# Made by the real client before the server starts: its build, its
@@ -700,6 +709,7 @@ release() {
 	chmod 0700 "$RUNDIR"
 }
 
+# bats test_tags=any-sage
 @test "serve - garbage, a cut request, a huge one and a silent client each get the connection closed; the server serves on" {
 	start_server --warm 1
 	local out
@@ -734,6 +744,7 @@ b''"
 	input_file=$BATS_TEST_DIRNAME/../examples/seed.sage both run
 }
 
+# bats test_tags=any-sage
 @test "serve - --idle: no client for that long, and it exits 0 with no socket and no container left" {
 	start_server --warm 1 --idle 10
 	input_file=$BATS_TEST_DIRNAME/../examples/seed.sage both run
