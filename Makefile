@@ -85,7 +85,8 @@ check-unit: sage-sandbox $(UNIT_TESTS)
 # under rootless podman, as the unprivileged account (./setup.sh check).
 # The front ends' tests (FRONT_END_TESTS: the event loop's users) run once,
 # against the sanitizer build (tests/sanitize.sh), the rest against the
-# plain one; then each fuzz target for CHECK_FUZZ_SECONDS.
+# plain one, which meets the front ends' in CI's core passes (under podman
+# 5, and on the other image); then each fuzz target for CHECK_FUZZ_SECONDS.
 CHECK_FUZZ_SECONDS = 10
 FRONT_END_TESTS = tests/070-core.bats tests/090-mcp.bats tests/130-batch.bats \
 	tests/150-reuse.bats tests/160-serve.bats
@@ -107,7 +108,7 @@ lmstudio/node_modules: lmstudio/package.json lmstudio/package-lock.json
 # warm calls against cold runs. SAGE_SANDBOX_IMAGE names the image. Tests
 # tagged any-sage are left out: what they prove is the host side's (signals,
 # deadlines, the watchdog, resuming, the server's protocol), the same
-# whichever Sage the image holds, and the whole suite ran them.
+# whichever Sage the image holds, and make check ran them.
 CORE_TESTS = tests/040-sage.bats tests/045-fidelity.bats tests/090-mcp.bats \
 	tests/130-batch.bats tests/150-reuse.bats tests/160-serve.bats tests/170-display.bats \
 	tests/180-warm.bats

@@ -65,7 +65,7 @@ finally:
     cancel_alarm()
 print(len(str(factorial(2000))))'
 
-# bats test_tags=slow,any-sage
+# bats test_tags=slow
 @test "reuse - signals sent to pid 1 by a job reach nothing: the next jobs' results are a fresh run's" {
 	jobs_file attacker 'import os, signal
 sent = []

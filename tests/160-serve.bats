@@ -225,7 +225,6 @@ both() {
 	errors=$(cat "$out.warm.2")
 }
 
-# bats test_tags=any-sage
 @test "serve - the corpus through the server and cold: the same stdout, stderr, status and --json" {
 	start_server --warm 2
 	local dir=$BATS_TEST_TMPDIR/corpus

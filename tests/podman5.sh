@@ -10,8 +10,9 @@
 #                         into it (podman save | podman load, about 2
 #                         minutes), stage and build this tree there
 #   podman5.sh check      start, then the core of the suite as that account
-#                         under podman 5: run, limits, attacks, MCP, files,
-#                         the official image layouts, kernel memory
+#                         under podman 5: run, limits, attacks, signals and
+#                         removal, MCP, files, the official image layouts,
+#                         kernel memory
 #   podman5.sh run CMD    CMD (a shell line) as the account inside the root
 #   podman5.sh remove     delete the root (its storage goes with it)
 #
@@ -31,7 +32,8 @@ image=${SAGE_SANDBOX_IMAGE:-$base_image}
 root=${SAGE_SANDBOX_TRIXIE_ROOT:-/var/tmp/sage-sandbox-trixie}
 # The suite's core: everything that drives podman run, rm and ps.
 core_tests="tests/020-run.bats tests/030-limits.bats tests/060-adversarial.bats
-	tests/090-mcp.bats tests/100-files.bats tests/110-images.bats tests/120-kernel-memory.bats"
+	tests/070-core.bats tests/090-mcp.bats tests/100-files.bats tests/110-images.bats
+	tests/120-kernel-memory.bats"
 # What the core tests use: a compiler and libraries to build, bats, python3
 # (JSON checks), time (peak RSS), procps.
 packages=podman,runc,uidmap,conmon,passt,make,gcc,libc6-dev,libjansson-dev,nettle-dev,pkg-config,scdoc,bats,python3,time,procps,util-linux,login,passwd,ca-certificates
