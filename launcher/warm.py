@@ -34,12 +34,14 @@
 #
 # Memory: the host grants the warm-up by the data rlimit (Warmer.granted),
 # and each call's process gets back what the warm-up took (inherit()).
+import gc
 import os
 import re
 import sys
 import time
 
 from launcher import deferred
+from launcher import parent
 from launcher import tmpreset
 
 PREFIX = "sandbox_warm"
@@ -333,9 +335,39 @@ def grown():
 inherited = (0, 0)
 
 
+# What a fresh Sage's first collection finds: the cycles Sage's import
+# left (Sage 9.5's: 38 objects; 10's: none). The warm-up's collections
+# (_traced) would free them: they are collected before the first step
+# into import_garbage, held there (gc.DEBUG_SAVEALL), and let go in each
+# call's process as it starts (inherit()), where the call's first
+# collection finds them, as a fresh Sage's does. (Their finalisers and
+# weak references' callbacks ran here, in the first step's capture: a
+# fresh Sage's gc.collect() also counts the two weak references freed
+# once their callbacks ran, 40 where a warm call's counts 38.) Not gc.freeze():
+# a step also lets go of objects older than it (importlib.metadata's
+# caches), which a frozen template never collects, and every call's
+# collection then finds (20 objects on Sage 10).
+import_garbage = []
+
+
+def hold_import_garbage():
+    """The garbage there is, held in import_garbage rather than freed."""
+    debug = gc.get_debug()
+    before = len(gc.garbage)
+    gc.set_debug(debug | gc.DEBUG_SAVEALL)
+    try:
+        gc.collect()
+    finally:
+        gc.set_debug(debug)
+    import_garbage[:] = gc.garbage[before:]
+    del gc.garbage[before:]
+
+
 def inherit():
-    """In a call's process, as it starts: grown(), and inherited set."""
+    """In a call's process, as it starts: grown(), inherited set, and the
+    import's garbage let go."""
     global inherited
+    import_garbage.clear()
     data, space = grown()
     inherited = (0 if data is None else data - _grant[0], space)
     return data, space
@@ -376,12 +408,13 @@ class Warmer:
         is), the rest in the room granted above it."""
         import resource
         name, run = STEPS[self.next]
+        first = self.next == 0
         self.next += 1
         soft = self.memory if name == "gap" else self.room
         resource.setrlimit(resource.RLIMIT_DATA, (soft, self.room))
         began = time.monotonic()
         try:
-            self.failed = run_step(name, run)
+            self.failed = run_step(name, run, first)
         except Unsafe as e:
             self.unsafe = str(e)
         self.spent_ms[name] = int((time.monotonic() - began) * 1000)
@@ -456,13 +489,14 @@ class _Captured:
 
     @staticmethod
     def _flush():
-        import ctypes
         for stream in (sys.stdout, sys.stderr):
             try:
                 stream.flush()
             except (AttributeError, OSError, ValueError):
                 pass
-        ctypes.CDLL(None).fflush(None)
+        # The launcher's one handle: a new CDLL is a cycle of nine
+        # objects, left after the step's garbage was collected (_traced).
+        parent.libc.fflush(None)
 
 
 class _LowNumbersHeld:
@@ -508,10 +542,19 @@ class _LowNumbersHeld:
             raise failure
 
 
-def _traced(name, step):
+def _traced(name, step, first=False):
     """The step between its traces' record and their putting back: why the
     step itself failed, or None. Raises Unsafe where the traces could not
-    be recorded (the library could not be started) or put back."""
+    be recorded (the library could not be started) or put back. first:
+    the first step, which holds the import's garbage first."""
+    if first:
+        # In the step's capture (run_step): a finaliser of that garbage
+        # that printed would make the step Unsafe, as the step's own.
+        try:
+            hold_import_garbage()
+        except BaseException as e:
+            raise Unsafe("the warm-up could not hold the garbage of Sage's import: %s: %s" % (
+                type(e).__name__, str(e)[:200]))
     try:
         traces = Traces(name)
     except BaseException as e:
@@ -523,13 +566,24 @@ def _traced(name, step):
     except BaseException as e:
         failed = "the warm-up's %s step failed: %s: %s" % (name, type(e).__name__, str(e)[:200])
     try:
+        # The step's garbage (cycles among what it made: 6,239 objects
+        # after every step; not the import's: import_garbage), collected
+        # here, first: a finaliser (a Maxima element's clears its Maxima
+        # variable) may change what is put back. Left, a call's
+        # gc.collect() returned 6239 where a fresh Sage's returns 0, its
+        # finalisers ran in the call's process, and the collector's counts
+        # stood at a full collection's threshold: the call's first few
+        # thousand objects set off one, over the template's 230,000 (a
+        # 2x2 matrix's eigenvalues and a recursion of 2,000, through the
+        # server: 231-259 ms, now 48-72 ms).
+        gc.collect()
         traces.put_back()
     except BaseException as e:
         raise Unsafe("the warm-up's %s step could not put back %s" % (name, e))
     return failed
 
 
-def run_step(name, step):
+def run_step(name, step, first=False):
     """One step, and its traces put back. Returns why the step itself
     failed, or None (its traces are put back either way: the template
     serves on, the warm-up ends). Raises Unsafe where the library could
@@ -550,7 +604,7 @@ def run_step(name, step):
         with _LowNumbersHeld():
             try:
                 with captured:
-                    failed = _traced(name, step)
+                    failed = _traced(name, step, first)
             except OSError as e:
                 raise Unsafe("the warm-up's %s step's output could not be held back: %s" % (
                     name, e))

@@ -76,6 +76,40 @@ class StepTest(unittest.TestCase):
     def test_a_quiet_step_is_safe(self):
         self.assertIsNone(warm.run_step("quiet", lambda: None))
 
+    def test_a_steps_garbage_is_collected_and_the_imports_left_to_the_call(self):
+        # What Sage's import left is held through the steps and let go in
+        # a call's process (inherit()), whose first collection finds it;
+        # a step's own garbage is gone.
+        import gc
+
+        class Cycle:
+            def __init__(self):
+                self.me = self
+        gc.collect()
+        Cycle()  # the import's
+        self.addCleanup(warm.import_garbage.clear)
+        self.assertIsNone(warm.run_step("first", Cycle, first=True))
+        self.assertEqual(gc.collect(), 0, "the step's garbage, collected")
+        self.assertIn(Cycle, [type(o) for o in warm.import_garbage])
+        held = len(warm.import_garbage)
+        warm.import_garbage.clear()  # as inherit() lets it go
+        self.assertEqual(gc.collect(), held)
+
+    def test_a_finaliser_of_the_imports_garbage_that_prints_makes_the_template_unsafe(self):
+        import gc
+
+        class Loud:
+            def __init__(self):
+                self.me = self
+
+            def __del__(self):
+                print("finalised")
+        gc.collect()
+        Loud()
+        self.addCleanup(warm.import_garbage.clear)
+        with self.assertRaisesRegex(warm.Unsafe, r"^the warm-up's first step printed "):
+            warm.run_step("first", lambda: None, first=True)
+
     def test_a_file_a_step_keeps_open_takes_none_of_the_numbers_code_opens(self):
         # As 9.5's IPython keeps /dev/null from its import: the code's
         # first open() gets the number it got before the step.
