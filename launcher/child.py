@@ -358,6 +358,7 @@ def users_tree(preparsed, filename, lines_of, text, as_file=False):
         tree = warning_at_users_lines(lines_of, filename, compile, as_compiled(preparsed, as_file),
                                       filename, "exec", ast.PyCF_ONLY_AST)
     except SyntaxError as e:
+        at_end = found_at_end_as_file_reads(e, preparsed, as_file)
         if lines_of and e.lineno in lines_of:
             e.lineno = lines_of[e.lineno][0]
             # "unterminated string literal (detected at line N)": the
@@ -367,6 +368,9 @@ def users_tree(preparsed, filename, lines_of, text, as_file=False):
                 e.msg)
             e.msg = ON_LINE.sub(
                 lambda m: m.group(1) + str(lines_of.get(int(m.group(2)), [m.group(2)])[0]), e.msg)
+        if at_end:  # the user's last line (the preparser dropped a blank one)
+            users = code_lines(text)
+            e.lineno, e.end_lineno, e.text = len(users), len(users), users[-1] + "\n"
         raise
     if not lines_of:
         return tree
@@ -450,6 +454,12 @@ def users_syntax_error(error, text, filename, lines_of=None, as_file=False, prep
     if as_given:
         error.msg = msg
         return error
+    if same and an_f_strings_part(plain, lines):
+        # Python 3.11 quotes the part of the f-string it compiled, with
+        # its caret there: plain Python's part is the user's own text.
+        told = type(error)(msg, (filename, plain.lineno, plain.offset, plain.text))
+        told.end_lineno, told.end_offset = plain.end_lineno, plain.end_offset
+        return told
     offset = end_offset = None
     at = line_of_error(error, lines, group)
     if same and marks_the_same(error, plain, lines, at):
@@ -467,6 +477,33 @@ def users_syntax_error(error, text, filename, lines_of=None, as_file=False, prep
     if end_offset is not None:
         told.end_lineno, told.end_offset = end_lineno, end_offset
     return told
+
+
+def an_f_strings_part(error, users):
+    """error is one Python 3.11 gives in an f-string's expression: its
+    text is that expression's, not the user's line (3.12 quotes the line)."""
+    return (error.msg or "").startswith("f-string") and error.text is not None and \
+        0 < error.lineno <= len(users) and error.text.rstrip("\n") != users[error.lineno - 1]
+
+
+def found_at_end_as_file_reads(error, code, as_file):
+    """error, from compiling code, as Python reports it where it reads a
+    file (as_file): one the parser found at the end of the input (an
+    indented block expected after `if y:` or `def f():`, an `except`
+    after `try:`) is at column 0 there, where compile() of a string puts
+    it past the last line's text; Python's printer then draws no caret.
+    (The file's tokenizer counts the column in a buffer it emptied for
+    a line it found none of.) The tokenizer's own "unexpected EOF" is
+    found within a line: the same in both. Returns whether it was so."""
+    if not as_file or getattr(error, "end_offset", None) != -1 or not error.offset or \
+            error.msg == "unexpected EOF while parsing":
+        return False
+    lines = code_lines(code)
+    if not lines or error.lineno != len(lines) or \
+            error.offset not in (len(lines[-1]) + 1, len(lines[-1].encode("utf-8")) + 1):
+        return False
+    error.offset = 0
+    return True
 
 
 def line_of_error(error, users, group):
@@ -550,6 +587,7 @@ def compile_error(text, filename, as_file):
     try:
         quietly(compile, as_compiled(text, as_file), filename, "exec")
     except SyntaxError as e:
+        found_at_end_as_file_reads(e, text, as_file)
         return e
     except (ValueError, OverflowError):
         pass

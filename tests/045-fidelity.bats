@@ -100,6 +100,16 @@ for line in open(sys.argv[1]):
 	printf 'R.<x> = QQ[]\nf = x^2 + \\\n  1\ny = x +* 2\n' >"$dir/gens.sage"
 	run_ss 1 run "$dir/gens.sage"
 	expect_equal "$errors" "  File \"$dir/gens.sage\", line 4"$'\n    y = x +* 2\n           ^\nSyntaxError: invalid syntax'
+	# An f-string's error: Python 3.11 quotes the part it compiled, the
+	# user's text, not the preparser's (issue 33).
+	printf 'R.<t> = QQ[]\nx = f"{2^3 +}"\n' >"$dir/fstring.sage"
+	run_ss 1 run "$dir/fstring.sage"
+	expect_equal "$errors" "  File \"$dir/fstring.sage\", line 2"$'\n    (2^3 +)\n          ^\nSyntaxError: f-string: invalid syntax'
+	# A block expected at the end of the file: its last line, and no
+	# caret, as python3 reads a file (compile() of a string puts one).
+	printf 'y = 2^3\nif y:\n\n\n' >"$dir/end.sage"
+	run_ss 1 run "$dir/end.sage"
+	expect_equal "$errors" "  File \"$dir/end.sage\", line 4"$'\n    \nIndentationError: expected an indented block after \'if\' statement on line 2'
 }
 
 @test "fidelity - a frame in Sage's Cython code quotes no line, as Python's own printer shows it; a message's line is the user's, its caret Python's; cold and warm" {

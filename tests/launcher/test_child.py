@@ -620,14 +620,24 @@ class RunCodeTest(unittest.TestCase):
         after = err.split("    b = 1\u00a0+ 2\n", 1)[1]
         self.assertTrue(after.startswith("SyntaxError") or after.startswith(" " * 9 + "^\n"), after)
         # In the same words at another place: plain Python's "invalid
-        # syntax" at Sage's R.<t>, the preparsed line's at its "*"; an
-        # f-string's part; a line of a joined statement other than the one
-        # that failed (reviewer).
-        for source, quoted in ((b"R.<t> = QQ[]; y = t +* 2\n", "R.<t> = QQ[]; y = t +* 2"),
-                               (b'a = 1\nx = f"{a b}"\n', 'x = f"{a b}"')):
-            status, err, _ = self.run_code(source, lambda text: self.sage_like(preparse(text)))
-            self.assertEqual(status, 1)
-            self.assertNotIn("^", err.split(quoted, 1)[1], source)
+        # syntax" at Sage's R.<t>, the preparsed line's at its "*".
+        status, err, _ = self.run_code(b"R.<t> = QQ[]; y = t +* 2\n",
+                                       lambda text: self.sage_like(preparse(text)))
+        self.assertEqual(status, 1)
+        self.assertNotIn("^", err.split("R.<t> = QQ[]; y = t +* 2", 1)[1])
+        # An f-string's error: Python 3.11 quotes the part it compiled,
+        # plain Python's (the user's text), not the preparser's (issue 33).
+        for source in (b'a = 1\nx = f"{a b}"\n', b'a = 1\nx = f"{a +}" + f"{2^3}"\n',
+                       b'R.<t> = QQ[]\nx = f"{2^3 +}"\n'):
+            with self.subTest(source=source):
+                users = source.decode().split("\n")
+                with open(path, "w") as f:
+                    f.write("\n".join([preparse(users[0])] + users[1:]))
+                python = subprocess.run([sys.executable, path], capture_output=True, text=True)
+                status, err, _ = self.run_code(source, lambda text: self.sage_like(
+                    preparse(text).replace("2^3", "Integer(2)**Integer(3)")))
+                self.assertEqual(status, 1)
+                self.assertEqual(err, python.stderr.replace(path, self.FILE))
 
         def ellipsis(text):
             return self.sage_like(text.replace("\\\n", "").replace("[1..3]", "list(range(1, 4))"))
@@ -750,7 +760,12 @@ class RunCodeTest(unittest.TestCase):
                        # compile, of the user's text, warned again).
                        b"x = 1 + \\\n  2\ny = 1if 1 else 2\ndef f():\nreturn 1\n",
                        # An indent expected: one caret, as Python's printer.
-                       b"# c\nx = 1 + \\\n  2\ndef f():\nreturn 1\n"):
+                       b"# c\nx = 1 + \\\n  2\ndef f():\nreturn 1\n",
+                       # Expected at the end of the file: no caret, as
+                       # Python reads a file (issue 33).
+                       b"y = 1\nif y:\n", b"def f():", b"x = 1 + \\\n  2\nif x:  # c\n",
+                       b"y = 2^3\nif y:\n\n\n", b"try:\n  pass\n", b"class A:\n  # c\n",
+                       "s = '\u00e9'\nwhile s:\n".encode("utf-8")):
             with open(path, "wb") as f:
                 f.write(source)
             python = subprocess.run([sys.executable, path], capture_output=True, text=True)
