@@ -56,15 +56,29 @@ launcher.main.main(sys.argv[1:])
 
 
 def without_comment_lines(source):
-    """The source with each line that is only a comment left blank: what
-    is left to compress and compile is code, at its own line numbers."""
+    """The source with each line that is only a comment left blank, and
+    each docstring made empty (the launcher reads none: its lines left
+    blank): what is left to compress and compile is code, at its own line
+    numbers."""
     import io
     import tokenize
     lines = io.StringIO(source).readlines()  # the rows tokenize counts
-    for token in tokenize.generate_tokens(io.StringIO(source).readline):
-        row, column = token.start
+    tokens = list(tokenize.generate_tokens(io.StringIO(source).readline))
+    # The tokens that count, for a string's neighbours.
+    code = [t.type for t in tokens if t.type not in (tokenize.NL, tokenize.COMMENT)]
+    at = -1  # token's index in code
+    for token in tokens:
+        (row, column), (end_row, end_column) = token.start, token.end
         if token.type == tokenize.COMMENT and not lines[row - 1][:column].strip():
             lines[row - 1] = "\n"
+        if token.type in (tokenize.NL, tokenize.COMMENT):
+            continue
+        at += 1
+        # A string that is a statement of its own: a docstring, or no-op.
+        if token.type == tokenize.STRING and code[at + 1] == tokenize.NEWLINE and (
+                at == 0 or code[at - 1] in (tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT)):
+            lines[row - 1] = lines[row - 1][:column] + '""' + lines[end_row - 1][end_column:]
+            lines[row:end_row] = ["\n"] * (end_row - row)
     return "".join(lines)
 
 
