@@ -35,6 +35,8 @@ INTERRUPT_GRACE_MS = 2000
 CPU_LOOK_MS = 100
 FROZEN_LOOK_MS = 200
 MAX_ESCAPES = 3
+# The longest word on the done pipe (child.done_word) kept unended.
+MAX_WORD = 32
 # How long an orphan of the call waits to be reaped, at most, while the
 # call runs. This process is the namespace's init and takes every orphan,
 # but it catches no signal (parent.py), so SIGCHLD does not wake it: it
@@ -102,13 +104,25 @@ class CellWatch:
         return None, wait_ms
 
 
-def done_words(data):
-    """What one read of the done pipe says: whether a session's code began
-    (child.BEGUN), and the first status in it (or None). The pipe is in
-    the code's reach: what is neither is not taken for either."""
-    words = data.split()
-    status = next((s for s in map(parse_status, words) if s is not None), None)
-    return child.BEGUN in words, status
+def done_words(data, call_number):
+    """What the done pipe's words in data (child.done_word) say of the
+    child's call CALL_NUMBER: whether its code began (child.BEGUN), its
+    status (the first; or None), and the end of data that no newline has
+    ended yet, to be read again before the pipe's next bytes (a word is
+    whole once its newline came). The pipe is in the code's reach: what is
+    no word, and a word of another call (one the code, or a thread it left
+    running, wrote late), is taken for neither."""
+    whole, _, unended = data.rpartition(b"\n")
+    began, status = False, None
+    for word in whole.split():
+        what, _, number = word.rpartition(b":")
+        if number != b"%d" % call_number:
+            continue
+        if what == child.BEGUN:
+            began = True
+        elif status is None:
+            status = parse_status(what)
+    return began, status, unended[-MAX_WORD:]
 
 
 def interrupt(pid):
@@ -281,6 +295,8 @@ class Launcher:
         self.call_w = self.pipes.call[1]
         self.child_status = None
         self.cpu_used = 0.0
+        self.call_number = 0  # the child's calls so far (child.done_word)
+        self.done_unended = b""  # the done pipe's bytes of a word to come
 
     def close_child_pipes(self):
         for fd in list(self.streams) + [self.call_w, self.pipes.done[0], self.stdin_w,
@@ -553,6 +569,7 @@ class Launcher:
         # The code begins: the host holds the call to its CPU share from
         # here (cpugroup.c), not for the warm-up step before it.
         self.writer.send(b"B")
+        self.call_number += 1
         try:
             write_all(self.call_w, child.encode_call(call.cpu_seconds, call.argv, call.code,
                                                            call.display_flags, call.first_show,
@@ -606,10 +623,11 @@ class Launcher:
                 elif fd == self.pipes.done[0]:
                     # A session's code began, or the code ended; the end of
                     # the pipe is the child's own, which reap() tells.
-                    data = os.read(fd, 64)
+                    data = os.read(fd, 4096)
                     if not data:
                         self.poller.unregister(fd)
-                    began, cell_status = done_words(data)
+                    began, cell_status, self.done_unended = done_words(
+                        self.done_unended + data, self.call_number)
                     if watch and began:
                         watch.began = True
                     if cell_status is not None:
@@ -763,7 +781,8 @@ class Launcher:
             # for; and a kill that came meanwhile (kill_the_rest, for the
             # files that come back) is not its end, as end_serial_call's.
             # The pipe is in the code's reach: a status the code writes
-            # there ends its call as its own exit would at that moment,
+            # there in the child's words (child.done_word) ends its call
+            # as its own exit would at that moment,
             # and nothing more (what it prints after is lost, as after
             # os._exit; the host's limits and verdicts are its own).
             status = cell_status << 8

@@ -6,8 +6,8 @@
 # launcher and its child"): the call pipe brings each call as a header
 # (">IIIII": its CPU seconds, its display flags, the number of the first
 # image it shows, the length of its arguments, the length of its code, its
-# random seed or -1) and those bytes; the done pipe takes "STATUS\n" after
-# each cell of a session, and the child waits for the next call, or (once,
+# random seed or -1) and those bytes; the done pipe takes "STATUS:N\n" after
+# each cell of a session (N: the call's number, done_word), and the child waits for the next call, or (once,
 # serial) just before the child exits with that status. The code's stdin,
 # stdout and stderr are three more pipes, relayed by the launcher.
 import fcntl
@@ -26,6 +26,15 @@ CALL_HEADER = struct.Struct(">IIIIIq")
 DISPLAY_LAST, FILES_BACK, LATEX = 1, 2, 4
 # A session's child's word on the done pipe: the cell's code begins.
 BEGUN = b"B"
+
+
+def done_word(what, call_number):
+    """A word on the done pipe: BEGUN or a status, of the child's call
+    CALL_NUMBER (1, 2, ...: a session's cells): the pipe is in the code's
+    reach, and what the code, or a thread it left running, wrote there in
+    an earlier call is then no word of this one (calls.done_words). A
+    newline before it ends what the code left unended there."""
+    return b"\n%s:%d\n" % (what, call_number)
 
 MISSING_FILE_NOTE = (
     "note: the sandbox holds only this code, the image's packages and the files\n"
@@ -1520,6 +1529,7 @@ def child_main(pipes, handlers, namespace, preparse_file, session, stale=()):
     # there, warm or cold. Where one cannot move, it stays.
     call, done = move_to_top([call, done])
     first_call = True
+    call_number = 0
     me = os.getpid()
 
     def began():
@@ -1527,7 +1537,7 @@ def child_main(pipes, handlers, namespace, preparse_file, session, stale=()):
         # (calls.CellWatch): from here, its SIGINT is the code's.
         cell_begins()
         try:
-            os.write(done, BEGUN + b"\n")
+            os.write(done, done_word(BEGUN, call_number))
         except OSError:
             pass
 
@@ -1551,6 +1561,7 @@ def child_main(pipes, handlers, namespace, preparse_file, session, stale=()):
             atexit._clear()
             tell_in_users_lines()
         cpu_seconds, argv, code, flags, first_show, seed = got
+        call_number += 1
         if seed is not None:
             reseed(seed)
         display.configure(bool(flags & FILES_BACK), bool(flags & LATEX), first_show)
@@ -1607,13 +1618,13 @@ def child_main(pipes, handlers, namespace, preparse_file, session, stale=()):
             # the launcher waits for it.
             if done >= 0 and status >= 0:
                 try:
-                    os.write(done, b"%d\n" % status)
+                    os.write(done, done_word(b"%d" % status, call_number))
                 except OSError:
                     pass
             leave(status)
         while True:
             try:
-                os.write(done, b"%d\n" % status)
+                os.write(done, done_word(b"%d" % status, call_number))
                 break
             except KeyboardInterrupt:
                 continue

@@ -301,6 +301,37 @@ sched_setaffinity Operation not permitted"
 }
 
 # bats test_tags=any-sage
+@test "reuse - what a session's cell writes on the launcher's done pipe, in another call's words or none, ends no cell" {
+	calls=$BATS_TEST_TMPDIR/calls.json
+	python3 - >"$calls" <<-'EOF'
+	import json
+	# Old words, no words, an unended one, and a late thread's: before
+	# issue 33 the first ended this cell, the rest the next one at once.
+	stale = r'''import os, stat, threading, time
+	def scribble():
+	    for fd in range(3, 1024):
+	        try:
+	            if stat.S_ISFIFO(os.fstat(fd).st_mode):
+	                os.write(fd, b"0\n1\nB\nB:0\n3:0\njunk")
+	        except OSError:
+	            pass
+	scribble()
+	threading.Thread(target=lambda: (time.sleep(float(0.2)), scribble()), daemon=True).start()
+	time.sleep(float(0.5))
+	print("one")'''
+	later = "import time\ntime.sleep(float(0.5))\nprint('two')"
+	run = lambda code: {"name": "run_sagemath", "arguments": {"code": code, "session": "s", "timeout_seconds": 20}}
+	print(json.dumps([run(stale), run(later)]))
+	EOF
+	local out
+	out=$(timeout 120 python3 "$BATS_TEST_DIRNAME/mcp-calls.py" "$SAGE_SANDBOX" "$calls" 2>"$BATS_TEST_TMPDIR/stderr")
+	printf '# %s\n' "$out" >&3
+	expect_match "$(sed -n 1p <<<"$out")" '"exit_code": 0, .*"stdout": "one\\n"'
+	expect_match "$(sed -n 2p <<<"$out")" '"exit_code": 0, .*"stdout": "two\\n"'
+	expect_equal "$(sed -n 3p <<<"$out")" '{"exit": 0}'
+}
+
+# bats test_tags=any-sage
 @test "reuse - the MCP server outlives sessions that end by idling out and with the input, after calls that brought files back" {
 	calls=$BATS_TEST_TMPDIR/calls.json
 	python3 - >"$calls" <<-'EOF'

@@ -9,7 +9,7 @@ import signal
 import stat
 import unittest
 
-from launcher import calls
+from launcher import calls, child
 from launcher.frames import ProtocolError
 
 from .support import as_root, snapshot, temporary_directory, write_file
@@ -33,14 +33,28 @@ class ParseStatusTest(unittest.TestCase):
 
 class DoneWordsTest(unittest.TestCase):
     def test_a_begin_and_a_status_in_one_read(self):
-        self.assertEqual(calls.done_words(b"B\n0\n"), (True, 0))
-        self.assertEqual(calls.done_words(b"B\n"), (True, None))
-        self.assertEqual(calls.done_words(b"3\n"), (False, 3))
+        self.assertEqual(calls.done_words(b"\nB:1\n\n0:1\n", 1), (True, 0, b""))
+        self.assertEqual(calls.done_words(b"\nB:2\n", 2), (True, None, b""))
+        self.assertEqual(calls.done_words(b"\n3:1\n", 1), (False, 3, b""))
+        self.assertEqual(calls.done_words(
+            child.done_word(child.BEGUN, 7) + child.done_word(b"9", 7), 7), (True, 9, b""))
 
     def test_what_the_code_wrote_there_is_neither(self):
-        self.assertEqual(calls.done_words(b"junk B 300 -1 7 8\n"), (True, 7))
-        self.assertEqual(calls.done_words(b"\n"), (False, None))
-        self.assertEqual(calls.done_words(b""), (False, None))
+        self.assertEqual(calls.done_words(b"junk B:1 300:1 -1:1 7:1 8:1\n", 1), (True, 7, b""))
+        self.assertEqual(calls.done_words(b"\n", 1), (False, None, b""))
+        self.assertEqual(calls.done_words(b"", 1), (False, None, b""))
+        # A status without the call's number, or an earlier call's: a
+        # session's cell, or a thread it left running, wrote it (issue 33).
+        self.assertEqual(calls.done_words(b"0\nB\n0:1\nB:1\n", 2), (False, None, b""))
+
+    def test_a_word_is_whole_once_its_newline_came(self):
+        began, status, unended = calls.done_words(b"junk\nB:3\n\n0:", 3)
+        self.assertEqual((began, status, unended), (True, None, b"0:"))
+        self.assertEqual(calls.done_words(unended + b"3\n", 3), (False, 0, b""))
+        # What the code left unended is ended by the word's own newline.
+        self.assertEqual(calls.done_words(b"xx" + child.done_word(b"5", 1), 1), (False, 5, b""))
+        # Kept short, whatever the code writes without a newline.
+        self.assertEqual(len(calls.done_words(b"x" * 5000, 1)[2]), calls.MAX_WORD)
 
 
 class CellWatchTest(unittest.TestCase):
