@@ -368,13 +368,19 @@ def users_tree(preparsed, filename, lines_of, text, as_file=False):
                                       filename, "exec", ast.PyCF_ONLY_AST)
     except SyntaxError as e:
         at_end = found_at_end_as_file_reads(e, preparsed, as_file)
+        code_end, users_end = len(code_lines(preparsed)), len(code_lines(text))
+
+        def detected_at(m):
+            # "unterminated string literal (detected at line N)": the
+            # user's N, the last of the lines that code line is made of; at
+            # the code's end (a triple-quoted string), the user's end, past
+            # the blank line the preparser dropped there.
+            n = int(m.group(2))
+            n = users_end if n == code_end else (lines_of or {}).get(n, [n])[-1]
+            return m.group(1) + str(n) + ")"
+        e.msg = DETECTED_AT.sub(detected_at, e.msg)
         if lines_of and e.lineno in lines_of:
             e.lineno = lines_of[e.lineno][0]
-            # "unterminated string literal (detected at line N)": the
-            # user's N too, the last of the lines that code line is made of.
-            e.msg = DETECTED_AT.sub(
-                lambda m: m.group(1) + str(lines_of.get(int(m.group(2)), [m.group(2)])[-1]) + ")",
-                e.msg)
             e.msg = ON_LINE.sub(
                 lambda m: m.group(1) + str(lines_of.get(int(m.group(2)), [m.group(2)])[0]), e.msg)
         if at_end:  # the user's last line (the preparser dropped a blank one)
@@ -1021,6 +1027,10 @@ def as_c_prints(told, value):
             continue
         seen.add(id(each))
         each.__class__ = SyntaxErrorAsCPrints
+        if sys.version_info < (3, 12) and isinstance(exception, (NameError, AttributeError)):
+            suggestion = c_suggestion(exception)
+            if suggestion is not None:
+                each._str += ". Did you mean: '%s'?" % suggestion
         if isinstance(exception, SyntaxError):
             try:
                 each.c_places = c_reads(type(exception), exception.lineno, exception.offset,
@@ -1032,6 +1042,48 @@ def as_c_prints(told, value):
                  (each.__context__, getattr(exception, "__context__", None)),
                  *zip(getattr(each, "exceptions", None) or (),
                       getattr(exception, "exceptions", None) or ())]
+
+
+# Python's own printer, as the launcher found it (the code may replace
+# sys.__excepthook__).
+C_PRINTER = sys.__excepthook__
+
+
+def c_suggestion(exception):
+    """The name Python's own printer (C) suggests after a NameError's or
+    an AttributeError's message (". Did you mean: 'path'?"), or None: the
+    traceback module gives none before 3.12, and C's finder is not
+    exported. C finds it itself: the exception printed alone (no chain,
+    no notes, no traceback), with its name and without. Not for a class
+    of the code's own str(), which would be called twice more."""
+    if not isinstance(type(exception).__str__, type(BaseException.__str__)):
+        return None  # a function of the code's, not a builtin's slot
+    chain = (exception.__cause__, exception.__context__, exception.__suppress_context__)
+    notes, name = getattr(exception, "__notes__", _MISSING), exception.name
+    saved = sys.stderr
+
+    def printed():
+        sys.stderr = io.StringIO()
+        C_PRINTER(type(exception), exception, None)
+        return sys.stderr.getvalue()
+    try:
+        exception.__cause__ = exception.__context__ = None
+        if notes is not _MISSING:
+            del exception.__notes__
+        told = printed()
+        exception.name = None
+        plain = printed()
+    except Exception:
+        return None
+    finally:
+        sys.stderr = saved
+        exception.__cause__, exception.__context__, exception.__suppress_context__ = chain
+        exception.name = name
+        if notes is not _MISSING:
+            exception.__notes__ = notes
+    said = re.fullmatch(r"\. Did you mean: '(.*)'\?\n", told[len(plain) - 1:], re.S) \
+        if told.startswith(plain[:-1]) else None
+    return said.group(1) if said else None
 
 
 def c_reads(kind, lineno, offset, end_lineno, end_offset):

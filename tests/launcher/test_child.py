@@ -765,7 +765,11 @@ class RunCodeTest(unittest.TestCase):
                        # Python reads a file (issue 33).
                        b"y = 1\nif y:\n", b"def f():", b"x = 1 + \\\n  2\nif x:  # c\n",
                        b"y = 2^3\nif y:\n\n\n", b"try:\n  pass\n", b"class A:\n  # c\n",
-                       "s = '\u00e9'\nwhile s:\n".encode("utf-8")):
+                       "s = '\u00e9'\nwhile s:\n".encode("utf-8"),
+                       # A triple-quoted string open at the end, detected at
+                       # the file's end, past blank lines the preparser drops.
+                       b"x = 1\ns = '''abc\n\n", b"s = '''abc\n\n\n\n", b"s = '''abc",
+                       b"x = 1 + \\\n  2\ns = '''abc\n\n"):
             with open(path, "wb") as f:
                 f.write(source)
             python = subprocess.run([sys.executable, path], capture_output=True, text=True)
@@ -909,6 +913,47 @@ class RunCodeTest(unittest.TestCase):
             self.assertEqual(ours.getvalue(), err.getvalue(), error.args)
         self.assertIsNot(traceback.TracebackException._format_syntax_error,
                          child.syntax_error_as_c_prints)
+
+    def test_a_name_is_suggested_as_pythons_own_printer_suggests_it(self):
+        # Python 3.11's printer (C) ends a NameError's or AttributeError's
+        # message with ". Did you mean: 'path'?"; its traceback module,
+        # which prints ours, gives none before 3.12 (issue 33: a fresh Sage
+        # showed it, we did not). Compared with the C printer, the frame's
+        # own names (a NameError's) too.
+        class A:
+            value = 1
+
+        class Own(AttributeError):
+            def __str__(self):
+                return "its own"
+
+        def caught(code, **names):
+            try:
+                exec(code, names)
+            except Exception as e:
+                return e
+            self.fail(code)
+
+        def local_name():
+            counter = 1
+            try:
+                return countr + counter  # noqa: F821
+            except NameError as e:
+                return e
+        chained = caught("try:\n    os.pathh\nexcept AttributeError as e:\n"
+                         "    e.add_note('n')\n    A().valeu\n", os=os, A=A)
+        errors = [caught("os.pathh", os=os), caught("A().valeu", A=A), local_name(),
+                  caught("valeuu", value=1), caught("zzzzzz", value=1), caught("{}['x']"),
+                  caught("raise Own(name='valeu', obj=A())", Own=Own, A=A),
+                  caught("raise AttributeError('no name')"), chained]
+        for error in errors:
+            err, ours = io.StringIO(), io.StringIO()
+            with contextlib.redirect_stderr(err):
+                sys.__excepthook__(type(error), error, error.__traceback__)
+            child.print_users_exception(type(error), error, error.__traceback__, ours)
+            self.assertEqual(ours.getvalue(), err.getvalue())
+        self.assertIn("Did you mean: 'value'?", ours.getvalue())
+        self.assertEqual((chained.__context__.__notes__, chained.name), (["n"], "valeu"))
 
     def test_a_flat_sum_of_many_terms_runs_as_python_runs_it(self):
         # compile() of a tree refuses it (RecursionError), from text not.
