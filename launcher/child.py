@@ -806,8 +806,10 @@ def run_code(source, namespace, filename, preparse_file, show_last=False, begin=
     # Telling it may fail too (the code closed stderr, or its exception
     # cannot be printed): the status is the same.
     try:
-        # The first frame is this function: not the user's.
-        shown = tb.tb_next if tb else tb
+        # The first frame is this function: not the user's; nor is any
+        # where every frame is the launcher's (a KeyboardInterrupt its own
+        # thread sent as a session's cell began, raised in began()).
+        shown = None if launchers_own(tb) else tb.tb_next
         if isinstance(value, SyntaxError) and launchers_own(tb):
             # The code's own, from compile(): not one its code raised. Told
             # as compile() gave it where the telling in the user's words
@@ -1472,14 +1474,67 @@ def unblock_signals(held=()):
 
 def cell_begins():
     """A session's cell's code begins: its SIGINT, held since the last
-    cell ended (run_cell), is let through. An interrupt held meanwhile was
-    the last cell's, come as it ended: thrown away. The launcher sends
-    this cell's only once told it began (calls.CellWatch)."""
+    cell ended (run_cell), is let through, to the handlers the cell had
+    (between_cells). An interrupt held meanwhile was the last cell's, come
+    as it ended: thrown away. The launcher sends this cell's only once
+    told it began (calls.CellWatch)."""
     import signal
+    _between_cells.end()
     while signal.SIGINT in signal.sigpending():
         signal.sigtimedwait([signal.SIGINT], 0)
     if not _code_held_sigint:
         signal.pthread_sigmask(signal.SIG_UNBLOCK, [signal.SIGINT])
+
+
+class between_cells:
+    """From a session's cell's end to the next one's begin, a SIGINT does
+    nothing, as a notebook's idle kernel's: the main thread holds it by its
+    mask (run_cell), but a thread the code left running takes one sent to
+    the process (by itself: os.kill(os.getpid(), SIGINT)), and cysignals'
+    handler there has Python raise KeyboardInterrupt in the main thread
+    at its next line, wherever that is: in the launcher's reading of the
+    next call (the session lost) or in its frames (shown in a traceback).
+    So Python's handler for it is one that only clears cysignals' note of
+    the interrupt (which would interrupt the next cell's first sig_on());
+    the C-level action stays the cell's (cysignals', or Python's own where
+    the code set a handler), and both are given back at the begin."""
+
+    def __init__(self):
+        self.kept = None  # (the Python-level handler, the C-level action)
+
+    def begin(self):
+        import ctypes
+        import signal
+        if self.kept is not None:
+            return
+        action = ctypes.create_string_buffer(parent.SIGACTION_BYTES)
+        if parent.libc.sigaction(signal.SIGINT, None, action) != 0:
+            return
+        self.kept = (signal.getsignal(signal.SIGINT), action)
+        signal.signal(signal.SIGINT, self.interrupted)
+        parent.libc.sigaction(signal.SIGINT, action, None)
+
+    def end(self):
+        import signal
+        if self.kept is None:
+            return
+        handler, action = self.kept
+        if not callable(handler) and handler not in (signal.SIG_DFL, signal.SIG_IGN):
+            handler = signal.default_int_handler  # one Python did not set
+        signal.signal(signal.SIGINT, handler)
+        parent.libc.sigaction(signal.SIGINT, action, None)
+        self.kept = None
+
+    @staticmethod
+    def interrupted(sig, frame):
+        try:
+            from cysignals.signals import python_check_interrupt
+            python_check_interrupt(sig, frame)
+        except BaseException:  # its KeyboardInterrupt: the note is cleared
+            pass
+
+
+_between_cells = between_cells()
 
 
 # A session's last cell ended with SIGINT blocked by its own code: the
@@ -1512,6 +1567,7 @@ def run_cell(function, *args):
             if code_held is None:
                 code_held = signal.SIGINT in signal.pthread_sigmask(signal.SIG_BLOCK, [])
             signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGINT])
+            _between_cells.begin()
             _code_held_sigint = code_held
             return status
         except KeyboardInterrupt:

@@ -300,6 +300,52 @@ sched_setaffinity Operation not permitted"
 	expect_equal "$(sed -n 3p <<<"$out")" '{"exit": 0}'
 }
 
+@test "reuse - a SIGINT a session's thread sends between cells does nothing, as in an idle notebook; each cell keeps its own handlers" {
+	calls=$BATS_TEST_TMPDIR/calls.json
+	python3 - >"$calls" <<-'EOF'
+	import json
+	# The thread's SIGINTs come as the next cell arrives (it slept while
+	# the session was stopped): before issue 33 one raised
+	# KeyboardInterrupt in the launcher's frames, or lost the session.
+	# Where they come once the cell began, they are its own interrupt.
+	one = r'''import os, signal, threading, time
+	kept = 7
+	def interrupt():
+	    time.sleep(float(0.3))
+	    for i in range(int(3)):
+	        os.kill(os.getpid(), signal.SIGINT)
+	threading.Thread(target=interrupt, daemon=True).start()
+	print("one", signal.getsignal(signal.SIGINT))'''
+	two = "print('two', signal.getsignal(signal.SIGINT))"
+	# The code's own handler runs in its cells, and is its own again in
+	# the next one.
+	three = r'''signal.signal(signal.SIGINT, lambda s, f: print("mine"))
+	os.kill(os.getpid(), signal.SIGINT)
+	time.sleep(float(0.1))'''
+	four = r'''os.kill(os.getpid(), signal.SIGINT)
+	time.sleep(float(0.1))
+	print("four", kept)'''
+	run = lambda code: {"name": "run_sagemath", "arguments": {"code": code, "session": "s", "timeout_seconds": 20}}
+	print(json.dumps([run(one), 1, run(two), run(three), run(four)]))
+	EOF
+	local out handler
+	out=$(timeout 120 python3 "$BATS_TEST_DIRNAME/mcp-calls.py" "$SAGE_SANDBOX" "$calls" 2>"$BATS_TEST_TMPDIR/stderr")
+	printf '# %s\n' "$out" >&3
+	handler=$(sed -n 1p <<<"$out" | python3 -c 'import json, sys; print(json.load(sys.stdin)["structuredContent"]["stdout"].split(" ", 1)[1], end="")')
+	expect_match "$(sed -n 1p <<<"$out")" '"exit_code": 0, .*"stdout": "one '
+	local two
+	two=$(sed -n 2p <<<"$out" | python3 -c 'import json, sys; r = json.load(sys.stdin)["structuredContent"]; print(r["exit_code"], r["stdout"], r["stderr"], r["session"]["state_kept"])')
+	if [[ $two == "1 "* ]]; then
+		expect_match "$two" $'KeyboardInterrupt\n True$'
+	else
+		expect_equal "$two" "0 two $handler"$'\n'"  True"
+	fi
+	expect_no_match "$two" "launcher"
+	expect_match "$(sed -n 3p <<<"$out")" '"exit_code": 0, .*"stdout": "mine\\n"'
+	expect_match "$(sed -n 4p <<<"$out")" '"exit_code": 0, .*"stdout": "mine\\nfour 7\\n"'
+	expect_equal "$(sed -n 5p <<<"$out")" '{"exit": 0}'
+}
+
 # bats test_tags=any-sage
 @test "reuse - what a session's cell writes on the launcher's done pipe, in another call's words or none, ends no cell" {
 	calls=$BATS_TEST_TMPDIR/calls.json

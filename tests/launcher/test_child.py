@@ -309,6 +309,41 @@ class SessionInterruptThreadsTest(unittest.TestCase):
 
         self.assertEqual(in_child(body), (True, "not interrupted"))
 
+    def test_between_cells_a_sigint_the_codes_thread_sends_does_nothing(self):
+        # The thread takes it (the main thread holds it): without a
+        # handler of the launcher's between cells, Python raised the
+        # KeyboardInterrupt in the main thread, in the launcher's frames
+        # (issue 33). The cell's handlers come back as it begins.
+        def mine(sig, frame):
+            raise KeyboardInterrupt("mine")
+
+        def body():
+            signal.signal(signal.SIGINT, mine)
+            # Started in the cell: SIGINT is not blocked in it.
+            go = threading.Event()
+            thread = threading.Thread(
+                target=lambda: go.wait() and os.kill(os.getpid(), signal.SIGINT))
+            thread.start()
+            child.run_cell(lambda: 0)
+            between = signal.getsignal(signal.SIGINT)
+            try:
+                go.set()
+                thread.join()
+                time.sleep(0.1)
+                outcome = "not interrupted"
+            except KeyboardInterrupt as e:
+                outcome = "interrupted between cells: %s" % e
+            child.cell_begins()
+            back = signal.getsignal(signal.SIGINT) is mine
+            try:
+                os.kill(os.getpid(), signal.SIGINT)
+                time.sleep(1)
+            except KeyboardInterrupt as e:
+                return outcome, between is not mine, back, str(e)
+            return outcome, between is not mine, back, "the cell was not interrupted"
+
+        self.assertEqual(in_child(body), ("not interrupted", True, True, "mine"))
+
 
 def frame_depth():
     """How deep its own frame is: 1 for a thread's first."""
