@@ -475,6 +475,10 @@ def users_syntax_error(error, text, filename, lines_of=None, as_file=False, prep
         told = type(error)(msg, (filename, plain.lineno, plain.offset, plain.text))
         told.end_lineno, told.end_offset = plain.end_lineno, plain.end_offset
         return told
+    if an_f_strings_part(error, lines):
+        # Plain Python fails on the line's Sage first (R.<x> = QQ[]; ...):
+        # the part as the preparser made it, as a fresh Sage quotes it.
+        return error
     offset = end_offset = None
     at = line_of_error(error, lines, group)
     if same and marks_the_same(error, plain, lines, at):
@@ -501,6 +505,11 @@ def an_f_strings_part(error, users):
         0 < error.lineno <= len(users) and error.text.rstrip("\n") != users[error.lineno - 1]
 
 
+# The parser's errors that it finds at the end of the input, past the
+# last line's text, where that is where the statement ends.
+PARSERS_END = re.compile(r"expected (an indented block|'except' or 'finally' block)")
+
+
 def found_at_end_as_file_reads(error, code, as_file):
     """error, from compiling code, as Python reports it where it reads a
     file (as_file): one the parser found at the end of the input (an
@@ -508,10 +517,12 @@ def found_at_end_as_file_reads(error, code, as_file):
     after `try:`) is at column 0 there, where compile() of a string puts
     it past the last line's text; Python's printer then draws no caret.
     (The file's tokenizer counts the column in a buffer it emptied for
-    a line it found none of.) The tokenizer's own "unexpected EOF" is
-    found within a line: the same in both. Returns whether it was so."""
+    a line it found none of.) Only the parser's errors at the end
+    (PARSERS_END): the tokenizer's own ("unindent does not match ...",
+    "unexpected EOF") are found within a line, the same in both. Returns
+    whether it was so."""
     if not as_file or getattr(error, "end_offset", None) != -1 or not error.offset or \
-            error.msg == "unexpected EOF while parsing":
+            not PARSERS_END.match(error.msg or ""):
         return False
     lines = code_lines(code)
     if not lines or error.lineno != len(lines) or \
@@ -1030,7 +1041,7 @@ def as_c_prints(told, value):
         seen.add(id(each))
         each.__class__ = SyntaxErrorAsCPrints
         if sys.version_info < (3, 12) and isinstance(exception, (NameError, AttributeError)):
-            suggestion = c_suggestion(exception)
+            suggestion = c_suggestion(each, exception)
             if suggestion is not None:
                 each._str += ". Did you mean: '%s'?" % suggestion
         if isinstance(exception, SyntaxError):
@@ -1051,41 +1062,52 @@ def as_c_prints(told, value):
 C_PRINTER = sys.__excepthook__
 
 
-def c_suggestion(exception):
+def c_suggestion(told, exception):
     """The name Python's own printer (C) suggests after a NameError's or
     an AttributeError's message (". Did you mean: 'path'?"), or None: the
     traceback module gives none before 3.12, and C's finder is not
-    exported. C finds it itself: the exception printed alone (no chain,
-    no notes, no traceback), with its name and without. Not for a class
-    of the code's own str(), which would be called twice more."""
-    if not isinstance(type(exception).__str__, type(BaseException.__str__)):
-        return None  # a function of the code's, not a builtin's slot
-    chain = (exception.__cause__, exception.__context__, exception.__suppress_context__)
-    notes, name = getattr(exception, "__notes__", _MISSING), exception.name
+    exported. C finds it itself: the exception printed once more, alone
+    (no chain, no notes, its traceback's last frame only, which a
+    NameError's names are looked up in), and the end of what it printed
+    taken (not the message before it: Sage's message of an element's
+    missing attribute is shared, and C's listing of the element's names
+    rewrote it; told's was read before, as C reads it). Only where C
+    looks for one (a name): str() is called once more."""
+    import types
+    if exception.name is None:
+        return None
+    kept = (exception.__cause__, exception.__context__, exception.__suppress_context__,
+            exception.__traceback__, getattr(exception, "__notes__", _MISSING))
     saved = sys.stderr
-
-    def printed():
+    try:
+        last = exception.__traceback__
+        while last is not None and last.tb_next is not None:
+            last = last.tb_next
+        exception.__cause__ = exception.__context__ = None
+        exception.__traceback__ = None if last is None or isinstance(exception, AttributeError) \
+            else types.TracebackType(None, last.tb_frame, last.tb_lasti, last.tb_lineno)
+        if kept[4] is not _MISSING:
+            del exception.__notes__
         sys.stderr = io.StringIO()
         C_PRINTER(type(exception), exception, None)
-        return sys.stderr.getvalue()
-    try:
-        exception.__cause__ = exception.__context__ = None
-        if notes is not _MISSING:
-            del exception.__notes__
-        told = printed()
-        exception.name = None
-        plain = printed()
+        printed = sys.stderr.getvalue()
+        ours = next(told.format_exception_only())
     except Exception:
         return None
     finally:
         sys.stderr = saved
-        exception.__cause__, exception.__context__, exception.__suppress_context__ = chain
-        exception.name = name
-        if notes is not _MISSING:
-            exception.__notes__ = notes
-    said = re.fullmatch(r"\. Did you mean: '(.*)'\?\n", told[len(plain) - 1:], re.S) \
-        if told.startswith(plain[:-1]) else None
-    return said.group(1) if said else None
+        (exception.__cause__, exception.__context__, exception.__suppress_context__,
+         exception.__traceback__) = kept[:4]
+        if kept[4] is not _MISSING:
+            exception.__notes__ = kept[4]
+    said = re.search(r"\. Did you mean: '([^'\n]*)'\?\n\Z", printed)
+    if said is None:
+        return None
+    # A message that itself ends so: C's own is a second one.
+    if ours.endswith(said.group(0)[:-1] + "\n") and \
+            not printed[:said.start()].endswith(said.group(0)[:-1]):
+        return None
+    return said.group(1)
 
 
 def c_reads(kind, lineno, offset, end_lineno, end_offset):
@@ -1736,3 +1758,14 @@ def child_main(pipes, handlers, namespace, preparse_file, session, stale=()):
                 break
             except KeyboardInterrupt:
                 continue
+            except OSError:
+                # The code closed or replaced it (os.closerange(3, ...)):
+                # the session cannot go on, as a notebook's kernel whose
+                # sockets its code closed; said, not left to guess.
+                note = "note: the code closed the session's pipe to sage-sandbox " \
+                    "(descriptor %d); the session ends\n" % done
+                try:
+                    os.write(2, note.encode())
+                except OSError:
+                    pass
+                os._exit(70)

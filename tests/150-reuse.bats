@@ -366,15 +366,18 @@ sched_setaffinity Operation not permitted"
 	time.sleep(float(0.5))
 	print("one")'''
 	later = "import time\ntime.sleep(float(0.5))\nprint('two')"
+	# The pipe closed: the session cannot go on, and says why.
+	closes = "import os\nos.closerange(3, 65536)\nprint('closed')"
 	run = lambda code: {"name": "run_sagemath", "arguments": {"code": code, "session": "s", "timeout_seconds": 20}}
-	print(json.dumps([run(stale), run(later)]))
+	print(json.dumps([run(stale), run(later), run(closes)]))
 	EOF
 	local out
 	out=$(timeout 120 python3 "$BATS_TEST_DIRNAME/mcp-calls.py" "$SAGE_SANDBOX" "$calls" 2>"$BATS_TEST_TMPDIR/stderr")
 	printf '# %s\n' "$out" >&3
 	expect_match "$(sed -n 1p <<<"$out")" '"exit_code": 0, .*"stdout": "one\\n"'
 	expect_match "$(sed -n 2p <<<"$out")" '"exit_code": 0, .*"stdout": "two\\n"'
-	expect_equal "$(sed -n 3p <<<"$out")" '{"exit": 0}'
+	expect_match "$(sed -n 3p <<<"$out")" '"exit_code": 70, .*"stdout": "closed\\n", "stderr": "note: the code closed the session.s pipe to sage-sandbox \(descriptor [0-9]+\); the session ends\\n".*"state_kept": false'
+	expect_equal "$(sed -n 4p <<<"$out")" '{"exit": 0}'
 }
 
 # bats test_tags=any-sage

@@ -673,6 +673,13 @@ class RunCodeTest(unittest.TestCase):
                     preparse(text).replace("2^3", "Integer(2)**Integer(3)")))
                 self.assertEqual(status, 1)
                 self.assertEqual(err, python.stderr.replace(path, self.FILE))
+        # Where plain Python fails on the line's Sage first, the part as the
+        # preparser made it, as a fresh Sage quotes it (attack helper).
+        status, err, _ = self.run_code(b"R.<t> = QQ[]; x = f'{2^3 +}'\n", lambda text: self.sage_like(
+            preparse(text).replace("2^3", "Integer(2)**Integer(3)")))
+        self.assertEqual(err.splitlines(), ['  File "%s", line 1' % self.FILE,
+                                            "    (Integer(_sage_const_2)**Integer(_sage_const_3) +)",
+                                            " " * 53 + "^", "SyntaxError: f-string: invalid syntax"])
 
         def ellipsis(text):
             return self.sage_like(text.replace("\\\n", "").replace("[1..3]", "list(range(1, 4))"))
@@ -804,6 +811,9 @@ class RunCodeTest(unittest.TestCase):
                        # A triple-quoted string open at the end, detected at
                        # the file's end, past blank lines the preparser drops.
                        b"x = 1\ns = '''abc\n\n", b"s = '''abc\n\n\n\n", b"s = '''abc",
+                       # The tokenizer's own, on the last line: its caret
+                       # stays (attack helper).
+                       b"if 1:\n    x = 1\n  y = x\n", b"if 1:\n    x = 1\n  y = 2.5",
                        b"x = 1 + \\\n  2\ns = '''abc\n\n"):
             with open(path, "wb") as f:
                 f.write(source)
@@ -977,7 +987,30 @@ class RunCodeTest(unittest.TestCase):
                 return e
         chained = caught("try:\n    os.pathh\nexcept AttributeError as e:\n"
                          "    e.add_note('n')\n    A().valeu\n", os=os, A=A)
+        class Shared:  # Sage's message of an element's missing attribute
+            said = ["is_prim"]
+
+            def __str__(self):
+                return "no attribute %r" % self.said[0]
+
+        class Element:
+            is_prime = 1
+
+            def __dir__(self):
+                Shared.said[0] = "__dict__"  # as Sage's lookup of it rewrites it
+                return ["is_prime"]
+
+        class Counted:  # a message that changes each time it is read
+            n = 0
+
+            def __str__(self):
+                Counted.n += 1
+                return "call %d" % Counted.n
+        shared = AttributeError(Shared(), name="is_prim", obj=Element())
+        counted = AttributeError(Counted(), name="valeu", obj=A())
+        ends_so = AttributeError("x. Did you mean: 'value'?", name="zzzz", obj=A())
         errors = [caught("os.pathh", os=os), caught("A().valeu", A=A), local_name(),
+                  caught("None.__clas__"), caught("raise e", e=ends_so),
                   caught("valeuu", value=1), caught("zzzzzz", value=1), caught("{}['x']"),
                   caught("raise Own(name='valeu', obj=A())", Own=Own, A=A),
                   caught("raise AttributeError('no name')"), chained]
@@ -988,6 +1021,14 @@ class RunCodeTest(unittest.TestCase):
             child.print_users_exception(type(error), error, error.__traceback__, ours)
             self.assertEqual(ours.getvalue(), err.getvalue())
         self.assertIn("Did you mean: 'value'?", ours.getvalue())
+        # Read once by C as it prints, where ours read it before C read it
+        # for the names; C's own message is not compared (attack helper).
+        for error, told in ((shared, "AttributeError: no attribute 'is_prim'. "
+                                     "Did you mean: 'is_prime'?\n"),
+                            (counted, "AttributeError: call 1. Did you mean: 'value'?\n")):
+            ours = io.StringIO()
+            child.print_users_exception(type(error), error, None, ours)
+            self.assertEqual(ours.getvalue(), told)
         self.assertEqual((chained.__context__.__notes__, chained.name), (["n"], "valeu"))
 
     def test_a_flat_sum_of_many_terms_runs_as_python_runs_it(self):
