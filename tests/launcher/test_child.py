@@ -635,14 +635,19 @@ class RunCodeTest(unittest.TestCase):
                        b"R.<t> = QQ[]\nx = 1 + \\\n  2\ny = 3 3\n",
                        # An error that runs on past its line: marked to the
                        # line's end (reviewer: one caret).
-                       b"R.<t> = QQ[]\nf = (t^2\n  3)\n"):
+                       b"R.<t> = QQ[]\nf = (t^2\n  3)\n",
+                       # An f-string's error: Python 3.11 quotes the part it
+                       # compiled, plain Python's (the user's text), not the
+                       # preparser's (issue 33).
+                       b'a = 1\nx = f"{a b}"\n', b'a = 1\nx = f"{a +}" + f"{2^3}"\n',
+                       b'R.<t> = QQ[]\nx = f"{2^3 +}"\n'):
             with self.subTest(source=source):
                 users = source.decode().split("\n")
                 with open(path, "w") as f:
                     f.write("\n".join([preparse(users[0])] + users[1:]))
                 python = subprocess.run([sys.executable, path], capture_output=True, text=True)
                 status, err, _ = self.run_code(source, lambda text: self.sage_like(
-                    preparse(text).replace("\\\n", "")))
+                    preparse(text).replace("\\\n", "").replace("2^3", "Integer(2)**Integer(3)")))
                 self.assertEqual(status, 1)
                 self.assertEqual(err, python.stderr.replace(path, self.FILE))
         # Plain Python fails on the line, in other words (3.11.2: an invalid
@@ -660,21 +665,9 @@ class RunCodeTest(unittest.TestCase):
                                        lambda text: self.sage_like(preparse(text)))
         self.assertEqual(status, 1)
         self.assertNotIn("^", err.split("R.<t> = QQ[]; y = t +* 2", 1)[1])
-        # An f-string's error: Python 3.11 quotes the part it compiled,
-        # plain Python's (the user's text), not the preparser's (issue 33).
-        for source in (b'a = 1\nx = f"{a b}"\n', b'a = 1\nx = f"{a +}" + f"{2^3}"\n',
-                       b'R.<t> = QQ[]\nx = f"{2^3 +}"\n'):
-            with self.subTest(source=source):
-                users = source.decode().split("\n")
-                with open(path, "w") as f:
-                    f.write("\n".join([preparse(users[0])] + users[1:]))
-                python = subprocess.run([sys.executable, path], capture_output=True, text=True)
-                status, err, _ = self.run_code(source, lambda text: self.sage_like(
-                    preparse(text).replace("2^3", "Integer(2)**Integer(3)")))
-                self.assertEqual(status, 1)
-                self.assertEqual(err, python.stderr.replace(path, self.FILE))
-        # Where plain Python fails on the line's Sage first, the part as the
-        # preparser made it, as a fresh Sage quotes it (attack helper).
+        # An f-string's error where plain Python fails on the line's Sage
+        # first: the part as the preparser made it, as a fresh Sage quotes
+        # it (attack helper).
         status, err, _ = self.run_code(b"R.<t> = QQ[]; x = f'{2^3 +}'\n", lambda text: self.sage_like(
             preparse(text).replace("2^3", "Integer(2)**Integer(3)")))
         self.assertEqual(err.splitlines(), ['  File "%s", line 1' % self.FILE,
