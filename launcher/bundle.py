@@ -55,7 +55,7 @@ launcher.main.main(sys.argv[1:])
 '''
 
 
-def without_comment_lines(source):
+def code_only(source):
     """The source with each line that is only a comment left blank, and
     each docstring made empty (the launcher reads none: its lines left
     blank): what is left to compress and compile is code, at its own line
@@ -74,8 +74,11 @@ def without_comment_lines(source):
         if token.type in (tokenize.NL, tokenize.COMMENT):
             continue
         at += 1
-        # A string that is a statement of its own: a docstring, or no-op.
-        if token.type == tokenize.STRING and code[at + 1] == tokenize.NEWLINE and (
+        # A string that is a statement of its own: a docstring, or no-op
+        # (not an f-string, whose parts may do something: a STRING in 3.11).
+        if token.type == tokenize.STRING and \
+                "f" not in token.string[:token.string.find(token.string[-1])].lower() and \
+                code[at + 1] == tokenize.NEWLINE and (
                 at == 0 or code[at - 1] in (tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT)):
             lines[row - 1] = lines[row - 1][:column] + '""' + lines[end_row - 1][end_column:]
             lines[row:end_row] = ["\n"] * (end_row - row)
@@ -90,7 +93,7 @@ def main(paths):
             continue
         with open(path) as f:
             sources["launcher" if name == "__init__" else "launcher." + name] = \
-                without_comment_lines(f.read())
+                code_only(f.read())
     # Base64, whose decoder is C: base85's is Python, 5-8 ms of every
     # container's start (importlib.abc, which the finder no longer
     # derives from, cost another 12 ms: it imports importlib.resources).

@@ -781,10 +781,10 @@ class Launcher:
             # for; and a kill that came meanwhile (kill_the_rest, for the
             # files that come back) is not its end, as end_serial_call's.
             # The pipe is in the code's reach: a status the code writes
-            # there in the child's words (child.done_word) ends its call
-            # as its own exit would at that moment,
-            # and nothing more (what it prints after is lost, as after
-            # os._exit; the host's limits and verdicts are its own).
+            # there in the child's words (child.done_word) ends its call as
+            # its own exit would at that moment, and nothing more (what it
+            # prints after is lost, as after os._exit; the host's limits
+            # and verdicts are its own).
             status = cell_status << 8
         if session_goes_on:
             trailer.update({"exit": cell_status, "container": "kept"})

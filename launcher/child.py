@@ -6,10 +6,11 @@
 # launcher and its child"): the call pipe brings each call as a header
 # (">IIIII": its CPU seconds, its display flags, the number of the first
 # image it shows, the length of its arguments, the length of its code, its
-# random seed or -1) and those bytes; the done pipe takes "STATUS:N\n" after
-# each cell of a session (N: the call's number, done_word), and the child waits for the next call, or (once,
-# serial) just before the child exits with that status. The code's stdin,
-# stdout and stderr are three more pipes, relayed by the launcher.
+# random seed or -1) and those bytes; the done pipe takes words (done_word):
+# "B" as a session's cell begins, and its STATUS after each cell, when the
+# child waits for the next call, or (once, serial) just before the child
+# exits with that status. The code's stdin, stdout and stderr are three
+# more pipes, relayed by the launcher.
 import fcntl
 import io
 import os
@@ -35,6 +36,7 @@ def done_word(what, call_number):
     an earlier call is then no word of this one (calls.done_words). A
     newline before it ends what the code left unended there."""
     return b"\n%s:%d\n" % (what, call_number)
+
 
 MISSING_FILE_NOTE = (
     "note: the sandbox holds only this code, the image's packages and the files\n"
@@ -372,11 +374,14 @@ def users_tree(preparsed, filename, lines_of, text, as_file=False):
 
         def detected_at(m):
             # "unterminated string literal (detected at line N)": the
-            # user's N, the last of the lines that code line is made of; at
-            # the code's end (a triple-quoted string), the user's end, past
+            # user's N, the last of the lines that code line is made of; a
+            # triple-quoted string's at the code's end, the user's end, past
             # the blank line the preparser dropped there.
             n = int(m.group(2))
-            n = users_end if n == code_end else (lines_of or {}).get(n, [n])[-1]
+            if n == code_end and e.msg.startswith("unterminated triple-quoted"):
+                n = users_end
+            else:
+                n = (lines_of or {}).get(n, [n])[-1]
             return m.group(1) + str(n) + ")"
         e.msg = DETECTED_AT.sub(detected_at, e.msg)
         if lines_of and e.lineno in lines_of:
@@ -519,8 +524,9 @@ def found_at_end_as_file_reads(error, code, as_file):
     (The file's tokenizer counts the column in a buffer it emptied for
     a line it found none of.) Only the parser's errors at the end
     (PARSERS_END): the tokenizer's own ("unindent does not match ...",
-    "unexpected EOF") are found within a line, the same in both. Returns
-    whether it was so."""
+    "unexpected EOF") stay as compile() gives them, found within a line
+    (not so for a last line that is a lone backslash, which python3
+    marks at column 0: left as it was). Returns whether it was so."""
     if not as_file or getattr(error, "end_offset", None) != -1 or not error.offset or \
             not PARSERS_END.match(error.msg or ""):
         return False
@@ -1029,7 +1035,8 @@ def syntax_error_as_c_prints(self, stype):
 
 def as_c_prints(told, value):
     """told (a traceback.TracebackException of value) and those chained to
-    it, their syntax errors printed by C's rules (syntax_error_as_c_prints):
+    it, their suggested names added as C adds them (c_suggestion, before
+    3.12), their syntax errors printed by C's rules (syntax_error_as_c_prints):
     each made one that does (its own class, not the module's, which other
     threads print with meanwhile), with the places of its exception as C
     reads them (c_reads; the module keeps them as strings)."""
@@ -1041,7 +1048,7 @@ def as_c_prints(told, value):
         seen.add(id(each))
         each.__class__ = SyntaxErrorAsCPrints
         if sys.version_info < (3, 12) and isinstance(exception, (NameError, AttributeError)):
-            suggestion = c_suggestion(each, exception)
+            suggestion = c_suggestion(exception)
             if suggestion is not None:
                 each._str += ". Did you mean: '%s'?" % suggestion
         if isinstance(exception, SyntaxError):
@@ -1057,57 +1064,111 @@ def as_c_prints(told, value):
                       getattr(exception, "exceptions", None) or ())]
 
 
-# Python's own printer, as the launcher found it (the code may replace
-# sys.__excepthook__).
-C_PRINTER = sys.__excepthook__
+# Python 3.11's finder of a name to suggest (Python/suggestions.c), as C
+# runs it: at most this many names looked at, names compared by their
+# UTF-8 bytes up to this long, a move costing 2 and a change of case 1.
+SUGGEST_MAX_NAMES = 750
+SUGGEST_MAX_BYTES = 40
+MOVE_COST, CASE_COST = 2, 1
 
 
-def c_suggestion(told, exception):
-    """The name Python's own printer (C) suggests after a NameError's or
-    an AttributeError's message (". Did you mean: 'path'?"), or None: the
-    traceback module gives none before 3.12, and C's finder is not
-    exported. C finds it itself: the exception printed once more, alone
-    (no chain, no notes, its traceback's last frame only, which a
-    NameError's names are looked up in), and the end of what it printed
-    taken (not the message before it: Sage's message of an element's
-    missing attribute is shared, and C's listing of the element's names
-    rewrote it; told's was read before, as C reads it). Only where C
-    looks for one (a name): str() is called once more."""
-    import types
-    if exception.name is None:
-        return None
-    kept = (exception.__cause__, exception.__context__, exception.__suppress_context__,
-            exception.__traceback__, getattr(exception, "__notes__", _MISSING))
-    saved = sys.stderr
+def c_suggestion(exception):
+    """The name Python's own printer (C, 3.11) suggests after a NameError's
+    or an AttributeError's message (". Did you mean: 'path'?"), or None:
+    the traceback module gives none before 3.12, and C's finder is not
+    exported, so this is its rules: an AttributeError's object's dir(); a
+    NameError's frame (its traceback's last) and that frame's local
+    names, then its globals, then its builtins; of those classes exactly. Nothing of the exception
+    is changed, and its message is not read again."""
+    if type(exception) not in (AttributeError, NameError):
+        return None  # C's rule: the classes themselves, no subclass
     try:
+        name = exception.name
+        if type(name) is not str:
+            return None
+        if type(exception) is AttributeError:
+            # (None is also what an object C was not given reads as: the
+            # None's attributes, for which an error names None, win.)
+            return closest(dir(exception.obj), name)
         last = exception.__traceback__
-        while last is not None and last.tb_next is not None:
+        if last is None:
+            return None
+        while last.tb_next is not None:
             last = last.tb_next
-        exception.__cause__ = exception.__context__ = None
-        exception.__traceback__ = None if last is None or isinstance(exception, AttributeError) \
-            else types.TracebackType(None, last.tb_frame, last.tb_lasti, last.tb_lineno)
-        if kept[4] is not _MISSING:
-            del exception.__notes__
-        sys.stderr = io.StringIO()
-        C_PRINTER(type(exception), exception, None)
-        printed = sys.stderr.getvalue()
-        ours = next(told.format_exception_only())
+        frame = last.tb_frame
+        for names in (frame.f_code.co_varnames, frame.f_globals, frame.f_builtins):
+            found = closest(list(names), name)
+            if found is not None:
+                return found
     except Exception:
+        pass
+    return None
+
+
+def closest(names, name):
+    """The name of names nearest to name as suggestions.c measures it, or
+    None: none near enough (a third of the bytes involved changed at
+    most), or too many names to look at."""
+    if len(names) >= SUGGEST_MAX_NAMES:
         return None
-    finally:
-        sys.stderr = saved
-        (exception.__cause__, exception.__context__, exception.__suppress_context__,
-         exception.__traceback__) = kept[:4]
-        if kept[4] is not _MISSING:
-            exception.__notes__ = kept[4]
-    said = re.search(r"\. Did you mean: '([^'\n]*)'\?\n\Z", printed)
-    if said is None:
-        return None
-    # A message that itself ends so: C's own is a second one.
-    if ours.endswith(said.group(0)[:-1] + "\n") and \
-            not printed[:said.start()].endswith(said.group(0)[:-1]):
-        return None
-    return said.group(1)
+    wrong = name.encode("utf-8", "surrogatepass")
+    best, best_distance = None, sys.maxsize
+    for candidate in names:
+        if type(candidate) is not str or candidate == name:
+            continue
+        right = candidate.encode("utf-8", "surrogatepass")
+        most = min((len(wrong) + len(right) + 3) * MOVE_COST // 6, best_distance - 1)
+        distance = levenshtein(wrong, right, most)
+        if distance <= most and (best is None or distance < best_distance):
+            best, best_distance = candidate, distance
+    return best
+
+
+def levenshtein(a, b, most):
+    """suggestions.c's distance of two byte strings, or most + 1 where it
+    is more than most."""
+    if a == b:
+        return 0
+    while a and b and a[0] == b[0]:
+        a, b = a[1:], b[1:]
+    while a and b and a[-1] == b[-1]:
+        a, b = a[:-1], b[:-1]
+    if not a or not b:
+        return (len(a) + len(b)) * MOVE_COST
+    if len(a) > SUGGEST_MAX_BYTES or len(b) > SUGGEST_MAX_BYTES:
+        return most + 1
+    if len(b) < len(a):
+        a, b = b, a
+    if (len(b) - len(a)) * MOVE_COST > most:
+        return most + 1
+    row = [MOVE_COST * (i + 1) for i in range(len(a))]
+    result = 0
+    for b_index, code in enumerate(b):
+        distance = result = b_index * MOVE_COST
+        minimum = sys.maxsize
+        for index, other in enumerate(a):
+            substitute = distance + substitution_cost(code, other)
+            distance = row[index]
+            result = min(min(result, distance) + MOVE_COST, substitute)
+            row[index] = result
+            minimum = min(minimum, result)
+        if minimum > most:
+            return most + 1
+    return result
+
+
+def substitution_cost(a, b):
+    """suggestions.c's cost of one byte for another: none, a change of
+    ASCII case, or a move."""
+    if a & 31 != b & 31:
+        return MOVE_COST
+    if a == b:
+        return 0
+    if 65 <= a <= 90:
+        a += 32
+    if 65 <= b <= 90:
+        b += 32
+    return CASE_COST if a == b else MOVE_COST
 
 
 def c_reads(kind, lineno, offset, end_lineno, end_offset):
@@ -1524,28 +1585,38 @@ class between_cells:
     def __init__(self):
         self.kept = None  # (the Python-level handler, the C-level action)
 
+    # (Each step in a try: the code may have changed the signal module;
+    # the launcher's session must not fail for it.)
     def begin(self):
         import ctypes
         import signal
         if self.kept is not None:
             return
-        action = ctypes.create_string_buffer(parent.SIGACTION_BYTES)
-        if parent.libc.sigaction(signal.SIGINT, None, action) != 0:
-            return
-        self.kept = (signal.getsignal(signal.SIGINT), action)
-        signal.signal(signal.SIGINT, self.interrupted)
-        parent.libc.sigaction(signal.SIGINT, action, None)
+        try:
+            action = ctypes.create_string_buffer(parent.SIGACTION_BYTES)
+            if parent.libc.sigaction(signal.SIGINT, None, action) != 0:
+                return
+            self.kept = (signal.getsignal(signal.SIGINT), action)
+            signal.signal(signal.SIGINT, self.interrupted)
+        except Exception:
+            pass
+        finally:
+            if self.kept is not None:
+                parent.libc.sigaction(signal.SIGINT, self.kept[1], None)
 
     def end(self):
         import signal
         if self.kept is None:
             return
         handler, action = self.kept
-        if not callable(handler) and handler not in (signal.SIG_DFL, signal.SIG_IGN):
-            handler = signal.default_int_handler  # one Python did not set
-        signal.signal(signal.SIGINT, handler)
-        parent.libc.sigaction(signal.SIGINT, action, None)
         self.kept = None
+        try:
+            if not callable(handler) and handler not in (signal.SIG_DFL, signal.SIG_IGN):
+                handler = signal.default_int_handler  # one Python did not set
+            signal.signal(signal.SIGINT, handler)
+        except Exception:
+            pass
+        parent.libc.sigaction(signal.SIGINT, action, None)
 
     @staticmethod
     def interrupted(sig, frame):

@@ -353,9 +353,9 @@ sched_setaffinity Operation not permitted"
 	import json
 	# Old words, no words, an unended one, and a late thread's: before
 	# issue 33 the first ended this cell, the rest the next one at once.
-	stale = r'''import os, stat, threading, time
+	stale = r'''import os, resource, stat, threading, time
 	def scribble():
-	    for fd in range(3, 1024):
+	    for fd in range(3, resource.getrlimit(resource.RLIMIT_NOFILE)[0]):
 	        try:
 	            if stat.S_ISFIFO(os.fstat(fd).st_mode):
 	                os.write(fd, b"0\n1\nB\nB:0\n3:0\njunk")

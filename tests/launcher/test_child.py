@@ -804,6 +804,9 @@ class RunCodeTest(unittest.TestCase):
                        # A triple-quoted string open at the end, detected at
                        # the file's end, past blank lines the preparser drops.
                        b"x = 1\ns = '''abc\n\n", b"s = '''abc\n\n\n\n", b"s = '''abc",
+                       # A string of one line is detected at its own line
+                       # (reviewer).
+                       b"s = 'abc\n\n", b"x = 1\ns = 'abc\n\n",
                        # The tokenizer's own, on the last line: its caret
                        # stays (attack helper).
                        b"if 1:\n    x = 1\n  y = x\n", b"if 1:\n    x = 1\n  y = 2.5",
@@ -1007,13 +1010,27 @@ class RunCodeTest(unittest.TestCase):
                   caught("valeuu", value=1), caught("zzzzzz", value=1), caught("{}['x']"),
                   caught("raise Own(name='valeu', obj=A())", Own=Own, A=A),
                   caught("raise AttributeError('no name')"), chained]
+        # C's finder's rules (our own port of them): case, non-ASCII
+        # names, long ones, a third changed at most, ties, too many names.
+        import random
+        pick = random.Random(7)
+        pool = ["value", "Value", "valu", "vaule", "\u00fcber", "uber", "x" * 45, "x" * 44 + "y",
+                "counter", "count", "Counter", "a", "ab", "abc", "print_", "lenn", "_hidden"]
+        for wrong in pool + ["valeu", "VALUE", "ubr", "x" * 46, "coutner", "b", "prnt", "len_"]:
+            names = dict.fromkeys(pick.sample([n for n in pool if n != wrong], 8), 1)
+            errors.append(caught(wrong, **names))
+            errors.append(caught("o." + wrong, o=type("O", (), names)()))
+        errors.append(caught("valeu", **{"v%d" % i: 1 for i in range(800)}, value=1))
+        errors.append(caught("def f():\n    value = valeu\n    valeu = 1\nf()"))
+        suggested = 0
         for error in errors:
             err, ours = io.StringIO(), io.StringIO()
             with contextlib.redirect_stderr(err):
                 sys.__excepthook__(type(error), error, error.__traceback__)
             child.print_users_exception(type(error), error, error.__traceback__, ours)
             self.assertEqual(ours.getvalue(), err.getvalue())
-        self.assertIn("Did you mean: 'value'?", ours.getvalue())
+            suggested += "Did you mean" in ours.getvalue()
+        self.assertGreater(suggested, 20)
         # Read once by C as it prints, where ours read it before C read it
         # for the names; C's own message is not compared (attack helper).
         for error, told in ((shared, "AttributeError: no attribute 'is_prim'. "
