@@ -1108,13 +1108,15 @@ def c_suggestion(exception):
 def closest(names, name):
     """The name of names nearest to name as suggestions.c measures it, or
     None: none near enough (a third of the bytes involved changed at
-    most), or too many names to look at."""
+    most), too many names to look at, or one that is no str (C gives up)."""
     if len(names) >= SUGGEST_MAX_NAMES:
         return None
     wrong = name.encode("utf-8", "surrogatepass")
     best, best_distance = None, sys.maxsize
     for candidate in names:
-        if type(candidate) is not str or candidate == name:
+        if not isinstance(candidate, str):
+            return None
+        if candidate == name:
             continue
         right = candidate.encode("utf-8", "surrogatepass")
         most = min((len(wrong) + len(right) + 3) * MOVE_COST // 6, best_distance - 1)

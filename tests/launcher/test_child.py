@@ -1031,6 +1031,17 @@ class RunCodeTest(unittest.TestCase):
             self.assertEqual(ours.getvalue(), err.getvalue())
             suggested += "Did you mean" in ours.getvalue()
         self.assertGreater(suggested, 20)
+        # A name that is no str: C gives up (3.11.7's printer, given this,
+        # aborts: not compared).
+        weird = {"value": 1}
+        weird[5] = 2
+        try:
+            exec("valeu", weird)
+        except NameError as e:
+            error = e
+        ours = io.StringIO()
+        child.print_users_exception(NameError, error, None, ours)
+        self.assertEqual(ours.getvalue(), "NameError: name 'valeu' is not defined\n")
         # Read once by C as it prints, where ours read it before C read it
         # for the names; C's own message is not compared (attack helper).
         for error, told in ((shared, "AttributeError: no attribute 'is_prim'. "
