@@ -823,10 +823,14 @@ def run_code(source, namespace, filename, preparse_file, show_last=False, begin=
     # Telling it may fail too (the code closed stderr, or its exception
     # cannot be printed): the status is the same.
     try:
-        # The first frame is this function: not the user's; nor is any
-        # where every frame is the launcher's (a KeyboardInterrupt its own
-        # thread sent as a session's cell began, raised in began()).
-        shown = None if launchers_own(tb) else tb.tb_next
+        # The first frames are this module's: not the user's (this
+        # function's; began()'s, where a KeyboardInterrupt the code's own
+        # thread sent comes as a session's cell begins: then the handler's
+        # frame, cysignals', is the first shown, as it is where one comes
+        # at the code's first line).
+        shown = tb
+        while shown is not None and shown.tb_frame.f_globals is globals():
+            shown = shown.tb_next
         if isinstance(value, SyntaxError) and launchers_own(tb):
             # The code's own, from compile(): not one its code raised. Told
             # as compile() gave it where the telling in the user's words

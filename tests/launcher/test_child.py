@@ -396,6 +396,26 @@ class RunCodeTest(unittest.TestCase):
             status, err, _ = self.run_code(source, show_last=show_last)
         return out.getvalue(), status, err
 
+    def test_an_interrupt_as_the_code_begins_shows_no_frame_of_the_launchers(self):
+        # A session's thread's SIGINT may come as the cell begins, in the
+        # launcher's began(): its handler's frame is the first shown (the
+        # CI run of f067ff5 showed began()'s).
+        import functools
+
+        def handler():  # cysignals' python_check_interrupt, here
+            raise KeyboardInterrupt
+        namespace = {"__name__": "__main__", "__builtins__": __builtins__}
+        self.addCleanup(linecache.cache.pop, self.FILE, None)
+        err = io.StringIO()
+        with contextlib.redirect_stderr(err):
+            status = child.run_code(b"print(1)\n", namespace, self.FILE, identity,
+                                    begin=functools.partial(child.at_code_depth, handler))
+        self.assertEqual(status, child.DIES_OF_SIGINT)
+        lines = err.getvalue().splitlines()
+        self.assertEqual((lines[0], lines[-1]), ("Traceback (most recent call last):",
+                                                 "KeyboardInterrupt"))
+        self.assertTrue(lines[1].endswith(", in handler"), lines)
+
     def test_the_last_expression_is_shown_when_asked(self):
         self.assertEqual(self.shown(b"x = 2\nx * 21\n"), ("42\n", 0, ""))
         self.assertEqual(self.shown(b"x = 2\nx * 21\n", show_last=False), ("", 0, ""))
