@@ -743,11 +743,15 @@ def launchers_own(tb):
     """Every frame of the traceback (if any) is this module's: no frame of
     the code's (an error of the launcher's own compile(), not one the code
     raised; a builtin atexit handler's, raised in the frame that ran it)."""
-    while tb is not None:
-        if tb.tb_frame.f_globals is not globals():
-            return False
+    return past_launchers_own(tb) is None
+
+
+def past_launchers_own(tb):
+    """The traceback from its first frame that is not this module's (None:
+    there is none)."""
+    while tb is not None and tb.tb_frame.f_globals is globals():
         tb = tb.tb_next
-    return True
+    return tb
 
 
 # run_code's status for an uncaught KeyboardInterrupt: Python prints it,
@@ -828,10 +832,8 @@ def run_code(source, namespace, filename, preparse_file, show_last=False, begin=
         # thread sent comes as a session's cell begins: then the handler's
         # frame, cysignals', is the first shown, as it is where one comes
         # at the code's first line).
-        shown = tb
-        while shown is not None and shown.tb_frame.f_globals is globals():
-            shown = shown.tb_next
-        if isinstance(value, SyntaxError) and launchers_own(tb):
+        shown = past_launchers_own(tb)
+        if isinstance(value, SyntaxError) and shown is None:
             # The code's own, from compile(): not one its code raised. Told
             # as compile() gave it where the telling in the user's words
             # fails (a line no rule foresaw): never nothing.
