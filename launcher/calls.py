@@ -14,6 +14,7 @@
 #            (SIGSTOP) between cells with every other process killed, so that
 #            nothing of a cell runs after its answer.
 import fcntl
+import gc
 import json
 import os
 import select
@@ -262,6 +263,12 @@ class Launcher:
         self.pipes = child.Pipes(
             with_done=self.session or self.mode == "once" or
             (self.mode == "serial" and self.recorded is not None))
+        # The young generations' garbage freed: left, a child's first
+        # automatic collections free some of it, as many cycles as the
+        # code's length and the launcher's last steps make them, and a
+        # call's gc.collect() found 1, 2 or 5 of the cycles Sage's import
+        # left, cold or warm, from run to run (warm.hold_import_garbage).
+        gc.collect(1)
         mask = signal.pthread_sigmask(signal.SIG_BLOCK, signal.valid_signals())
         try:
             pid = os.fork()

@@ -336,14 +336,14 @@ inherited = (0, 0)
 
 
 # What a fresh Sage's first collection finds: the cycles Sage's import
-# left (Sage 9.5's: 38 objects; 10's: none). The warm-up's collections
+# left (Sage 9.5's: 19 objects; 10's: none). The warm-up's collections
 # (_traced) would free them: they are collected before the first step
 # into import_garbage, held there (gc.DEBUG_SAVEALL), and let go in each
 # call's process as it starts (inherit()), where the call's first
 # collection finds them, as a fresh Sage's does. (Their finalisers and
 # weak references' callbacks ran here, in the first step's capture: a
 # fresh Sage's gc.collect() also counts the two weak references freed
-# once their callbacks ran, 40 where a warm call's counts 38.) Not gc.freeze():
+# once their callbacks ran, 20 where a warm call's counts 19.) Not gc.freeze():
 # a step also lets go of objects older than it (importlib.metadata's
 # caches), which a frozen template never collects, and every call's
 # collection then finds (20 objects on Sage 10).
@@ -351,7 +351,11 @@ import_garbage = []
 
 
 def hold_import_garbage():
-    """The garbage there is, held in import_garbage rather than freed."""
+    """The garbage of the oldest generation, held in import_garbage rather
+    than freed. The young generations' is freed first, as it was before
+    the fork of the cold child prepared before (calls.py): what a cold
+    call's first collection finds is the oldest generation's alone."""
+    gc.collect(1)
     debug = gc.get_debug()
     before = len(gc.garbage)
     gc.set_debug(debug | gc.DEBUG_SAVEALL)

@@ -158,7 +158,7 @@ except ImportError as e:
 import no_such_module_here' >>"$corpus"
 	# The garbage a call's first collection finds: the warm-up's is
 	# collected in the template (a warm call found 6239 objects more),
-	# the import's is not (Sage 9.5's 38; none on 10), nor what a step
+	# the import's is not (Sage 9.5's 19; none on 10), nor what a step
 	# let go of that was made before it (importlib.metadata's caches).
 	python3 -c 'import json, sys; print(json.dumps({"id": "garbage", "code": sys.argv[1]}))' '
 import gc
