@@ -388,7 +388,9 @@ def users_tree(preparsed, filename, lines_of, text, as_file=False):
             e.lineno = lines_of[e.lineno][0]
             e.msg = ON_LINE.sub(
                 lambda m: m.group(1) + str(lines_of.get(int(m.group(2)), [m.group(2)])[0]), e.msg)
-        if at_end:  # the user's last line (the preparser dropped a blank one)
+        if at_end or found_at_the_inputs_end(e, code_end):
+            # The user's last line: the preparser dropped the blank one at
+            # the end, where a fresh Sage's file has it.
             users = code_lines(text)
             e.lineno, e.end_lineno, e.text = len(users), len(users), users[-1] + "\n"
         raise
@@ -511,8 +513,11 @@ def an_f_strings_part(error, users):
 
 
 # The parser's errors that it finds at the end of the input, past the
-# last line's text, where that is where the statement ends.
-PARSERS_END = re.compile(r"expected (an indented block|'except' or 'finally' block)")
+# last line's text, where that is where the statement ends (a decorator's
+# block left unindented by a last line that is a comment: "unexpected
+# unindent").
+PARSERS_END = re.compile(r"expected (an indented block|'except' or 'finally' block)|"
+                         r"unexpected unindent$")
 
 
 def found_at_end_as_file_reads(error, code, as_file):
@@ -525,8 +530,8 @@ def found_at_end_as_file_reads(error, code, as_file):
     a line it found none of.) Only the parser's errors at the end
     (PARSERS_END): the tokenizer's own ("unindent does not match ...",
     "unexpected EOF") stay as compile() gives them, found within a line
-    (not so for a last line that is a lone backslash, which python3
-    marks at column 0: left as it was). Returns whether it was so."""
+    (a backslash that ends the code continues onto the blank line a
+    fresh Sage's file ends with: run_code). Returns whether it was so."""
     if not as_file or getattr(error, "end_offset", None) != -1 or not error.offset or \
             not PARSERS_END.match(error.msg or ""):
         return False
@@ -536,6 +541,13 @@ def found_at_end_as_file_reads(error, code, as_file):
         return False
     error.offset = 0
     return True
+
+
+def found_at_the_inputs_end(error, code_end):
+    """error is the parser's "invalid syntax" at the end of the input
+    (nothing after a decorator: column 0, on the last line), which Python
+    names at the file's last line, blank or a comment."""
+    return error.msg == "invalid syntax" and error.offset == 0 and error.lineno == code_end
 
 
 def line_of_error(error, users, group):
@@ -782,6 +794,11 @@ def run_code(source, namespace, filename, preparse_file, show_last=False, begin=
         # The constants run first, so that the code's lines keep their
         # numbers, and tracebacks quote the user's own lines.
         constants, preparsed, lines_of = split_constants(text, preparse_file(text))
+        if not cell and preparsed.endswith("\\"):
+            # A fresh Sage's file has a blank line after the code: a
+            # backslash that ends the code continues onto it, where
+            # python3 reading the user's file would find its end.
+            preparsed += "\n\n"
         if coding is not None:  # what Python reads of what the preparser wrote
             text, constants, preparsed = (decoded_by(coding, part)
                                           for part in (text, constants, preparsed))

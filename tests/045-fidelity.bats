@@ -61,6 +61,11 @@ for line in open(sys.argv[1]):
 	# (issue 33).
 	printf 'x = 5\nx.is_prim\n' >"$dir/suggest.sage"
 	printf "x = 2\ns = '''abc\n\n\n" >"$dir/triple.sage"
+	# A backslash that ends the code continues onto the blank line a fresh
+	# Sage's file ends with: it runs. Nothing after a decorator: the
+	# file's last line, as python3 names it (it named the decorator's).
+	printf 'x = 2^3\nprint(x) \\' >"$dir/backslash.sage"
+	printf 'y = 2^3\n@d\n\n' >"$dir/decorator.sage"
 	# One of them as a run; then all as a batch's jobs, cold (below
 	# --memory 1g no template is warmed: each job's process is forked from
 	# a launcher that only imported Sage, as a run's is) and warm.
@@ -85,6 +90,9 @@ for line in open(sys.argv[1]):
 		expect_equal "$(field_of joined5.sage exit_code)" 1
 		expect_match "$(field_of suggest.sage stderr)" "has no attribute 'is_prim'. Did you mean: 'is_prime'\\?$"
 		expect_match "$(field_of triple.sage stderr)" '\(detected at line 4\)$'
+		expect_equal "$(field_of backslash.sage stdout)" 8
+		expect_equal "$(field_of backslash.sage exit_code)" 0
+		expect_equal "$(field_of decorator.sage stderr)" "  File \"<stdin>\", line 3"$'\n    \nSyntaxError: invalid syntax'
 	done
 }
 

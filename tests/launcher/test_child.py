@@ -830,7 +830,12 @@ class RunCodeTest(unittest.TestCase):
                        # The tokenizer's own, on the last line: its caret
                        # stays (attack helper).
                        b"if 1:\n    x = 1\n  y = x\n", b"if 1:\n    x = 1\n  y = 2.5",
-                       b"x = 1 + \\\n  2\ns = '''abc\n\n"):
+                       b"x = 1 + \\\n  2\ns = '''abc\n\n",
+                       # Nothing after a decorator: the input's end, at the
+                       # file's last line, blank or a comment.
+                       b"@d\n", b"@d\n\n", b"def d(f): return f\n@d\n\n\n", b"@d\n# c\n\n",
+                       b"x = 1 + \\\n  2\n@d\n   \n", b"class A:\n    @d\n# c\n",
+                       b"@d\n@e\n\n", b"class A:\n    @d\n\n", b"if 1:\n    @d\nx = 1\n"):
             with open(path, "wb") as f:
                 f.write(source)
             python = subprocess.run([sys.executable, path], capture_output=True, text=True)
@@ -1131,6 +1136,25 @@ class RunCodeTest(unittest.TestCase):
         status, err, _ = self.run_code(b"x = 1\nprint(1/0)\n\n", self.sage_like)
         self.assertEqual(status, 1)
         self.assertIn('  File "%s", line 2, in <module>\n    print(1/0)\n' % self.FILE, err)
+
+    def test_a_backslash_that_ends_the_code_continues_onto_sages_blank_line(self):
+        # A fresh Sage's file ends with a blank line after the code: it
+        # runs these (python3 reading the user's file does not); a
+        # session's cell is compiled as a notebook compiles it.
+        for source, names in ((b"x = 1\n\\", {"x": 1}), (b"y = 2 \\", {"y": 2}),
+                              (b"\\", {}), (b"if 1:\n    z = 3\n    \\", {"z": 3})):
+            with self.subTest(source):
+                status, err, namespace = self.run_code(source, self.sage_like)
+                self.assertEqual((status, err), (0, ""))
+                for name, value in names.items():
+                    self.assertEqual(namespace[name], value)
+        namespace = {"__name__": "__main__", "__builtins__": __builtins__}
+        self.addCleanup(linecache.cache.pop, self.FILE, None)
+        err = io.StringIO()
+        with contextlib.redirect_stderr(err):
+            status = child.run_code(b"x = 1\n\\", namespace, self.FILE, identity, cell=True)
+        self.assertEqual(status, 1)
+        self.assertIn("SyntaxError: unexpected EOF while parsing", err.getvalue())
 
     def test_a_byte_order_mark_is_not_code(self):
         status, err, namespace = self.run_code(b"\xef\xbb\xbfx = 1\n")
