@@ -268,6 +268,8 @@ class Launcher:
         # code's length and the launcher's last steps make them, and a
         # call's gc.collect() found 1, 2 or 5 of the cycles Sage's import
         # left, cold or warm, from run to run (warm.hold_import_garbage).
+        # Their finalisers run here, as those of this process's automatic
+        # collections always did.
         gc.collect(1)
         mask = signal.pthread_sigmask(signal.SIG_BLOCK, signal.valid_signals())
         try:

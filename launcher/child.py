@@ -369,8 +369,10 @@ def users_tree(preparsed, filename, lines_of, text, as_file=False):
         tree = warning_at_users_lines(lines_of, filename, compile, as_compiled(preparsed, as_file),
                                       filename, "exec", ast.PyCF_ONLY_AST)
     except SyntaxError as e:
-        at_end = found_at_end_as_file_reads(e, preparsed, as_file)
         code_end, users_end = len(code_lines(preparsed)), len(code_lines(text))
+        # Counted in the code's lines, before the user's numbers are put in.
+        at_end = found_at_end_as_file_reads(e, preparsed, as_file) or \
+            nothing_after_a_decorator(e, code_end)
 
         def detected_at(m):
             # "unterminated string literal (detected at line N)": the
@@ -388,7 +390,7 @@ def users_tree(preparsed, filename, lines_of, text, as_file=False):
             e.lineno = lines_of[e.lineno][0]
             e.msg = ON_LINE.sub(
                 lambda m: m.group(1) + str(lines_of.get(int(m.group(2)), [m.group(2)])[0]), e.msg)
-        if at_end or found_at_the_inputs_end(e, code_end):
+        if at_end:
             # The user's last line: the preparser dropped the blank one at
             # the end, where a fresh Sage's file has it.
             users = code_lines(text)
@@ -543,10 +545,11 @@ def found_at_end_as_file_reads(error, code, as_file):
     return True
 
 
-def found_at_the_inputs_end(error, code_end):
+def nothing_after_a_decorator(error, code_end):
     """error is the parser's "invalid syntax" at the end of the input
-    (nothing after a decorator: column 0, on the last line), which Python
-    names at the file's last line, blank or a comment."""
+    (column 0, on the code's last line: only a decorator with nothing
+    after it gives it), which Python names at the file's last line, blank
+    or a comment."""
     return error.msg == "invalid syntax" and error.offset == 0 and error.lineno == code_end
 
 
@@ -794,17 +797,19 @@ def run_code(source, namespace, filename, preparse_file, show_last=False, begin=
         # The constants run first, so that the code's lines keep their
         # numbers, and tracebacks quote the user's own lines.
         constants, preparsed, lines_of = split_constants(text, preparse_file(text))
-        if not cell and preparsed.endswith("\\"):
-            # A fresh Sage's file has a blank line after the code: a
-            # backslash that ends the code continues onto it, where
-            # python3 reading the user's file would find its end.
-            preparsed += "\n\n"
         if coding is not None:  # what Python reads of what the preparser wrote
             text, constants, preparsed = (decoded_by(coding, part)
                                           for part in (text, constants, preparsed))
         # Compiled as Python reads a file (as_compiled), where the text is
         # the file's; a notebook compiles a cell as text.
         as_file = not cell and coding is None
+        if not cell and preparsed.endswith("\\") and \
+                compile_error(preparsed + "\n\n", filename, as_file) is None:
+            # A fresh Sage's file has a blank line after the code: a
+            # backslash that ends the code continues onto it, and runs.
+            # Where that too fails (x = 1 + \), the error is told as
+            # python3 reading the user's file tells it, at its own lines.
+            preparsed += "\n\n"
         # What multiprocessing's spawn and forkserver children run.
         mpmain.main_is(filename, constants, preparsed)
         linecache.cache[filename] = _code_lines[filename] = (

@@ -335,15 +335,19 @@ def grown():
 inherited = (0, 0)
 
 
-# What a fresh Sage's first collection finds: the cycles Sage's import
-# left (Sage 9.5's: 19 objects; 10's: none). The warm-up's collections
-# (_traced) would free them: they are collected before the first step
+# What a cold call's first collection finds: the cycles Sage's import
+# left in the oldest generation (Sage 9.5's: 19 objects; 10's: none). A
+# fresh `sage FILE` on 9.5 finds 38: one more cycle, which the launcher's
+# own work after the import frees, and which no call can get back; the
+# young generations' garbage is freed before each fork (calls.py), so
+# that every call finds the same. The warm-up's collections (_traced)
+# would free the import's: they are collected before the first step
 # into import_garbage, held there (gc.DEBUG_SAVEALL), and let go in each
 # call's process as it starts (inherit()), where the call's first
-# collection finds them, as a fresh Sage's does. (Their finalisers and
+# collection finds them, as a cold call's does. (Their finalisers and
 # weak references' callbacks ran here, in the first step's capture: a
-# fresh Sage's gc.collect() also counts the two weak references freed
-# once their callbacks ran, 20 where a warm call's counts 19.) Not gc.freeze():
+# cold call's gc.collect() also counts the weak reference freed once its
+# callback ran, 20 where a warm call's counts 19.) Not gc.freeze():
 # a step also lets go of objects older than it (importlib.metadata's
 # caches), which a frozen template never collects, and every call's
 # collection then finds (20 objects on Sage 10).

@@ -835,7 +835,15 @@ class RunCodeTest(unittest.TestCase):
                        # file's last line, blank or a comment.
                        b"@d\n", b"@d\n\n", b"def d(f): return f\n@d\n\n\n", b"@d\n# c\n\n",
                        b"x = 1 + \\\n  2\n@d\n   \n", b"class A:\n    @d\n# c\n",
-                       b"@d\n@e\n\n", b"class A:\n    @d\n\n", b"if 1:\n    @d\nx = 1\n"):
+                       b"@d\n@e\n\n", b"class A:\n    @d\n\n", b"if 1:\n    @d\nx = 1\n",
+                       # ... past lines the preparser joined (reviewer).
+                       b"x = 1 + \\\n  2\n@d\n\n", b"x = [2,\\\n 3]\nclass A:\n    pass\n@d\n\n\n",
+                       b"x = 1 + \\\n  2\n@d\n# c\n\n",
+                       # A backslash at the end that fails on the blank
+                       # line after it too: as python3 reads the user's
+                       # file (reviewer: a line past the file's end).
+                       b"x = 1 + \\", b"if x and \\", b"y = 2\nx = (1 +\n  2) + \\", b"s = 'abc\\",
+                       b"s = 'abc\\\n"):
             with open(path, "wb") as f:
                 f.write(source)
             python = subprocess.run([sys.executable, path], capture_output=True, text=True)
