@@ -815,18 +815,26 @@ def run_code(source, namespace, filename, preparse_file, show_last=False, begin=
         linecache.cache[filename] = _code_lines[filename] = (
             len(text), None, code_lines(text, keepends=True), filename)
         import ast
-        tree = users_tree(preparsed, filename, lines_of, text, as_file)
-        last = None
-        if show_last and tree.body and isinstance(tree.body[-1], ast.Expr) and \
-                not ends_quietly(preparsed):
-            last = tree.body.pop()
+        # compile() checks a tree it is given node by node, recursively: a
+        # flat sum of a thousand terms passes its limit, and one of 19,000
+        # cannot be made a tree at all. From text, as `sage FILE` compiles
+        # it, there is no such check, and the error past its own limit is
+        # Python's "during compilation" (a joined statement's lines are
+        # then at its first; no value shown).
+        code = tree = last = None
         try:
-            code = compile(tree, filename, "exec")
+            tree = users_tree(preparsed, filename, lines_of, text, as_file)
         except RecursionError:
-            # compile() checks a tree it is given node by node, recursively:
-            # a flat sum of a thousand terms passes its limit. From text,
-            # as `sage FILE` compiles it, there is no such check (a joined
-            # statement's lines are then at its first; no value shown).
+            pass
+        if tree is not None:
+            if show_last and tree.body and isinstance(tree.body[-1], ast.Expr) and \
+                    not ends_quietly(preparsed):
+                last = tree.body.pop()
+            try:
+                code = compile(tree, filename, "exec")
+            except RecursionError:
+                pass
+        if code is None:
             code, last = compile(as_compiled(preparsed, as_file), filename, "exec"), None
         if begin is not None:
             begin()

@@ -1092,6 +1092,12 @@ class RunCodeTest(unittest.TestCase):
         with contextlib.redirect_stdout(out):
             status, err, _ = self.run_code(source)
         self.assertEqual((status, err, out.getvalue()), (0, "", "1200\n"))
+        # One too deep to be made a tree: Python's own error compiling the
+        # text, as `sage FILE` prints it (attack helper: "during ast
+        # construction").
+        status, err, _ = self.run_code(("y = " + "+".join(["1"] * 19000) + "\n").encode())
+        self.assertEqual((status, err.splitlines()[-1]),
+                         (1, "RecursionError: maximum recursion depth exceeded during compilation"))
 
     def test_a_syntax_error_names_the_users_line(self):
         status, err, _ = self.run_code(b"x = 1\ny = (\n")
