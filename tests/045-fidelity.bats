@@ -66,6 +66,11 @@ for line in open(sys.argv[1]):
 	# file's last line, as python3 names it (it named the decorator's).
 	printf 'x = 2^3\nprint(x) \\' >"$dir/backslash.sage"
 	printf 'y = 2^3\n@d\n\n' >"$dir/decorator.sage"
+	# An unindent at the end: no caret, as python3 reading the file.
+	printf 'class A:\n    @d\n# c\n' >"$dir/unindent.sage"
+	# Too deep for compile() to make a tree of: compiled from text, as
+	# sage FILE compiles it, its error Python's (attack helper).
+	python3 -c 'print("y = " + "+".join(["1"] * 19000))' >"$dir/flat.sage"
 	# One of them as a run; then all as a batch's jobs, cold (below
 	# --memory 1g no template is warmed: each job's process is forked from
 	# a launcher that only imported Sage, as a run's is) and warm.
@@ -93,6 +98,9 @@ for line in open(sys.argv[1]):
 		expect_equal "$(field_of backslash.sage stdout)" 8
 		expect_equal "$(field_of backslash.sage exit_code)" 0
 		expect_equal "$(field_of decorator.sage stderr)" "  File \"<stdin>\", line 3"$'\n    \nSyntaxError: invalid syntax'
+		expect_equal "$(field_of unindent.sage stderr)" "  File \"<stdin>\", line 3"$'\n    # c\nIndentationError: unexpected unindent'
+		expect_equal "$(field_of flat.sage stderr)" "RecursionError: maximum recursion depth exceeded during compilation"
+		expect_equal "$(field_of flat.sage exit_code)" 1
 	done
 }
 
