@@ -754,19 +754,57 @@ def code_lines(text, keepends=False):
 LINE_BREAKS = re.compile("[\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]")
 
 
+def _as_pythons_bottom():
+    """The function at_code_depth pads with: frames that look like what a
+    fresh Python has below a file's frame, which is nothing. Python's
+    warnings, given a stacklevel past the stack's bottom, name the sys
+    module at line 1 ("sys:1: UserWarning: ..."), with sys's registry;
+    these frames' globals are sys's and their file "sys", line 1, so a
+    stacklevel past the code's first frame names the same, where it would
+    otherwise name the launcher's lines, up to as many levels past as
+    there are such frames (PADS). Everything it uses is an argument, never
+    a name looked up in sys."""
+    source = "def pad(pad, more, function, args): " \
+        "return pad(pad, more - 1, function, args) if more > 0 else function(*args)\n"
+    code = next(c for c in compile(source, "sys", "exec").co_consts if hasattr(c, "co_code"))
+    return type(_as_pythons_bottom)(code, sys.__dict__)
+
+
+_pad = _as_pythons_bottom()
+
+
+def launchers_frame(frame):
+    """The frame is the launcher's, not the code's: this module's, or one
+    of those the code runs on (at_code_depth)."""
+    return frame.f_globals is globals() or frame.f_code is _pad.__code__
+
+
 def launchers_own(tb):
-    """Every frame of the traceback (if any) is this module's: no frame of
+    """Every frame of the traceback (if any) is the launcher's: no frame of
     the code's (an error of the launcher's own compile(), not one the code
     raised; a builtin atexit handler's, raised in the frame that ran it)."""
     return past_launchers_own(tb) is None
 
 
 def past_launchers_own(tb):
-    """The traceback from its first frame that is not this module's (None:
-    there is none)."""
-    while tb is not None and tb.tb_frame.f_globals is globals():
+    """The traceback from its first frame that is not the launcher's
+    (None: there is none)."""
+    while tb is not None and launchers_frame(tb.tb_frame):
         tb = tb.tb_next
     return tb
+
+
+def walk_stack(f):
+    """traceback.walk_stack as a fresh Python's: the stack ends at the
+    code's first frame (below it, the launcher's are not the code's). What
+    traceback.print_stack(), format_stack(), extract_stack() and logging's
+    stack_info print. As traceback's own where f is None (the same number
+    of frames up: this replaces it)."""
+    if f is None:
+        f = sys._getframe().f_back.f_back.f_back.f_back
+    while f is not None and not launchers_frame(f):
+        yield f, f.f_lineno
+        f = f.f_back
 
 
 # run_code's status for an uncaught KeyboardInterrupt: Python prints it,
@@ -839,10 +877,11 @@ def run_code(source, namespace, filename, preparse_file, show_last=False, begin=
         if begin is not None:
             begin()
         if constants:
-            exec(compile(constants, filename, "exec"), namespace)
-        exec(code, namespace)
+            at_code_depth(exec, compile(constants, filename, "exec"), namespace)
+        at_code_depth(exec, code, namespace)
         if last is not None:
-            value = eval(compile(ast.Expression(last.value), filename, "eval"), namespace)
+            value = at_code_depth(eval, compile(ast.Expression(last.value), filename, "eval"),
+                                  namespace)
             display.show_last(value)
         return 0
     except SystemExit as e:
@@ -1326,7 +1365,8 @@ def tell_in_users_lines():
     """Uncaught errors of the code's threads and atexit handlers told as
     the main code's are, with the user's lines quoted: Python's own
     printers for those (written in C) read source from disk, and the
-    code's lines are only in linecache. The words are Python's."""
+    code's lines are only in linecache. The words are Python's. A stack
+    the code prints ends at its own frames (walk_stack)."""
     import threading
 
     def thread_error(args):
@@ -1349,6 +1389,7 @@ def tell_in_users_lines():
 
     threading.excepthook = thread_error
     sys.unraisablehook = tell_unraisable
+    traceback.walk_stack = walk_stack
 
 
 def finish_as_python_does(namespace, before):
@@ -1674,8 +1715,7 @@ _code_held_sigint = False
 
 
 def run_cell(function, *args):
-    """function(*args) (run_code, for a session's cell) at CODE_DEPTH:
-    its status, with SIGINT held from the cell's end until the next cell
+    """function(*args) (run_code, for a session's cell): its status, with SIGINT held from the cell's end until the next cell
     begins (cell_begins). The launcher's interrupt, where it comes as the
     cell ends, is the cell's wherever it lands (its status:
     DIES_OF_SIGINT), never a KeyboardInterrupt in the launcher's frames,
@@ -1689,7 +1729,7 @@ def run_cell(function, *args):
     while True:
         try:
             if status is None:
-                status = at_code_depth(function, *args)
+                status = function(*args)
             if os.getpid() != me:
                 return status  # a process the code forked: it leaves (leave)
             # The code's own mask, read apart from the change: an interrupt
@@ -1716,19 +1756,28 @@ def run_cell(function, *args):
 # with room for a few frames more, and as low as that allows (a fresh
 # `sage FILE` runs its code at depth 1).
 CODE_DEPTH = 14
+# How many of the frames right below the code's are _pad's: a warning's
+# stacklevel up to this many past the code's first frame names "sys:1",
+# as Python's past its stack's bottom.
+PADS = 3
 # A value no namespace holds.
 _MISSING = object()
 
 
-def at_code_depth(function, *args):
-    """function(*args), which runs the code, one frame below CODE_DEPTH
-    (or where it is, when the launcher is already deeper)."""
-    depth, frame = 0, sys._getframe()
+def at_code_depth(function, *args, depth=CODE_DEPTH):
+    """function(*args) with the frame it runs (the code's, where function
+    is exec or eval) at depth: below it, PADS frames that look like the
+    bottom of a fresh Python's stack (_pad), and below those this
+    function's own, as many as it takes, the same lines cold and warm;
+    where the caller is already too deep for that, PADS deeper than it."""
+    here, frame = 0, sys._getframe()
     while frame is not None:
-        depth, frame = depth + 1, frame.f_back
-    if depth + 1 >= CODE_DEPTH - 1:
-        return function(*args)
-    return at_code_depth(function, *args)
+        here, frame = here + 1, frame.f_back
+    if depth - here - 1 > PADS:
+        return at_code_depth(function, *args, depth=depth)
+    # _pad's first frame is one deeper than here, its last more deeper
+    # still, and function's one deeper than that.
+    return _pad(_pad, max(PADS - 1, depth - here - 2), function, args)
 
 
 def child_main(pipes, handlers, namespace, preparse_file, session, stale=()):
@@ -1831,11 +1880,13 @@ def child_main(pipes, handlers, namespace, preparse_file, session, stale=()):
             status = run_cell(run_code, code, namespace, filename, preparse_file,
                               bool(flags & DISPLAY_LAST), began, True)
         else:
-            status = at_code_depth(run_code, code, namespace, filename, preparse_file,
-                                   bool(flags & DISPLAY_LAST))
+            status = run_code(code, namespace, filename, preparse_file,
+                              bool(flags & DISPLAY_LAST))
         if not session or os.getpid() != me:
-            # A session's cell is a notebook's: its threads run on.
-            at_code_depth(finish_as_python_does, namespace, before)
+            # A session's cell is a notebook's: its threads run on. The
+            # code's atexit handlers, called from C (no frame between),
+            # run as deep as the code ran.
+            at_code_depth(finish_as_python_does, namespace, before, depth=CODE_DEPTH - 1)
         before = None
         try:
             sys.stdout.flush()

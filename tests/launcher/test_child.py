@@ -364,17 +364,29 @@ def in_a_thread(function):
 
 
 class CodeDepthTest(unittest.TestCase):
-    def nested(self, levels):
-        return self.nested(levels - 1) if levels else child.at_code_depth(frame_depth)
+    def nested(self, levels, function=frame_depth):
+        return self.nested(levels - 1, function) if levels else child.at_code_depth(function)
 
     def test_the_code_runs_as_deep_from_a_shallow_caller_as_from_a_deep_one(self):
         shallow, deep = in_a_thread(lambda: (self.nested(0), self.nested(3)))
         self.assertEqual(shallow, deep)
-        self.assertEqual(shallow, child.CODE_DEPTH - 1)
+        self.assertEqual(shallow, child.CODE_DEPTH)
+
+    def test_below_the_code_are_frames_as_pythons_bottom_then_the_same_lines(self):
+        def below():
+            frames, frame = [], sys._getframe().f_back
+            while frame is not None and frame.f_code is not self.nested.__code__:
+                frames.append((frame.f_code.co_filename, frame.f_lineno))
+                frame = frame.f_back
+            return frames
+        shallow, deep = in_a_thread(lambda: (self.nested(0, below), self.nested(3, below)))
+        self.assertEqual(shallow[:child.PADS], [("sys", 1)] * child.PADS)
+        self.assertEqual(deep[:len(shallow) - 3], shallow[:-3])
+        self.assertEqual(len(set(shallow[child.PADS:])), 2, shallow)  # its call, and its last
 
     def test_a_caller_already_deeper_calls_where_it_is(self):
         self.assertGreater(frame_depth(), child.CODE_DEPTH)
-        self.assertEqual(child.at_code_depth(frame_depth), frame_depth() + 1)
+        self.assertEqual(child.at_code_depth(frame_depth), frame_depth() + 1 + child.PADS)
 
 
 class RunCodeTest(unittest.TestCase):
@@ -489,6 +501,7 @@ class RunCodeTest(unittest.TestCase):
         def body():
             import atexit
             atexit._clear()
+            child.tell_in_users_lines()  # as a call's child, before its first call
             out, err = io.StringIO(), io.StringIO()
             namespace = {"__name__": "__main__", "__builtins__": __builtins__}
             with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
@@ -517,6 +530,29 @@ class RunCodeTest(unittest.TestCase):
                 self.assertEqual(here, python)
         python, here = self.as_python_and_here(b"import sys\ndel sys.excepthook\nraise KeyError(1)\n")
         self.assertEqual(here, python)
+
+    def test_a_stack_the_code_prints_ends_at_its_own_frames(self):
+        # As a fresh Python's: no frame of the launcher's below the code's
+        # (traceback's stacks, logging's stack_info), and a warning whose
+        # stacklevel is up to PADS past the code's bottom names "sys:1",
+        # with sys's registry (shown once).
+        for code in (b"import traceback\ntraceback.print_stack()\n",
+                     b"import traceback\ndef f():\n    traceback.print_stack(limit=-9)\nf()\n",
+                     b"import traceback\nprint(len(traceback.extract_stack()))\n",
+                     b"import logging\nlogging.warning('w', stack_info=True)\n",
+                     b"import atexit, traceback\natexit.register(lambda: traceback.print_stack())\n",
+                     b"import threading, traceback\n"
+                     b"threading.Thread(target=lambda: traceback.print_stack()).start()\n",
+                     b"import warnings\nwarnings.warn('x', stacklevel=2)\n",
+                     b"import warnings\ndef f():\n    warnings.warn('y', stacklevel=3)\nf()\nf()\n",
+                     b"import warnings\ndef f():\n    warnings.warn('y', stacklevel=5)\nf()\n",
+                     b"import warnings\nwarnings.warn('x', stacklevel=4)\n",
+                     b"import warnings, sys\nwarnings.warn('z', stacklevel=2)\n"
+                     b"print(len(sys.__warningregistry__))\n"):
+            with self.subTest(code):
+                python, here = self.as_python_and_here(code)
+                self.assertEqual(here, python)
+                self.assertNotIn("child.py", here[2])
 
     def test_what_a_traceback_held_is_finalised_at_the_end(self):
         # The traceback of the uncaught error (sys.last_traceback) holds
