@@ -90,12 +90,16 @@ def main(argv):
     writer.send(b"S")
     if mode not in calls.MODES:
         cannot_start(writer, "the launcher was started in an unknown mode %r" % mode)
-    os.umask(0o077)
+    # The launcher's own directories for the owner alone; the code's files
+    # then with the umask podman gave the container (022), as a fresh
+    # Sage's there: a file it writes is 0644, and os.umask() says so.
+    inherited = os.umask(0o077)
     try:
         for directory in DIRECTORIES:
             os.makedirs(directory, exist_ok=True)
     except OSError as e:
         cannot_start(writer, "cannot make %s in the container's /tmp: %s" % (directory, e.strerror))
+    os.umask(inherited)
     # Not dumpable: the code, the same uid, cannot open this process's
     # /proc entries (its descriptors, the frame stream) or trace it.
     parent.set_dumpable(False)

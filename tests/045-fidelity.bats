@@ -71,6 +71,14 @@ for line in open(sys.argv[1]):
 	# Too deep for compile() to make a tree of: compiled from text, as
 	# sage FILE compiles it, its error Python's (attack helper).
 	python3 -c 'print("y = " + "+".join(["1"] * 19000))' >"$dir/flat.sage"
+	# A stack the code prints ends at its own first frame; a warning one
+	# level past it is Python's "sys:1" (they named the launcher's).
+	printf 'import traceback, warnings\nx = 2^3\ndef f():\n    traceback.print_stack()\nf()\nwarnings.warn("w", stacklevel=2)\n' \
+		>"$dir/stack.sage"
+	# The code's umask is the container's, as a fresh Sage's there (it
+	# was the launcher's own 077: files 0600).
+	printf 'import os\nopen("f.txt", "w").close()\nos.mkdir("d")\nprint(oct(os.umask(0o22)), oct(os.stat("f.txt").st_mode & 0o777), oct(os.stat("d").st_mode & 0o777))\n' \
+		>"$dir/umask.sage"
 	# One of them as a run; then all as a batch's jobs, cold (below
 	# --memory 1g no template is warmed: each job's process is forked from
 	# a launcher that only imported Sage, as a run's is) and warm.
@@ -101,6 +109,12 @@ for line in open(sys.argv[1]):
 		expect_equal "$(field_of unindent.sage stderr)" "  File \"<stdin>\", line 3"$'\n    # c\nIndentationError: unexpected unindent'
 		expect_equal "$(field_of flat.sage stderr)" "RecursionError: maximum recursion depth exceeded during compilation"
 		expect_equal "$(field_of flat.sage exit_code)" 1
+		expect_equal "$(field_of stack.sage stderr)" "  File \"<stdin>\", line 5, in <module>
+    f()
+  File \"<stdin>\", line 4, in f
+    traceback.print_stack()
+sys:1: UserWarning: w"
+		expect_equal "$(field_of umask.sage stdout)" "0o22 0o644 0o755"
 	done
 }
 
