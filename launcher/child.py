@@ -1442,7 +1442,10 @@ def finish_as_python_does(namespace, before):
     if hook is not tell_unraisable:
         sys.unraisablehook = as_python_tells
     try:
-        atexit._run_exitfuncs()
+        # The handlers, and the finalisers below, called from C (no frame
+        # between), as deep as the code ran and on _pad's frames, as the
+        # code (a warning's stacklevel past them names "sys:1").
+        at_code_depth(atexit._run_exitfuncs)
     except BaseException:
         pass
     if sys.unraisablehook is as_python_tells:  # not one a handler put there
@@ -1460,7 +1463,7 @@ def finish_as_python_does(namespace, before):
             finalise = ctypes.pythonapi.PyObject_CallFinalizer
             finalise.argtypes, finalise.restype = [ctypes.py_object], None
             for value in held:
-                finalise(value)  # once: the object is marked finalised
+                at_code_depth(finalise, value)  # once: the object is marked finalised
     except BaseException:
         pass
 
@@ -1715,8 +1718,9 @@ _code_held_sigint = False
 
 
 def run_cell(function, *args):
-    """function(*args) (run_code, for a session's cell): its status, with SIGINT held from the cell's end until the next cell
-    begins (cell_begins). The launcher's interrupt, where it comes as the
+    """function(*args) (run_code, for a session's cell): its status,
+    with SIGINT held from the cell's end until the next cell begins
+    (cell_begins). The launcher's interrupt, where it comes as the
     cell ends, is the cell's wherever it lands (its status:
     DIES_OF_SIGINT), never a KeyboardInterrupt in the launcher's frames,
     which would end the session. Held by a mask, not a handler: Sage's
@@ -1748,14 +1752,15 @@ def run_cell(function, *args):
 
 # How many frames deep the code's own starts. The launcher's frames below
 # it are fewer in a cold call than in a warm one (child_main is 5 frames
-# deep cold, 8 in a serial container's template), and they count against
-# the recursion limit: a recursion 3 levels shallower raised
-# RecursionError warm, and the traceback's "[Previous line repeated N
-# more times]" said so. Padded up to this depth, every call's code has
-# the same room, cold or warm: above the deepest the launcher reaches,
-# with room for a few frames more, and as low as that allows (a fresh
-# `sage FILE` runs its code at depth 1).
-CODE_DEPTH = 14
+# deep cold, 8 in a serial container's next call's child, 7 in a warm
+# session's), and they count against the recursion limit: a recursion 3
+# levels shallower raised RecursionError warm, and the traceback's
+# "[Previous line repeated N more times]" said so. Padded up to this
+# depth, every call's code has the same room, cold or warm: above the
+# deepest the launcher reaches (child_main, run_cell, run_code,
+# at_code_depth, then PADS: 14), with room for 2 frames more, and as low
+# as that allows (a fresh `sage FILE` runs its code at depth 1).
+CODE_DEPTH = 16
 # How many of the frames right below the code's are _pad's: a warning's
 # stacklevel up to this many past the code's first frame names "sys:1",
 # as Python's past its stack's bottom.
@@ -1764,20 +1769,20 @@ PADS = 3
 _MISSING = object()
 
 
-def at_code_depth(function, *args, depth=CODE_DEPTH):
+def at_code_depth(function, *args):
     """function(*args) with the frame it runs (the code's, where function
-    is exec or eval) at depth: below it, PADS frames that look like the
+    is exec or eval) at CODE_DEPTH: below it, PADS frames that look like the
     bottom of a fresh Python's stack (_pad), and below those this
     function's own, as many as it takes, the same lines cold and warm;
     where the caller is already too deep for that, PADS deeper than it."""
     here, frame = 0, sys._getframe()
     while frame is not None:
         here, frame = here + 1, frame.f_back
-    if depth - here - 1 > PADS:
-        return at_code_depth(function, *args, depth=depth)
+    if CODE_DEPTH - here - 1 > PADS:
+        return at_code_depth(function, *args)
     # _pad's first frame is one deeper than here, its last more deeper
     # still, and function's one deeper than that.
-    return _pad(_pad, max(PADS - 1, depth - here - 2), function, args)
+    return _pad(_pad, max(PADS - 1, CODE_DEPTH - here - 2), function, args)
 
 
 def child_main(pipes, handlers, namespace, preparse_file, session, stale=()):
@@ -1883,10 +1888,8 @@ def child_main(pipes, handlers, namespace, preparse_file, session, stale=()):
             status = run_code(code, namespace, filename, preparse_file,
                               bool(flags & DISPLAY_LAST))
         if not session or os.getpid() != me:
-            # A session's cell is a notebook's: its threads run on. The
-            # code's atexit handlers, called from C (no frame between),
-            # run as deep as the code ran.
-            at_code_depth(finish_as_python_does, namespace, before, depth=CODE_DEPTH - 1)
+            # A session's cell is a notebook's: its threads run on.
+            finish_as_python_does(namespace, before)
         before = None
         try:
             sys.stdout.flush()

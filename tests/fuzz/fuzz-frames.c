@@ -71,6 +71,12 @@ static void take_frame(char type, const char *payload, size_t len, void *arg)
 		outfiles_frame(out, type, payload, len);
 }
 
+/* The directory goes with the run: libFuzzer ends by exit(). */
+static void remove_directory(void)
+{
+	outfiles_remove_dir(directory);
+}
+
 int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size)
 {
 	static struct config cfg;
@@ -81,6 +87,7 @@ int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size)
 		if (!mkdtemp(directory) || config_init(&cfg, (const char *[SETTING_COUNT]){0}, why,
 				sizeof why) < 0)
 			abort();
+		atexit(remove_directory);
 		ready = true;
 	}
 	if (size == 0)

@@ -547,6 +547,10 @@ class RunCodeTest(unittest.TestCase):
                      b"import warnings\ndef f():\n    warnings.warn('y', stacklevel=3)\nf()\nf()\n",
                      b"import warnings\ndef f():\n    warnings.warn('y', stacklevel=5)\nf()\n",
                      b"import warnings\nwarnings.warn('x', stacklevel=4)\n",
+                     b"import atexit, warnings\n"
+                     b"atexit.register(lambda: warnings.warn('w', stacklevel=2))\n",
+                     b"import warnings\nclass A:\n    def __del__(self):\n"
+                     b"        warnings.warn('d', stacklevel=2)\na = A()\n",
                      b"import warnings, sys\nwarnings.warn('z', stacklevel=2)\n"
                      b"print(len(sys.__warningregistry__))\n"):
             with self.subTest(code):
