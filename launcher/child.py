@@ -1769,17 +1769,21 @@ PADS = 3
 _MISSING = object()
 
 
-def at_code_depth(function, *args):
+def at_code_depth(function, *args, here=None):
     """function(*args) with the frame it runs (the code's, where function
     is exec or eval) at CODE_DEPTH: below it, PADS frames that look like the
     bottom of a fresh Python's stack (_pad), and below those this
     function's own, as many as it takes, the same lines cold and warm;
-    where the caller is already too deep for that, PADS deeper than it."""
-    here, frame = 0, sys._getframe()
-    while frame is not None:
-        here, frame = here + 1, frame.f_back
+    where the caller is already too deep for that, PADS deeper than it.
+    here: this frame's depth, known to its own recursion (the stack is
+    walked once: each sys._getframe() is an event the code's audit hooks
+    see, and Python's own calls raise none)."""
+    if here is None:
+        here, frame = 0, sys._getframe()
+        while frame is not None:
+            here, frame = here + 1, frame.f_back
     if CODE_DEPTH - here - 1 > PADS:
-        return at_code_depth(function, *args)
+        return at_code_depth(function, *args, here=here + 1)
     # _pad's first frame is one deeper than here, its last more deeper
     # still, and function's one deeper than that.
     return _pad(_pad, max(PADS - 1, CODE_DEPTH - here - 2), function, args)
