@@ -641,14 +641,40 @@ bool podman_said_no_entrypoint(const char *errors, const char *path)
 		strstr(errors, "Permission denied"));
 }
 
+/* Whether podman said its OCI runtime's `start` step failed: podman 4.3
+ * runs it with the runtime's stderr its own, then says
+ * "Error: `/usr/bin/runc start ID` failed: exit status 1", where runc's
+ * own words (its init gone before the exec fifo opened, "container
+ * process is already dead", among others) may be on a line before or
+ * nowhere. */
+static bool said_runtime_start_failed(const char *errors)
+{
+	for (const char *at = errors; (at = strstr(at, "` failed: ")); at++) {
+		const char *open = at;
+		while (open > errors && open[-1] != '`' && open[-1] != '\n')
+			open--;
+		if (open == errors || open[-1] != '`')
+			continue;
+		/* The command's second word from its end: "start". */
+		const char *word = memmem(open, (size_t)(at - open), " start ", 7);
+		if (word && !memchr(word + 7, ' ', (size_t)(at - word - 7)))
+			return true;
+	}
+	return false;
+}
+
 bool podman_said_start_race(const char *errors)
 {
 	/* Podman 4.3 under concurrent starts (8 at once on 2 cores: 3 of 120
 	 * runs here): its client lost the race with conmon for the attach
-	 * socket, or runc's `start` found the container's init already gone.
-	 * Either way the container's process never ran a line. */
+	 * socket, or runc's `start` found the container's init already gone
+	 * (CI saw it fail with no word but its status, once in 8). The
+	 * container is discarded either way, and the caller tries again only
+	 * where no frame of the launcher came and no byte of stdin went: had
+	 * the code begun in a failed start, nothing of it reaches the caller. */
 	return errors && (strstr(errors, "failed to connect to container's attach socket") ||
-		strstr(errors, "cannot start a container that has stopped"));
+		strstr(errors, "cannot start a container that has stopped") ||
+		said_runtime_start_failed(errors));
 }
 
 bool podman_said_no_image(const char *errors)

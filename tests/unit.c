@@ -917,6 +917,13 @@ int main(void)
 			      "attach: no such file or directory\n") &&
 		      podman_said_start_race("Error: OCI runtime error: runc: cannot start a "
 			      "container that has stopped\n") &&
+		      podman_said_start_race("Error: `/usr/bin/runc start 63dec1423` failed: exit "
+			      "status 1\n") &&
+		      podman_said_start_race("time=\"x\" level=error msg=\"container process is "
+			      "already dead\"\nError: `/usr/bin/crun start 63de` failed: exit status 1\n") &&
+		      !podman_said_start_race("Error: `/usr/bin/runc create --bundle b 63de` failed: "
+			      "exit status 1\n") &&
+		      !podman_said_start_race("Error: `/usr/bin/runc start` x\n` failed: \n") &&
 		      !podman_said_start_race("Error: localhost/x:1: image not known\n") &&
 		      !podman_said_start_race(NULL),
 		"podman run: its start races (tried again) are told apart from other failures");
