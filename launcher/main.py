@@ -7,7 +7,8 @@
 #    start-up; under RLIMIT_DATA that reservation fails and PARI prints
 #    "Warning: not enough memory, new PARI stack" into every run's stderr.
 #    Sage's one call that creates it is redirected, while sage.all imports,
-#    to ask for SAGE_SANDBOX_PARI_SIZEMAX bytes instead.
+#    to ask for SAGE_SANDBOX_PARI_SIZEMAX bytes instead; so is it in the
+#    code's multiprocessing spawn children (mpmain.py).
 # 2. No interpreter teardown (0.3-0.4 s of Sage's atexit work): the
 #    container, and everything in it, is deleted right after anyway.
 #
@@ -41,15 +42,16 @@ def cannot_start(writer, why):
 
 def import_sage(writer):
     """Imports Sage with PARI's stack within the memory limit; returns the
-    name of the module `sage FILE` imports and the preparser."""
+    name of the module `sage FILE` imports, the preparser and the PARI
+    stack's bound (None where none was given)."""
     try:
         import cypari2
         pari_class = cypari2.Pari
         sizemax = int(os.environ["SAGE_SANDBOX_PARI_SIZEMAX"])
-        cypari2.Pari = lambda *args, **kwargs: pari_class(1 << 20, sizemax)
+        cypari2.Pari = lambda *args, **kwargs: pari_class(mpmain.PARI_STACK, sizemax)
     except (ImportError, AttributeError, KeyError, ValueError):
         # Without it Sage still runs; PARI may warn about its stack.
-        pari_class = None
+        pari_class = sizemax = None
     try:
         # sage.all_cmdline is what `sage FILE` imports (9.5 and 10.x); an
         # older or reorganised Sage may have only sage.all.
@@ -81,7 +83,7 @@ def import_sage(writer):
             cannot_start(writer, "this Sage has no preparser where sage-sandbox looks for one "
                          "(sage.repl.preparse.preparse_file); sage-sandbox supports Sage 9.5 "
                          "and 10.x")
-    return sage_all, preparse_file
+    return sage_all, preparse_file, sizemax
 
 
 def main(argv):
@@ -105,13 +107,13 @@ def main(argv):
     parent.set_dumpable(False)
     # The import is not to be interrupted by anything the host did not send.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    sage_all, preparse_file = import_sage(writer)
+    sage_all, preparse_file, pari_sizemax = import_sage(writer)
     # GAP, where a call or the warm-up first uses it, from the image's
     # saved workspace (0.15 s, where its library took 1.3 s and its save).
     gapspace.install()
     # multiprocessing's spawn and forkserver children, where a call starts
     # them, get the call's code as `sage FILE` would have it on disk.
-    mpmain.install(sage_all)
+    mpmain.install(sage_all, pari_sizemax)
     # The handlers Sage installed, for every call's process to get back;
     # this process catches no signal from here on (parent.py). SIGINT's
     # Python-level one is cysignals' own, as Sage sets it (the import ran

@@ -28,21 +28,25 @@ STARTERS = ("multiprocessing.popen_spawn_posix", "multiprocessing.popen_forkserv
             "multiprocessing.forkserver")
 # Where the file goes: the call's own /tmp, whatever tempfile was told.
 CALL_TMP = "/tmp"
+# PARI's first stack where its bound is given (main.py gives the same).
+PARI_STACK = 1 << 20
 
-# The module `sage FILE` imports (install); the call's code: the name
-# __file__ holds, the preparser's constants and the rest (main_is); the
-# file written, once a process for each name and code: (pid, (name, code),
+# The module `sage FILE` imports and the PARI stack's bound its import was
+# given (install: None where none was); the call's code: the name __file__
+# holds, the preparser's constants and the rest (main_is); the file
+# written, once a process for each name and code: (pid, (name, code),
 # path).
 sage_all = None
+pari_sizemax = None
 main_file = None
 main_code = None
 written = None
 
 
-def install(sage_all_name):
+def install(sage_all_name, pari_stack_max=None):
     """In the launcher, once: every call's process inherits the hook."""
-    global sage_all
-    sage_all = sage_all_name
+    global sage_all, pari_sizemax
+    sage_all, pari_sizemax = sage_all_name, pari_stack_max
     sys.addaudithook(_on_event)
     _wrap_if_loaded()
 
@@ -114,8 +118,24 @@ def main_text():
     lines = code_lines(preparsed, keepends=True)
     # The file is written in UTF-8, whatever encoding line the code has
     # (its text was decoded before): the first line says so, and wins.
-    return "# -*- coding: utf-8 -*-\n%s\nfrom %s import *   # import sage library\n%s\n%s\n" % (
-        "".join(lines[:head]), sage_all, constants, "".join(lines[head:]))
+    return "# -*- coding: utf-8 -*-\n%s\n%s\n%s\n%s\n" % (
+        "".join(lines[:head]), import_line(), constants, "".join(lines[head:]))
+
+
+def import_line():
+    """Sage's import, as sage-preparse writes it; where the launcher's own
+    was given a PARI stack within the memory limit (main.py), the child's
+    is given the same, on the same line (the code's lines keep their
+    numbers) and with no name left behind: a child is a new Python, under
+    the same limits, and PARI's default stack would print "not enough
+    memory" into its stderr, which a fresh Sage's child does not."""
+    line = "from %s import *" % sage_all
+    if pari_sizemax is not None:
+        line = ("import cypari2 as _sandbox_pari; _sandbox_pari_class = _sandbox_pari.Pari; "
+                "_sandbox_pari.Pari = lambda *args, **kwargs: _sandbox_pari_class(%d, %d); %s; "
+                "_sandbox_pari.Pari = _sandbox_pari_class; del _sandbox_pari, _sandbox_pari_class"
+                % (PARI_STACK, pari_sizemax, line))
+    return line + "   # import sage library"
 
 
 def _written_main():

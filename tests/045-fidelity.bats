@@ -363,6 +363,10 @@ atexit.register(sys.exit, 9)' 0 run
 	expected=$'spawn [1, 4, 9]\nforkserver [1, 4, 9]'
 	input_file=$dir/pool.sage run_ss 0 run --timeout 60
 	expect_equal "$output" "$expected"
+	# A child imports Sage under the run's limits, as the launcher did:
+	# with PARI's stack within them, so that PARI prints no "not enough
+	# memory" warning (a fresh Sage's child prints none).
+	expect_equal "$errors" ""
 	# A later call in the same container writes its own code for its
 	# children: the second job's squares are cubes.
 	sed 's/n^2/n^3/' "$dir/pool.sage" >"$dir/cubes.sage"
@@ -370,4 +374,5 @@ atexit.register(sys.exit, 9)' 0 run
 	"$SAGE_SANDBOX" batch --jobs 1 --timeout 60 "$dir/jobs.jsonl" >"$dir/out.jsonl"
 	expect_equal "$(field_of pool.sage stdout)" "$expected"
 	expect_equal "$(field_of cubes.sage stdout)" $'spawn [1, 8, 27]\nforkserver [1, 8, 27]'
+	expect_equal "$(field_of pool.sage stderr)$(field_of cubes.sage stderr)" ""
 }

@@ -26,7 +26,8 @@ class MpmainTest(unittest.TestCase):
         for patch in (mock.patch.dict(sys.modules, {"__main__": main}),
                       mock.patch.object(mpmain, "CALL_TMP", self.dir),
                       mock.patch.object(mpmain, "main_code", None),
-                      mock.patch.object(mpmain, "written", None)):
+                      mock.patch.object(mpmain, "written", None),
+                      mock.patch.object(mpmain, "pari_sizemax", None)):
             patch.start()
             self.addCleanup(patch.stop)
         self.main = main
@@ -119,15 +120,43 @@ class MpmainTest(unittest.TestCase):
         sys.audit("import", 5, [])
         sys.audit("open", "x", "r", 0)
 
-    def test_a_spawn_child_runs_it(self):
-        sage = os.path.join(self.dir, "stand_in_sage.py")
-        with open(sage, "w") as f:
-            f.write("Integer = int\n")
+    def test_pari_s_stack_bounded_on_the_import_s_line(self):
+        code = "x = _sage_const_2\nprint(x)\n"
+        mpmain.main_is("/host/dir/pool.sage", "_sage_const_2 = Integer(2)", code)
+        unbounded = self.read(self.main_path()).splitlines()
+        mpmain.pari_sizemax, mpmain.written = 3 << 30, None
+        lines = self.read(self.main_path()).splitlines()
+        self.assertEqual(len(lines), len(unbounded))
+        self.assertRegex(lines[2], r"^import cypari2 as _sandbox_pari; .*\(1048576, 3221225472\); "
+                         r"from sage\.all_cmdline import \*; .*"
+                         r"del _sandbox_pari, _sandbox_pari_class   # import sage library$")
+        self.assertEqual(lines[:2] + lines[3:], unbounded[:2] + unbounded[3:])
+
+    def stand_in_sage(self, text):
+        for name, module in (("stand_in_sage", text), ("cypari2", "Pari = lambda *args: args\n")):
+            with open(os.path.join(self.dir, name + ".py"), "w") as f:
+                f.write(module)
         sys.path.insert(0, self.dir)
         self.addCleanup(sys.path.remove, self.dir)
         patch = mock.patch.object(mpmain, "sage_all", "stand_in_sage")
         patch.start()
         self.addCleanup(patch.stop)
+
+    def test_a_spawn_child_s_pari_stack_is_the_launcher_s_and_no_name_stays(self):
+        # Sage makes PARI's instance as it imports; its class is left as it was.
+        self.stand_in_sage("import cypari2\npari = cypari2.Pari(8 << 20, 1 << 30)\n")
+        mpmain.pari_sizemax = 3 << 30
+        code = "def stacks(n):\n    import cypari2\n    " \
+            "return pari, cypari2.Pari(n), sorted(k for k in globals() if 'sandbox' in k)\n"
+        mpmain.main_is("/host/dir/pool.sage", "", code)
+        exec(code, self.main.__dict__)
+        self.main.stacks.__module__ = "__main__"
+        with multiprocessing.get_context("spawn").Pool(1) as pool:
+            self.assertEqual(pool.map_async(self.main.stacks, [5]).get(timeout=60),
+                             [((1 << 20, 3 << 30), (5,), [])])
+
+    def test_a_spawn_child_runs_it(self):
+        self.stand_in_sage("Integer = int\n")
         code = "def cube(n):\n    return n**_sage_const_3\n"
         mpmain.main_is("/host/dir/pool.sage", "_sage_const_3 = Integer(3)", code)
         namespace = self.main.__dict__
