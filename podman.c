@@ -641,23 +641,28 @@ bool podman_said_no_entrypoint(const char *errors, const char *path)
 		strstr(errors, "Permission denied"));
 }
 
-/* Whether podman said its OCI runtime's `start` step failed: podman 4.3
- * runs it with the runtime's stderr its own, then says
+/* Whether podman said its OCI runtime's `start` step refused: podman 4.3
+ * and 5 run it with the runtime's stderr their own, then say
  * "Error: `/usr/bin/runc start ID` failed: exit status 1", where runc's
  * own words (its init gone before the exec fifo opened, "container
  * process is already dead", among others) may be on a line before or
- * nowhere. */
+ * nowhere. Status 1 alone: a runtime killed (a signal, 137) may have let
+ * the container's process go on before it died. */
 static bool said_runtime_start_failed(const char *errors)
 {
-	for (const char *at = errors; (at = strstr(at, "` failed: ")); at++) {
+	static const char failed[] = "` failed: exit status 1";
+	for (const char *at = errors; (at = strstr(at, failed)); at++) {
+		char after = at[sizeof failed - 1];
+		if (after != '\n' && after != '\0')
+			continue;
 		const char *open = at;
 		while (open > errors && open[-1] != '`' && open[-1] != '\n')
 			open--;
 		if (open == errors || open[-1] != '`')
 			continue;
-		/* The command's second word from its end: "start". */
-		const char *word = memmem(open, (size_t)(at - open), " start ", 7);
-		if (word && !memchr(word + 7, ' ', (size_t)(at - word - 7)))
+		/* The command's second word from its end: "start", then the ID. */
+		const char *id = memrchr(open, ' ', (size_t)(at - open));
+		if (id && id - open >= 6 && memcmp(id - 6, " start", 6) == 0)
 			return true;
 	}
 	return false;

@@ -806,14 +806,20 @@ static void finish_result(struct sandbox *sb)
 				"image '%s' is not present locally (runs never pull)",
 				sb->opt.cfg->value[SET_IMAGE]);
 		else {
-			size_t len;
+			size_t len, before_len = 0;
 			const char *tail = last_line(errors, sb->podman_errors.len, &len);
+			/* An OCI runtime's failure names its command and status
+			 * alone; its own words, where it said any, came before. */
+			const char *before = "";
+			if (memmem(tail, len, "` failed: ", 10) && tail > errors)
+				before = last_line(errors, (size_t)(tail - errors), &before_len);
 			if (len)
 				error_set(&r->failure, EXIT_REFUSED,
 					podman_failed_hint(errors,
 						"see podman's message; check 'sage-sandbox status'"),
-					"podman could not run the container (status %d): %.*s",
-					sb->podman.status, (int)len, tail);
+					"podman could not run the container (status %d): %.*s%s%.*s",
+					sb->podman.status, (int)len, tail,
+					before_len ? "; before it: " : "", (int)before_len, before);
 			else
 				error_set(&r->failure, EXIT_REFUSED, podman_silent_hint,
 					"podman could not run the container (status %d) and said nothing",

@@ -7,8 +7,9 @@
 #    start-up; under RLIMIT_DATA that reservation fails and PARI prints
 #    "Warning: not enough memory, new PARI stack" into every run's stderr.
 #    Sage's one call that creates it is redirected, while sage.all imports,
-#    to ask for SAGE_SANDBOX_PARI_SIZEMAX bytes instead; so is it in the
-#    code's multiprocessing spawn children (mpmain.py).
+#    to ask for at most SAGE_SANDBOX_PARI_SIZEMAX bytes instead; so is it
+#    in the code's multiprocessing spawn and forkserver children
+#    (mpmain.py).
 # 2. No interpreter teardown (0.3-0.4 s of Sage's atexit work): the
 #    container, and everything in it, is deleted right after anyway.
 #
@@ -48,7 +49,7 @@ def import_sage(writer):
         import cypari2
         pari_class = cypari2.Pari
         sizemax = int(os.environ["SAGE_SANDBOX_PARI_SIZEMAX"])
-        cypari2.Pari = lambda *args, **kwargs: pari_class(mpmain.PARI_STACK, sizemax)
+        cypari2.Pari = mpmain.bounded_pari(pari_class, sizemax)
     except (ImportError, AttributeError, KeyError, ValueError):
         # Without it Sage still runs; PARI may warn about its stack.
         pari_class = sizemax = None

@@ -28,7 +28,7 @@ STARTERS = ("multiprocessing.popen_spawn_posix", "multiprocessing.popen_forkserv
             "multiprocessing.forkserver")
 # Where the file goes: the call's own /tmp, whatever tempfile was told.
 CALL_TMP = "/tmp"
-# PARI's first stack where its bound is given (main.py gives the same).
+# PARI's first stack where its bound is given (bounded_pari).
 PARI_STACK = 1 << 20
 
 # The module `sage FILE` imports and the PARI stack's bound its import was
@@ -122,6 +122,20 @@ def main_text():
         "".join(lines[:head]), import_line(), constants, "".join(lines[head:]))
 
 
+def bounded_pari_text(pari_class, sizemax):
+    """The text of cypari2.Pari in place of PARI_CLASS (a name) while Sage
+    imports: a first stack of PARI_STACK and a bound of what Sage asks
+    (1 GiB in 9.5 and 10) or SIZEMAX, the lower. One text, for the
+    launcher's import (bounded_pari) and a child's (import_line)."""
+    return "lambda size=0, sizemax=0, *args, **kwargs: %s(%d, min(sizemax or %d, %d))" % (
+        pari_class, PARI_STACK, sizemax, sizemax)
+
+
+def bounded_pari(pari_class, sizemax):
+    """cypari2.Pari for the launcher's import of Sage (main.py)."""
+    return eval(bounded_pari_text("pari_class", sizemax), {"pari_class": pari_class})
+
+
 def import_line():
     """Sage's import, as sage-preparse writes it; where the launcher's own
     was given a PARI stack within the memory limit (main.py), the child's
@@ -132,9 +146,9 @@ def import_line():
     line = "from %s import *" % sage_all
     if pari_sizemax is not None:
         line = ("import cypari2 as _sandbox_pari; _sandbox_pari_class = _sandbox_pari.Pari; "
-                "_sandbox_pari.Pari = lambda *args, **kwargs: _sandbox_pari_class(%d, %d); %s; "
-                "_sandbox_pari.Pari = _sandbox_pari_class; del _sandbox_pari, _sandbox_pari_class"
-                % (PARI_STACK, pari_sizemax, line))
+                "_sandbox_pari.Pari = %s; %s; _sandbox_pari.Pari = _sandbox_pari_class; "
+                "del _sandbox_pari, _sandbox_pari_class"
+                % (bounded_pari_text("_sandbox_pari_class", pari_sizemax), line))
     return line + "   # import sage library"
 
 

@@ -699,7 +699,7 @@ static void start_race(void)
 	fake_lines(&f, "run", NULL, 1, second, sizeof second);
 	check(!r->failed && r->exit_code == 0 && same(&r->out, "out:print(2)") &&
 		same(&w.streamed[0], "out:print(2)"),
-		"race - the first two starts lose podman's start races (its client's, runc's), the "
+		"race - the first two starts lose podman's start races (runc's, its client's), the "
 		"third runs the call: ok");
 	fake_lines(&f, "run", NULL, 2, third, sizeof third);
 	check(fake_count(&f, "run", NULL) == 3 && strcmp(first, second) != 0 &&
@@ -717,10 +717,28 @@ static void start_race(void)
 	settle(&w, 20000);
 	r = sandbox_result(w.sb);
 	check(fake_count(&f, "run", NULL) == 3 && r->failed && r->failure.status == EXIT_REFUSED &&
-		has(r->failure.message, "attach socket"),
-		"race - lost every time: 3 starts (START_TRIES), then failed 125 with podman's words");
+		has(r->failure.message, "start 63dec14` failed: exit status 1; before it: ") &&
+		has(r->failure.message, "container process is already dead"),
+		"race - lost every time: 3 starts (START_TRIES), then failed 125 with podman's words "
+		"and runc's before them");
 	check(fake_count(&f, "rm", NULL) == 3, "race - ... and each lost container removed, the last too");
 	finish(&w, "race - always");
+
+	/* A byte of the code's stdin went to the lost container: that
+	 * container may have read it, so the run is not started again. */
+	fake_new(&f, "race-input", "run race 1\n");
+	p = make_program("print(input())", loop_now_ms() + 30000);
+	p.input_follows = true;
+	start(&w, &f, false, &err);
+	sandbox_submit(w.sb, &p);
+	size_t sent = sandbox_input(w.sb, "x\n", 2);
+	settle(&w, 20000);
+	r = sandbox_result(w.sb);
+	check(sent == 2 && fake_count(&f, "run", NULL) == 1 && r->failed &&
+		r->failure.status == EXIT_REFUSED && has(r->failure.message, "exit status 1"),
+		"race - lost after stdin was handed over: not started again, failed 125");
+	check(fake_count(&f, "rm", NULL) == 1, "race - ... and its container removed");
+	finish(&w, "race - input");
 }
 
 /* Whether a sandbox of this host holds the claim on the host uid that

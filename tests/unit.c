@@ -923,7 +923,11 @@ int main(void)
 			      "already dead\"\nError: `/usr/bin/crun start 63de` failed: exit status 1\n") &&
 		      !podman_said_start_race("Error: `/usr/bin/runc create --bundle b 63de` failed: "
 			      "exit status 1\n") &&
-		      !podman_said_start_race("Error: `/usr/bin/runc start` x\n` failed: \n") &&
+		      !podman_said_start_race("Error: `/usr/bin/runc start` x\n` failed: exit status 1\n") &&
+		      !podman_said_start_race("Error: `/usr/bin/runc start 63de` failed: signal: killed\n") &&
+		      !podman_said_start_race("Error: `/usr/bin/runc start 63de` failed: exit status 137\n") &&
+		      podman_said_start_race("Error: `/opt/a start/runc --root r start 63de` failed: exit "
+			      "status 1") &&
 		      !podman_said_start_race("Error: localhost/x:1: image not known\n") &&
 		      !podman_said_start_race(NULL),
 		"podman run: its start races (tried again) are told apart from other failures");

@@ -127,7 +127,8 @@ class MpmainTest(unittest.TestCase):
         mpmain.pari_sizemax, mpmain.written = 3 << 30, None
         lines = self.read(self.main_path()).splitlines()
         self.assertEqual(len(lines), len(unbounded))
-        self.assertRegex(lines[2], r"^import cypari2 as _sandbox_pari; .*\(1048576, 3221225472\); "
+        self.assertRegex(lines[2], r"^import cypari2 as _sandbox_pari; .*\(1048576, "
+                         r"min\(sizemax or 3221225472, 3221225472\)\); "
                          r"from sage\.all_cmdline import \*; .*"
                          r"del _sandbox_pari, _sandbox_pari_class   # import sage library$")
         self.assertEqual(lines[:2] + lines[3:], unbounded[:2] + unbounded[3:])
@@ -144,7 +145,7 @@ class MpmainTest(unittest.TestCase):
 
     def test_a_spawn_child_s_pari_stack_is_the_launcher_s_and_no_name_stays(self):
         # Sage makes PARI's instance as it imports; its class is left as it was.
-        self.stand_in_sage("import cypari2\npari = cypari2.Pari(8 << 20, 1 << 30)\n")
+        self.stand_in_sage("import cypari2\npari = cypari2.Pari(1 << 20, 1 << 30)\n")
         mpmain.pari_sizemax = 3 << 30
         code = "def stacks(n):\n    import cypari2\n    " \
             "return pari, cypari2.Pari(n), sorted(k for k in globals() if 'sandbox' in k)\n"
@@ -153,7 +154,14 @@ class MpmainTest(unittest.TestCase):
         self.main.stacks.__module__ = "__main__"
         with multiprocessing.get_context("spawn").Pool(1) as pool:
             self.assertEqual(pool.map_async(self.main.stacks, [5]).get(timeout=60),
-                             [((1 << 20, 3 << 30), (5,), [])])
+                             [((1 << 20, 1 << 30), (5,), [])])
+
+    def test_pari_s_bound_is_what_sage_asks_or_the_limit_s_the_lower(self):
+        pari = mpmain.bounded_pari(lambda *args: args, 256 << 20)
+        self.assertEqual(pari(1 << 20, 1 << 30), (1 << 20, 256 << 20))
+        self.assertEqual(pari(8 << 20, 1 << 27), (1 << 20, 1 << 27))
+        self.assertEqual(pari(sizemax=1 << 27), (1 << 20, 1 << 27))
+        self.assertEqual(pari(), (1 << 20, 256 << 20))
 
     def test_a_spawn_child_runs_it(self):
         self.stand_in_sage("Integer = int\n")
