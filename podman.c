@@ -648,12 +648,16 @@ bool podman_said_no_entrypoint(const char *errors, const char *path)
  * process is already dead", among others) may be on a line before or
  * nowhere. Status 1 alone: a runtime killed (a signal, 137) may have let
  * the container's process go on before it died. */
+static const char runtime_failed[] = "` failed: ";
+
 static bool said_runtime_start_failed(const char *errors)
 {
-	static const char failed[] = "` failed: exit status 1";
-	for (const char *at = errors; (at = strstr(at, failed)); at++) {
-		char after = at[sizeof failed - 1];
-		if (after != '\n' && after != '\0')
+	static const char status_1[] = "exit status 1";
+	for (const char *at = errors; (at = strstr(at, runtime_failed)); at++) {
+		const char *status = at + sizeof runtime_failed - 1;
+		char after = status[sizeof status_1 - 1];
+		if (strncmp(status, status_1, sizeof status_1 - 1) != 0 ||
+		    (after != '\n' && after != '\0'))
 			continue;
 		const char *open = at;
 		while (open > errors && open[-1] != '`' && open[-1] != '\n')
@@ -666,6 +670,11 @@ static bool said_runtime_start_failed(const char *errors)
 			return true;
 	}
 	return false;
+}
+
+bool podman_said_runtime_failed(const char *line, size_t len)
+{
+	return memmem(line, len, runtime_failed, sizeof runtime_failed - 1) != NULL;
 }
 
 bool podman_said_start_race(const char *errors)

@@ -138,8 +138,13 @@ void podman_image_digest_args(struct argv_builder *a, const char *podman, const 
  * started: true when it says the image is missing. */
 bool podman_said_no_image(const char *errors);
 /* podman failed to start a container it had created, in a race of its own
- * that a second try does not meet: nothing of the container ran. */
+ * that a second try does not meet (sandbox.c tries again only where no
+ * frame of the launcher came back and no byte of stdin went). */
 bool podman_said_start_race(const char *errors);
+/* Whether LINE (LEN bytes) is podman's word that its OCI runtime failed
+ * ("Error: `/usr/bin/runc start ID` failed: exit status 1"): the
+ * runtime's own words, where it said any, are on the line before. */
+bool podman_said_runtime_failed(const char *line, size_t len);
 /* True when it says the entrypoint, the interpreter at path, could not be
  * run (and not some other file: storage, configuration). */
 bool podman_said_no_entrypoint(const char *errors, const char *path);

@@ -811,7 +811,7 @@ static void finish_result(struct sandbox *sb)
 			/* An OCI runtime's failure names its command and status
 			 * alone; its own words, where it said any, came before. */
 			const char *before = "";
-			if (memmem(tail, len, "` failed: ", 10) && tail > errors)
+			if (podman_said_runtime_failed(tail, len) && tail > errors)
 				before = last_line(errors, (size_t)(tail - errors), &before_len);
 			if (len)
 				error_set(&r->failure, EXIT_REFUSED,
