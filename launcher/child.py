@@ -11,6 +11,7 @@
 # child waits for the next call, or (once, serial) just before the child
 # exits with that status. The code's stdin, stdout and stderr are three
 # more pipes, relayed by the launcher.
+import contextlib
 import fcntl
 import io
 import os
@@ -18,8 +19,15 @@ import re
 import struct
 import sys
 import traceback
+import warnings
 
-from launcher import deferred, display, mpmain, parent, warm
+# Python's warnings filters as it starts, before any import adds its own:
+# those `sage FILE`'s python3 compiles the file under, before it imports
+# Sage (whose filters would show an invalid escape's DeprecationWarning,
+# which Python's ignore). Read here, as the launcher starts.
+PYTHONS_FILTERS = tuple(warnings.filters)
+
+from launcher import deferred, display, mpmain, parent, warm  # noqa: E402
 
 CALL_HEADER = struct.Struct(">IIIIIq")
 # A call's display flags: show its last expression's value; its files come
@@ -213,19 +221,28 @@ def same_words(one, other):
     return words(one) == words(other)
 
 
+class WarningsFiltered:
+    """A block under these warnings filters. Not set by simplefilter, which
+    deferred takes for the code's own; the list is put back whole."""
+
+    def __init__(self, filters):
+        self.filters = list(filters)
+
+    def __enter__(self):
+        self.held = warnings.filters
+        warnings.filters = self.filters
+        warnings._filters_mutated()
+
+    def __exit__(self, *exc):
+        warnings.filters = self.held
+        warnings._filters_mutated()
+
+
 def quietly(function, *args):
     """function(*args) with every warning ignored (a second compile of the
-    code: Python warned of its SyntaxWarnings once). Not by simplefilter,
-    which deferred takes for the code's own; the list is put back whole."""
-    import warnings
-    filters = warnings.filters
-    warnings.filters = [("ignore", None, Warning, None, 0)]
-    warnings._filters_mutated()
-    try:
+    code: Python warned of its SyntaxWarnings once)."""
+    with WarningsFiltered([("ignore", None, Warning, None, 0)]):
         return function(*args)
-    finally:
-        warnings.filters = filters
-        warnings._filters_mutated()
 
 # The preparser's constants joined onto a first line that is blank or a
 # comment: "_sage_const_2 = Integer(2); _sage_const_3 = Integer(3)".
@@ -355,6 +372,26 @@ def joined_lines_of(users, numbers, line):
                 i = min(i + 1, len(starts) - 1)
         return lines_at[max(i, 0)]
     return line_of
+
+
+def hoist_future_imports(tree):
+    """Each `from __future__` import that sage-preparse moves to the top of
+    the file it writes (a line that is one, unindented, wherever it is),
+    moved to the top of the tree, after the docstring, in their order, at
+    their own lines: Python takes them as the file's first statements
+    (they act on the whole code, as there), and a traceback names the
+    user's lines."""
+    import ast
+    body = tree.body
+    moved = [node for node in body if isinstance(node, ast.ImportFrom) and
+             node.module == "__future__" and node.col_offset == 0 and
+             node.lineno == node.end_lineno]
+    if not moved:
+        return
+    rest = [node for node in body if not any(node is m for m in moved)]
+    head = 1 if rest and isinstance(rest[0], ast.Expr) and isinstance(rest[0].value, ast.Constant) \
+        and isinstance(rest[0].value.value, str) else 0
+    tree.body = rest[:head] + moved + rest[head:]
 
 
 def users_tree(preparsed, filename, lines_of, text, as_file=False):
@@ -841,39 +878,45 @@ def run_code(source, namespace, filename, preparse_file, show_last=False, begin=
         # Compiled as Python reads a file (as_compiled), where the text is
         # the file's; a notebook compiles a cell as text.
         as_file = not cell and coding is None
-        if not cell and preparsed.endswith("\\") and \
-                compile_error(preparsed + "\n\n", filename, as_file) is None:
-            # A fresh Sage's file has a blank line after the code: a
-            # backslash that ends the code continues onto it, and runs.
-            # Where that too fails (x = 1 + \), the error is told as
-            # python3 reading the user's file tells it, at its own lines.
-            preparsed += "\n\n"
-        # What multiprocessing's spawn and forkserver children run.
-        mpmain.main_is(filename, constants, preparsed)
-        linecache.cache[filename] = _code_lines[filename] = (
-            len(text), None, code_lines(text, keepends=True), filename)
-        import ast
-        # compile() checks a tree it is given node by node, recursively: a
-        # flat sum of a thousand terms passes its limit, and one of 19,000
-        # cannot be made a tree at all. From text, as `sage FILE` compiles
-        # it, there is no such check, and the error past its own limit is
-        # Python's "during compilation" (a joined statement's lines are
-        # then at its first; no value shown).
-        code = tree = last = None
-        try:
-            tree = users_tree(preparsed, filename, lines_of, text, as_file)
-        except RecursionError:
-            pass
-        if tree is not None:
-            if show_last and tree.body and isinstance(tree.body[-1], ast.Expr) and \
-                    not ends_quietly(preparsed):
-                last = tree.body.pop()
+        # Compiled under the filters python3 compiles `sage FILE`'s file
+        # under (PYTHONS_FILTERS); a cell under the session's, as a
+        # notebook compiles it.
+        with contextlib.nullcontext() if cell else WarningsFiltered(PYTHONS_FILTERS):
+            if not cell and preparsed.endswith("\\") and \
+                    compile_error(preparsed + "\n\n", filename, as_file) is None:
+                # A fresh Sage's file has a blank line after the code: a
+                # backslash that ends the code continues onto it, and runs.
+                # Where that too fails (x = 1 + \), the error is told as
+                # python3 reading the user's file tells it, at its own lines.
+                preparsed += "\n\n"
+            # What multiprocessing's spawn and forkserver children run.
+            mpmain.main_is(filename, constants, preparsed)
+            linecache.cache[filename] = _code_lines[filename] = (
+                len(text), None, code_lines(text, keepends=True), filename)
+            import ast
+            # compile() checks a tree it is given node by node, recursively: a
+            # flat sum of a thousand terms passes its limit, and one of 19,000
+            # cannot be made a tree at all. From text, as `sage FILE` compiles
+            # it, there is no such check, and the error past its own limit is
+            # Python's "during compilation" (a joined statement's lines are
+            # then at its first; no value shown).
+            code = tree = last = None
             try:
-                code = compile(tree, filename, "exec")
+                tree = users_tree(preparsed, filename, lines_of, text, as_file)
             except RecursionError:
                 pass
-        if code is None:
-            code, last = compile(as_compiled(preparsed, as_file), filename, "exec"), None
+            if tree is not None:
+                if not cell:
+                    hoist_future_imports(tree)
+                if show_last and tree.body and isinstance(tree.body[-1], ast.Expr) and \
+                        not ends_quietly(preparsed):
+                    last = tree.body.pop()
+                try:
+                    code = compile(tree, filename, "exec")
+                except RecursionError:
+                    pass
+            if code is None:
+                code, last = compile(as_compiled(preparsed, as_file), filename, "exec"), None
         if begin is not None:
             begin()
         if constants:
@@ -1880,6 +1923,9 @@ def child_main(pipes, handlers, namespace, preparse_file, session, stale=()):
         filename = "<stdin>" if argv[0] == "-" else argv[0]
         namespace["__file__"] = filename
         sys.argv = argv
+        # Python's own command line, as `sage FILE` runs it (python3 and
+        # its file), not the launcher's (its whole program, its mode).
+        sys.orig_argv = ["python3"] + argv
         # The warm-up's imports' filters, as the code's own imports would
         # add them (a cold call's first, once; a session's first cell's).
         deferred.install()

@@ -139,10 +139,13 @@ def main(argv):
     # one sys.modules names, as Python's own __main__ is: pickle finds the
     # code's functions and classes there by name, so multiprocessing's
     # pools, @parallel's results and dumps() of the code's objects work.
+    # Its __builtins__ is the module, as a main module's is (elsewhere
+    # Python puts the module's dict there).
+    import builtins
     module = types.ModuleType("__main__")
     sys.modules["__main__"] = module
     namespace = module.__dict__
-    namespace.update(__builtins__=__builtins__, __annotations__={}, __cached__=None)
+    namespace.update(__builtins__=builtins, __annotations__={}, __cached__=None)
     exec("from %s import *" % sage_all, namespace)
     # What reports the code's errors, imported once here: each child has it.
     import linecache  # noqa: F401

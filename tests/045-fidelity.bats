@@ -234,6 +234,39 @@ atexit.register(sys.exit, 9)' 0 run
 	expect_equal "$output" "SystemExit None Exception ignored in atexit callback"
 }
 
+@test "fidelity - the code's module is the main one python3 runs sage-preparse's file as: __builtins__, sys.orig_argv, a late __future__ import, Python's own filters at compile; cold and warm" {
+	# Each differed (probe helper): __builtins__ was a dict, sys.orig_argv
+	# the launcher's own program, a `from __future__` import after other
+	# code was a SyntaxError where sage-preparse moves it to the top, and
+	# the code was compiled under Sage's warnings filters, which show an
+	# invalid escape's DeprecationWarning that python3 does not.
+	dir=$BATS_TEST_TMPDIR
+	cat >"$dir/main.sage" <<-'CODE'
+	print(__builtins__.len([1, 2]), type(__builtins__).__name__)
+	import sys
+	print(sys.orig_argv[0], sys.orig_argv[1:] == sys.argv)
+	s = "\d"
+	print(s)
+	from __future__ import annotations
+	def f(a: Undefined): pass
+	print(f.__annotations__)
+	print(1/0)
+	CODE
+	expected=$'2 module\npython3 True\n\\d\n{\'a\': \'Undefined\'}'
+	input_file=/dev/null run_ss 1 run "$dir/main.sage" arg
+	expect_equal "$output" "$expected"
+	expect_match "$errors" 'line 9, in <module>'$'\n''    print\(1/0\)'$'\n'
+	[[ $errors != *Warning* ]] || { printf '# %s\n' "$errors" >&2; false; }
+	cp "$dir/main.sage" "$dir/main2.sage"
+	jobs_of "$dir/main.sage" "$dir/main2.sage" >"$dir/jobs.jsonl"
+	"$SAGE_SANDBOX" batch --jobs 1 "$dir/jobs.jsonl" >"$dir/out.jsonl" || true
+	local id
+	for id in main.sage main2.sage; do
+		expect_equal "$(field_of $id stdout)" "$expected" "$id"
+		expect_match "$(field_of $id stderr)" '^Traceback[^W]*ZeroDivisionError: rational division by zero$' "$id"
+	done
+}
+
 @test "fidelity - a thread still running when the code ends is waited for, atexit runs; daemons are not" {
 	dir=$BATS_TEST_TMPDIR
 	cat >"$dir/thread.sage" <<-'CODE'

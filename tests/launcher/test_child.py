@@ -428,6 +428,38 @@ class RunCodeTest(unittest.TestCase):
                                                  "KeyboardInterrupt"))
         self.assertTrue(lines[1].endswith(", in handler"), lines)
 
+    def test_a_late_future_import_acts_as_sage_preparse_moves_it(self):
+        # sage-preparse moves each unindented `from __future__` line to the
+        # top of the file it writes (probe helper: the sandbox said "must
+        # occur at the beginning of the file").
+        status, err, namespace = self.run_code(
+            b'"""doc"""\nx = 1\nfrom __future__ import annotations\n'
+            b'def f(a: Undefined): pass\nprint(1/0)\n')
+        self.assertEqual(status, 1)
+        self.assertEqual(namespace["f"].__annotations__, {"a": "Undefined"})
+        self.assertEqual(namespace["__doc__"], "doc")
+        # The traceback's line is still the user's own.
+        self.assertIn('File "%s", line 5, in <module>\n    print(1/0)\n' % self.FILE, err)
+        self.assertTrue(err.endswith("ZeroDivisionError: division by zero\n"), err)
+        # An indented one is Python's error, as there.
+        status, err, _ = self.run_code(b"if 1:\n    from __future__ import annotations\n")
+        self.assertEqual(status, 1)
+        self.assertIn("from __future__ imports must occur at the beginning of the file", err)
+
+    def test_the_code_compiles_under_pythons_own_warnings_filters(self):
+        # python3 compiles `sage FILE`'s file before Sage's import adds its
+        # filters: an invalid escape's DeprecationWarning is not shown
+        # (probe helper), a SyntaxWarning is; the filters are put back.
+        import warnings
+        with warnings.catch_warnings():
+            warnings.simplefilter("always")
+            before = list(warnings.filters)
+            status, err, _ = self.run_code(b's = "\\d"\nassert (s, "m")\n')
+            self.assertEqual(warnings.filters, before)
+        self.assertEqual(status, 0)
+        self.assertNotIn("DeprecationWarning", err)
+        self.assertIn("SyntaxWarning: assertion is always true", err)
+
     def test_the_last_expression_is_shown_when_asked(self):
         self.assertEqual(self.shown(b"x = 2\nx * 21\n"), ("42\n", 0, ""))
         self.assertEqual(self.shown(b"x = 2\nx * 21\n", show_last=False), ("", 0, ""))
