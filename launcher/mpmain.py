@@ -116,10 +116,17 @@ def main_text():
         head = node.end_lineno
     from launcher.child import code_lines  # noqa: E402 (child imports this module)
     lines = code_lines(preparsed, keepends=True)
+    # A later line that is one, unindented, goes up to them, its line left
+    # blank, as sage-preparse moves it (child.hoist_future_imports).
+    late = []
+    for i in range(head, len(lines)):
+        if lines[i].startswith("from __future__ import "):
+            late.append(lines[i].rstrip("\n") + "\n")
+            lines[i] = lines[i][len(lines[i].rstrip("\n")):]
     # The file is written in UTF-8, whatever encoding line the code has
     # (its text was decoded before): the first line says so, and wins.
-    return "# -*- coding: utf-8 -*-\n%s\n%s\n%s\n%s\n" % (
-        "".join(lines[:head]), import_line(), constants, "".join(lines[head:]))
+    return "# -*- coding: utf-8 -*-\n%s%s\n%s\n%s\n%s\n" % (
+        "".join(lines[:head]), "".join(late), import_line(), constants, "".join(lines[head:]))
 
 
 def bounded_pari_text(pari_class, sizemax):

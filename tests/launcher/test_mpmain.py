@@ -76,6 +76,15 @@ class MpmainTest(unittest.TestCase):
                          "_sage_const_1 = Integer(1)\nx = _sage_const_1\n\n")
         compile(text, "pool.sage.py", "exec")
 
+    def test_a_later_future_import_goes_up_as_sage_preparse_moves_it(self):
+        code = 'x = _sage_const_1\nfrom __future__ import annotations\ndef f(a: B): pass\n'
+        mpmain.main_is("/host/dir/pool.sage", "_sage_const_1 = Integer(1)", code)
+        text = self.read(self.main_path())
+        self.assertEqual(text, '# -*- coding: utf-8 -*-\nfrom __future__ import annotations\n\n'
+                         "from sage.all_cmdline import *   # import sage library\n"
+                         "_sage_const_1 = Integer(1)\nx = _sage_const_1\n\ndef f(a: B): pass\n\n")
+        compile(text, "pool.sage.py", "exec")
+
     def test_the_code_s_own_encoding_line_is_not_the_file_s(self):
         # The text was decoded already; the file is UTF-8.
         code = '#!/usr/bin/env sage\n# coding: ascii\nfrom __future__ import annotations\nprint("\u00e9")\n'
