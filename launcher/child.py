@@ -229,13 +229,15 @@ class WarningsFiltered:
         self.filters = list(filters)
 
     def __enter__(self):
+        # Only swapped: Python reads warnings.filters at each warning. Its
+        # _filters_mutated() would clear every module's record of the
+        # warnings it gave once (__warningregistry__), and Sage's import
+        # would warn again where the code makes it.
         self.held = warnings.filters
         warnings.filters = self.filters
-        warnings._filters_mutated()
 
     def __exit__(self, *exc):
         warnings.filters = self.held
-        warnings._filters_mutated()
 
 
 def quietly(function, *args):
@@ -374,24 +376,87 @@ def joined_lines_of(users, numbers, line):
     return line_of
 
 
-def hoist_future_imports(tree):
-    """Each `from __future__` import that sage-preparse moves to the top of
-    the file it writes (a line that is one, unindented, wherever it is),
-    moved to the top of the tree, after the docstring, in their order, at
-    their own lines: Python takes them as the file's first statements
-    (they act on the whole code, as there), and a traceback names the
-    user's lines."""
-    import ast
-    body = tree.body
-    moved = [node for node in body if isinstance(node, ast.ImportFrom) and
-             node.module == "__future__" and node.col_offset == 0 and
-             node.lineno == node.end_lineno]
-    if not moved:
-        return
-    rest = [node for node in body if not any(node is m for m in moved)]
-    head = 1 if rest and isinstance(rest[0], ast.Expr) and isinstance(rest[0].value, ast.Constant) \
-        and isinstance(rest[0].value.value, str) else 0
-    tree.body = rest[:head] + moved + rest[head:]
+def sages_header_lines(text):
+    """How many of the code's first lines sage-preparse keeps above the
+    `from __future__` imports it writes (its find_position_right_after_
+    module_docstring: past blank and comment lines, a line that starts
+    with a quote is taken for the docstring, to its closing triple quote,
+    whether Python takes it for one or not)."""
+    lines = text.splitlines()
+    i = 0
+    while i < len(lines) and (not lines[i].strip() or lines[i].strip()[0] == "#"):
+        i += 1
+    if i == len(lines):
+        return 0
+    start = lines[i].lstrip()
+    if not (start[0] in "\"'" or start[:2] in ('r"', "r'")):
+        return 0
+    start = start.lstrip("r")
+    quotes = start[:3]
+    if quotes not in ("'''", '"""') or quotes in start[3:]:
+        return i + 1
+    j = i + 1
+    while j < len(lines) and quotes not in lines[j]:
+        j += 1
+    return min(j + 1, len(lines))
+
+
+class FutureImports:
+    """The code's `from __future__` imports as sage-preparse writes them
+    (find_future_imports): each line of the preparsed code below its
+    header (sages_header_lines) that starts "from __future__ import ",
+    whatever it is in (a string too), is taken out, its line left blank,
+    and written at the top of the file, above Sage's import, in their
+    order. Here every line keeps its number: the rest is compiled as it
+    is, and the lines taken are put in front of its tree, at the user's
+    own lines (in_front_of), so that Python takes them for the file's
+    first statements, as it does there."""
+
+    PREFIX = "from __future__ import "
+
+    def __init__(self, text, preparsed, lines_of):
+        import ast
+        self.header = sages_header_lines(text)
+        self.statements = []  # each line's statements, a Module at the user's line
+        self.texts = []       # each line's text (a spawn child's file: mpmain)
+        self.left = set()     # the user's lines of those continued on the next
+        lines = code_lines(preparsed, keepends=True)
+        for i, line in enumerate(lines):
+            users = (lines_of or {}).get(i + 1, [i + 1])[0]
+            if users <= self.header or not line.startswith(self.PREFIX):
+                continue
+            statement = line.rstrip("\n")
+            try:
+                module = ast.parse(statement)
+            except SyntaxError:
+                # sage-preparse refuses one continued on the next line
+                # (NotImplementedError): left where it is, for Python.
+                self.left.add(users)
+                continue
+            ast.increment_lineno(module, users - 1)
+            self.statements.append(module)
+            self.texts.append(statement)
+            lines[i] = line[len(statement):]
+        self.code = "".join(lines)
+
+    def in_front_of(self, tree, filename, text):
+        """The lines taken, put in front of the tree, below the statements
+        of sage-preparse's header. A `from __future__` import still in
+        the tree (indented, after another statement on its line, spaced
+        otherwise) comes after Sage's import in sage-preparse's file:
+        Python's SyntaxError, raised here, as the lines taken keep their
+        numbers, and Python looks only past the last of them."""
+        import ast
+        for node in ast.walk(tree) if "__future__" in self.code else ():
+            if isinstance(node, ast.ImportFrom) and node.module == "__future__" and \
+                    node.lineno not in self.left:
+                users = code_lines(text)
+                line = users[node.lineno - 1] + "\n" if node.lineno <= len(users) else None
+                raise SyntaxError("from __future__ imports must occur at the beginning of the file",
+                                  (filename, node.lineno, node.col_offset + 1, line,
+                                   node.end_lineno, node.end_col_offset + 1))
+        head = sum(1 for node in tree.body if node.lineno <= self.header)
+        tree.body[head:head] = [node for module in self.statements for node in module.body]
 
 
 def users_tree(preparsed, filename, lines_of, text, as_file=False):
@@ -876,8 +941,13 @@ def run_code(source, namespace, filename, preparse_file, show_last=False, begin=
             text, constants, preparsed = (decoded_by(coding, part)
                                           for part in (text, constants, preparsed))
         # Compiled as Python reads a file (as_compiled), where the text is
-        # the file's; a notebook compiles a cell as text.
+        # the file's; a notebook compiles a cell as text, and moves no
+        # `from __future__` import.
         as_file = not cell and coding is None
+        futures = None
+        if not cell:
+            futures = FutureImports(text, preparsed, lines_of)
+            preparsed = futures.code
         # Compiled under the filters python3 compiles `sage FILE`'s file
         # under (PYTHONS_FILTERS); a cell under the session's, as a
         # notebook compiles it.
@@ -890,7 +960,7 @@ def run_code(source, namespace, filename, preparse_file, show_last=False, begin=
                 # python3 reading the user's file tells it, at its own lines.
                 preparsed += "\n\n"
             # What multiprocessing's spawn and forkserver children run.
-            mpmain.main_is(filename, constants, preparsed)
+            mpmain.main_is(filename, constants, preparsed, futures.texts if futures else ())
             linecache.cache[filename] = _code_lines[filename] = (
                 len(text), None, code_lines(text, keepends=True), filename)
             import ast
@@ -906,15 +976,17 @@ def run_code(source, namespace, filename, preparse_file, show_last=False, begin=
             except RecursionError:
                 pass
             if tree is not None:
-                if not cell:
-                    hoist_future_imports(tree)
+                if futures:
+                    futures.in_front_of(tree, filename, text)
                 if show_last and tree.body and isinstance(tree.body[-1], ast.Expr) and \
                         not ends_quietly(preparsed):
                     last = tree.body.pop()
                 try:
                     code = compile(tree, filename, "exec")
+                    if last is not None:
+                        last = compile(ast.Expression(last.value), filename, "eval")
                 except RecursionError:
-                    pass
+                    code = None
             if code is None:
                 code, last = compile(as_compiled(preparsed, as_file), filename, "exec"), None
         if begin is not None:
@@ -923,8 +995,7 @@ def run_code(source, namespace, filename, preparse_file, show_last=False, begin=
             at_code_depth(exec, compile(constants, filename, "exec"), namespace)
         at_code_depth(exec, code, namespace)
         if last is not None:
-            value = at_code_depth(eval, compile(ast.Expression(last.value), filename, "eval"),
-                                  namespace)
+            value = at_code_depth(eval, last, namespace)
             display.show_last(value)
         return 0
     except SystemExit as e:

@@ -51,12 +51,13 @@ def install(sage_all_name, pari_stack_max=None):
     _wrap_if_loaded()
 
 
-def main_is(filename, constants, preparsed):
+def main_is(filename, constants, preparsed, futures=()):
     """The call's code (each cell's, in a session), as the preparser gave
-    it: its constants apart. Laid out as a file only where a child needs
-    it (_written_main)."""
+    it: its constants apart, and the `from __future__` lines sage-preparse
+    moves to the top taken out of it (futures: child.FutureImports). Laid
+    out as a file only where a child needs it (_written_main)."""
     global main_file, main_code
-    main_file, main_code = filename, (constants, preparsed)
+    main_file, main_code = filename, (constants, preparsed, tuple(futures))
     # A starter imported by importlib.import_module raised no event.
     _wrap_if_loaded()
 
@@ -97,10 +98,11 @@ def _wrap():
 
 def main_text():
     """The code as sage-preparse writes FILE.sage.py: a module docstring
-    and `from __future__` imports first (Python requires them there), then
-    Sage's import, the constants and the rest."""
+    and `from __future__` imports first (Python requires them there: those
+    at its top, a cell's, and those taken out of it), then Sage's import,
+    the constants and the rest."""
     import ast
-    constants, preparsed = main_code
+    constants, preparsed, futures = main_code
     head = 0
     try:
         body = ast.parse(preparsed).body
@@ -116,17 +118,11 @@ def main_text():
         head = node.end_lineno
     from launcher.child import code_lines  # noqa: E402 (child imports this module)
     lines = code_lines(preparsed, keepends=True)
-    # A later line that is one, unindented, goes up to them, its line left
-    # blank, as sage-preparse moves it (child.hoist_future_imports).
-    late = []
-    for i in range(head, len(lines)):
-        if lines[i].startswith("from __future__ import "):
-            late.append(lines[i].rstrip("\n") + "\n")
-            lines[i] = lines[i][len(lines[i].rstrip("\n")):]
     # The file is written in UTF-8, whatever encoding line the code has
     # (its text was decoded before): the first line says so, and wins.
     return "# -*- coding: utf-8 -*-\n%s%s\n%s\n%s\n%s\n" % (
-        "".join(lines[:head]), "".join(late), import_line(), constants, "".join(lines[head:]))
+        "".join(lines[:head]), "".join(line + "\n" for line in futures), import_line(),
+        constants, "".join(lines[head:]))
 
 
 def bounded_pari_text(pari_class, sizemax):

@@ -76,11 +76,13 @@ class MpmainTest(unittest.TestCase):
                          "_sage_const_1 = Integer(1)\nx = _sage_const_1\n\n")
         compile(text, "pool.sage.py", "exec")
 
-    def test_a_later_future_import_goes_up_as_sage_preparse_moves_it(self):
-        code = 'x = _sage_const_1\nfrom __future__ import annotations\ndef f(a: B): pass\n'
-        mpmain.main_is("/host/dir/pool.sage", "_sage_const_1 = Integer(1)", code)
+    def test_the_future_imports_taken_out_go_first_as_sage_preparse_writes_them(self):
+        # child.FutureImports took them out, their lines left blank.
+        code = '"""Doc."""\nx = _sage_const_1\n\ndef f(a: B): pass\n'
+        mpmain.main_is("/host/dir/pool.sage", "_sage_const_1 = Integer(1)", code,
+                       ["from __future__ import annotations"])
         text = self.read(self.main_path())
-        self.assertEqual(text, '# -*- coding: utf-8 -*-\nfrom __future__ import annotations\n\n'
+        self.assertEqual(text, '# -*- coding: utf-8 -*-\n"""Doc."""\nfrom __future__ import annotations\n\n'
                          "from sage.all_cmdline import *   # import sage library\n"
                          "_sage_const_1 = Integer(1)\nx = _sage_const_1\n\ndef f(a: B): pass\n\n")
         compile(text, "pool.sage.py", "exec")
