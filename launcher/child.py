@@ -909,6 +909,19 @@ def walk_stack(f):
         f = f.f_back
 
 
+def outer_frames_of(getouterframes):
+    """inspect.getouterframes (what inspect.stack() lists) as a fresh
+    Python's: the frames end at the code's first, as walk_stack's."""
+    def outer_frames(frame, context=1):
+        frames = []
+        for info in getouterframes(frame, context):
+            if launchers_frame(info.frame):
+                break
+            frames.append(info)
+        return frames
+    return outer_frames
+
+
 # run_code's status for an uncaught KeyboardInterrupt: Python prints it,
 # ends as usual (threads, atexit), then dies of SIGINT (`sage FILE`'s shell
 # says 130), and so does the call's process (leave).
@@ -1480,7 +1493,9 @@ def tell_in_users_lines():
     the main code's are, with the user's lines quoted: Python's own
     printers for those (written in C) read source from disk, and the
     code's lines are only in linecache. The words are Python's. A stack
-    the code prints ends at its own frames (walk_stack)."""
+    the code prints or lists ends at its own frames (walk_stack,
+    outer_frames_of)."""
+    import inspect
     import threading
 
     def thread_error(args):
@@ -1504,6 +1519,9 @@ def tell_in_users_lines():
     threading.excepthook = thread_error
     sys.unraisablehook = tell_unraisable
     traceback.walk_stack = walk_stack
+    if not getattr(inspect.getouterframes, "sandbox_wrapped", False):
+        inspect.getouterframes = outer_frames_of(inspect.getouterframes)
+        inspect.getouterframes.sandbox_wrapped = True
 
 
 def finish_as_python_does(namespace, before):

@@ -618,7 +618,14 @@ class RunCodeTest(unittest.TestCase):
                      b"import warnings\nclass A:\n    def __del__(self):\n"
                      b"        warnings.warn('d', stacklevel=2)\na = A()\n",
                      b"import warnings, sys\nwarnings.warn('z', stacklevel=2)\n"
-                     b"print(len(sys.__warningregistry__))\n"):
+                     b"print(len(sys.__warningregistry__))\n",
+                     # inspect.stack() lists the code's frames only.
+                     b"import inspect\ndef f():\n    print([i.function for i in inspect.stack()])\n"
+                     b"f()\nprint(len(inspect.stack()), inspect.stack(0)[0].lineno)\n",
+                     b"import inspect\nprint(len(inspect.getouterframes(inspect.currentframe())))\n",
+                     b"import atexit, inspect\natexit.register(lambda: print(len(inspect.stack())))\n",
+                     b"import threading, inspect\n"
+                     b"threading.Thread(target=lambda: print(len(inspect.stack()))).start()\n"):
             with self.subTest(code):
                 python, here = self.as_python_and_here(code)
                 self.assertEqual(here, python)
