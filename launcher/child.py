@@ -413,50 +413,68 @@ class FutureImports:
     first statements, as it does there."""
 
     PREFIX = "from __future__ import "
+    REFUSED = ('the Sage preparser can only preparse "from __future__ import ..." statements '
+               'which are on a single line')
 
-    def __init__(self, text, preparsed, lines_of):
+    def __init__(self, text, preparsed, lines_of, filename):
         import ast
         self.header = sages_header_lines(text)
-        self.statements = []  # each line's statements, a Module at the user's line
-        self.texts = []       # each line's text (a spawn child's file: mpmain)
-        self.left = set()     # the user's lines of those continued on the next
+        self.taken = []  # the statements of the lines taken, at the user's lines
+        self.texts = []  # the lines taken (a spawn child's file: mpmain)
+        self.code = preparsed
+        if self.PREFIX not in preparsed:
+            return
         lines = code_lines(preparsed, keepends=True)
+        taken = []  # (index, the user's line) of each
         for i, line in enumerate(lines):
-            users = (lines_of or {}).get(i + 1, [i + 1])[0]
-            if users <= self.header or not line.startswith(self.PREFIX):
-                continue
-            statement = line.rstrip("\n")
-            try:
-                module = ast.parse(statement)
-            except SyntaxError:
-                # sage-preparse refuses one continued on the next line
-                # (NotImplementedError): left where it is, for Python.
-                self.left.add(users)
-                continue
-            ast.increment_lineno(module, users - 1)
-            self.statements.append(module)
+            at = (lines_of or {}).get(i + 1, [i + 1])[0]
+            if at > self.header and line.startswith(self.PREFIX):
+                statement = line.rstrip("\n")
+                if statement.endswith("\\") or ("(" in statement and ")" not in statement):
+                    # sage-preparse's own test of one that may go on past
+                    # its line: the file is not written, nor run.
+                    raise NotImplementedError(self.REFUSED)
+                taken.append((i, at))
+        for i, at in taken:
+            statement = lines[i].rstrip("\n")
+            # At the user's line, so that an error or a warning names it;
+            # first in the file there, so its error is the first Python
+            # finds.
+            # compile(), not ast.parse: its error shows no frame of ast's.
+            self.taken.extend(compile("\n" * (at - 1) + statement, filename, "exec",
+                                      ast.PyCF_ONLY_AST).body)
             self.texts.append(statement)
-            lines[i] = line[len(statement):]
+            lines[i] = lines[i][len(statement):]
         self.code = "".join(lines)
 
     def in_front_of(self, tree, filename, text):
         """The lines taken, put in front of the tree, below the statements
         of sage-preparse's header. A `from __future__` import still in
-        the tree (indented, after another statement on its line, spaced
-        otherwise) comes after Sage's import in sage-preparse's file:
-        Python's SyntaxError, raised here, as the lines taken keep their
-        numbers, and Python looks only past the last of them."""
+        the tree below the header (indented, after another statement on
+        its line, spaced otherwise) comes after Sage's import in
+        sage-preparse's file: Python's SyntaxError, raised here, as the
+        lines taken keep their numbers and Python looks only past the
+        last of them; a feature it does not know, among those taken, is
+        told first, as there."""
         import ast
-        for node in ast.walk(tree) if "__future__" in self.code else ():
-            if isinstance(node, ast.ImportFrom) and node.module == "__future__" and \
-                    node.lineno not in self.left:
-                users = code_lines(text)
-                line = users[node.lineno - 1] + "\n" if node.lineno <= len(users) else None
-                raise SyntaxError("from __future__ imports must occur at the beginning of the file",
-                                  (filename, node.lineno, node.col_offset + 1, line,
-                                   node.end_lineno, node.end_col_offset + 1))
+        if "__future__" not in self.code:
+            left = None
+        else:
+            left = next((node for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and
+                         node.module == "__future__" and node.lineno > self.header), None)
+        if left is not None:
+            compile(ast.Module(body=self.taken, type_ignores=[]), filename, "exec")
+            users_lines = code_lines(text)
+            line = users_lines[left.lineno - 1] if left.lineno <= len(users_lines) else ""
+            # Python's caret, where the preparser left the line as the
+            # user's (its column is the preparsed line's).
+            as_given = line[left.col_offset:].startswith("from")
+            raise SyntaxError("from __future__ imports must occur at the beginning of the file",
+                              (filename, left.lineno, left.col_offset + 1 if as_given else None,
+                               line + "\n", left.end_lineno,
+                               left.end_col_offset + 1 if as_given else None))
         head = sum(1 for node in tree.body if node.lineno <= self.header)
-        tree.body[head:head] = [node for module in self.statements for node in module.body]
+        tree.body[head:head] = self.taken
 
 
 def users_tree(preparsed, filename, lines_of, text, as_file=False):
@@ -958,13 +976,13 @@ def run_code(source, namespace, filename, preparse_file, show_last=False, begin=
         # `from __future__` import.
         as_file = not cell and coding is None
         futures = None
-        if not cell:
-            futures = FutureImports(text, preparsed, lines_of)
-            preparsed = futures.code
         # Compiled under the filters python3 compiles `sage FILE`'s file
         # under (PYTHONS_FILTERS); a cell under the session's, as a
         # notebook compiles it.
         with contextlib.nullcontext() if cell else WarningsFiltered(PYTHONS_FILTERS):
+            if not cell:
+                futures = FutureImports(text, preparsed, lines_of, filename)
+                preparsed = futures.code
             if not cell and preparsed.endswith("\\") and \
                     compile_error(preparsed + "\n\n", filename, as_file) is None:
                 # A fresh Sage's file has a blank line after the code: a
@@ -973,7 +991,8 @@ def run_code(source, namespace, filename, preparse_file, show_last=False, begin=
                 # python3 reading the user's file tells it, at its own lines.
                 preparsed += "\n\n"
             # What multiprocessing's spawn and forkserver children run.
-            mpmain.main_is(filename, constants, preparsed, futures.texts if futures else ())
+            mpmain.main_is(filename, constants, preparsed,
+                           futures.texts if futures is not None else ())
             linecache.cache[filename] = _code_lines[filename] = (
                 len(text), None, code_lines(text, keepends=True), filename)
             import ast
@@ -989,7 +1008,7 @@ def run_code(source, namespace, filename, preparse_file, show_last=False, begin=
             except RecursionError:
                 pass
             if tree is not None:
-                if futures:
+                if futures is not None:
                     futures.in_front_of(tree, filename, text)
                 if show_last and tree.body and isinstance(tree.body[-1], ast.Expr) and \
                         not ends_quietly(preparsed):

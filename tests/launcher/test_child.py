@@ -468,7 +468,21 @@ class RunCodeTest(unittest.TestCase):
                 (b"x = 1\nfrom __future__ import annotations\nprint(x) \\", "1\n", None),
                 # A quoted first line is sage-preparse's docstring: what it
                 # takes goes below it, where Python refuses it.
-                (b'"-".join("ab")\nfrom __future__ import annotations\n', "", late)):
+                (b'"-".join("ab")\nfrom __future__ import annotations\n', "", late),
+                # One on the docstring's own line is Python's to judge
+                # (second reviewer).
+                (b'"""doc"""; from __future__ import annotations\ndef f(a: U): pass\n'
+                 b'print(f.__annotations__)\n', "{'a': 'U'}\n", None),
+                # A feature Python does not know, among those taken, is told
+                # before one left in the code, as in sage's file.
+                (b"x = 1\nfrom __future__ import nosuch\nif 1:\n    from __future__ import annotations\n",
+                 "", "future feature nosuch is not defined"),
+                # sage-preparse refuses one that may go on past its line.
+                (b"x = 1\nfrom __future__ import (annotations,\n  generator_stop)\n", "",
+                 'NotImplementedError: the Sage preparser can only preparse '
+                 '"from __future__ import ..." statements which are on a single line'),
+                # Parsed under Python's own filters: no DeprecationWarning.
+                (b"x = 1\nfrom __future__ import annotations; s = '\\d'\nprint(s)\n", "\\d\n", None)):
             with self.subTest(code=code):
                 out = io.StringIO()
                 with contextlib.redirect_stdout(out):
