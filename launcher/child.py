@@ -929,7 +929,10 @@ def walk_stack(f):
 
 def outer_frames_of(getouterframes):
     """inspect.getouterframes (what inspect.stack() lists) as a fresh
-    Python's: the frames end at the code's first, as walk_stack's."""
+    Python's: the frames end at the code's first, as walk_stack's. Named
+    as it is (its name, module and docstring), with no __wrapped__."""
+    import functools
+
     def outer_frames(frame, context=1):
         frames = []
         for info in getouterframes(frame, context):
@@ -937,7 +940,12 @@ def outer_frames_of(getouterframes):
                 break
             frames.append(info)
         return frames
+    functools.update_wrapper(outer_frames, getouterframes)
+    del outer_frames.__wrapped__
     return outer_frames
+
+
+_outer_frames = None  # inspect.getouterframes as this process wrapped it
 
 
 # run_code's status for an uncaught KeyboardInterrupt: Python prints it,
@@ -1538,9 +1546,9 @@ def tell_in_users_lines():
     threading.excepthook = thread_error
     sys.unraisablehook = tell_unraisable
     traceback.walk_stack = walk_stack
-    if not getattr(inspect.getouterframes, "sandbox_wrapped", False):
-        inspect.getouterframes = outer_frames_of(inspect.getouterframes)
-        inspect.getouterframes.sandbox_wrapped = True
+    global _outer_frames
+    if inspect.getouterframes is not _outer_frames:
+        _outer_frames = inspect.getouterframes = outer_frames_of(inspect.getouterframes)
 
 
 def finish_as_python_does(namespace, before):

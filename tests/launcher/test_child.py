@@ -639,7 +639,10 @@ class RunCodeTest(unittest.TestCase):
                      b"import inspect\nprint(len(inspect.getouterframes(inspect.currentframe())))\n",
                      b"import atexit, inspect\natexit.register(lambda: print(len(inspect.stack())))\n",
                      b"import threading, inspect\n"
-                     b"threading.Thread(target=lambda: print(len(inspect.stack()))).start()\n"):
+                     b"threading.Thread(target=lambda: print(len(inspect.stack()))).start()\n",
+                     # Named as Python's (attack helper).
+                     b"import inspect\nf = inspect.getouterframes\n"
+                     b"print(f.__name__, f.__module__, hasattr(f, '__wrapped__'), f.__doc__[:20])\n"):
             with self.subTest(code):
                 python, here = self.as_python_and_here(code)
                 self.assertEqual(here, python)
