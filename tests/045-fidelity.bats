@@ -234,7 +234,7 @@ atexit.register(sys.exit, 9)' 0 run
 	expect_equal "$output" "SystemExit None Exception ignored in atexit callback"
 }
 
-@test "fidelity - the code's module is the main one python3 runs sage-preparse's file as: __builtins__, sys.orig_argv, a late __future__ import, Python's own filters at compile; cold and warm" {
+@test "fidelity - the code's module is the main one python3 runs sage-preparse's file as: __builtins__, sys.orig_argv, a late __future__ import, Python's own filters at compile, inspect.stack(); cold and warm" {
 	# Each differed (probe helper): __builtins__ was a dict, sys.orig_argv
 	# the launcher's own program, a `from __future__` import after other
 	# code was a SyntaxError where sage-preparse moves it to the top, and
@@ -250,12 +250,14 @@ atexit.register(sys.exit, 9)' 0 run
 	from __future__ import annotations
 	def f(a: Undefined): pass
 	print(f.__annotations__)
+	import inspect
+	print(len(inspect.stack()), inspect.getouterframes.__name__)
 	print(1/0)
 	CODE
-	expected=$'2 module\npython3 True\n\\d\n{\'a\': \'Undefined\'}'
+	expected=$'2 module\npython3 True\n\\d\n{\'a\': \'Undefined\'}\n1 getouterframes'
 	input_file=/dev/null run_ss 1 run "$dir/main.sage" arg
 	expect_equal "$output" "$expected"
-	expect_match "$errors" 'line 9, in <module>'$'\n''    print\(1/0\)'$'\n'
+	expect_match "$errors" 'line 11, in <module>'$'\n''    print\(1/0\)'$'\n'
 	[[ $errors != *Warning* ]] || { printf '# %s\n' "$errors" >&2; false; }
 	cp "$dir/main.sage" "$dir/main2.sage"
 	jobs_of "$dir/main.sage" "$dir/main2.sage" >"$dir/jobs.jsonl"
