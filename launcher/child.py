@@ -418,12 +418,13 @@ class FutureImports:
 
     def __init__(self, text, preparsed, lines_of, filename):
         import ast
-        self.header = sages_header_lines(text)
         self.taken = []  # the statements of the lines taken, at the user's lines
         self.texts = []  # the lines taken (a spawn child's file: mpmain)
         self.code = preparsed
-        if self.PREFIX not in preparsed:
-            return
+        self.header = 0
+        if "__future__" not in preparsed:
+            return  # the common case: no line read
+        self.header = sages_header_lines(text)
         lines = code_lines(preparsed, keepends=True)
         taken = []  # (index, the user's line) of each
         for i, line in enumerate(lines):
@@ -457,11 +458,10 @@ class FutureImports:
         last of them; a feature it does not know, among those taken, is
         told first, as there."""
         import ast
-        if "__future__" not in self.code:
-            left = None
-        else:
-            left = next((node for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and
-                         node.module == "__future__" and node.lineno > self.header), None)
+        if "__future__" not in self.code and not self.taken:
+            return
+        left = next((node for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and
+                     node.module == "__future__" and node.lineno > self.header), None)
         if left is not None:
             compile(ast.Module(body=self.taken, type_ignores=[]), filename, "exec")
             users_lines = code_lines(text)
