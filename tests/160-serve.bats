@@ -212,8 +212,12 @@ both() {
 	timeout 300 "$SAGE_SANDBOX" "$@" <"${input_file:-/dev/null}" >"$out.warm.1" 2>"$out.warm.2"
 	status=$?
 	set -e
+	# Measured, not decided: how long, and whether the cpu group held a
+	# job back at all (a spinning job at --cpus 1 is, in a period where
+	# the launcher's own work in its group tips it over: a CI run saw
+	# "spin" throttled through the server, not on its own).
 	for f in "$out".*.1; do
-		sed -i -E 's/"duration_ms":[0-9]+/"duration_ms":0/' "$f"
+		sed -i -E 's/"duration_ms":[0-9]+/"duration_ms":0/; s/"throttled":(true|false)/"throttled":_/' "$f"
 	done
 	expect_equal "$status" "$cold" "status through the server, and cold ($*)"
 	expect_equal "$(cat "$out.warm.1")" "$(cat "$out.cold.1")" "stdout ($*)"
@@ -285,8 +289,12 @@ batch_both() {
 	status=$?
 	set -e
 	local f
+	# Measured, not decided: how long, and whether the cpu group held a
+	# job back at all (a spinning job at --cpus 1 is, in a period where
+	# the launcher's own work in its group tips it over: a CI run saw
+	# "spin" throttled through the server, not on its own).
 	for f in "$out".*.1; do
-		sed -i -E 's/"duration_ms":[0-9]+/"duration_ms":0/' "$f"
+		sed -i -E 's/"duration_ms":[0-9]+/"duration_ms":0/; s/"throttled":(true|false)/"throttled":_/' "$f"
 	done
 	expect_equal "$status" "$cold" "status through the server, and on its own ($name)"
 	# Lines end in any order but the input's with --order input.
