@@ -685,9 +685,16 @@ bool podman_said_start_race(const char *errors)
 	 * (CI saw it fail with no word but its status, once in 8). The
 	 * container is discarded either way, and the caller tries again only
 	 * where no frame of the launcher came and no byte of stdin went: had
-	 * the code begun in a failed start, nothing of it reaches the caller. */
+	 * the code begun in a failed start, nothing of it reaches the caller.
+	 * And runc's init, dead before its preliminary setup (CI, 8
+	 * containers starting at once under podman 5.4: "runc create failed:
+	 * ... waiting for init preliminary setup: read init-p: connection
+	 * reset by peer"): no process of the container ran. Other failures of
+	 * `create` are not races, and are not tried again. */
 	return errors && (strstr(errors, "failed to connect to container's attach socket") ||
 		strstr(errors, "cannot start a container that has stopped") ||
+		strstr(errors, "runc create failed: unable to start container process: "
+			"waiting for init preliminary setup") ||
 		said_runtime_start_failed(errors));
 }
 

@@ -921,6 +921,11 @@ int main(void)
 			      "status 1\n") &&
 		      podman_said_start_race("time=\"x\" level=error msg=\"container process is "
 			      "already dead\"\nError: `/usr/bin/crun start 63de` failed: exit status 1\n") &&
+		      podman_said_start_race("Error: OCI runtime error: runc: runc create failed: "
+			      "unable to start container process: waiting for init preliminary setup: "
+			      "read init-p: connection reset by peer\n") &&
+		      !podman_said_start_race("Error: OCI runtime error: runc: runc create failed: "
+			      "unable to start container process: exec: \"/x\": permission denied\n") &&
 		      !podman_said_start_race("Error: `/usr/bin/runc create --bundle b 63de` failed: "
 			      "exit status 1\n") &&
 		      !podman_said_start_race("Error: `/usr/bin/runc start` x\n` failed: exit status 1\n") &&
