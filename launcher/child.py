@@ -458,10 +458,10 @@ class FutureImports:
         last of them; a feature it does not know, among those taken, is
         told first, as there."""
         import ast
-        if "__future__" not in self.code and not self.taken:
-            return
-        left = next((node for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and
-                     node.module == "__future__" and node.lineno > self.header), None)
+        left = None
+        if "__future__" in self.code:  # the tree is walked only where one may be left
+            left = next((node for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and
+                         node.module == "__future__" and node.lineno > self.header), None)
         if left is not None:
             compile(ast.Module(body=self.taken, type_ignores=[]), filename, "exec")
             users_lines = code_lines(text)
@@ -473,8 +473,9 @@ class FutureImports:
                               (filename, left.lineno, left.col_offset + 1 if as_given else None,
                                line + "\n", left.end_lineno,
                                left.end_col_offset + 1 if as_given else None))
-        head = sum(1 for node in tree.body if node.lineno <= self.header)
-        tree.body[head:head] = self.taken
+        if self.taken:
+            head = sum(1 for node in tree.body if node.lineno <= self.header)
+            tree.body[head:head] = self.taken
 
 
 def users_tree(preparsed, filename, lines_of, text, as_file=False):
