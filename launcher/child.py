@@ -11,6 +11,7 @@
 # child waits for the next call, or (once, serial) just before the child
 # exits with that status. The code's stdin, stdout and stderr are three
 # more pipes, relayed by the launcher.
+import _thread
 import contextlib
 import fcntl
 import io
@@ -1949,6 +1950,103 @@ def at_code_depth(function, *args, here=None):
     return _pad(_pad, max(PADS - 1, CODE_DEPTH - here - 2), function, args)
 
 
+
+# The room the code has to recurse in, as a fresh `sage FILE`'s. The
+# launcher's frames below the code (CODE_DEPTH) and the exec that runs it
+# take 16 of the recursion limit's levels that a file's top level has
+# free: a recursion went 981 deep where `sage FILE`'s goes 997, and an
+# endless one said "[Previous line repeated 980 more times]" where Python
+# says 996. The call's process raises the limit by what they take
+# (RECURSION_OFFSET, measured as the launcher starts) and gives the code a
+# sys.getrecursionlimit and sys.setrecursionlimit that count as if they
+# took none (recurse_as_at_top). A thread the code starts has as many
+# more levels taken at its bottom (_pad's frames: its stack ends above
+# them, as the main one ends above the launcher's), so that it has the
+# room a fresh Python's thread has.
+RECURSION_OFFSET = 0  # levels the launcher takes below the code's frame
+THREAD_PADS = -1      # _pad frames below a thread's, past the first; -1: none
+
+
+def room(n=0):
+    """How much deeper than the frame that calls it a recursion can go:
+    the depth of its RecursionError."""
+    try:
+        return room(n + 1)
+    except RecursionError:
+        return n
+
+
+def measure_room(room_at_top):
+    """RECURSION_OFFSET and THREAD_PADS, from room_at_top: room() called
+    from the launcher program's top level, as from a file's (bundle.py);
+    None where the launcher was not started as that program (its tests):
+    then nothing changes."""
+    global RECURSION_OFFSET, THREAD_PADS
+    if room_at_top is None:
+        return
+    probe = {"room": room}
+    at_code_depth(exec, compile("here = room()", "<room>", "exec"), probe)
+    RECURSION_OFFSET = max(0, room_at_top - probe["here"])
+    # What one _pad frame, and its call of the thread's function, take.
+    one_pad = room() - _pad(_pad, 0, room, ())
+    THREAD_PADS = RECURSION_OFFSET - one_pad if RECURSION_OFFSET >= one_pad else -1
+
+
+def recurse_as_at_top():
+    """The recursion limit raised by RECURSION_OFFSET for the code, which
+    reads and sets it as Python's own; threads started with
+    threading.Thread get THREAD_PADS. Once per process."""
+    import functools
+    import operator
+    import threading
+    if not RECURSION_OFFSET:
+        return
+    get_limit, set_limit = sys.getrecursionlimit, sys.setrecursionlimit
+    offset = RECURSION_OFFSET
+
+    def getrecursionlimit():
+        return get_limit() - offset
+
+    def setrecursionlimit(new_limit):
+        try:
+            limit = operator.index(new_limit)
+        except TypeError:
+            limit = None
+        if limit is None or limit < 1 or limit > 0x7fffffff - offset:
+            return set_limit(new_limit)  # Python's own error, or the limit as given
+        try:
+            set_limit(limit + offset)
+        except RecursionError as e:
+            told = re.fullmatch(r"(cannot set the recursion limit to )(\d+)"
+                                r"( at the recursion depth )(\d+)(: .*)", str(e))
+            if told is None:
+                raise
+            # The depth of the code's frame that called: this one's is
+            # one more, which Python's, in C, has not.
+            depth = int(told[4]) - offset - 1
+            if limit > depth:
+                # Python takes it there: a limit right above the caller's.
+                set_limit(limit + offset + 1)
+                return
+            raise RecursionError("%s%d%s%d%s" % (told[1], limit, told[3], depth,
+                                                 told[5])) from None
+
+    for mine, pythons in ((getrecursionlimit, get_limit), (setrecursionlimit, set_limit)):
+        functools.update_wrapper(mine, pythons)
+        del mine.__wrapped__
+    deferred.not_shown(setrecursionlimit.__code__)
+    sys.getrecursionlimit, sys.setrecursionlimit = getrecursionlimit, setrecursionlimit
+    set_limit(get_limit() + offset)
+    if THREAD_PADS >= 0 and threading._start_new_thread is _thread_start:
+        def start_new_thread(function, args, kwargs=None):
+            if kwargs is not None:
+                return _thread_start(function, args, kwargs)
+            return _thread_start(_pad, (_pad, THREAD_PADS, function, args))
+        threading._start_new_thread = start_new_thread
+
+
+_thread_start = _thread.start_new_thread  # what threading starts its threads with
+
 def child_main(pipes, handlers, namespace, preparse_file, session, stale=()):
     """The prepared child: made ready before its call comes, then runs it
     (a session's child runs every cell of the session). stale: the
@@ -2017,6 +2115,7 @@ def child_main(pipes, handlers, namespace, preparse_file, session, stale=()):
             import atexit
             atexit._clear()
             tell_in_users_lines()
+            recurse_as_at_top()
         cpu_seconds, argv, code, flags, first_show, seed = got
         call_number += 1
         if seed is not None:

@@ -65,7 +65,7 @@ _tops = frozenset()     # their top-level packages: an import of no other's adds
 _own = {}         # (module, attribute): the function the hook replaced
 _hooks = {}       # attribute: the hook in its place
 _own_add = []     # warnings' own _add_filter, once installed
-_hook_codes = set()  # the hooks' code: their frames in a traceback are not shown
+_hook_codes = set()  # the hooks' code (not_shown): their frames in a traceback are not shown
 _installed = []   # once per process: a session's later cells find it done
 _waiting = []     # the code set a filter: the pending ones left the list
 _lock = threading.RLock()  # threads of the code may import at once
@@ -298,6 +298,13 @@ def install():
     warnings._add_filter = add_filter
     warnings.resetwarnings = resetwarnings
 
+
+
+def not_shown(*codes):
+    """Frames of these codes are left out of the tracebacks the code's
+    errors print, as the hooks' are: a function of the launcher's in the
+    place of one of Python's, written in C, which has no frame."""
+    _hook_codes.update(codes)
 
 def unhooked(value, tb):
     """tb, the traceback of exception value, without the import hooks'

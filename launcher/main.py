@@ -28,7 +28,7 @@ import types
 # environment.
 os.environ.pop("PYTHONHASHSEED", None)
 
-from launcher import calls, display, gapspace, mpmain, parent  # noqa: E402
+from launcher import calls, child, display, gapspace, mpmain, parent  # noqa: E402
 from launcher.frames import ProtocolError, Reader, Writer  # noqa: E402
 
 # Where sage-sandbox's environment points (podman.c): made here, empty.
@@ -87,7 +87,7 @@ def import_sage(writer):
     return sage_all, preparse_file, sizemax
 
 
-def main(argv):
+def main(argv, room_at_top=None):
     mode = argv[0] if argv else "once"
     writer, reader = Writer(1), Reader(0)
     writer.send(b"S")
@@ -153,6 +153,9 @@ def main(argv):
     import traceback  # noqa: F401
     # show() and the last expression: images, not "Graphics object ...".
     display.install()
+    # What the launcher's frames below the code take of the recursion
+    # limit, given back to the code (child.recurse_as_at_top).
+    child.measure_room(room_at_top)
     launcher = calls.Launcher(mode, reader, writer, handlers, namespace, preparse_file)
     try:
         launcher.serve()

@@ -269,6 +269,65 @@ atexit.register(sys.exit, 9)' 0 run
 	done
 }
 
+@test "fidelity - the code recurses as deep as python3's file, in the main thread, a thread and atexit; the limit reads and sets as there; cold and warm" {
+	# The launcher's frames below the code took 16 levels of the limit: a
+	# recursion went 981 deep where a fresh Sage's goes 997, and an
+	# endless one said "[Previous line repeated 980 more times]" for 996.
+	# The reference is the image's own Python running the same lines as a
+	# file's top level, from inside the call (a process of its own).
+	dir=$BATS_TEST_TMPDIR
+	cat >"$dir/probe.py" <<-'CODE'
+	import atexit, sys, threading
+	def depth(n):
+	    try:
+	        return depth(n + 1)
+	    except RecursionError:
+	        return n
+	def low(n):
+	    if n:
+	        return low(n - 1)
+	    try:
+	        sys.setrecursionlimit(5)
+	    except RecursionError as e:
+	        return str(e)
+	in_thread = []
+	t = threading.Thread(target=lambda: in_thread.append(depth(0)))
+	t.start()
+	t.join()
+	print(depth(0), sys.getrecursionlimit(), in_thread, low(10))
+	sys.setrecursionlimit(300)
+	print(depth(0), sys.getrecursionlimit())
+	sys.setrecursionlimit(1000)
+	atexit.register(lambda: print("atexit", depth(0)))
+	CODE
+	python3 -c '
+import sys
+probe = open(sys.argv[1]).read()
+print(probe + "import subprocess\n"
+      "ref = subprocess.run([sys.executable, \"-c\", %r + \"def f(n):\\n    return f(n + 1)\\nf(0)\\n\"],"
+      " capture_output=True, text=True)\n"
+      "print(ref.stdout + ref.stderr.splitlines()[-2])\n"
+      "def f(n):\n    return f(n + 1)\nf(0)" % probe)' "$dir/probe.py" >"$dir/deep.sage"
+	check() { # STDOUT STDERR: the call's lines equal the reference's
+		python3 -c '
+import re, sys
+out, err = sys.argv[1].split("\n"), sys.argv[2]
+repeated = [line for line in err.splitlines() if "Previous line repeated" in line]
+ours, ref = out[:2] + out[6:7] + repeated, out[2:6]
+if len(out) != 7 or ours != ref or not re.fullmatch(r"  \[Previous line repeated 99\d more times\]", ref[3]):
+    sys.exit("ours:      %r\nreference: %r\nstderr: %s" % (ours, ref, err))' "$1" "$2"
+	}
+	input_file=$dir/deep.sage run_ss 1 run
+	check "$output" "$errors"
+	cp "$dir/deep.sage" "$dir/deep2.sage"
+	jobs_of "$dir/deep.sage" "$dir/deep2.sage" >"$dir/jobs.jsonl"
+	"$SAGE_SANDBOX" batch --jobs 1 "$dir/jobs.jsonl" >"$dir/out.jsonl" || true
+	local id
+	for id in deep.sage deep2.sage; do
+		check "$(field_of $id stdout)" "$(field_of $id stderr)"
+	done
+}
+
 @test "fidelity - a thread still running when the code ends is waited for, atexit runs; daemons are not" {
 	dir=$BATS_TEST_TMPDIR
 	cat >"$dir/thread.sage" <<-'CODE'

@@ -104,7 +104,7 @@ class BundleTest(unittest.TestCase):
         # The program without its last line (which runs main): every module
         # is imported from its sources in memory, none from a disk.
         head, _, last = self.program.rstrip("\n").rpartition("\n")
-        self.assertEqual(last, "launcher.main.main(sys.argv[1:])")
+        self.assertEqual(last, "launcher.main.main(sys.argv[1:], room())")
         code = head + "\n" + "\n".join([
             "import importlib",
             "for name in %r:" % sorted(MODULE_NAMES),
@@ -116,6 +116,20 @@ class BundleTest(unittest.TestCase):
         code = "import os\n" + code
         out, _ = run_python(self, code, temporary_directory(self))
         self.assertEqual(ast.literal_eval(out.decode()), sorted(MODULE_NAMES))
+
+    def test_room_is_measured_where_a_files_top_level_is(self):
+        # What main is given: room() from the program's top level, as
+        # python3 running a file has there (child.measure_room).
+        head, _, _ = self.program.rstrip("\n").rpartition("\n")
+        directory = temporary_directory(self)
+        program, _ = run_python(self, head + "\nprint(room())\n", directory)
+        with open(os.path.join(directory, "file.py"), "w") as f:
+            f.write("def depth(n):\n    try:\n        return depth(n + 1)\n"
+                    "    except RecursionError:\n        return n\nprint(depth(0))\n")
+        done = subprocess.run([sys.executable, "-I", "file.py"], cwd=directory,
+                              capture_output=True, timeout=20)
+        self.assertEqual(program, done.stdout)
+        self.assertGreater(int(program), 900)
 
 
 class ImportTest(unittest.TestCase):

@@ -389,6 +389,59 @@ class CodeDepthTest(unittest.TestCase):
         self.assertEqual(child.at_code_depth(frame_depth), frame_depth() + 1 + child.PADS)
 
 
+class RecursionRoomTest(unittest.TestCase):
+    def test_the_code_and_its_threads_recurse_as_deep_as_a_files_top_level(self):
+        # The launcher's frames below the code took 16 levels of the limit
+        # (a recursion 981 deep where python3's file goes 997): given back,
+        # and the limit reads and sets as Python's own, errors and all.
+        probe = "\n".join([
+            "import sys, threading",
+            "def depth(n):",
+            "    try:",
+            "        return depth(n + 1)",
+            "    except RecursionError:",
+            "        return n",
+            "def low(n):",
+            "    if n:",
+            "        return low(n - 1)",
+            "    try:",
+            "        sys.setrecursionlimit(5)",
+            "    except RecursionError as e:",
+            "        return str(e)",
+            "out = []",
+            "t = threading.Thread(target=lambda: out.append(depth(0)))",
+            "t.start()",
+            "t.join()",
+            "print(depth(0), sys.getrecursionlimit(), out, low(10))",
+            "sys.setrecursionlimit(300)",
+            "print(depth(0), sys.getrecursionlimit())",
+            "for bad in (0, 1.5, 2 ** 40):",
+            "    try:",
+            "        sys.setrecursionlimit(bad)",
+            "    except Exception as e:",
+            "        print(type(e).__name__, e)",
+            "print(sys.getrecursionlimit.__name__, sys.setrecursionlimit.__doc__[:20])",
+        ]) + "\n"
+        directory = temporary_directory(self)
+        with open(os.path.join(directory, "probe.py"), "w") as f:
+            f.write(probe)
+        launcher = "\n".join([
+            "import sys",
+            "sys.path.insert(0, %r)" % os.path.dirname(os.path.dirname(child.__file__)),
+            "from launcher import child",
+            "child.measure_room(child.room())",  # from the top level, as bundle.py
+            "child.recurse_as_at_top()",
+            "child.at_code_depth(exec, compile(open('probe.py').read(), 'probe.py', 'exec'),",
+            "                    {'__name__': '__main__'})",
+        ])
+        runs = [subprocess.run([sys.executable, "-I"] + how, cwd=directory, capture_output=True,
+                               timeout=20) for how in (["probe.py"], ["-c", launcher])]
+        for done in runs:
+            self.assertEqual(done.returncode, 0, done.stderr)
+        self.assertEqual(runs[1].stdout, runs[0].stdout)
+        self.assertIn(b"at the recursion depth", runs[0].stdout)
+        self.assertGreater(child.CODE_DEPTH, 10)
+
 class RunCodeTest(unittest.TestCase):
     FILE = "test-code.sage"
 
