@@ -1072,11 +1072,13 @@ def run_code(source, namespace, filename, preparse_file, show_last=False, begin=
         sys.last_type, sys.last_value, sys.last_traceback = kind, value, shown
         if sys.version_info >= (3, 12):
             sys.last_exc = value
-        hook = getattr(sys, "excepthook", None)
-        if hook is not None and hook is not sys.__excepthook__:
+        # Missing is not None: Python calls a None hook, and tells the
+        # TypeError that gives.
+        hook = getattr(sys, "excepthook", _MISSING)
+        if hook is not _MISSING and hook is not sys.__excepthook__:
             status = call_codes_excepthook(hook, kind, value, shown, status)
         else:
-            if hook is None:
+            if hook is _MISSING:
                 print("sys.excepthook is missing", file=sys.stderr)
             print_users_exception(kind, value, shown)
             if isinstance(value, (FileNotFoundError, ModuleNotFoundError)) or (
@@ -1099,7 +1101,9 @@ def exit_status(e):
     if e.code is None:
         return 0
     if isinstance(e.code, numbers.Integral):
-        return int(e.code) & 0xFF
+        code = int(e.code)
+        # Past a C long, Python's exit code is -1: 255.
+        return code & 0xFF if -(1 << 63) <= code < (1 << 63) else 0xFF
     try:
         print(e.code, file=sys.stderr)
     except BaseException:

@@ -442,6 +442,7 @@ class RecursionRoomTest(unittest.TestCase):
         self.assertIn(b"at the recursion depth", runs[0].stdout)
         self.assertGreater(child.CODE_DEPTH, 10)
 
+
 class RunCodeTest(unittest.TestCase):
     FILE = "test-code.sage"
 
@@ -460,6 +461,29 @@ class RunCodeTest(unittest.TestCase):
         with contextlib.redirect_stdout(out):
             status, err, _ = self.run_code(source, show_last=show_last)
         return out.getvalue(), status, err
+
+    def test_a_none_excepthook_is_called_and_an_exit_code_past_a_c_long_is_255_as_pythons(self):
+        # Each differed from python3 (probe helper): a None hook was told
+        # as a missing one, and SystemExit(2 ** 64) exited 0.
+        directory = temporary_directory(self)
+        cases = ["import sys\nsys.excepthook = None\n1/0\n", "import sys\ndel sys.excepthook\n1/0\n",
+                 "raise SystemExit(2 ** 64)\n", "raise SystemExit(-2 ** 70)\n",
+                 "raise SystemExit(2 ** 40 + 3)\n", "raise SystemExit(-1)\n"]
+        for source in cases:
+            with open(os.path.join(directory, self.FILE), "w") as f:
+                f.write(source)
+            python = subprocess.run([sys.executable, "-I", self.FILE], cwd=directory,
+                                    capture_output=True, text=True, timeout=20)
+            with mock.patch.object(sys, "excepthook", sys.excepthook):
+                status, err, _ = self.run_code(source.encode())
+            # Python's names the file by its path: ours as given. Column
+            # marks are not what this compares (sage-sandbox(1)).
+            def unmarked(told):
+                return "".join(line for line in told.splitlines(keepends=True)
+                               if not re.fullmatch(r"\s*[~^]+\s*", line))
+            self.assertEqual((status, unmarked(err)),
+                             (python.returncode,
+                              unmarked(python.stderr.replace(directory + "/", ""))), source)
 
     def test_an_interrupt_as_the_code_begins_shows_no_frame_of_the_launchers(self):
         # A session's thread's SIGINT may come as the cell begins, in the
