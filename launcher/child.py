@@ -2120,6 +2120,11 @@ def child_main(pipes, handlers, namespace, preparse_file, session, stale=()):
             atexit._clear()
             tell_in_users_lines()
             recurse_as_at_top()
+            if not session and sys.path[:1] == [""]:
+                # A script's directory, as python3 puts it first for
+                # `sage FILE`'s file: the working directory, which stays
+                # there after an os.chdir. A session's is a notebook's.
+                sys.path[0] = os.getcwd()
         cpu_seconds, argv, code, flags, first_show, seed = got
         call_number += 1
         if seed is not None:

@@ -239,7 +239,8 @@ atexit.register(sys.exit, 9)' 0 run
 	# the launcher's own program, a `from __future__` import after other
 	# code was a SyntaxError where sage-preparse moves it to the top, and
 	# the code was compiled under Sage's warnings filters, which show an
-	# invalid escape's DeprecationWarning that python3 does not.
+	# invalid escape's DeprecationWarning that python3 does not; sys.path[0]
+	# was '' where python3 puts the script's directory.
 	dir=$BATS_TEST_TMPDIR
 	cat >"$dir/main.sage" <<-'CODE'
 	print(__builtins__.len([1, 2]), type(__builtins__).__name__)
@@ -252,12 +253,13 @@ atexit.register(sys.exit, 9)' 0 run
 	print(f.__annotations__)
 	import inspect
 	print(len(inspect.stack()), inspect.getouterframes.__name__)
+	import os; print(sys.path[0] == os.getcwd() == "/tmp")
 	print(1/0)
 	CODE
-	expected=$'2 module\npython3 True\n\\d\n{\'a\': \'Undefined\'}\n1 getouterframes'
+	expected=$'2 module\npython3 True\n\\d\n{\'a\': \'Undefined\'}\n1 getouterframes\nTrue'
 	input_file=/dev/null run_ss 1 run "$dir/main.sage" arg
 	expect_equal "$output" "$expected"
-	expect_match "$errors" 'line 11, in <module>'$'\n''    print\(1/0\)'$'\n'
+	expect_match "$errors" 'line 12, in <module>'$'\n''    print\(1/0\)'$'\n'
 	[[ $errors != *Warning* ]] || { printf '# %s\n' "$errors" >&2; false; }
 	cp "$dir/main.sage" "$dir/main2.sage"
 	jobs_of "$dir/main.sage" "$dir/main2.sage" >"$dir/jobs.jsonl"
