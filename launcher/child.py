@@ -2011,7 +2011,7 @@ def recurse_as_at_top():
     def getrecursionlimit():
         return get_limit() - offset
 
-    def setrecursionlimit(new_limit):
+    def setrecursionlimit(new_limit, /):
         try:
             limit = operator.index(new_limit)
         except TypeError:
