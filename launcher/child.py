@@ -1075,7 +1075,7 @@ def run_code(source, namespace, filename, preparse_file, show_last=False, begin=
         # Missing is not None: Python calls a None hook, and tells the
         # TypeError that gives.
         hook = getattr(sys, "excepthook", _MISSING)
-        if hook is not _MISSING and hook is not sys.__excepthook__:
+        if hook is not _MISSING and hook is not getattr(sys, "__excepthook__", None):
             status = call_codes_excepthook(hook, kind, value, shown, status)
         else:
             if hook is _MISSING:
@@ -1101,7 +1101,8 @@ def exit_status(e):
     if e.code is None:
         return 0
     if isinstance(e.code, numbers.Integral):
-        code = int(e.code)
+        # An int's value, as Python reads it, not its own __int__'s.
+        code = int.__index__(e.code) if isinstance(e.code, int) else int(e.code)
         # Past a C long, Python's exit code is -1: 255.
         return code & 0xFF if -(1 << 63) <= code < (1 << 63) else 0xFF
     try:
@@ -2007,33 +2008,44 @@ def recurse_as_at_top():
         return
     get_limit, set_limit = sys.getrecursionlimit, sys.setrecursionlimit
     offset = RECURSION_OFFSET
+    # The limit last set through setrecursionlimit, and what the code
+    # asked for: where the two are not one offset apart (a limit near the
+    # int's end; one right above the caller, which takes one level more
+    # here), the code reads what it asked for, until the limit changes.
+    told = [None, None]
 
     def getrecursionlimit():
-        return get_limit() - offset
+        limit = get_limit()
+        return told[1] if limit == told[0] else limit - offset
 
     def setrecursionlimit(new_limit, /):
         try:
             limit = operator.index(new_limit)
         except TypeError:
             limit = None
-        if limit is None or limit < 1 or limit > 0x7fffffff - offset:
-            return set_limit(new_limit)  # Python's own error, or the limit as given
+        if limit is None or not 1 <= limit <= 0x7fffffff:
+            return set_limit(new_limit)  # Python's own error
+        real = min(limit + offset, 0x7fffffff)
+        refused = None
         try:
-            set_limit(limit + offset)
+            set_limit(real)
         except RecursionError as e:
-            told = re.fullmatch(r"(cannot set the recursion limit to )(\d+)"
-                                r"( at the recursion depth )(\d+)(: .*)", str(e))
-            if told is None:
+            refused = re.fullmatch(r"(cannot set the recursion limit to )(\d+)"
+                                   r"( at the recursion depth )(\d+)(: .*)", str(e))
+            if refused is None:
                 raise
+        if refused is not None:
             # The depth of the code's frame that called: this one's is
             # one more, which Python's, in C, has not.
-            depth = int(told[4]) - offset - 1
-            if limit > depth:
-                # Python takes it there: a limit right above the caller's.
-                set_limit(limit + offset + 1)
-                return
-            raise RecursionError("%s%d%s%d%s" % (told[1], limit, told[3], depth,
-                                                 told[5])) from None
+            depth = int(refused[4]) - offset - 1
+            if limit <= depth:
+                # Raised here, out of the handler: no context of ours.
+                raise RecursionError("%s%d%s%d%s" % (refused[1], limit, refused[3], depth,
+                                                     refused[5]))
+            # Python takes it there: a limit right above the caller's.
+            real = limit + offset + 1
+            set_limit(real)
+        told[:] = real, limit
 
     for mine, pythons in ((getrecursionlimit, get_limit), (setrecursionlimit, set_limit)):
         functools.update_wrapper(mine, pythons)
@@ -2041,7 +2053,8 @@ def recurse_as_at_top():
     deferred.not_shown(setrecursionlimit.__code__)
     sys.getrecursionlimit, sys.setrecursionlimit = getrecursionlimit, setrecursionlimit
     set_limit(get_limit() + offset)
-    if THREAD_PADS >= 0 and threading._start_new_thread is _thread_start:
+    # Python 3.13 starts threading's threads otherwise: not padded there.
+    if THREAD_PADS >= 0 and getattr(threading, "_start_new_thread", None) is _thread_start:
         def start_new_thread(function, args, kwargs=None):
             if kwargs is not None:
                 return _thread_start(function, args, kwargs)

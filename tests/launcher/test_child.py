@@ -421,6 +421,21 @@ class RecursionRoomTest(unittest.TestCase):
             "    except Exception as e:",
             "        print(type(e).__name__, e)",
             "print(sys.getrecursionlimit.__name__, sys.setrecursionlimit.__doc__[:20])",
+            # Read back as set: near the int's end, and right above the
+            # caller (where the wrapper's frame takes one level more).
+            "sys.setrecursionlimit(2147483647)",
+            "print(sys.getrecursionlimit())",
+            "def deep(n, limit):",
+            "    if n:",
+            "        return deep(n - 1, limit)",
+            "    try:",
+            "        sys.setrecursionlimit(limit)",
+            "        return sys.getrecursionlimit()",
+            "    except RecursionError as e:",
+            "        return str(e), e.__context__",
+            "for limit in range(10, 16):",
+            "    print(deep(10, limit))",
+            "    sys.setrecursionlimit(1000)",
         ]) + "\n"
         directory = temporary_directory(self)
         with open(os.path.join(directory, "probe.py"), "w") as f:
