@@ -133,15 +133,19 @@ def _package_systems():
     package_systems()
 
 
-# Each step. GAP's first: it takes for its workspace all the data rlimit
-# leaves it (Sage's libgap asks for 4 GiB and settles for what it gets),
-# and here it gets what it would get in a cold call's process, forked from
-# this one as Sage's import left it (Warmer.step).
-# Each is about as long as a cold run's start at most (a call that waits,
-# waits for one: calls.py). Maxima's is the first to start ECL, and the
-# only one told GC_MARKERS (run_step): ECL started before it would start
-# its marker threads, and the step that did would end the warm-up.
-STEPS = (("gap", _gap), ("maxima", _maxima), ("matplotlib", _matplotlib),
+# Each step, the likeliest to pay first: a busy container's calls each
+# wait for one (calls.py), and run warmer for it. Maxima's first, the
+# costliest (1.4 s of CPU) and what calculus, the code models write most,
+# starts: a batch's calculus calls paid it in their own processes while
+# GAP's came first (over bench/corpus.jsonl at --jobs 2, 7.1 jobs/s, 8.1
+# with Maxima's first; 16.8 s of CPU against 14.4). Each is about as long
+# as a cold run's start at most. Maxima's is the first to start ECL, and
+# the only one told GC_MARKERS (run_step): ECL started before it would
+# start its marker threads, and the step that did would end the warm-up.
+# GAP takes for its workspace all the data rlimit leaves it (Sage's libgap
+# asks for 4 GiB and settles for what it gets): its step gets the room a
+# cold call's process has (Warmer.step).
+STEPS = (("maxima", _maxima), ("gap", _gap), ("matplotlib", _matplotlib),
          ("singular", _singular), ("numerics", _numerics),
          ("package systems", _package_systems))
 
@@ -413,14 +417,15 @@ class Warmer:
         self.spent_ms = {}
 
     def step(self):
-        """The next step: GAP's under the memory limit, as a cold call's
-        process would start GAP (its workspace is then what a cold call's
-        is), the rest in the room granted above it."""
+        """The next step: GAP's under the data rlimit a call's process
+        gets (the memory limit and what the steps before took: grown()),
+        as a cold call's process would start GAP (its workspace is then
+        what a cold call's is), the rest in the room granted above it."""
         import resource
         name, run = STEPS[self.next]
         first = self.next == 0
         self.next += 1
-        soft = self.memory if name == "gap" else self.room
+        soft = grown()[0] if name == "gap" else self.room
         resource.setrlimit(resource.RLIMIT_DATA, (soft, self.room))
         began = time.monotonic()
         try:
