@@ -133,12 +133,12 @@ def _package_systems():
     package_systems()
 
 
-# Each step, the likeliest to pay first: a busy container's calls each
-# wait for one (calls.py), and run warmer for it. Maxima's first, the
-# costliest (1.4 s of CPU) and what calculus, the code models write most,
-# starts: a batch's calculus calls paid it in their own processes while
-# GAP's came first (over bench/corpus.jsonl at --jobs 2, 7.1 jobs/s, 8.1
-# with Maxima's first; 16.8 s of CPU against 14.4). Each is about as long
+# Each step, in the order a busy container's calls most likely need them:
+# such a call waits for one step (calls.py), and runs warmer for it.
+# Maxima's first, the costliest (1.4 s of CPU) and what calculus, the code
+# models write most, starts: a batch's calculus calls paid it in their own
+# processes while GAP's came first (over bench/corpus.jsonl at --jobs 2,
+# 7.1 jobs/s, 8.1 with Maxima's first; 16.8 s of CPU against 14.4). Each is about as long
 # as a cold run's start at most. Maxima's is the first to start ECL, and
 # the only one told GC_MARKERS (run_step): ECL started before it would
 # start its marker threads, and the step that did would end the warm-up.
@@ -418,7 +418,8 @@ class Warmer:
 
     def step(self):
         """The next step: GAP's under the data rlimit a call's process
-        gets (the memory limit and what the steps before took: grown()),
+        gets (the memory limit and what the template's data grew by since
+        the warm-up began, the steps before it: grown()),
         as a cold call's process would start GAP (its workspace is then
         what a cold call's is), the rest in the room granted above it."""
         import resource

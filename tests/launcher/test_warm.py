@@ -50,6 +50,33 @@ class GrantTest(unittest.TestCase):
         warm._grant = (1 << 30, data + (1 << 30), space + (1 << 30))
         self.assertEqual(warm.grown(), (1 << 30, 0))
 
+    def test_gaps_step_gets_the_room_a_calls_process_has_after_the_steps_before_it(self):
+        # GAP takes for its workspace all the data rlimit leaves it: its
+        # step runs under what a call's process gets (grown()), whatever
+        # the steps before it took; the others in the room granted.
+        def steps():
+            held, limits = [], {}
+
+            def grow():
+                held.append(bytearray(64 << 20))  # written: data the template holds
+
+            def limit(name):
+                return lambda: limits.setdefault(name, resource.getrlimit(resource.RLIMIT_DATA))
+            data = warm._status("VmData")
+            warmer = warm.Warmer(data + (256 << 20), data + (1 << 30))
+            order = (("maxima", grow), ("gap", limit("gap")), ("matplotlib", limit("matplotlib")))
+            with unittest.mock.patch.object(warm, "STEPS", order), \
+                    unittest.mock.patch.object(warm, "run_step",
+                                               lambda name, run, first: run()):
+                for _ in order:
+                    warmer.step()
+                return limits, warm.grown()[0], warmer.memory, warmer.room, warmer.done
+        limits, call_data, memory, room, done = in_child(steps)
+        self.assertTrue(done)
+        self.assertEqual(limits["gap"], (call_data, room))
+        self.assertAlmostEqual(call_data - memory, 64 << 20, delta=8 << 20)
+        self.assertEqual(limits["matplotlib"], (room, room))
+
 
 class StepTest(unittest.TestCase):
     def setUp(self):
@@ -330,7 +357,7 @@ class StepTest(unittest.TestCase):
                 if image_setting:
                     os.environ["GC_MARKERS"] = image_setting
                 seen = {}
-                for name in ("gap", "maxima"):
+                for name in [name for name, _ in warm.STEPS[:2]]:
                     self.assertIsNone(warm.run_step(name, lambda: seen.setdefault(
                         name, os.environ.get("GC_MARKERS"))))
                     self.assertEqual(os.environ.get("GC_MARKERS"), image_setting)
