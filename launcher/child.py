@@ -1955,7 +1955,6 @@ def at_code_depth(function, *args, here=None):
     return _pad(_pad, max(PADS - 1, CODE_DEPTH - here - 2), function, args)
 
 
-
 # The room the code has to recurse in, as a fresh `sage FILE`'s. The
 # launcher's frames below the code (CODE_DEPTH) and the exec that runs it
 # take 16 of the recursion limit's levels that a file's top level has
@@ -2063,6 +2062,7 @@ def recurse_as_at_top():
 
 
 _thread_start = _thread.start_new_thread  # what threading starts its threads with
+
 
 def child_main(pipes, handlers, namespace, preparse_file, session, stale=()):
     """The prepared child: made ready before its call comes, then runs it
