@@ -3,7 +3,8 @@
 # sage-sandbox compiles in and gives podman as `python -c PROGRAM MODE`:
 # nothing of it is on a host mount or in the image. The program serves the
 # modules' sources to `import launcher.X` from memory, then runs
-# launcher.main.main(sys.argv[1:]).
+# launcher.main.main(sys.argv[1:]) with the room a recursion has at its top
+# level (launcher.child.measure_room).
 #
 #   launcher/bundle.py launcher/*.py > launcher.bundle.py
 import base64
@@ -49,18 +50,11 @@ class Finder:
         exec(compile(SOURCES[name], module.__file__, "exec"), module.__dict__)
 
 
-def room(n=0):
-    """How much deeper than here a recursion can go: from the top level,
-    what a file run by python3 has (launcher.child.measure_room)."""
-    try:
-        return room(n + 1)
-    except RecursionError:
-        return n
-
-
 sys.meta_path.insert(0, Finder())
 import launcher.main  # noqa: E402
-launcher.main.main(sys.argv[1:], room())
+# room() called from the top level: what a file run by python3 has there
+# (launcher.child.measure_room).
+launcher.main.main(sys.argv[1:], launcher.child.room())
 '''
 
 

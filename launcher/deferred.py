@@ -299,12 +299,12 @@ def install():
     warnings.resetwarnings = resetwarnings
 
 
-
 def not_shown(*codes):
     """Frames of these codes are left out of the tracebacks the code's
     errors print, as the hooks' are: a function of the launcher's in the
     place of one of Python's, written in C, which has no frame."""
     _hook_codes.update(codes)
+
 
 def unhooked(value, tb):
     """tb, the traceback of exception value, without the import hooks'

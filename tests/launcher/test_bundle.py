@@ -104,7 +104,7 @@ class BundleTest(unittest.TestCase):
         # The program without its last line (which runs main): every module
         # is imported from its sources in memory, none from a disk.
         head, _, last = self.program.rstrip("\n").rpartition("\n")
-        self.assertEqual(last, "launcher.main.main(sys.argv[1:], room())")
+        self.assertEqual(last, "launcher.main.main(sys.argv[1:], launcher.child.room())")
         code = head + "\n" + "\n".join([
             "import importlib",
             "for name in %r:" % sorted(MODULE_NAMES),
@@ -122,7 +122,7 @@ class BundleTest(unittest.TestCase):
         # python3 running a file has there (child.measure_room).
         head, _, _ = self.program.rstrip("\n").rpartition("\n")
         directory = temporary_directory(self)
-        program, _ = run_python(self, head + "\nprint(room())\n", directory)
+        program, _ = run_python(self, head + "\nprint(launcher.child.room())\n", directory)
         with open(os.path.join(directory, "file.py"), "w") as f:
             f.write("def depth(n):\n    try:\n        return depth(n + 1)\n"
                     "    except RecursionError:\n        return n\nprint(depth(0))\n")
