@@ -199,11 +199,21 @@ send_request() {
 		"$1" "$2" "${3:-}" "$log")
 }
 
+# measured_left_out FILE...: each JSON result line's measured fields made
+# the same in every run: how long, and whether the cpu group held a job
+# back at all (a spinning job at --cpus 1 is, in a period where the
+# launcher's own work in its group tips it over: a CI run saw "spin"
+# throttled through the server, not on its own). Each left JSON: batch's
+# --resume reads these lines.
+measured_left_out() {
+	sed -i -E 's/"duration_ms":[0-9]+/"duration_ms":0/; s/"throttled":true/"throttled":false/' "$@"
+}
+
 # both ARGS...: sage-sandbox ARGS cold and through the server, stdin from
 # $input_file (or /dev/null); their stdout, stderr and status must be the
 # same, less run --json's duration_ms. Leaves $output, $errors, $status.
 both() {
-	local out=$BATS_TEST_TMPDIR/both before f
+	local out=$BATS_TEST_TMPDIR/both before
 	before=$(served_runs)
 	set +e
 	SAGE_SANDBOX_SERVER=off timeout 300 "$SAGE_SANDBOX" "$@" <"${input_file:-/dev/null}" \
@@ -212,14 +222,7 @@ both() {
 	timeout 300 "$SAGE_SANDBOX" "$@" <"${input_file:-/dev/null}" >"$out.warm.1" 2>"$out.warm.2"
 	status=$?
 	set -e
-	# Measured, not decided: how long, and whether the cpu group held a
-	# job back at all (a spinning job at --cpus 1 is, in a period where
-	# the launcher's own work in its group tips it over: a CI run saw
-	# "spin" throttled through the server, not on its own). Each left
-	# JSON: --resume below reads these lines.
-	for f in "$out".*.1; do
-		sed -i -E 's/"duration_ms":[0-9]+/"duration_ms":0/; s/"throttled":true/"throttled":false/' "$f"
-	done
+	measured_left_out "$out".*.1
 	expect_equal "$status" "$cold" "status through the server, and cold ($*)"
 	expect_equal "$(cat "$out.warm.1")" "$(cat "$out.cold.1")" "stdout ($*)"
 	expect_equal "$(cat "$out.warm.2")" "$(cat "$out.cold.2")" "stderr ($*)"
@@ -289,15 +292,7 @@ batch_both() {
 	timeout 300 "$SAGE_SANDBOX" batch "$@" <"${input_file:-/dev/null}" >"$out.warm.1" 2>"$out.warm.2"
 	status=$?
 	set -e
-	local f
-	# Measured, not decided: how long, and whether the cpu group held a
-	# job back at all (a spinning job at --cpus 1 is, in a period where
-	# the launcher's own work in its group tips it over: a CI run saw
-	# "spin" throttled through the server, not on its own). Each left
-	# JSON: --resume below reads these lines.
-	for f in "$out".*.1; do
-		sed -i -E 's/"duration_ms":[0-9]+/"duration_ms":0/; s/"throttled":true/"throttled":false/' "$f"
-	done
+	measured_left_out "$out".*.1
 	expect_equal "$status" "$cold" "status through the server, and on its own ($name)"
 	# Lines end in any order but the input's with --order input.
 	expect_equal "$(sort "$out.warm.1")" "$(sort "$out.cold.1")" "lines ($name)"
