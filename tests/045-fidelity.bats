@@ -271,7 +271,7 @@ atexit.register(sys.exit, 9)' 0 run
 	done
 }
 
-@test "fidelity - the code recurses as deep as python3's file, in the main thread, a thread and atexit; the limit reads and sets as there; cold and warm" {
+@test "fidelity - the code recurses as deep as python3's file, in the main thread, a thread and atexit; the limit reads and sets as there; cold and warm, after a hostile job" {
 	# The launcher's frames below the code took 16 levels of the limit: a
 	# recursion went 981 deep where a fresh Sage's goes 997, and an
 	# endless one said "[Previous line repeated 980 more times]" for 996.
@@ -322,7 +322,17 @@ if len(out) != 7 or ours != ref or not re.fullmatch(r"  \[Previous line repeated
 	input_file=$dir/deep.sage run_ss 1 run
 	check "$output" "$errors"
 	cp "$dir/deep.sage" "$dir/deep2.sage"
-	jobs_of "$dir/deep.sage" "$dir/deep2.sage" >"$dir/jobs.jsonl"
+	# A hostile job first, in the same container: the next jobs' room and
+	# limit are their own.
+	cat >"$dir/hostile.sage" <<-'CODE'
+	import sys, threading
+	sys.setrecursionlimit(40)
+	sys.modules["launcher.child"].RECURSION_OFFSET = 0
+	sys.modules["launcher.child"].THREAD_PADS = 500
+	threading._start_new_thread = None
+	sys.getrecursionlimit = sys.setrecursionlimit = None
+	CODE
+	jobs_of "$dir/hostile.sage" "$dir/deep.sage" "$dir/deep2.sage" >"$dir/jobs.jsonl"
 	"$SAGE_SANDBOX" batch --jobs 1 "$dir/jobs.jsonl" >"$dir/out.jsonl" || true
 	local id
 	for id in deep.sage deep2.sage; do
@@ -366,7 +376,7 @@ if len(out) != 7 or ours != ref or not re.fullmatch(r"  \[Previous line repeated
 	expect_equal "$(field_of thread2.sage stdout)" "$expected"
 }
 
-@test "fidelity - an uncaught KeyboardInterrupt is told, atexit runs, then the call dies of SIGINT (130), cold and warm; a subclass exits 1; the code's excepthook" {
+@test "fidelity - an uncaught KeyboardInterrupt is told, atexit runs, then the call dies of SIGINT (130), cold and warm; a subclass exits 1; the code's excepthook, None too; an exit code past a C long" {
 	dir=$BATS_TEST_TMPDIR
 	# A fresh `sage FILE` prints the traceback, runs its atexit handlers,
 	# then dies of SIGINT (Python's own end): its shell says 130. Before,
@@ -399,6 +409,22 @@ if len(out) != 7 or ours != ref or not re.fullmatch(r"  \[Previous line repeated
 		>"$dir/hook.sage"
 	input_file=$dir/hook.sage run_ss 1 run
 	expect_equal "$output|$errors" "hook ValueError v|"
+	# A hook set to None is called, as Python calls it (it was told as a
+	# missing one); an int past a C long exits 255, as Python's (it exited
+	# 0, the value modulo 256).
+	printf 'import sys\nsys.excepthook = None\nraise ValueError("v")\n' >"$dir/none.sage"
+	input_file=$dir/none.sage run_ss 1 run
+	expect_equal "$errors" "Error in sys.excepthook:
+TypeError: 'NoneType' object is not callable
+
+Original exception was:
+Traceback (most recent call last):
+  File \"<stdin>\", line 3, in <module>
+    raise ValueError(\"v\")
+ValueError: v"
+	printf 'raise SystemExit(int(2)**64)\n' >"$dir/big.sage"
+	input_file=$dir/big.sage run_ss 255 run
+	expect_equal "$output|$errors" "|"
 }
 
 @test "fidelity - what the code's globals hold is finalised at its end, as Python's teardown does: __del__ prints, a file left open is sent whole" {
