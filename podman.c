@@ -355,6 +355,13 @@ void podman_run_args(struct argv_builder *a, const struct config *cfg,
 	arg_add(a, "--env=PYTHONNOUSERSITE=1");
 	/* Printed progress reaches the caller as it happens, not at exit. */
 	arg_add(a, "--env=PYTHONUNBUFFERED=1");
+	/* The locale Python starts in, as under `sage FILE`, whose wrapper
+	 * hands the Python that runs the file LC_CTYPE=C.UTF-8: it starts in
+	 * that locale, not in Python's UTF-8 mode (sys.flags.utf8_mode 0,
+	 * locale.getpreferredencoding() "UTF-8"). Started in the image's C
+	 * locale, Python coerces it to the same and turns UTF-8 mode on too.
+	 * An image without that locale starts in C, as before. */
+	arg_add(a, "--env=LC_CTYPE=C.UTF-8");
 	/* One string hash seed in every container, cold or warm: the order a
 	 * set of strings prints in is then
 	 * the same in a cold run and a warm call, first or later, and --seed

@@ -234,13 +234,14 @@ atexit.register(sys.exit, 9)' 0 run
 	expect_equal "$output" "SystemExit None Exception ignored in atexit callback"
 }
 
-@test "fidelity - the code's module is the main one python3 runs sage-preparse's file as: __builtins__, sys.orig_argv, a late __future__ import, Python's own filters at compile, inspect.stack(); cold and warm" {
+@test "fidelity - the code's module is the main one python3 runs sage-preparse's file as: __builtins__, sys.orig_argv, a late __future__ import, Python's own filters at compile, inspect.stack(), the locale; cold and warm" {
 	# Each differed (probe helper): __builtins__ was a dict, sys.orig_argv
 	# the launcher's own program, a `from __future__` import after other
 	# code was a SyntaxError where sage-preparse moves it to the top, and
 	# the code was compiled under Sage's warnings filters, which show an
 	# invalid escape's DeprecationWarning that python3 does not; sys.path[0]
-	# was '' where python3 puts the script's directory.
+	# was '' where python3 puts the script's directory. Python ran in its
+	# UTF-8 mode, where sage's wrapper starts it in the C.UTF-8 locale.
 	dir=$BATS_TEST_TMPDIR
 	cat >"$dir/main.sage" <<-'CODE'
 	print(__builtins__.len([1, 2]), type(__builtins__).__name__)
@@ -254,12 +255,13 @@ atexit.register(sys.exit, 9)' 0 run
 	import inspect
 	print(len(inspect.stack()), inspect.getouterframes.__name__)
 	import os; print(sys.path[0] == os.getcwd() == "/tmp")
+	import locale; print(sys.flags.utf8_mode, locale.getpreferredencoding(), os.environ["LC_CTYPE"])
 	print(1/0)
 	CODE
-	expected=$'2 module\npython3 True\n\\d\n{\'a\': \'Undefined\'}\n1 getouterframes\nTrue'
+	expected=$'2 module\npython3 True\n\\d\n{\'a\': \'Undefined\'}\n1 getouterframes\nTrue\n0 UTF-8 C.UTF-8'
 	input_file=/dev/null run_ss 1 run "$dir/main.sage" arg
 	expect_equal "$output" "$expected"
-	expect_match "$errors" 'line 12, in <module>'$'\n''    print\(1/0\)'$'\n'
+	expect_match "$errors" 'line 13, in <module>'$'\n''    print\(1/0\)'$'\n'
 	[[ $errors != *Warning* ]] || { printf '# %s\n' "$errors" >&2; false; }
 	cp "$dir/main.sage" "$dir/main2.sage"
 	jobs_of "$dir/main.sage" "$dir/main2.sage" >"$dir/jobs.jsonl"
