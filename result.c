@@ -102,6 +102,8 @@ const char *stopped_by(const struct run_result *r)
 		return "output_closed";
 	if (r->interrupted_by)
 		return "signal";
+	if (r->sandbox_broke)
+		return "sandbox_broke";
 	return NULL;
 }
 
@@ -199,9 +201,25 @@ bool describe_stop(const struct run_result *r, const struct config *cfg,
 			"the session's state is lost");
 	else if (r->interrupted_by == SIGPIPE)
 		snprintf(buf, size, "standard output was closed; the container was stopped");
-	else
+	else if (r->interrupted_by)
 		snprintf(buf, size, "interrupted by %s; the container was stopped",
 			signal_name(r->interrupted_by, name, sizeof name));
+	/* The sandbox broke under the code (sandbox.c, finish_result). The
+	 * launcher is the container's init, which nothing in the container
+	 * can SIGKILL, nor podman's client, which is outside. */
+	else if (r->signal == SIGKILL)
+		snprintf(buf, size, "the sandbox was killed from outside before the code ended "
+			"(SIGKILL to its container or its podman: podman rm, kill or stop, or the "
+			"kernel's OOM killer); what it printed until then is kept; run it again");
+	else if (r->signal)
+		snprintf(buf, size, "the sandbox's launcher or its podman died of %s before the "
+			"code ended; what it printed until then is kept; run it again, and if it "
+			"recurs, check the host with 'sage-sandbox status'",
+			signal_name(r->signal, name, sizeof name));
+	else
+		snprintf(buf, size, "the sandbox's launcher or its podman exited before the "
+			"code's end was reported; what it printed until then is kept; run it again, "
+			"and if it recurs, check the host with 'sage-sandbox status'");
 	return true;
 }
 

@@ -836,18 +836,32 @@ static void finish_result(struct sandbox *sb)
 		size_t len;
 		const char *last = last_line(errors, sb->podman_errors.len, &len);
 		r->failed = true;
+		/* A SIGKILL is not the image's: the launcher is the container's
+		 * init, which nothing in it can kill (its CPU rlimit aside, 30 s
+		 * past the run's: podman.c), and podman's client is outside;
+		 * another process removed or killed them. */
+		bool killed = sb->podman.status == 128 + SIGKILL;
+		char ended[128];
+		snprintf(ended, sizeof ended, killed ? "the container or its podman was killed from "
+			"outside (SIGKILL: status %d)" : "the launcher ended with status %d",
+			sb->podman.status);
 		error_set(&r->failure, EXIT_REFUSED,
-			"check the image with 'sage-sandbox status', and what a --seccomp-profile of "
-			"your own refuses",
-			"Sage did not start in the sandbox: the launcher ended with status %d before "
-			"Sage was ready%s%.*s", sb->podman.status, len ? ": " : "", (int)len, last);
+			killed ? "nothing of the image is to blame: run it again, and find what "
+				 "removes this user's containers (podman rm, kill or stop) or ran the "
+				 "kernel's OOM killer" :
+				 "check the image with 'sage-sandbox status', and what a "
+				 "--seccomp-profile of your own refuses",
+			"Sage did not start in the sandbox: %s before Sage was ready%s%.*s", ended,
+			len ? ": " : "", (int)len, last);
 		return;
 	}
 	/* The launcher died after it said ready, before it could report: what
 	 * podman said is the launcher's own stderr, or podman's, and goes with
 	 * the result. */
 	r->sandbox_broke = true;
-	r->exit_code = sb->podman.status < 0 ? 1 : sb->podman.status;
+	/* 0 too: the code's end was never seen, and ok must not say it went
+	 * well (a launcher that exits 0 on its own never does so mid-call). */
+	r->exit_code = sb->podman.status <= 0 ? 1 : sb->podman.status;
 	if (r->exit_code > 128 && r->exit_code < 128 + 65)
 		r->signal = r->exit_code - 128;
 	r->warm_up_broke = sb->warming && crash_signal(r->signal);

@@ -426,6 +426,39 @@ passwd True"
 	wait_no_containers 30
 }
 
+@test "run - a container removed from outside mid-run: 137, the output so far, and a line that says so, in text and JSON" {
+	# Another process's podman rm -f (a test's own clean-up run beside
+	# it, say) SIGKILLs the launcher: no exit of the code's, never blamed
+	# on the code or the image.
+	printf 'import subprocess\nprint("started", flush=True)\nsubprocess.run(["sleep", "61"])\n' \
+		>"$BATS_TEST_TMPDIR/long.sage"
+	local how
+	for how in "" --json; do
+		"$SAGE_SANDBOX" run ${how:+"$how"} "$BATS_TEST_TMPDIR/long.sage" \
+			>"$BATS_TEST_TMPDIR/out" 2>"$BATS_TEST_TMPDIR/err" &
+		local pid=$! status=0 i
+		# The code runs (JSON holds its output to the end): its sleep shows.
+		for ((i = 0; i < 600; i++)); do
+			pgrep -fx "sleep 61" >/dev/null && break
+			sleep 0.1
+		done
+		# shellcheck disable=SC2046 # one name a line
+		podman rm -f -t 0 $(our_containers) >/dev/null
+		wait "$pid" || status=$?
+		expect_equal "$status" 137 "run $how"
+		if [ -z "$how" ]; then
+			expect_equal "$(cat "$BATS_TEST_TMPDIR/out")" started
+			expect_equal "$(cat "$BATS_TEST_TMPDIR/err")" "sage-sandbox: the sandbox was killed from outside before the code ended (SIGKILL to its container or its podman: podman rm, kill or stop, or the kernel's OOM killer); what it printed until then is kept; run it again"
+		else
+			output=$(cat "$BATS_TEST_TMPDIR/out")
+			expect_equal "$(json_get '[j["ok"], j["exit_code"], j["signal"], j["stopped_by"], j["stdout"]]')" \
+				"[false, 137, \"SIGKILL\", \"sandbox_broke\", \"started\\n\"]"
+			expect_match "$(json_get 'j["error"]')" "^the sandbox was killed from outside"
+		fi
+	done
+	wait_no_containers 30
+}
+
 @test "cleanup - removes a container whose sage-sandbox was killed, and spares live runs" {
 	printf 'import time\nprint("started")\ntime.sleep(600)\n' >"$BATS_TEST_TMPDIR/long.sage"
 	"$SAGE_SANDBOX" run --timeout 300 "$BATS_TEST_TMPDIR/long.sage" >"$BATS_TEST_TMPDIR/killed" 2>&1 &

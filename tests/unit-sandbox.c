@@ -9,6 +9,7 @@
  * what the fake was asked to do (fake-podman says why a file and not a
  * variable: sandbox.c gives podman a fixed environment). */
 #include "loop.h"
+#include "result.h"
 #include "runner.h"
 #include "sandbox.h"
 
@@ -479,6 +480,14 @@ static void podman_exits_early(void)
 		has(r->failure.hint, "setup.sh image"),
 		"run - podman says the image is missing: failed 125, with the image hint");
 	finish(&w, "run - no image");
+
+	r = exited_early(&w, &f, "killed-starting", "run killed-starting\n");
+	check(r->failed && r->failure.status == EXIT_REFUSED &&
+		has(r->failure.message, "Sage did not start in the sandbox: the container or its "
+			"podman was killed from outside (SIGKILL: status 137) before Sage was ready") &&
+		has(r->failure.hint, "nothing of the image is to blame"),
+		"run - killed after S, before R: 125, said killed from outside, the image not blamed");
+	finish(&w, "run - killed starting");
 }
 
 /* The launcher breaks the protocol: failed, 125, said, removed. */
@@ -536,7 +545,27 @@ static void podman_dies_mid_output(void)
 	check(same(&r->out, "partial output\n") && same(&w.streamed[0], "partial output\n"),
 		"run - ... the output so far is kept");
 	check(has(r->err.data, "fake launcher died"), "run - ... and podman's stderr goes with it");
+	char sentence[384];
+	check(strcmp(stopped_by(r), "sandbox_broke") == 0 &&
+	      describe_stop(r, &cfg, NULL, sentence, sizeof sentence) &&
+	      has(sentence, "exited before the code's end was reported"),
+		"run - ... stopped_by sandbox_broke, and a sentence that says so");
 	finish(&w, "run - dies mid-output");
+
+	/* Killed from outside (podman rm of its container, say): 137. */
+	fake_new(&f, "die-mid-killed", "run die-mid killed\n");
+	p = make_program("print(1)", loop_now_ms() + 30000);
+	start(&w, &f, false, &err);
+	sandbox_submit(w.sb, &p);
+	settle(&w, 20000);
+	r = sandbox_result(w.sb);
+	check(r->sandbox_broke && r->exit_code == 137 && r->signal == SIGKILL &&
+	      same(&r->out, "partial output\n"),
+		"run - podman killed after R and output: sandbox_broke, 137, the output kept");
+	check(describe_stop(r, &cfg, NULL, sentence, sizeof sentence) &&
+	      has(sentence, "killed from outside") && has(sentence, "run it again"),
+		"run - ... its sentence: killed from outside, run it again");
+	finish(&w, "run - killed mid-output");
 }
 
 /* A sandbox started on fake MODE, given print(1) as it is ready, with a
