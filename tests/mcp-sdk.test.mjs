@@ -42,6 +42,9 @@ async function connect(args = []) {
   transport.stderr.on("data", (d) => (log += d));
   const client = new Client({ name: "sage-sandbox-tests", version: "1.0.0" });
   await client.connect(transport);
+  // Listed, every tool's structuredContent is checked by the SDK against
+  // its outputSchema, as a client that lists them first (LM Studio) does.
+  await client.listTools();
   return {
     client,
     log: () => log,
@@ -523,6 +526,42 @@ time.sleep(30)`, { timeout_seconds: 20 });
     assert.equal(total.structuredContent.session.state_kept, false);
     const gone = await run(s, "b", "print('w' in globals())");
     assert.equal(text(gone), "False\n");
+  } finally {
+    await s.close();
+  }
+});
+
+// Each stopped_by a call can end with must be in the outputSchema's enum,
+// or the SDK refuses the result (connect lists the tools).
+test("a call whose session is ended under it, and one whose container is removed from outside: results the schema takes", { timeout: 300_000 }, async () => {
+  const running = (what) => () => {
+    try {
+      execFileSync("pgrep", ["-fx", what]);
+      return true;
+    } catch {
+      return false;
+    }
+  };
+  const s = await connect(["--warm", "0"]);
+  try {
+    const long = run(s, "long", "import subprocess\nprint('started', flush=True)\nsubprocess.run(['sleep', '62'])");
+    await waitFor(running("sleep 62"), 90, "the session's call running");
+    const ended = await endSession(s, "long");
+    assert.equal(ended.structuredContent.ended, true);
+    const cut = await long;
+    assert.equal(cut.isError, true);
+    assert.equal(cut.structuredContent.stopped_by, "session_ended", text(cut));
+    assert.equal(cut.structuredContent.exit_code, 143);
+
+    const doomed = run(s, null, "import subprocess\nprint('started', flush=True)\nsubprocess.run(['sleep', '63'])");
+    await waitFor(running("sleep 63"), 90, "the call running");
+    execFileSync("podman", ["rm", "-f", "-t", "0", ...containers()]);
+    const broke = await doomed;
+    assert.equal(broke.isError, true);
+    assert.equal(broke.structuredContent.stopped_by, "sandbox_broke", text(broke));
+    assert.equal(broke.structuredContent.exit_code, 137);
+    assert.equal(broke.structuredContent.stdout, "started\n");
+    assert.match(text(broke), /the sandbox was killed from outside before the code ended/);
   } finally {
     await s.close();
   }
