@@ -142,7 +142,10 @@ our_containers() {
 	podman ps -a --filter "$LABEL_FILTER" --format '{{.Names}}'
 }
 
-# Every test leaves no container behind.
+# Every test leaves no container behind. What it finds it removes, whoever
+# started it: two test runs (or a test and other sandboxes) at once as one
+# account kill each other's containers, and their runs end "killed from
+# outside" (exit 137, a batch job's attempts 2). Run one at a time.
 expect_no_containers() {
 	local left
 	left=$(our_containers)
