@@ -230,8 +230,11 @@ static int read_done_ids(struct batch *b, struct error *err)
 		json_t *id = json_object_get(o, "id");
 		json_t *code = json_object_get(o, "exit_code");
 		json_t *error = json_object_get(o, "error");
-		bool ran = json_is_integer(code) && (json_integer_value(code) != EXIT_REFUSED ||
-			json_is_null(error));
+		/* A job whose sandbox broke under it twice did not run to its end. */
+		bool broke = json_is_string(json_object_get(o, "stopped_by")) &&
+			strcmp(json_string_value(json_object_get(o, "stopped_by")), "sandbox_broke") == 0;
+		bool ran = json_is_integer(code) && !broke &&
+			(json_integer_value(code) != EXIT_REFUSED || json_is_null(error));
 		/* Whole without its newline (cut just before it) is whole. */
 		if ((json_is_string(id) || json_is_integer(id)) && ran) {
 			char *text = json_dumps(id, JSON_ENCODE_ANY | JSON_COMPACT);
@@ -322,7 +325,7 @@ static void finish_job(struct batch *b, struct job *j, const struct run_result *
 	b->finished++;
 	if (j->bad)
 		b->bad++;
-	else if (r->failed)
+	else if (r->failed || r->sandbox_broke)
 		b->not_run++;
 	else if (r->exit_code == 0)
 		b->ok++;

@@ -436,19 +436,24 @@ passwd True"
 	for how in "" --json; do
 		"$SAGE_SANDBOX" run ${how:+"$how"} "$BATS_TEST_TMPDIR/long.sage" \
 			>"$BATS_TEST_TMPDIR/out" 2>"$BATS_TEST_TMPDIR/err" &
-		local pid=$! status=0 i
+		local pid=$! status=0 i=0
 		# The code runs (JSON holds its output to the end): its sleep shows.
 		for ((i = 0; i < 600; i++)); do
 			pgrep -fx "sleep 61" >/dev/null && break
 			sleep 0.1
 		done
-		# shellcheck disable=SC2046 # one name a line
-		podman rm -f -t 0 $(our_containers) >/dev/null
+		[ "$i" -lt 600 ] || { echo "# run $how: the code's sleep never showed" >&2; return 1; }
+		local mine
+		mine=$(containers_of "$pid")
+		[ -n "$mine" ] || { echo "# run $how: no container of its own" >&2; return 1; }
+		# shellcheck disable=SC2086 # one name a line
+		podman rm -f -t 0 $mine >/dev/null
 		wait "$pid" || status=$?
 		expect_equal "$status" 137 "run $how"
 		if [ -z "$how" ]; then
 			expect_equal "$(cat "$BATS_TEST_TMPDIR/out")" started
-			expect_equal "$(cat "$BATS_TEST_TMPDIR/err")" "sage-sandbox: the sandbox was killed from outside before the code ended (SIGKILL to its container or its podman: podman rm, kill or stop, or the kernel's OOM killer); what it printed until then is kept; run it again"
+			# The last line: podman may say something of its own before.
+			expect_equal "$(tail -n 1 "$BATS_TEST_TMPDIR/err")" "sage-sandbox: the sandbox was killed from outside before the code ended (SIGKILL to its container or its podman: podman rm, kill or stop, or the kernel's OOM killer); what it printed until then is kept; run it again"
 		else
 			output=$(cat "$BATS_TEST_TMPDIR/out")
 			expect_equal "$(json_get '[j["ok"], j["exit_code"], j["signal"], j["stopped_by"], j["stdout"]]')" \

@@ -142,6 +142,13 @@ our_containers() {
 	podman ps -a --filter "$LABEL_FILTER" --format '{{.Names}}'
 }
 
+# containers_of PID: our containers that the sage-sandbox of PID started
+# (their owner label, "BOOT-ID:PID:START").
+containers_of() {
+	podman ps -a --filter "$LABEL_FILTER" --format '{{.Names}} {{index .Labels "sage-sandbox.owner"}}' |
+		awk -v pid="$1" '{ split($2, owner, ":"); if (owner[2] == pid) print $1 }'
+}
+
 # Every test leaves no container behind. What it finds it removes, whoever
 # started it: two test runs (or a test and other sandboxes) at once as one
 # account kill each other's containers, and their runs end "killed from

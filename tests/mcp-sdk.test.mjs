@@ -16,6 +16,15 @@ const { StdioClientTransport } = require("@modelcontextprotocol/sdk/client/stdio
 
 const SAGE_SANDBOX = process.env.SAGE_SANDBOX ?? fileURLToPath(new URL("../sage-sandbox", import.meta.url));
 
+// Our containers that the sage-sandbox of pid started (their owner label,
+// "BOOT-ID:PID:START").
+function containersOf(pid) {
+  const out = execFileSync("podman", ["ps", "-a", "--filter", "label=sage-sandbox=1", "--format", '{{.Names}} {{index .Labels "sage-sandbox.owner"}}'], {
+    encoding: "utf8",
+  });
+  return out.split("\n").filter((l) => l.split(" ")[1]?.split(":")[1] === String(pid)).map((l) => l.split(" ")[0]);
+}
+
 function containers() {
   const out = execFileSync("podman", ["ps", "-a", "--filter", "label=sage-sandbox=1", "--format", "{{.Names}}"], {
     encoding: "utf8",
@@ -47,6 +56,7 @@ async function connect(args = []) {
   await client.listTools();
   return {
     client,
+    pid: transport.pid,
     log: () => log,
     async close() {
       await client.close();
@@ -555,7 +565,7 @@ test("a call whose session is ended under it, and one whose container is removed
 
     const doomed = run(s, null, "import subprocess\nprint('started', flush=True)\nsubprocess.run(['sleep', '63'])");
     await waitFor(running("sleep 63"), 90, "the call running");
-    execFileSync("podman", ["rm", "-f", "-t", "0", ...containers()]);
+    execFileSync("podman", ["rm", "-f", "-t", "0", ...containersOf(s.pid)]);
     const broke = await doomed;
     assert.equal(broke.isError, true);
     assert.equal(broke.structuredContent.stopped_by, "sandbox_broke", text(broke));

@@ -98,7 +98,7 @@ export async function toolsProvider(ctl: ToolsProviderController): Promise<Tool[
       ends the session and its state). Without "session" in the result each call starts
       fresh. Background processes never outlive their call. There is no network and no file
       from the user but those given in "files"; each call runs under time, memory and output
-      limits: "stopped_by" names the limit that stopped it and "error" says what to change.
+      limits: "stopped_by" names what stopped it and "error" says what to change.
       Code is at most 50,000 bytes. To keep another file (a table, a plot under a name of your
       own), save it in the directory named by the environment variable SAGE_SANDBOX_OUT, e.g.
       import os; save(p, os.environ["SAGE_SANDBOX_OUT"] + "/sin.svg"): it is saved in this
