@@ -231,8 +231,8 @@ static int read_done_ids(struct batch *b, struct error *err)
 		json_t *code = json_object_get(o, "exit_code");
 		json_t *error = json_object_get(o, "error");
 		/* A job whose sandbox broke under it twice did not run to its end. */
-		bool broke = json_is_string(json_object_get(o, "stopped_by")) &&
-			strcmp(json_string_value(json_object_get(o, "stopped_by")), "sandbox_broke") == 0;
+		json_t *stop = json_object_get(o, "stopped_by");
+		bool broke = json_is_string(stop) && strcmp(json_string_value(stop), "sandbox_broke") == 0;
 		bool ran = json_is_integer(code) && !broke &&
 			(json_integer_value(code) != EXIT_REFUSED || json_is_null(error));
 		/* Whole without its newline (cut just before it) is whole. */

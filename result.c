@@ -204,9 +204,8 @@ bool describe_stop(const struct run_result *r, const struct config *cfg,
 	else if (r->interrupted_by)
 		snprintf(buf, size, "interrupted by %s; the container was stopped",
 			signal_name(r->interrupted_by, name, sizeof name));
-	/* The sandbox broke under the code (sandbox.c, finish_result). The
-	 * launcher is the container's init, which nothing in the container
-	 * can SIGKILL, nor podman's client, which is outside. */
+	/* The sandbox broke under the code; a SIGKILL came from outside
+	 * (sandbox.c, finish_result, says why). */
 	else if (r->signal == SIGKILL)
 		snprintf(buf, size, "the sandbox was killed from outside before the code ended "
 			"(SIGKILL to its container or its podman: podman rm, kill or stop, or the "

@@ -16,20 +16,21 @@ const { StdioClientTransport } = require("@modelcontextprotocol/sdk/client/stdio
 
 const SAGE_SANDBOX = process.env.SAGE_SANDBOX ?? fileURLToPath(new URL("../sage-sandbox", import.meta.url));
 
-// Our containers that the sage-sandbox of pid started (their owner label,
-// "BOOT-ID:PID:START").
-function containersOf(pid) {
+// Our containers, each as [name, owner] (its owner label, "BOOT-ID:PID:START").
+function ownedContainers() {
   const out = execFileSync("podman", ["ps", "-a", "--filter", "label=sage-sandbox=1", "--format", '{{.Names}} {{index .Labels "sage-sandbox.owner"}}'], {
     encoding: "utf8",
   });
-  return out.split("\n").filter((l) => l.split(" ")[1]?.split(":")[1] === String(pid)).map((l) => l.split(" ")[0]);
+  return out.split("\n").filter(Boolean).map((l) => l.split(" "));
 }
 
 function containers() {
-  const out = execFileSync("podman", ["ps", "-a", "--filter", "label=sage-sandbox=1", "--format", "{{.Names}}"], {
-    encoding: "utf8",
-  });
-  return out.split("\n").filter(Boolean);
+  return ownedContainers().map(([name]) => name);
+}
+
+// Our containers that the sage-sandbox of pid started.
+function containersOf(pid) {
+  return ownedContainers().filter(([, owner]) => owner?.split(":")[1] === String(pid)).map(([name]) => name);
 }
 
 async function waitFor(predicate, seconds, what) {
@@ -52,7 +53,7 @@ async function connect(args = []) {
   const client = new Client({ name: "sage-sandbox-tests", version: "1.0.0" });
   await client.connect(transport);
   // Listed, every tool's structuredContent is checked by the SDK against
-  // its outputSchema, as a client that lists them first (LM Studio) does.
+  // its outputSchema, as for any client that lists the tools first.
   await client.listTools();
   return {
     client,

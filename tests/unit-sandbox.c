@@ -528,14 +528,21 @@ static void protocol_broken(void)
 	protocol_case("x-next", "run x-next\n", "a malformed end frame");
 }
 
+/* What describe_stop says of r ("" where it says nothing), until the next
+ * call. */
+static const char *stop_sentence(const struct run_result *r)
+{
+	static char sentence[384];
+	if (!describe_stop(r, &cfg, NULL, sentence, sizeof sentence))
+		sentence[0] = '\0';
+	return sentence;
+}
+
 static void podman_dies_mid_output(void)
 {
 	struct fake f;
 	struct watch w;
-	char sentence[384];
 	struct run_result *r = settled_run(&w, &f, "die-mid", "run die-mid\n");
-	if (!describe_stop(r, &cfg, NULL, sentence, sizeof sentence))
-		sentence[0] = '\0';
 	check(!r->failed && r->started && r->sandbox_broke,
 		"run - podman dies after R and output, without X: sandbox_broke, not failed");
 	check(r->exit_code == 1 && r->signal == 0, "run - ... exit_code is podman's status 1");
@@ -543,27 +550,23 @@ static void podman_dies_mid_output(void)
 		"run - ... the output so far is kept");
 	check(has(r->err.data, "fake launcher died"), "run - ... and podman's stderr goes with it");
 	check(strcmp(stopped_by(r), "sandbox_broke") == 0 &&
-	      has(sentence, "exited before the code's end was reported"),
+	      has(stop_sentence(r), "exited before the code's end was reported"),
 		"run - ... stopped_by sandbox_broke, and a sentence that says so");
 	finish(&w, "run - dies mid-output");
 
 	/* Killed from outside (podman rm of its container, say): 137. */
 	r = settled_run(&w, &f, "die-mid-killed", "run die-mid killed\n");
-	if (!describe_stop(r, &cfg, NULL, sentence, sizeof sentence))
-		sentence[0] = '\0';
 	check(r->sandbox_broke && r->exit_code == 137 && r->signal == SIGKILL &&
 	      same(&r->out, "partial output\n"),
 		"run - podman killed after R and output: sandbox_broke, 137, the output kept");
-	check(has(sentence, "killed from outside") && has(sentence, "run it again"),
+	check(has(stop_sentence(r), "killed from outside") && has(stop_sentence(r), "run it again"),
 		"run - ... its sentence: killed from outside, run it again");
 	finish(&w, "run - killed mid-output");
 
 	/* Exit 0 without the code's end: no ok run. */
 	r = settled_run(&w, &f, "die-mid-exit0", "run die-mid exit0\n");
-	if (!describe_stop(r, &cfg, NULL, sentence, sizeof sentence))
-		sentence[0] = '\0';
 	check(r->sandbox_broke && r->exit_code == 1 && r->signal == 0 &&
-	      has(sentence, "exited before the code's end was reported"),
+	      has(stop_sentence(r), "exited before the code's end was reported"),
 		"run - podman exits 0 after R, without X: sandbox_broke, exit_code 1, said");
 	finish(&w, "run - exits 0 mid-output");
 }
