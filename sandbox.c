@@ -91,7 +91,10 @@ struct sandbox {
 	int stop_signal;
 	struct argv_builder rm_args;
 	int rm_tries;
-	struct capture_run *rm; /* the stop's `podman rm`, while it runs */
+	/* The container's `podman rm`, while it runs: a stop's, or after a
+	 * client that exited with its container maybe alive
+	 * (container_may_outlive). */
+	struct capture_run *rm;
 	bool rm_done;
 	bool done_reported, released_reported;
 	/* The program as submitted, to be sent again after a start race:
@@ -409,6 +412,7 @@ static bool discarding(const struct sandbox *sb)
 }
 
 static void kill_uid_leftovers(const struct sandbox *sb, const struct uid_claim *claim);
+static void start_remove(struct sandbox *sb);
 
 /* What still runs as the claim's uid killed, then the uid let go. */
 static void let_uid_go(const struct sandbox *sb, struct uid_claim *claim)
@@ -497,12 +501,37 @@ static bool start_again(struct sandbox *sb)
 	return true;
 }
 
+/* A removal of the container was started and is not over. */
+static bool removing(const struct sandbox *sb)
+{
+	return sb->rm_tries && !sb->rm_done;
+}
+
+/* Whether the container may outlive its podman client's exit: it started,
+ * and was not seen to end on its own (the launcher's end frame, with the
+ * container's end in it). A client killed alone (SIGKILL to podman, not to
+ * the container) leaves conmon and the code running, attached to nothing,
+ * until podman's --timeout backstop, minutes later, while the uid it runs
+ * as would be let go: the next sandbox of this host could draw it and
+ * count, or be counted by, what still runs. A container already gone
+ * (removed from outside, the likelier case) costs one `podman rm` that
+ * finds nothing. */
+static bool container_may_outlive(const struct sandbox *sb)
+{
+	return sb->saw_started && sb->stopping == STOP_NONE &&
+		!(sb->saw_exit && !SERVES_NEXT(&sb->result));
+}
+
 static void on_podman_exit(struct process *p, int status, void *data)
 {
 	struct sandbox *sb = data;
 	loop_timer_cancel(&sb->count_timer); /* its container is gone */
 	if (start_again(sb))
 		return;
+	/* Removed before the result is known, as after a stop: its owner
+	 * may give the uid to the next sandbox from on_done on. */
+	if (container_may_outlive(sb))
+		start_remove(sb);
 	sandbox_advance(sb);
 }
 
@@ -526,8 +555,6 @@ static void on_deadline(void *data)
 	}
 	sandbox_stop(sb, STOP_TIMEOUT, 0);
 }
-
-static void start_remove(struct sandbox *sb);
 
 /* The memory watchdog and the CPU throttle (memwatch.c): a look every
  * MEMWATCH_INTERVAL_MS on average (memwatch_next_look_ms) while a call
@@ -712,7 +739,9 @@ void sandbox_stop(struct sandbox *sb, enum stop_reason reason, int signal)
 	 * container's process, and `podman rm` failed for as long); and once
 	 * it is dead it cannot create the container after the removal. */
 	process_signal_group(&sb->podman, SIGKILL);
-	start_remove(sb);
+	/* A removal under way (container_may_outlive's) is the stop's. */
+	if (!removing(sb))
+		start_remove(sb);
 }
 
 /* A signal a process gets from its own fault (a library that crashes as it
@@ -879,7 +908,8 @@ static void sandbox_advance(struct sandbox *sb)
 	 * the container exits and conmon removes it (--rm). */
 	bool result_known = (sb->saw_exit && !stopping) ||
 		(stopping && sb->podman.exited && sb->rm_done) ||
-		(!stopping && sb->podman.exited && !sb->out_watch && !sb->err_watch);
+		(!stopping && sb->podman.exited && !sb->out_watch && !sb->err_watch &&
+			!removing(sb));
 
 	if (!stopping && sb->podman.exited && (sb->out_watch || sb->err_watch) && !sb->grace_timer &&
 	    !sb->saw_exit)
@@ -937,7 +967,7 @@ static void sandbox_advance(struct sandbox *sb)
 			sb->opt.cb.on_done(sb, sb->opt.cb.data);
 	}
 	bool released = sb->done_reported && sb->podman.exited && !sb->rm &&
-		!sb->retry_timer && (!stopping || sb->rm_done) && !discarding(sb);
+		!sb->retry_timer && !removing(sb) && !discarding(sb);
 	if (released && !sb->released_reported) {
 		sb->released_reported = true;
 		loop_timer_cancel(&sb->grace_timer);
@@ -1317,7 +1347,7 @@ void sandbox_free(struct sandbox *sb)
 	/* A uid let go while its container's removal still runs is first
 	 * rid of what runs as it, as at a removal's end (removal_over): the
 	 * sandbox that draws it next would count what is left as its own. */
-	if (sb->stopping != STOP_NONE && !sb->rm_done)
+	if (removing(sb))
 		kill_uid_leftovers(sb, &sb->uid_claim);
 	for (size_t i = 0; i < sizeof sb->discard_claims / sizeof sb->discard_claims[0]; i++)
 		let_uid_go(sb, &sb->discard_claims[i]);

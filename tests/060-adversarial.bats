@@ -464,6 +464,34 @@ passwd True"
 	wait_no_containers 30
 }
 
+@test "run - its podman client killed alone mid-run: the container is removed, nothing of the code runs on" {
+	# SIGKILL to the podman client leaves conmon and the container: the
+	# run must not end with its code still running, as an unclaimed uid.
+	printf 'import subprocess\nprint("started", flush=True)\nsubprocess.run(["sleep", "62"])\n' \
+		>"$BATS_TEST_TMPDIR/long.sage"
+	"$SAGE_SANDBOX" run --json "$BATS_TEST_TMPDIR/long.sage" >"$BATS_TEST_TMPDIR/out" 2>/dev/null &
+	local pid=$! status=0 i=0 client
+	for ((i = 0; i < 600; i++)); do
+		pgrep -fx "sleep 62" >/dev/null && break
+		sleep 0.1
+	done
+	[ "$i" -lt 600 ] || { echo "# the code's sleep never showed" >&2; return 1; }
+	client=$(pgrep -P "$pid" -x podman)
+	[ -n "$client" ] || { echo "# no podman client under the run" >&2; return 1; }
+	kill -KILL "$client"
+	wait "$pid" || status=$?
+	expect_equal "$status" 137 "the run"
+	output=$(cat "$BATS_TEST_TMPDIR/out")
+	expect_equal "$(json_get '[j["exit_code"], j["stopped_by"], j["stdout"]]')" \
+		"[137, \"sandbox_broke\", \"started\\n\"]"
+	# At the run's end: no container of it, and its code is dead.
+	expect_equal "$(containers_of "$pid")" "" "containers of the run after its end"
+	if pgrep -fx "sleep 62" >/dev/null; then
+		echo "# the code's sleep runs on after the run's end" >&2
+		return 1
+	fi
+}
+
 @test "cleanup - removes a container whose sage-sandbox was killed, and spares live runs" {
 	printf 'import time\nprint("started")\ntime.sleep(600)\n' >"$BATS_TEST_TMPDIR/long.sage"
 	"$SAGE_SANDBOX" run --timeout 300 "$BATS_TEST_TMPDIR/long.sage" >"$BATS_TEST_TMPDIR/killed" 2>&1 &

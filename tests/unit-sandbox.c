@@ -465,6 +465,8 @@ static void podman_exits_early(void)
 		"run - ... the message has podman's status and the tail of its stderr, its error");
 	check(r->exit_code == EXIT_REFUSED,
 		"run - ... and exit_code is the failure's status, 125 (not 128, not 0)");
+	check(fake_count(&f, "rm", sandbox_name(w.sb)) == 0,
+		"run - ... no podman rm: no container was started");
 	finish(&w, "run - exit early");
 
 	r = settled_run(&w, &f, "exit-silent", "run exit-early\n");
@@ -487,6 +489,8 @@ static void podman_exits_early(void)
 			"podman was killed from outside (SIGKILL: status 137) before Sage was ready") &&
 		has(r->failure.hint, "nothing of the image is to blame"),
 		"run - killed after S, before R: 125, said killed from outside, the image not blamed");
+	check(fake_count(&f, "rm", sandbox_name(w.sb)) == 1 && w.rm_over_at_done,
+		"run - ... its container, started, is removed before on_done");
 	finish(&w, "run - killed starting");
 }
 
@@ -552,6 +556,10 @@ static void podman_dies_mid_output(void)
 	check(strcmp(stopped_by(r), "sandbox_broke") == 0 &&
 	      has(stop_sentence(r), "exited before the code's end was reported"),
 		"run - ... stopped_by sandbox_broke, and a sentence that says so");
+	/* Its container may run on (a client killed alone): removed, and
+	 * what runs as its uid killed, before the result is known. */
+	check(fake_count(&f, "rm", sandbox_name(w.sb)) == 1 && w.rm_over_at_done,
+		"run - ... its container is removed (podman rm NAME) before on_done");
 	finish(&w, "run - dies mid-output");
 
 	/* Killed from outside (podman rm of its container, say): 137. */
@@ -561,6 +569,8 @@ static void podman_dies_mid_output(void)
 		"run - podman killed after R and output: sandbox_broke, 137, the output kept");
 	check(has(stop_sentence(r), "killed from outside") && has(stop_sentence(r), "run it again"),
 		"run - ... its sentence: killed from outside, run it again");
+	check(fake_count(&f, "rm", sandbox_name(w.sb)) == 1 && w.rm_over_at_done,
+		"run - ... its container is removed before on_done (its client may have died alone)");
 	finish(&w, "run - killed mid-output");
 
 	/* Exit 0 without the code's end: no ok run. */
