@@ -532,6 +532,11 @@ static void on_podman_exit(struct process *p, int status, void *data)
 	 * may give the uid to the next sandbox from on_done on. */
 	if (container_may_outlive(sb))
 		start_remove(sb);
+	/* A container that waited for a call waits no more: none is given
+	 * to it while its removal runs (sandbox_state). */
+	sb->between_cells = false;
+	if (sb->state == SANDBOX_READY)
+		sb->state = SANDBOX_DONE;
 	sandbox_advance(sb);
 }
 

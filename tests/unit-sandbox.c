@@ -723,6 +723,22 @@ static void serial_calls(void)
 	check(fake_count(&f, "run", NULL) == 1 && fake_count(&f, "call", NULL) == 2 &&
 		fake_count(&f, "rm", NULL) == 0, "serial - one container served both calls");
 	finish(&w, "serial");
+
+	/* Its client killed while it waits for a call (its container may
+	 * live on): no call is given to it, and it is removed before it is
+	 * let go. */
+	fake_new(&f, "serial-killed", "run serial 1 killed\n");
+	one = make_program("1", loop_now_ms() + 30000);
+	start(&w, &f, true, &err);
+	sandbox_submit(w.sb, &one);
+	turn_until(w.loop, &w.released, 1, 20000);
+	check(w.done == 1 && w.state_at_done[0] == SANDBOX_READY && w.released == 1 &&
+		sandbox_state(w.sb) == SANDBOX_DONE,
+		"serial - its client killed while idle: DONE, not READY, when let go");
+	check(fake_count(&f, "rm", sandbox_name(w.sb)) == 1 &&
+		fake_count(&f, "rm-end", sandbox_name(w.sb)) == 1,
+		"serial - ... its container removed before it is let go");
+	finish(&w, "serial - killed while idle");
 }
 
 static void start_race(void)
