@@ -204,8 +204,12 @@ bool describe_stop(const struct run_result *r, const struct config *cfg,
 	else if (r->interrupted_by)
 		snprintf(buf, size, "interrupted by %s; the container was stopped",
 			signal_name(r->interrupted_by, name, sizeof name));
-	/* The sandbox broke under the code; a SIGKILL came from outside
-	 * (sandbox.c, finish_result, says why). */
+	/* The sandbox broke under the code: at its container's life limit,
+	 * or by a SIGKILL from outside (sandbox.c, finish_result, says why). */
+	else if (r->life_over)
+		snprintf(buf, size, "the container reached its life limit of %d hours (podman's "
+			"--timeout, for a container that serves several calls) before the code ended; "
+			"what it printed until then is kept; run it again", SESSION_MAX_SECONDS / 3600);
 	else if (r->signal == SIGKILL)
 		snprintf(buf, size, "the sandbox was killed from outside before the code ended "
 			"(SIGKILL to its container or its podman: podman rm, kill or stop, or the "

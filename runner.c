@@ -45,6 +45,10 @@
 /* Serial sandboxes that fail to start in a row before calls get one-call
  * sandboxes (whose failure is then the call's result, said in it). */
 #define SERIAL_START_FAILURES 3
+/* A call may end this long past its timeout (its files sent, a session's
+ * interrupt's grace): a serial container is not given a call that its
+ * life limit could end sooner. */
+#define LIFE_MARGIN_MS 60000
 
 enum slot_kind { SLOT_ONCE, SLOT_SERIAL, SLOT_SESSION };
 
@@ -779,9 +783,21 @@ static struct slot *slot_for(struct runner *r, struct call *c, struct error *err
 	bool serial = r->opt.serial > 0 && c->attempts == 0 &&
 		r->serial_failures < SERIAL_START_FAILURES;
 	if (serial) {
-		for (struct slot *s = r->slots; s; s = s->next)
-			if (s->kind == SLOT_SERIAL && slot_ready(s))
-				return s;
+		for (struct slot *s = r->slots; s; s = s->next) {
+			if (s->kind != SLOT_SERIAL || !slot_ready(s))
+				continue;
+			/* A container that podman's --timeout would end under the
+			 * call (it lives SESSION_MAX_SECONDS: podman.c) is
+			 * replaced, not given it. */
+			if (s->born + SESSION_MAX_SECONDS * 1000LL <
+			    loop_now_ms() + c->spec.timeout_ms + LIFE_MARGIN_MS) {
+				say(r, "a container is replaced: its life limit of %d hours would "
+					"come before the call's end", SESSION_MAX_SECONDS / 3600);
+				retire(s, true);
+				continue;
+			}
+			return s;
+		}
 		if (count_slots(r, SLOT_SERIAL, false) >= r->opt.serial)
 			return NULL;
 		return start_slot(r, SLOT_SERIAL, c, err);

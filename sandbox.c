@@ -899,6 +899,10 @@ static void finish_result(struct sandbox *sb)
 	if (r->exit_code > 128 && r->exit_code < 128 + 65)
 		r->signal = r->exit_code - 128;
 	r->warm_up_broke = sb->warming && crash_signal(r->signal);
+	/* conmon counts the --timeout from a moment after started_at: a
+	 * container this old was ended by it, not from outside. */
+	r->life_over = (sb->opt.session || sb->opt.serial) &&
+		loop_now_ms() - sb->started_at >= SESSION_MAX_SECONDS * 1000LL;
 	if (sb->opt.cb.keep_output && sb->podman_errors.len)
 		buffer_append(&r->err, errors, sb->podman_errors.len);
 	else if (sb->podman_errors.len && sb->opt.cb.on_output)

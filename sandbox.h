@@ -73,6 +73,10 @@ struct run_result {
 	 * outside, the launcher died. Not the code's doing, as far as can
 	 * be told: batch tries such a job once more. */
 	bool sandbox_broke;
+	/* ... at the age its container could not outlive: a container that
+	 * serves several calls is killed by podman's --timeout backstop
+	 * after SESSION_MAX_SECONDS (podman.c), whatever it runs. */
+	bool life_over;
 	/* ... and its launcher died by a crash signal (sandbox.c's
 	 * crash_signal: SIGSEGV and the like, never SIGKILL) while its
 	 * warm-up had not ended (no W frame yet): the warm-up's doing, as far

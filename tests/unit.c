@@ -696,6 +696,16 @@ static void test_describe_stop(void)
 	r.throttled_looks = 1;
 	check(describe_stop(&r, &cfg, NULL, said, sizeof said) && !strstr(said, "held back"),
 		"describe_stop: ... for less, not");
+	/* A broke sandbox: SIGKILLed from outside, or at its life limit. */
+	r = (struct run_result){.sandbox_broke = true, .signal = SIGKILL, .exit_code = 137};
+	check(describe_stop(&r, &cfg, NULL, said, sizeof said) &&
+		strstr(said, "killed from outside") && !strstr(said, "life limit"),
+		"describe_stop: a sandbox SIGKILLed under the code: killed from outside");
+	r.life_over = true;
+	check(describe_stop(&r, &cfg, NULL, said, sizeof said) &&
+		strncmp(said, "the container reached its life limit of 24 hours", 48) == 0 &&
+		!strstr(said, "from outside"),
+		"describe_stop: ... at its container's life limit: said so, not \"from outside\"");
 	/* batch's knob, the longest: its fix whole, --cpus at the end. */
 	r = (struct run_result){.after = AFTER_NEXT, .timed_out = true, .code_begun = true,
 		.looks = 8, .throttled_looks = 8};
