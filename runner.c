@@ -45,10 +45,6 @@
 /* Serial sandboxes that fail to start in a row before calls get one-call
  * sandboxes (whose failure is then the call's result, said in it). */
 #define SERIAL_START_FAILURES 3
-/* A call may end this long past its timeout (its files sent, a session's
- * interrupt's grace): a serial container is not given a call that its
- * life limit could end sooner. */
-#define LIFE_MARGIN_MS 60000
 
 enum slot_kind { SLOT_ONCE, SLOT_SERIAL, SLOT_SESSION };
 
@@ -135,11 +131,18 @@ static void say(const struct runner *r, const char *fmt, ...)
 
 /* ---- counting -------------------------------------------------------------- */
 
+/* The slot takes no more calls: retired, or its sandbox ended while it
+ * waited for one (its podman exited: sandbox_state) and is being removed. */
+static bool slot_gone(const struct slot *s)
+{
+	return s->leaving || (!s->call && sandbox_state(s->sb) == SANDBOX_DONE);
+}
+
 static int count_slots(const struct runner *r, enum slot_kind kind, bool only_waiting)
 {
 	int n = 0;
 	for (const struct slot *s = r->slots; s; s = s->next)
-		n += s->kind == kind && !s->leaving && (!only_waiting || !s->call);
+		n += s->kind == kind && !slot_gone(s) && (!only_waiting || !s->call);
 	return n;
 }
 
@@ -184,13 +187,13 @@ static int count_warm(const struct runner *r)
 {
 	int n = 0;
 	for (const struct slot *s = r->slots; s; s = s->next)
-		n += s->kind == SLOT_ONCE && s->warm && !s->leaving;
+		n += s->kind == SLOT_ONCE && s->warm && !slot_gone(s);
 	return n;
 }
 
 static bool slot_ready(const struct slot *s)
 {
-	return !s->leaving && !s->call && sandbox_state(s->sb) == SANDBOX_READY;
+	return !slot_gone(s) && !s->call && sandbox_state(s->sb) == SANDBOX_READY;
 }
 
 int runner_ready(const struct runner *r)
@@ -206,10 +209,19 @@ int runner_sessions(const struct runner *r)
 	return count_slots(r, SLOT_SESSION, false);
 }
 
+/* A serial container has served its calls or its time (SERIAL_CALLS_MAX,
+ * SERIAL_AGE_SECONDS): replaced at a call's end, or at the next call where
+ * it waited meanwhile; so no call runs near its 24-hour life (podman's
+ * --timeout of a container that serves several calls, podman.c). */
+static bool serial_worn(const struct slot *s)
+{
+	return s->calls >= SERIAL_CALLS_MAX || loop_now_ms() - s->born >= SERIAL_AGE_SECONDS * 1000LL;
+}
+
 static struct slot *find_session(struct runner *r, const char *name)
 {
 	for (struct slot *s = r->slots; s; s = s->next)
-		if (s->kind == SLOT_SESSION && !s->leaving && strcmp(s->session, name) == 0)
+		if (s->kind == SLOT_SESSION && !slot_gone(s) && strcmp(s->session, name) == 0)
 			return s;
 	return NULL;
 }
@@ -537,10 +549,8 @@ static void on_done(struct sandbox *sb, void *data)
 			"that uses it crashes too); the sandboxes started from now on serve their calls "
 			"without a warm-up", signal_name(res->signal, sig, sizeof sig));
 	}
-	bool next = SERVES_NEXT(res) && !r->draining && !s->leaving;
-	if (s->kind == SLOT_SERIAL)
-		next = next && s->calls < SERIAL_CALLS_MAX &&
-			loop_now_ms() - s->born < SERIAL_AGE_SECONDS * 1000LL;
+	bool next = SERVES_NEXT(res) && !r->draining && !s->leaving &&
+		!(s->kind == SLOT_SERIAL && serial_worn(s));
 	if (!next) {
 		/* A container that waits for another call is stopped; any other
 		 * ends, or was stopped, by itself. */
@@ -786,13 +796,8 @@ static struct slot *slot_for(struct runner *r, struct call *c, struct error *err
 		for (struct slot *s = r->slots; s; s = s->next) {
 			if (s->kind != SLOT_SERIAL || !slot_ready(s))
 				continue;
-			/* A container that podman's --timeout would end under the
-			 * call (it lives SESSION_MAX_SECONDS: podman.c) is
-			 * replaced, not given it. */
-			if (s->born + SESSION_MAX_SECONDS * 1000LL <
-			    loop_now_ms() + c->spec.timeout_ms + LIFE_MARGIN_MS) {
-				say(r, "a container is replaced: its life limit of %d hours would "
-					"come before the call's end", SESSION_MAX_SECONDS / 3600);
+			/* One worn while it waited is replaced as at a call's end. */
+			if (serial_worn(s)) {
 				retire(s, true);
 				continue;
 			}
@@ -848,7 +853,7 @@ static struct slot *overflow_for(struct runner *r, struct call *c, bool in_turn,
 		}
 		int64_t from = c->waiting_since;
 		for (const struct slot *s = r->slots; in_turn && s; s = s->next)
-			if (s->kind == SLOT_SERIAL && !s->leaving && !s->call && s->born > from)
+			if (s->kind == SLOT_SERIAL && !slot_gone(s) && !s->call && s->born > from)
 				from = s->born;
 		int64_t at = from + r->start_ms;
 		if (r->overflow_failed_at && at < r->overflow_failed_at + OVERFLOW_RETRY_MS)

@@ -44,6 +44,7 @@ struct sandbox {
 	enum sandbox_state state;
 	char name[64];
 	int64_t started_at;
+	int64_t exited_at; /* its podman client's exit, loop_now_ms() clock */
 	int64_t run_from; /* the run's duration counts from here */
 
 	struct process podman;
@@ -81,6 +82,7 @@ struct sandbox {
 	/* The launcher's stream, read into whole frames. */
 	struct frame_reader frames;
 	bool saw_started, saw_ready, saw_exit;
+	bool saw_refusal; /* a K frame: the launcher ends by itself */
 	bool warming; /* granted a warm-up (podman_warms), its W frame not yet seen */
 	int64_t code_ended_at; /* from the exit frame, loop_now_ms() clock */
 	struct buffer podman_errors;
@@ -282,6 +284,7 @@ static void take_frame(struct sandbox *sb, char type, const char *payload, size_
 		char why[1024];
 		snprintf(why, sizeof why, "%.*s", (int)(len < 1000 ? len : 1000), payload);
 		sage_did_not_start(sb, why);
+		sb->saw_refusal = true;
 		break;
 	}
 	case 'R':
@@ -413,6 +416,7 @@ static bool discarding(const struct sandbox *sb)
 
 static void kill_uid_leftovers(const struct sandbox *sb, const struct uid_claim *claim);
 static void start_remove(struct sandbox *sb);
+static void stop_watching_memory(struct sandbox *sb);
 
 /* What still runs as the claim's uid killed, then the uid let go. */
 static void let_uid_go(const struct sandbox *sb, struct uid_claim *claim)
@@ -509,16 +513,19 @@ static bool removing(const struct sandbox *sb)
 
 /* Whether the container may outlive its podman client's exit: it started,
  * and was not seen to end on its own (the launcher's end frame, with the
- * container's end in it). A client killed alone (SIGKILL to podman, not to
- * the container) leaves conmon and the code running, attached to nothing,
- * until podman's --timeout backstop, minutes later, while the uid it runs
- * as would be let go: the next sandbox of this host could draw it and
- * count, or be counted by, what still runs. A container already gone
- * (removed from outside, the likelier case) costs one `podman rm` that
- * finds nothing. */
+ * container's end in it, or its refusal to start Sage). A client killed
+ * alone (SIGKILL to podman, not to the container) leaves conmon and the
+ * code running, attached to nothing, until podman's --timeout backstop
+ * (minutes; a day for a container that serves several calls), while the
+ * uid it runs as would be let go: the next sandbox of this host could draw
+ * it and count, or be counted by, what still runs. A container already
+ * gone (removed from outside, the likelier case) costs one `podman rm`
+ * that finds nothing. Asked once the client's output is read to its end,
+ * or its grace is over (sandbox_advance): an end frame still in the pipe
+ * when podman's exit is seen is the launcher's own end. */
 static bool container_may_outlive(const struct sandbox *sb)
 {
-	return sb->saw_started && sb->stopping == STOP_NONE &&
+	return sb->saw_started && !sb->saw_refusal && sb->stopping == STOP_NONE &&
 		!(sb->saw_exit && !SERVES_NEXT(&sb->result));
 }
 
@@ -528,15 +535,11 @@ static void on_podman_exit(struct process *p, int status, void *data)
 	loop_timer_cancel(&sb->count_timer); /* its container is gone */
 	if (start_again(sb))
 		return;
-	/* Removed before the result is known, as after a stop: its owner
-	 * may give the uid to the next sandbox from on_done on. */
-	if (container_may_outlive(sb))
-		start_remove(sb);
-	/* A container that waited for a call waits no more: none is given
-	 * to it while its removal runs (sandbox_state). */
+	sb->exited_at = loop_now_ms();
+	/* A container that waited for a call waits no more (sandbox_state),
+	 * nor is it watched. */
 	sb->between_cells = false;
-	if (sb->state == SANDBOX_READY)
-		sb->state = SANDBOX_DONE;
+	stop_watching_memory(sb);
 	sandbox_advance(sb);
 }
 
@@ -744,8 +747,8 @@ void sandbox_stop(struct sandbox *sb, enum stop_reason reason, int signal)
 	 * container's process, and `podman rm` failed for as long); and once
 	 * it is dead it cannot create the container after the removal. */
 	process_signal_group(&sb->podman, SIGKILL);
-	/* A removal under way (container_may_outlive's) is the stop's. */
-	if (!removing(sb))
+	/* A removal begun (container_may_outlive's) is the stop's. */
+	if (!sb->rm_tries)
 		start_remove(sb);
 }
 
@@ -812,7 +815,8 @@ static void finish_result(struct sandbox *sb)
 	 * ended it, the run did not end in time: a session's cell too, whose
 	 * status came as its deadline passed, before its interrupt (its
 	 * state kept; describe_stop says so). */
-	int64_t ended_at = sb->saw_exit ? sb->code_ended_at : loop_now_ms();
+	int64_t ended_at = sb->saw_exit ? sb->code_ended_at :
+		sb->podman.exited && sb->stopping == STOP_NONE ? sb->exited_at : loop_now_ms();
 	if (ended_at >= sb->opt.deadline && sb->saw_started) {
 		r->timed_out = true;
 		if (!sb->saw_exit)
@@ -902,7 +906,7 @@ static void finish_result(struct sandbox *sb)
 	/* conmon counts the --timeout from a moment after started_at: a
 	 * container this old was ended by it, not from outside. */
 	r->life_over = (sb->opt.session || sb->opt.serial) &&
-		loop_now_ms() - sb->started_at >= SESSION_MAX_SECONDS * 1000LL;
+		sb->exited_at - sb->started_at >= SESSION_MAX_SECONDS * 1000LL;
 	if (sb->opt.cb.keep_output && sb->podman_errors.len)
 		buffer_append(&r->err, errors, sb->podman_errors.len);
 	else if (sb->podman_errors.len && sb->opt.cb.on_output)
@@ -913,6 +917,13 @@ static void finish_result(struct sandbox *sb)
 static void sandbox_advance(struct sandbox *sb)
 {
 	bool stopping = sb->stopping != STOP_NONE;
+	/* A container that may outlive its client is removed before the
+	 * result is known, as after a stop: its owner may give the uid to
+	 * the next sandbox from on_done on. Between calls no end frame can
+	 * still come: at once. */
+	if (!stopping && sb->podman.exited && !sb->rm_tries &&
+	    ((!sb->out_watch && !sb->err_watch) || sb->done_reported) && container_may_outlive(sb))
+		start_remove(sb);
 	/* The code's end is known from its exit frame: the run is over, while
 	 * the container exits and conmon removes it (--rm). */
 	bool result_known = (sb->saw_exit && !stopping) ||
@@ -949,7 +960,7 @@ static void sandbox_advance(struct sandbox *sb)
 		sb->program = (struct program){0};
 		sb->in = NULL;
 		sb->out = NULL;
-		sb->between_cells = !stopping && SERVES_NEXT(&sb->result);
+		sb->between_cells = !stopping && SERVES_NEXT(&sb->result) && !sb->podman.exited;
 		/* What the watchdog stopped is over (killed) or, in a session,
 		 * stopped by the launcher until the next cell, which the
 		 * watchdog keeps looking at; a serial container's next call
@@ -1312,7 +1323,9 @@ void sandbox_pause_output(struct sandbox *sb, bool paused)
 
 enum sandbox_state sandbox_state(const struct sandbox *sb)
 {
-	return sb->state;
+	/* One whose podman has exited serves no call, while its removal
+	 * runs too, whatever frame was read after. */
+	return sb->state == SANDBOX_READY && sb->podman.exited ? SANDBOX_DONE : sb->state;
 }
 
 const char *sandbox_name(const struct sandbox *sb)

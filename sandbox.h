@@ -19,8 +19,9 @@
 /* STARTING: podman is starting the container. READY: the launcher has
  * imported Sage and waits for code (it said so before any code existed).
  * RUNNING: the code was handed over. STOPPING: the client is killed and
- * `podman rm` is on its way. DONE: the result is known; the container is
- * gone or going. */
+ * `podman rm` is on its way. DONE: the result is known, or its podman
+ * exited before any call came or between calls (sandbox_state); the
+ * container is gone or going. */
 enum sandbox_state { SANDBOX_STARTING, SANDBOX_READY, SANDBOX_RUNNING, SANDBOX_STOPPING,
 	SANDBOX_DONE };
 
@@ -111,8 +112,9 @@ struct sandbox_callbacks {
 			void *data);
 	/* The code's stdin has room again (see sandbox_input). */
 	void (*on_input_room)(struct sandbox *sb, void *data);
-	/* The result is known (sandbox_result). For a stopped run, the
-	 * container is already removed. */
+	/* The result is known (sandbox_result). For a stopped run, and one
+	 * whose podman exited with its container maybe alive, the container
+	 * is already removed. */
 	void (*on_done)(struct sandbox *sb, void *data);
 	/* Everything the sandbox started has ended: the podman client, and any
 	 * `podman rm`. After on_done, or with it. */
@@ -204,8 +206,8 @@ void sandbox_input_end(struct sandbox *sb);
 void sandbox_pause_output(struct sandbox *sb, bool paused);
 /* Ends the run early, asynchronously: on_done follows once the container is
  * removed. Ignored once the result is known, but for a session or a
- * serial sandbox between its calls (then only on_released follows).
- * signal: for STOP_SIGNAL. */
+ * serial sandbox between its calls (then only on_released follows), and
+ * once its podman exited between calls. signal: for STOP_SIGNAL. */
 void sandbox_stop(struct sandbox *sb, enum stop_reason reason, int signal);
 enum sandbox_state sandbox_state(const struct sandbox *sb);
 const char *sandbox_name(const struct sandbox *sb);

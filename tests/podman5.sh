@@ -17,7 +17,7 @@
 #   podman5.sh remove     delete the root (its storage goes with it)
 #
 # Nothing keeps running between calls: each one enters a mount namespace
-# that ends with it, and ends podman's pause process that it started. Environment: SAGE_SANDBOX_ACCOUNT, SAGE_SANDBOX_IMAGE as
+# that ends with it, and ends the podman pause process it started. Environment: SAGE_SANDBOX_ACCOUNT, SAGE_SANDBOX_IMAGE as
 # for setup.sh; SAGE_SANDBOX_TRIXIE_ROOT (default /var/tmp/sage-sandbox-trixie).
 set -euo pipefail
 
@@ -67,17 +67,19 @@ enter() {
 		# Rootless podman leaves its pause process, which holds the
 		# account'"'"'s namespaces, after its client exits: this call'"'"'s
 		# (its pid file is in this namespace'"'"'s own /run) goes with it.
+		# Its name: podman'"'"'s own, or catatonit where that is installed.
 		for file in /run/user/*/libpod/tmp/pause.pid; do
-			[ -f "$file" ] || continue
-			pid=$(cat "$file")
-			if [ "$(cat "/proc/$pid/comm" 2>/dev/null)" = "podman pause" ]; then
-				kill -KILL "$pid"
-				# Gone (reaped by init) before the call returns.
-				for _ in $(seq 50); do
-					[ -e "/proc/$pid" ] || break
-					sleep 0.1
-				done
-			fi
+			pid=$(cat "$file" 2>/dev/null) || continue
+			case $(cat "/proc/$pid/comm" 2>/dev/null) in
+			"podman pause" | catatonit) kill -KILL "$pid" 2>/dev/null || continue ;;
+			*) continue ;;
+			esac
+			# Gone, or a zombie init reaps, before the call returns.
+			for _ in $(seq 50); do
+				state=$(awk "{ print \$3 }" "/proc/$pid/stat" 2>/dev/null) || break
+				[ "$state" != Z ] || break
+				sleep 0.1
+			done
 		done
 		exit "$status"' enter "$root" "$@"
 }

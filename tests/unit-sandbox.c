@@ -492,6 +492,14 @@ static void podman_exits_early(void)
 	check(fake_count(&f, "rm", sandbox_name(w.sb)) == 1 && w.rm_over_at_done,
 		"run - ... its container, started, is removed before on_done");
 	finish(&w, "run - killed starting");
+
+	/* The launcher's K frame is its own end: nothing left to remove. */
+	r = settled_run(&w, &f, "refuse", "run refuse\n");
+	check(r->failed && r->failure.status == EXIT_REFUSED &&
+		has(r->failure.message, "cannot import sage.all: fake") &&
+		fake_count(&f, "rm", sandbox_name(w.sb)) == 0,
+		"run - Sage cannot start (K frame): 125, its words, no podman rm");
+	finish(&w, "run - refuse");
 }
 
 /* The launcher breaks the protocol: failed, 125, said, removed. */
@@ -579,6 +587,24 @@ static void podman_dies_mid_output(void)
 	      has(stop_sentence(r), "exited before the code's end was reported"),
 		"run - podman exits 0 after R, without X: sandbox_broke, exit_code 1, said");
 	finish(&w, "run - exits 0 mid-output");
+
+	/* A stop that comes while that removal runs shares it: one podman
+	 * rm, over before on_done, the stop's result. */
+	struct error err;
+	fake_new(&f, "die-mid-stopped", "run die-mid killed\nrm slow 1000\n");
+	struct program p = make_program("print(1)", loop_now_ms() + 30000);
+	start(&w, &f, false, &err);
+	sandbox_submit(w.sb, &p);
+	for (int64_t until = loop_now_ms() + 20000;
+	     !fake_count(&f, "rm", sandbox_name(w.sb)) && loop_now_ms() < until;)
+		turn_for(w.loop, 20);
+	sandbox_stop(w.sb, STOP_SIGNAL, SIGTERM);
+	settle(&w, 20000);
+	r = sandbox_result(w.sb);
+	check(w.done == 1 && fake_count(&f, "rm", sandbox_name(w.sb)) == 1 && w.rm_over_at_done &&
+		r->interrupted_by == SIGTERM,
+		"run - a stop during that removal: one podman rm, over before on_done, interrupted");
+	finish(&w, "run - stopped while removed");
 }
 
 /* A sandbox started on fake MODE, given print(1) as it is ready, with a
@@ -1131,6 +1157,37 @@ static void runner_retry(void)
 	check(drain(r, &fr) && nothing_left(&f), "runner - no retry: drained, nothing left running");
 }
 
+/* A serial container whose podman dies while it waits for a call: a call
+ * that comes while its removal runs is not given to it, but to a new one. */
+static void runner_serial_killed_idle(void)
+{
+	struct fake f;
+	struct host h;
+	struct loop *loop = loop_new();
+	struct front fr = {.loop = loop};
+	fake_new(&f, "runner-serial-killed", "run serial 1 killed\nrm slow 1000\n");
+	struct runner *r = runner_for(loop, &h, f.podman, 1);
+	struct call_spec one = make_spec(&fr, "print(3)", false);
+	struct call *c1 = runner_submit(r, &one);
+	turn_until(loop, &fr.done, 1, 20000);
+	for (int64_t until = loop_now_ms() + 20000;
+	     !fake_count(&f, "rm", NULL) && loop_now_ms() < until;)
+		turn_for(loop, 20);
+	struct call_spec two = make_spec(&fr, "print(4)", false);
+	struct call *c2 = runner_submit(r, &two);
+	turn_until(loop, &fr.done, 2, 20000);
+	check(fr.done == 2 && !fr.result.sandbox_broke && fr.result.exit_code == 0 &&
+		strcmp(fr.out, "out:print(4)") == 0 && fr.attempts == 1,
+		"runner - serial killed while idle: the next call, come during its removal, "
+		"runs whole in a new container");
+	check(fake_count(&f, "run", NULL) == 2 && fake_count(&f, "rm", NULL) == 1,
+		"runner - ... two containers; the dead one removed");
+	call_free(c1);
+	call_free(c2);
+	check(drain(r, &fr) && nothing_left(&f),
+		"runner - serial killed while idle: drained, nothing left running");
+}
+
 static void runner_cannot_start(void)
 {
 	struct host h;
@@ -1665,6 +1722,7 @@ static const struct {
 	{"stop-claim-free", stop_claim_free},
 	{"free-while-removing", free_while_removing},
 	{"runner-retry", runner_retry},
+	{"runner-serial-killed-idle", runner_serial_killed_idle},
 	{"runner-cannot-start", runner_cannot_start},
 	{"runner-refusals", runner_refusals},
 	{"runner-free-running", runner_free_running},
