@@ -245,6 +245,20 @@ const char *const masked_host_paths[] = {
 	NULL,
 };
 
+/* Where podman makes no cgroup of the container's (rootless on cgroup v1:
+ * no namespace of its own, no controller), its /sys/fs/cgroup is the
+ * host's tree: the root's cpuacct.usage_percpu and memory.usage_in_bytes
+ * count every process of the host, so a call would see the CPU and memory
+ * of the calls beside it (what masking /proc/stat hides), and the
+ * account's delegated cpu groups by name. Where podman makes one (cgroup
+ * v2's namespace, or a controller), the container sees its own, which
+ * self-test reads for its limits. */
+bool cgroup_tree_masked(const struct podman_host *host)
+{
+	return strcmp(host->cgroups, "v2") != 0 && !host->controller[CONTROLLER_MEMORY] &&
+		!host->controller[CONTROLLER_CPU] && !host->controller[CONTROLLER_PIDS];
+}
+
 /* Nothing of the image writable; a capped /tmp and /dev/shm the only
  * writable places. */
 static void read_only_root_args(struct argv_builder *a)
@@ -314,6 +328,8 @@ void podman_run_args(struct argv_builder *a, const struct config *cfg,
 			buffer_append(&masks, ":", 1);
 		buffer_append(&masks, masked_host_paths[i], strlen(masked_host_paths[i]));
 	}
+	if (cgroup_tree_masked(host))
+		buffer_append(&masks, ":" MASKED_CGROUP_TREE, strlen(":" MASKED_CGROUP_TREE));
 	arg_add(a, "--security-opt=mask=%s", masks.data);
 	buffer_free(&masks);
 	read_only_root_args(a);

@@ -72,6 +72,10 @@ void args_free(struct argv_builder *a);
 /* What of the host a container's /proc and /sys would show and the
  * sandbox masks: NULL-terminated (podman.c says why, one by one). */
 extern const char *const masked_host_paths[];
+/* The cgroup tree, masked too where the container shares the host's view
+ * of it (cgroup_tree_masked). */
+#define MASKED_CGROUP_TREE "/sys/fs/cgroup"
+bool cgroup_tree_masked(const struct podman_host *host);
 
 /* The environment podman gets: only what it needs to find its own state
  * and configuration, so that it finds the same storage and image as the

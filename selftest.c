@@ -51,6 +51,8 @@ void self_test_code(const struct config *cfg, const struct podman_host *host,
 	fprintf(f, "}, \"warm_up_room\": %llu, \"masked\": [", (unsigned long long)warm_up_room(cfg));
 	for (size_t i = 0; masked_host_paths[i]; i++)
 		fprintf(f, "%s\"%s\"", i ? ", " : "", masked_host_paths[i]);
+	if (cgroup_tree_masked(host))
+		fprintf(f, ", \"%s\"", MASKED_CGROUP_TREE);
 	const char *by[MAX_ENFORCERS];
 	int enforcers = setting_enforcement(SET_CPUS, host, by);
 	fprintf(f, "], \"cpus\": %ld.%03ld, \"cpus_by\": \"", cfg->number[SET_CPUS] / 1000,

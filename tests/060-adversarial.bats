@@ -464,19 +464,36 @@ passwd True"
 	wait_no_containers 30
 }
 
+@test "run - the host's cgroup tree is masked where podman makes no cgroup: no other call's CPU or memory shows" {
+	# Rootless on cgroup v1 the container would see the host's tree: its
+	# root's memory.usage_in_bytes and cpuacct.usage_percpu count every
+	# process of the host, the calls beside this one too.
+	[ "$(stat -fc %T /sys/fs/cgroup)" != cgroup2fs ] || skip "cgroup v2: the container has a cgroup namespace of its own"
+	printf '%s\n' 'import os' 'print(os.listdir("/sys/fs/cgroup"))' \
+		'for p in ("memory/memory.usage_in_bytes", "cpuacct/cpuacct.usage_percpu", "cpu/cpuacct.usage"):' \
+		'    print(os.path.exists("/sys/fs/cgroup/" + p))' >"$BATS_TEST_TMPDIR/cg.sage"
+	local status=0
+	output=$("$SAGE_SANDBOX" run "$BATS_TEST_TMPDIR/cg.sage") || status=$?
+	expect_equal "$status" 0 "the run"
+	expect_equal "$output" $'[]\nFalse\nFalse\nFalse'
+}
+
 @test "run - its podman client killed alone mid-run: the container is removed, nothing of the code runs on" {
 	# SIGKILL to the podman client leaves conmon and the container: the
 	# run must not end with its code still running, as an unclaimed uid.
-	printf 'import subprocess\nprint("started", flush=True)\nsubprocess.run(["sleep", "62"])\n' \
-		>"$BATS_TEST_TMPDIR/long.sage"
-	"$SAGE_SANDBOX" run --json "$BATS_TEST_TMPDIR/long.sage" >"$BATS_TEST_TMPDIR/out" 2>/dev/null &
+	# The sleep's length is this test's own mark, no other run's.
+	local mark="sleep 99.$$"
+	printf 'import subprocess\nprint("started", flush=True)\nsubprocess.run("%s".split())\n' \
+		"$mark" >"$BATS_TEST_TMPDIR/long.sage"
+	"$SAGE_SANDBOX" run --json --timeout 300 "$BATS_TEST_TMPDIR/long.sage" \
+		>"$BATS_TEST_TMPDIR/out" 2>/dev/null &
 	local pid=$! status=0 i=0 client
 	for ((i = 0; i < 600; i++)); do
-		pgrep -fx "sleep 62" >/dev/null && break
+		pgrep -fx "$mark" >/dev/null && break
 		sleep 0.1
 	done
 	[ "$i" -lt 600 ] || { echo "# the code's sleep never showed" >&2; return 1; }
-	client=$(pgrep -P "$pid" -x podman)
+	client=$(pgrep -P "$pid" -x podman | head -n 1)
 	[ -n "$client" ] || { echo "# no podman client under the run" >&2; return 1; }
 	kill -KILL "$client"
 	wait "$pid" || status=$?
@@ -486,7 +503,7 @@ passwd True"
 		"[137, \"sandbox_broke\", \"started\\n\"]"
 	# At the run's end: no container of it, and its code is dead.
 	expect_equal "$(containers_of "$pid")" "" "containers of the run after its end"
-	if pgrep -fx "sleep 62" >/dev/null; then
+	if pgrep -fx "$mark" >/dev/null; then
 		echo "# the code's sleep runs on after the run's end" >&2
 		return 1
 	fi
