@@ -781,7 +781,20 @@ static void end_session_tool(struct server *s, json_t *id, const char *name)
 			"the session's name");
 		return;
 	}
+	/* Its calls not yet given to the runner (the host still being asked)
+	 * are refused as the runner refuses its waiting ones; answered after
+	 * this tool's own, as the runner's are on a later turn. */
+	struct error ended;
+	session_ended_error(&ended, name);
+	struct mcp_call *refused[MAX_WAITING_CALLS];
+	int n = 0;
+	for (struct mcp_call *c = s->calls; c && n < MAX_WAITING_CALLS; c = c->next)
+		if (!c->run && c->tool == TOOL_RUN && !c->answered && !c->cancelled &&
+				strcmp(c->session_name, name) == 0)
+			refused[n++] = c;
 	long calls = s->runner ? runner_end_session(s->runner, name) : -1;
+	if (calls < 0 && n)
+		calls = 0;
 	if (calls >= 0) {
 		snprintf(text, sizeof text, "session %s ended after %ld call%s; its state is gone",
 			name, calls, calls == 1 ? "" : "s");
@@ -794,6 +807,10 @@ static void end_session_tool(struct server *s, json_t *id, const char *name)
 	send_result(s, id, json_pack("{s:[{s:s, s:s}], s:{s:s, s:b, s:I}, s:b}", "content", "type",
 		"text", "text", text, "structuredContent", "session", name, "ended", calls >= 0,
 		"calls", (json_int_t)(calls >= 0 ? calls : 0), "isError", 0));
+	for (int i = 0; i < n; i++) {
+		answer_refusal(refused[i], &ended);
+		free_call(refused[i]);
+	}
 }
 
 /* What a tools/call names: its tool, arguments and _meta, checked. */

@@ -936,11 +936,32 @@ static void pump(struct runner *r)
 	r->pumping = false;
 }
 
+void session_ended_error(struct error *err, const char *name)
+{
+	error_set(err, 128 + SIGTERM, "call again with the session to start a new, empty one",
+		"session %s was ended (sage_sandbox_end_session) before this call began; "
+		"nothing was run", name);
+}
+
 long runner_end_session(struct runner *r, const char *name)
 {
+	/* Its calls still waiting end too, nothing of them run: the session
+	 * they were sent to is gone (its first one, not started yet, with
+	 * it), and a new one would start empty under their code. */
+	int waiting = 0;
+	for (struct call *c = r->calls; c; c = c->next) {
+		if (c->state != CALL_WAITING || !c->spec.session || strcmp(c->spec.session, name) != 0)
+			continue;
+		struct error err;
+		session_ended_error(&err, name);
+		refuse(c, &err);
+		waiting++;
+	}
 	struct slot *s = find_session(r, name);
+	if (!s && waiting)
+		say(r, "session %s ended before it started", name);
 	if (!s)
-		return -1;
+		return waiting ? 0 : -1;
 	long calls = s->calls + (s->call != NULL);
 	say(r, "session %s ended", name);
 	s->leaving = true;

@@ -132,9 +132,13 @@ bool call_refuse_waiting(struct call *c, const struct error *err);
 void call_free(struct call *c);
 
 /* Ends a session: its running call is stopped (the result says the
- * session was ended), its container removed. Its calls so far, or -1 when
- * no session of that name is open. */
+ * session was ended), its container removed, and its calls still waiting
+ * refused (status 143). Its calls so far (0 for one that had not started),
+ * or -1 when no session of that name is open or asked for. */
 long runner_end_session(struct runner *r, const char *name);
+/* The refusal of a call that waited for a session ended before it began:
+ * the runner's, and that of a front end holding calls not yet given to it. */
+void session_ended_error(struct error *err, const char *name);
 int runner_sessions(const struct runner *r);
 
 /* No more sandboxes are started ahead of calls (the front end's input

@@ -357,6 +357,32 @@ PY
 	expect_no_containers
 }
 
+@test "mcp: a session ended while its first call waits for its turn: the call is refused, nothing run, no session starts after" {
+	python3 - "$BATS_TEST_TMPDIR/in" <<'PY'
+import json, sys
+def call(i, name, arguments):
+    return json.dumps({"jsonrpc": "2.0", "id": i, "method": "tools/call",
+                       "params": {"name": name, "arguments": arguments}})
+lines = [call(1, "run_sagemath", {"code": "import time\ntime.sleep(3)\nprint('one')"}),
+         call(2, "run_sagemath", {"code": "print('in A')", "session": "A"}),
+         call(3, "sage_sandbox_end_session", {"session": "A"})]
+open(sys.argv[1], "w").write("\n".join(lines) + "\n")
+PY
+	input_file=$BATS_TEST_TMPDIR/in run_ss 0 mcp --concurrency 1
+	echo "$errors"
+	all=$output
+	output=$(printf '%s\n' "$all" | grep '"id":1,')
+	expect_equal "$(json_get '[j["result"]["isError"], j["result"]["structuredContent"]["stdout"]]')" '[false, "one\n"]'
+	output=$(printf '%s\n' "$all" | grep '"id":2,')
+	expect_equal "$(json_get 'j["result"]["isError"]')" true
+	expect_match "$(json_get 'j["result"]["content"][0]["text"]')" "session A was ended \(sage_sandbox_end_session\) before this call began; nothing was run"
+	expect_no_match "$output" "in A"
+	output=$(printf '%s\n' "$all" | grep '"id":3,')
+	expect_equal "$(json_get 'j["result"]["structuredContent"]')" '{"session": "A", "ended": true, "calls": 0}'
+	expect_match "$errors" "session A ended by sage_sandbox_end_session"
+	expect_no_containers
+}
+
 @test "mcp: a signal while the calls read before the end of input finish stops them at once, exit 143" {
 	call_line 1 'import time
 print("started", flush=True)

@@ -1188,6 +1188,42 @@ static void runner_serial_killed_idle(void)
 		"runner - serial killed while idle: drained, nothing left running");
 }
 
+/* A session ended while its first call still waits for its turn: the call
+ * is refused, nothing of it run, and no session starts after. */
+static void runner_end_waiting_session(void)
+{
+	struct fake f;
+	struct host h;
+	struct loop *loop = loop_new();
+	struct front fr = {.loop = loop};
+	fake_new(&f, "runner-end-waiting", "run launcher\n");
+	h = (struct host){.image = fake_image, .image_checked = true};
+	snprintf(h.podman, sizeof h.podman, "%.*s", (int)sizeof h.podman - 1, f.podman);
+	struct runner_options o = {.loop = loop, .host = &h, .cfg = &cfg, .who = "unit",
+		.running_max = 1, .sessions_max = 1};
+	struct runner *r = runner_new(&o);
+	struct call_spec busy = make_spec(&fr, "#sleep 1500", false);
+	struct call *c1 = runner_submit(r, &busy);
+	struct call_spec cell = make_spec(&fr, "print(5)", false);
+	cell.session = "s1";
+	struct call *c2 = runner_submit(r, &cell);
+	check(runner_waiting(r) == 1 && runner_end_session(r, "s1") == 0 &&
+		runner_end_session(r, "s1") == -1,
+		"runner - a session ended before its first call's turn: ended (0 calls), then gone");
+	turn_until(loop, &fr.done, 1, 20000);
+	check(fr.done == 1 && fr.result.failed && fr.result.exit_code == 143 &&
+		has(fr.result.failure.message, "session s1 was ended") &&
+		has(fr.result.failure.message, "nothing was run"),
+		"runner - ... its waiting call refused, 143, said so");
+	turn_until(loop, &fr.done, 2, 20000);
+	check(fr.done == 2 && fake_count(&f, "call", "print(5)") == 0 &&
+		fake_count(&f, "run", NULL) == 1,
+		"runner - ... and it never runs: one container, the other call's");
+	call_free(c1);
+	call_free(c2);
+	check(drain(r, &fr) && nothing_left(&f), "runner - end waiting session: nothing left");
+}
+
 static void runner_cannot_start(void)
 {
 	struct host h;
@@ -1723,6 +1759,7 @@ static const struct {
 	{"free-while-removing", free_while_removing},
 	{"runner-retry", runner_retry},
 	{"runner-serial-killed-idle", runner_serial_killed_idle},
+	{"runner-end-waiting-session", runner_end_waiting_session},
 	{"runner-cannot-start", runner_cannot_start},
 	{"runner-refusals", runner_refusals},
 	{"runner-free-running", runner_free_running},
