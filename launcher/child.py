@@ -163,10 +163,11 @@ def joined_lines(users):
     """The lines Sage's preparser joins onto the line before them: a line
     that ends in a backslash outside any string continues on the next, and
     the preparser makes the two one line. Python's tokenizer tells where
-    (such a line break is the one it gives no token for). Where it gives
-    up, the joins it saw before stand (a bracket or string still open at
-    the end); past an indent that matches none, it starts again at that
-    line (each pass ends where the next begins: one reading in all).
+    (such a line break is the one it gives no token for; a line that is a
+    backslash alone has none at all). Where it gives up, the joins it saw
+    before stand (a bracket or string still open at the end); past an
+    indent that matches none, it starts again at that line (each pass
+    ends where the next begins: one reading in all).
     USERS are the code's lines as the preparser counts them, by
     str.splitlines (a form feed ends one too): so is the code it makes."""
     import tokenize
@@ -176,6 +177,7 @@ def joined_lines(users):
     start = 0  # the first of the users' lines this pass tokenizes
     while True:
         last_row, last_type = None, None
+        text_row = start  # the last line with a token's text
         at = start
 
         def readline():
@@ -192,6 +194,14 @@ def joined_lines(users):
                 if last_row is not None and row > last_row and last_type not in breaks \
                         and token.type not in breaks:
                     joined.update(range(last_row + 1, row + 1))
+                if token.type not in (tokenize.INDENT, tokenize.DEDENT):
+                    # Lines with no token's text before this one's (a
+                    # lone backslash each, between statements too: the
+                    # tokenizer may put a DEDENT there, of no text), each
+                    # continued onto the next: one line with this one.
+                    if row > text_row + 1:
+                        joined.update(range(text_row + 2, row + 1))
+                    text_row = start + token.end[0]
                 last_row, last_type = start + token.end[0], token.type
         except IndentationError as e:
             # An indent that matches none: tokenized afresh from that line,
@@ -981,10 +991,11 @@ def run_code(source, namespace, filename, preparse_file, show_last=False, begin=
         if coding is not None:  # what Python reads of what the preparser wrote
             text, constants, preparsed = (decoded_by(coding, part)
                                           for part in (text, constants, preparsed))
-        # Compiled as Python reads a file (as_compiled), where the text is
-        # the file's; a notebook compiles a cell as text, and moves no
+        # Compiled as Python reads a file (as_compiled; of a coding line's
+        # file, the text it decoded), and its errors at the end placed as
+        # there; a notebook compiles a cell as text, and moves no
         # `from __future__` import.
-        as_file = not cell and coding is None
+        as_file = not cell
         futures = None
         # Compiled under the filters python3 compiles `sage FILE`'s file
         # under (PYTHONS_FILTERS); a cell under the session's, as a

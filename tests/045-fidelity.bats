@@ -48,6 +48,16 @@ for line in open(sys.argv[1]):
 	# Within a joined statement, the part that failed is quoted from its
 	# own line, as Python quotes it (it quoted the statement's first).
 	printf 'R.<t> = QQ[]\nf = t^2 + \\\n  2*t + \\\n  t.foo()\n' >"$dir/joined3.sage"
+	# A line that is a backslash alone joins the next onto it, before the
+	# first statement too: Python's tokenizer gives it no token, and
+	# such lines passed for lines of their own, every line after them
+	# one too far up, the error quoting the backslash (reviewer).
+	printf "\\\\\nprint('a')\nraise ValueError('on line 3')\n" >"$dir/lone.sage"
+	printf '# c\n\\\n\\\nprint(2)\nraise ValueError(2^5)\n' >"$dir/lone2.sage"
+	printf '\\\nelse:\n    pass\n' >"$dir/lone3.sage"
+	# An error at the end under a coding line of another encoding: no
+	# caret, as Python reads the file (it had a string's caret).
+	printf '# -*- coding: latin-1 -*-\ny = 1\nif y:\n' >"$dir/coded.sage"
 	# Text the preparser puts in ([1..5] is ellipsis_range(...)) is no
 	# error of the code's; CRLF line ends are newlines, as `sage FILE`
 	# reads its file (Sage 9.5's preparser took the backslash before a
@@ -97,6 +107,10 @@ for line in open(sys.argv[1]):
 		expect_match "$(field_of joined.sage stderr)" "line 7, in <module>"$'\n''    raise ValueError\("on line 7"\)'
 		expect_match "$(field_of joined2.sage stderr)" "line 3, in <module>"
 		expect_match "$(field_of joined3.sage stderr)" "line 4, in <module>"$'\n''    t.foo\(\)'$'\n'
+		expect_match "$(field_of lone.sage stderr)" "line 3, in <module>"$'\n'"    raise ValueError\\('on line 3'\\)"
+		expect_match "$(field_of lone2.sage stderr)" "line 5, in <module>"$'\n''    raise ValueError\(2\^5\)'
+		expect_equal "$(field_of lone3.sage stderr)" "  File \"<stdin>\", line 2"$'\n    else:\n    ^^^^\nSyntaxError: invalid syntax'
+		expect_equal "$(field_of coded.sage stderr)" "  File \"<stdin>\", line 3"$'\n    if y:\nIndentationError: expected an indented block after \'if\' statement on line 3'
 		expect_equal "$(field_of joined4.sage stdout)" "[1, 2, 3, 4, 5, 6]"
 		expect_equal "$(field_of joined4.sage exit_code)" 0
 		expect_match "$(field_of joined5.sage stderr)" "line 4, in <module>"

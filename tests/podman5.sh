@@ -30,7 +30,10 @@ src=$(cd "$(dirname "$0")/.." && pwd)
 base_image=$("$src/tests/official-images.sh" base)
 image=${SAGE_SANDBOX_IMAGE:-$base_image}
 root=${SAGE_SANDBOX_TRIXIE_ROOT:-/var/tmp/sage-sandbox-trixie}
-# The suite's core: everything that drives podman run, rm and ps.
+# The suite's core: everything that drives podman run, rm and ps, but the
+# tests tagged any-podman, which prove what holds whichever podman started
+# the container (the kernel's rlimits, which self-test sees passed, and
+# sage-sandbox's own watchdogs); make check ran them.
 core_tests="tests/020-run.bats tests/030-limits.bats tests/060-adversarial.bats
 	tests/070-core.bats tests/090-mcp.bats tests/100-files.bats tests/110-images.bats
 	tests/120-kernel-memory.bats"
@@ -66,9 +69,13 @@ enter() {
 		"$@" || status=$?
 		# Rootless podman leaves its pause process, which holds the
 		# account'"'"'s namespaces, after its client exits: this call'"'"'s
-		# (its pid file is in this namespace'"'"'s own /run) goes with it.
+		# (its pid file is in this namespace'"'"'s own /run, or in its /tmp
+		# where podman ran without XDG_RUNTIME_DIR, as setup.sh account
+		# runs it: storage-run-UID for podman 5, podman-run-UID before)
+		# goes with it.
 		# Its name: podman'"'"'s own, or catatonit where that is installed.
-		for file in /run/user/*/libpod/tmp/pause.pid; do
+		for file in /run/user/*/libpod/tmp/pause.pid /tmp/storage-run-*/libpod/tmp/pause.pid \
+			/tmp/podman-run-*/libpod/tmp/pause.pid; do
 			pid=$(cat "$file" 2>/dev/null) || continue
 			case $(cat "/proc/$pid/comm" 2>/dev/null) in
 			"podman pause" | catatonit) kill -KILL "$pid" 2>/dev/null || continue ;;
@@ -179,7 +186,8 @@ check)
 	# the stage, named with the file, and is killed, so that it fails no
 	# later file.
 	for file in $core_tests; do
-		as_account "cd sage-sandbox && bats --timing $file" || status=$?
+		as_account "cd sage-sandbox && bats --timing --filter-tags '!any-podman' $file" ||
+			status=$?
 		left=$(sandbox_leftovers)
 		if [ -n "$left" ]; then
 			say "processes of a sandbox uid left after $file:"

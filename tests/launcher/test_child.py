@@ -974,7 +974,13 @@ class RunCodeTest(unittest.TestCase):
                 # Past a rewrite longer than the look ahead, the walk finds
                 # the user's tokens again (reviewer).
                 ("f = max\nx = f([1..5], \\\n      2, \\\n      1/0)\n",
-                 "f = max\nx = f(list(range(1, 5 + 1)), \\\n      2, \\\n      1/0)\n")):
+                 "f = max\nx = f(list(range(1, 5 + 1)), \\\n      2, \\\n      1/0)\n"),
+                # A line that is a backslash alone, before the first
+                # statement and between two, joins the next onto it
+                # (reviewer: they were each taken for a line of their own).
+                ("\\\nprint('a')\nx = 1/0\n", None),
+                ("# c\nx = 1\n\\\n  \\\ny = 2\nz = 1/0\n", None),
+                ("if 1:\n    x = 1\n\\\n    y = 2\n\\\nz = 1/0\n", None)):
             with open(path, "w", encoding="utf-8") as f:
                 f.write(as_python or source)
             python = subprocess.run([sys.executable, "-X", "no_debug_ranges", path],
@@ -1005,6 +1011,9 @@ class RunCodeTest(unittest.TestCase):
                        b"print(1)\ny = (1 + \\\n  2 + \\\n  3\n",
                        b"x = 1 + \\\n  2\ny = [1, \\\n  2\n",
                        b"print(1)\ny = 1 + \\\n  (2 +\n  3\n",
+                       # Lines that are a backslash alone (reviewer).
+                       b"\\\nelse:\n    pass\n", b"x = 1\n\\\n  \\\nelse:\n",
+                       b"if 1:\n        x = 1\n    y = 2\n\\\nz = 3 3\n",
                        # An indent that matches none, joins after it (attack
                        # helper): the tokenizer starts again past it.
                        b"x = 1 + \\\n  2\nif x:\n    y = 3\n  z = 4\nw = 5 + \\\n  6\n",
@@ -1065,7 +1074,14 @@ class RunCodeTest(unittest.TestCase):
                        # line after it too: as python3 reads the user's
                        # file (reviewer: a line past the file's end).
                        b"x = 1 + \\", b"if x and \\", b"y = 2\nx = (1 +\n  2) + \\", b"s = 'abc\\",
-                       b"s = 'abc\\\n"):
+                       b"s = 'abc\\\n",
+                       # Under a coding line of another encoding too: the
+                       # end's errors with no caret, as Python reads the
+                       # file (they had the caret of a string's compile;
+                       # no digit in its name: the preparser here is crude).
+                       b"# coding: latin\ny = 1\nif y:\n", b"x = 1\n# coding: mac_roman\nif x:  # c\n",
+                       b"# coding: latin\nclass A:\n    @d\n# c\n",
+                       b"# coding: latin\ns = '\xc3\xa9' + * 2\n", b"# coding: latin\n@d\n\n"):
             with open(path, "wb") as f:
                 f.write(source)
             python = subprocess.run([sys.executable, path], capture_output=True, text=True)
