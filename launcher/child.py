@@ -266,9 +266,11 @@ def counted(lines):
     """How many lines count, blank lines at the end not: the preparser's
     output drops one of them (it joins its lines with newlines), which
     made the constants' line pass for code, every line after it one too
-    far on (split_constants)."""
+    far on (split_constants). Nor do lines that are a backslash alone
+    among them: the preparser joins each onto the next, the last onto
+    nothing (reviewer: a traceback quoted the backslash)."""
     n = len(lines)
-    while n and not lines[n - 1].strip():
+    while n and lines[n - 1].strip() in ("", "\\"):
         n -= 1
     return n
 
@@ -325,6 +327,17 @@ def same_token(ours, theirs):
     name the preparser gave a number (_sage_const_2p5en3 for 2.5e-3)."""
     return ours == theirs or ours.startswith("_sage_const_") and (
         theirs[0].isdigit() or theirs[0] == "." and theirs[1:2].isdigit())
+
+
+def statements_line(group, users):
+    """The line Python names the statement of a code line the preparser
+    joined of the user's lines group by: the first that is not a
+    backslash alone (one has no token: the next is joined onto it)."""
+    for number in group:
+        if not isinstance(number, int) or number > len(users) or \
+                users[number - 1].strip() != "\\":
+            return number
+    return group[0]
 
 
 def joined_lines_of(users, numbers, line):
@@ -519,9 +532,10 @@ def users_tree(preparsed, filename, lines_of, text, as_file=False):
             return m.group(1) + str(n) + ")"
         e.msg = DETECTED_AT.sub(detected_at, e.msg)
         if lines_of and e.lineno in lines_of:
-            e.lineno = lines_of[e.lineno][0]
-            e.msg = ON_LINE.sub(
-                lambda m: m.group(1) + str(lines_of.get(int(m.group(2)), [m.group(2)])[0]), e.msg)
+            users = code_lines(text)
+            e.lineno = statements_line(lines_of[e.lineno], users)
+            e.msg = ON_LINE.sub(lambda m: m.group(1) + str(
+                statements_line(lines_of.get(int(m.group(2)), [m.group(2)]), users)), e.msg)
         if at_end:
             # The user's last line: the preparser dropped the blank one at
             # the end, where a fresh Sage's file has it.
@@ -599,7 +613,8 @@ def users_syntax_error(error, text, filename, lines_of=None, as_file=False, prep
     if error.filename != filename or not error.lineno or not 0 < error.lineno <= len(lines):
         return error
     lineno = error.lineno
-    joined = [group for group in (lines_of or {}).values() if group[0] == lineno]
+    joined = [group for group in (lines_of or {}).values()
+              if statements_line(group, lines) == lineno]
     group = joined[0] if joined else [lineno]
     as_given = len(group) == 1 and (error.text or "").rstrip("\r\n") == lines[lineno - 1]
     if as_given and not (lines_of and NAMES_A_LINE.search(error.msg or "")):
@@ -788,7 +803,10 @@ def preparsed_before(text, preparsed, lines_of, first):
             group = lines_of[number]
             if group[-1] >= first:
                 break
-            before += [code[number - 1]] + [""] * (len(group) - 1)
+            # The code line at its statement's line, blank lines for
+            # the rest of the group.
+            blank = statements_line(group, users) - group[0]
+            before += [""] * blank + [code[number - 1]] + [""] * (len(group) - 1 - blank)
     elif counted(code) == counted(users):
         before = code[:first - 1]
     else:

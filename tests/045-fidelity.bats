@@ -55,6 +55,11 @@ for line in open(sys.argv[1]):
 	printf "\\\\\nprint('a')\nraise ValueError('on line 3')\n" >"$dir/lone.sage"
 	printf '# c\n\\\n\\\nprint(2)\nraise ValueError(2^5)\n' >"$dir/lone2.sage"
 	printf '\\\nelse:\n    pass\n' >"$dir/lone3.sage"
+	# ... at the end, after a numeric constant (every line was one too far
+	# down, quoting the backslash); before a statement a message names,
+	# after Sage's syntax (reviewer).
+	printf 'x = 1\nraise ValueError(2)\n\\\n' >"$dir/lone4.sage"
+	printf 'R.<t> = QQ[]\n\\\ndef f():\nreturn 1\n' >"$dir/lone5.sage"
 	# An error at the end under a coding line of another encoding: no
 	# caret, as Python reads the file (it had a string's caret).
 	printf '# -*- coding: latin-1 -*-\ny = 1\nif y:\n' >"$dir/coded.sage"
@@ -110,6 +115,8 @@ for line in open(sys.argv[1]):
 		expect_match "$(field_of lone.sage stderr)" "line 3, in <module>"$'\n'"    raise ValueError\\('on line 3'\\)"
 		expect_match "$(field_of lone2.sage stderr)" "line 5, in <module>"$'\n''    raise ValueError\(2\^5\)'
 		expect_equal "$(field_of lone3.sage stderr)" "  File \"<stdin>\", line 2"$'\n    else:\n    ^^^^\nSyntaxError: invalid syntax'
+		expect_match "$(field_of lone4.sage stderr)" "line 2, in <module>"$'\n''    raise ValueError\(2\)'
+		expect_equal "$(field_of lone5.sage stderr)" "  File \"<stdin>\", line 4"$'\n    return 1\n    ^\nIndentationError: expected an indented block after function definition on line 3'
 		expect_equal "$(field_of coded.sage stderr)" "  File \"<stdin>\", line 3"$'\n    if y:\nIndentationError: expected an indented block after \'if\' statement on line 3'
 		expect_equal "$(field_of joined4.sage stdout)" "[1, 2, 3, 4, 5, 6]"
 		expect_equal "$(field_of joined4.sage exit_code)" 0

@@ -226,8 +226,9 @@ print(json.dumps({"id": "hostile", "code": sys.argv[1]}))' "$HOSTILE" >"$jobs"
 	[ "$(grep -c "^sage-sandbox serve: run [0-9]* for pid" "$log")" -ge 40 ]
 	"$SAGE_SANDBOX" serve --stop
 
-	# MCP: each call has a sandbox of its own, destroyed after it (no
-	# hostile call can reach the next), and one warms in about 8 CPU-s,
+	# MCP: each call has a sandbox of its own, destroyed after it (a
+	# hostile call goes first in the containers above, which serve one
+	# call after another), and one warms in about 8 CPU-s,
 	# two at once. Two warm ones, given time to warm, for two of the corpus
 	# whose output names Maxima's symbols; then three more as they come,
 	# in sandboxes still warming or not yet started. The rest of the
@@ -301,7 +302,8 @@ print(gp.eval("random(10^9)"))
 @test "warm - --seed: the same seeded output cold, through the server (first call and later), MCP and batch; fresh state without a seed" {
 	# Cold, seeded, beside two unseeded cold runs, which differ.
 	local seeded_file=$BATS_TEST_TMPDIR/seeded seeded_status=0
-	printf '%s\n' "$SEEDED" | timeout 300 "$SAGE_SANDBOX" run --seed 42 >"$seeded_file" &
+	# (fd 3 closed: bats would wait for it on a failure before the wait.)
+	printf '%s\n' "$SEEDED" | timeout 300 "$SAGE_SANDBOX" run --seed 42 >"$seeded_file" 3>&- &
 	local seeding=$!
 	sage "$SEEDED" 0 run
 	local fresh=$output

@@ -882,7 +882,12 @@ class RunCodeTest(unittest.TestCase):
                        # compiled, plain Python's (the user's text), not the
                        # preparser's (issue 33).
                        b'a = 1\nx = f"{a b}"\n', b'a = 1\nx = f"{a +}" + f"{2^3}"\n',
-                       b'R.<t> = QQ[]\nx = f"{2^3 +}"\n'):
+                       b'R.<t> = QQ[]\nx = f"{2^3 +}"\n',
+                       # The line a message names, of a statement after
+                       # lines that are a backslash alone: the statement's
+                       # own, in the middle and at the end (reviewer).
+                       b"R.<t> = QQ[]\n\\\ndef f():\nreturn 1\n", b"R.<t> = QQ[]\n\\\nif t:\n",
+                       b"R.<t> = QQ[]\n\\\n\\\nwhile t:\n", b"R.<t> = QQ[]\n  \\\nx = (1,\n  2]\n"):
             with self.subTest(source=source):
                 users = source.decode().split("\n")
                 with open(path, "w") as f:
@@ -980,7 +985,10 @@ class RunCodeTest(unittest.TestCase):
                 # (reviewer: they were each taken for a line of their own).
                 ("\\\nprint('a')\nx = 1/0\n", None),
                 ("# c\nx = 1\n\\\n  \\\ny = 2\nz = 1/0\n", None),
-                ("if 1:\n    x = 1\n\\\n    y = 2\n\\\nz = 1/0\n", None)):
+                ("if 1:\n    x = 1\n\\\n    y = 2\n\\\nz = 1/0\n", None),
+                # ... and at the end, followed by blank lines or not.
+                ("x = 1\ny = 1/0\n  \\\n\n\n", None), ("x = 1\ny = 1/0\n\\\n\\\n\n", None),
+                ("def f():\n    return 1/0\nf()\n\\\n\n", None)):
             with open(path, "w", encoding="utf-8") as f:
                 f.write(as_python or source)
             python = subprocess.run([sys.executable, "-X", "no_debug_ranges", path],
