@@ -270,9 +270,15 @@ def counted(lines):
     among them: the preparser joins each onto the next, the last onto
     nothing (reviewer: a traceback quoted the backslash)."""
     n = len(lines)
-    while n and lines[n - 1].strip() in ("", "\\"):
+    while n and (not lines[n - 1].strip() or backslash_alone(lines[n - 1])):
         n -= 1
     return n
+
+
+def backslash_alone(line):
+    """The line is a backslash alone (blanks around it): Python's tokenizer
+    gives it no token, and the preparser joins the next line onto it."""
+    return line.strip() == "\\"
 
 
 def split_constants(text, preparsed):
@@ -334,8 +340,7 @@ def statements_line(group, users):
     joined of the user's lines group by: the first that is not a
     backslash alone (one has no token: the next is joined onto it)."""
     for number in group:
-        if not isinstance(number, int) or number > len(users) or \
-                users[number - 1].strip() != "\\":
+        if number > len(users) or not backslash_alone(users[number - 1]):
             return number
     return group[0]
 
@@ -514,7 +519,8 @@ def users_tree(preparsed, filename, lines_of, text, as_file=False):
         tree = warning_at_users_lines(lines_of, filename, compile, as_compiled(preparsed, as_file),
                                       filename, "exec", ast.PyCF_ONLY_AST)
     except SyntaxError as e:
-        code_end, users_end = len(code_lines(preparsed)), len(code_lines(text))
+        users = code_lines(text)
+        code_end, users_end = len(code_lines(preparsed)), len(users)
         # Counted in the code's lines, before the user's numbers are put in.
         at_end = found_at_end_as_file_reads(e, preparsed, as_file) or \
             nothing_after_a_decorator(e, code_end)
@@ -532,14 +538,15 @@ def users_tree(preparsed, filename, lines_of, text, as_file=False):
             return m.group(1) + str(n) + ")"
         e.msg = DETECTED_AT.sub(detected_at, e.msg)
         if lines_of and e.lineno in lines_of:
-            users = code_lines(text)
             e.lineno = statements_line(lines_of[e.lineno], users)
-            e.msg = ON_LINE.sub(lambda m: m.group(1) + str(
-                statements_line(lines_of.get(int(m.group(2)), [m.group(2)]), users)), e.msg)
+
+            def on_line(m):
+                n = int(m.group(2))
+                return m.group(1) + str(statements_line(lines_of.get(n, [n]), users))
+            e.msg = ON_LINE.sub(on_line, e.msg)
         if at_end:
             # The user's last line: the preparser dropped the blank one at
             # the end, where a fresh Sage's file has it.
-            users = code_lines(text)
             e.lineno, e.end_lineno, e.text = len(users), len(users), users[-1] + "\n"
         raise
     if not lines_of:
