@@ -650,6 +650,12 @@ def users_syntax_error(error, text, filename, lines_of=None, as_file=False, prep
         # One that runs on past its line ((x^2 / 3)) is marked to the
         # line's end, as Python's printer marks it (syntax_error_as_c_prints).
         end_lineno = getattr(plain, "end_lineno", None) or lineno
+    elif plain is not None and runs_off_its_line(error) and runs_off_its_line(plain):
+        # Both ran off their line's end (x = 1 + \ at the end: the
+        # preparser joins the backslash onto nothing, and the parser finds
+        # nothing after the +; the user's text ends in the backslash): a
+        # fresh Sage's caret past its line's end, past the user's.
+        lineno, offset = plain.lineno, len(lines[plain.lineno - 1]) + 1
     elif at is not None:
         lineno = at
     elif plain is not None:
@@ -659,6 +665,14 @@ def users_syntax_error(error, text, filename, lines_of=None, as_file=False, prep
     if end_offset is not None:
         told.end_lineno, told.end_offset = end_lineno, end_offset
     return told
+
+
+def runs_off_its_line(error):
+    """error's caret is past its line's text (the last of its text's
+    lines), counted in characters or in bytes (Python 3.11 counts either):
+    past both."""
+    text = (error.text or "").rstrip("\n").split("\n")[-1].rstrip()
+    return bool(error.text and error.offset) and error.offset - 1 >= len(text.encode("utf-8"))
 
 
 def an_f_strings_part(error, users):
@@ -1960,13 +1974,16 @@ def run_cell(function, *args):
 # "[Previous line repeated N more times]" said so. Padded up to this
 # depth, every call's code has the same room, cold or warm: above the
 # deepest the launcher reaches (child_main, run_cell, run_code,
-# at_code_depth, then PADS: 14), with room for 2 frames more, and as low
-# as that allows (a fresh `sage FILE` runs its code at depth 1).
-CODE_DEPTH = 16
+# at_code_depth, then PADS: 11 + PADS), with room for 2 frames more, and
+# as low as that allows (a fresh `sage FILE` runs its code at depth 1).
+# The launcher's recursion limit is raised by as many (RECURSION_OFFSET).
 # How many of the frames right below the code's are _pad's: a warning's
 # stacklevel up to this many past the code's first frame names "sys:1",
-# as Python's past its stack's bottom.
-PADS = 3
+# as Python's past its stack's bottom. With 3, one of 5 past named a
+# launcher's line (launcher/child.py:1966); a frame more costs a Python
+# call's 0.1 us per call and thread.
+PADS = 50
+CODE_DEPTH = 11 + PADS + 2
 # A value no namespace holds.
 _MISSING = object()
 

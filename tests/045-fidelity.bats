@@ -81,14 +81,18 @@ for line in open(sys.argv[1]):
 	# file's last line, as python3 names it (it named the decorator's).
 	printf 'x = 2^3\nprint(x) \\' >"$dir/backslash.sage"
 	printf 'y = 2^3\n@d\n\n' >"$dir/decorator.sage"
+	# ... with a newline after it, the preparser joins it onto nothing:
+	# "invalid syntax" past the line's end, its caret there (it had none).
+	printf 'y = 2\nif y:\n    x = 1 + \\\n' >"$dir/endjoin.sage"
 	# An unindent at the end: no caret, as python3 reading the file.
 	printf 'class A:\n    @d\n# c\n' >"$dir/unindent.sage"
 	# Too deep for compile() to make a tree of: compiled from text, as
 	# sage FILE compiles it, its error Python's (attack helper).
 	python3 -c 'print("y = " + "+".join(["1"] * 19000))' >"$dir/flat.sage"
 	# A stack the code prints ends at its own first frame; a warning one
-	# level past it is Python's "sys:1" (they named the launcher's).
-	printf 'import traceback, warnings\nx = 2^3\ndef f():\n    traceback.print_stack()\nf()\nwarnings.warn("w", stacklevel=2)\n' \
+	# level past it is Python's "sys:1" (they named the launcher's), and so
+	# is one 8 levels past it (it named launcher/child.py:1966).
+	printf 'import traceback, warnings\nx = 2^3\ndef f():\n    traceback.print_stack()\nf()\nwarnings.warn("w", stacklevel=2)\nwarnings.warn("v", stacklevel=9)\n' \
 		>"$dir/stack.sage"
 	# The code's umask is the container's, as a fresh Sage's there (it
 	# was the launcher's own 077: files 0600).
@@ -117,6 +121,7 @@ for line in open(sys.argv[1]):
 		expect_equal "$(field_of lone3.sage stderr)" "  File \"<stdin>\", line 2"$'\n    else:\n    ^^^^\nSyntaxError: invalid syntax'
 		expect_match "$(field_of lone4.sage stderr)" "line 2, in <module>"$'\n''    raise ValueError\(2\)'
 		expect_equal "$(field_of lone5.sage stderr)" "  File \"<stdin>\", line 4"$'\n    return 1\n    ^\nIndentationError: expected an indented block after function definition on line 3'
+		expect_equal "$(field_of endjoin.sage stderr)" "  File \"<stdin>\", line 3"$'\n    x = 1 + \\\n             ^\nSyntaxError: invalid syntax'
 		expect_equal "$(field_of coded.sage stderr)" "  File \"<stdin>\", line 3"$'\n    if y:\nIndentationError: expected an indented block after \'if\' statement on line 3'
 		expect_equal "$(field_of joined4.sage stdout)" "[1, 2, 3, 4, 5, 6]"
 		expect_equal "$(field_of joined4.sage exit_code)" 0
@@ -134,7 +139,8 @@ for line in open(sys.argv[1]):
     f()
   File \"<stdin>\", line 4, in f
     traceback.print_stack()
-sys:1: UserWarning: w"
+sys:1: UserWarning: w
+sys:1: UserWarning: v"
 		expect_equal "$(field_of umask.sage stdout)" "0o22 0o644 0o755"
 	done
 }

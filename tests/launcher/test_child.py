@@ -385,8 +385,13 @@ class CodeDepthTest(unittest.TestCase):
         self.assertEqual(len(set(shallow[child.PADS:])), 2, shallow)  # its call, and its last
 
     def test_a_caller_already_deeper_calls_where_it_is(self):
-        self.assertGreater(frame_depth(), child.CODE_DEPTH)
-        self.assertEqual(child.at_code_depth(frame_depth), frame_depth() + 1 + child.PADS)
+        def deeper(levels):
+            if levels:
+                return deeper(levels - 1)
+            self.assertGreater(frame_depth(), child.CODE_DEPTH)
+            return child.at_code_depth(frame_depth), frame_depth()
+        there, here = deeper(child.CODE_DEPTH)
+        self.assertEqual(there, here + 1 + child.PADS)
 
 
 class RecursionRoomTest(unittest.TestCase):
@@ -719,6 +724,7 @@ class RunCodeTest(unittest.TestCase):
                      b"import warnings\ndef f():\n    warnings.warn('y', stacklevel=3)\nf()\nf()\n",
                      b"import warnings\ndef f():\n    warnings.warn('y', stacklevel=5)\nf()\n",
                      b"import warnings\nwarnings.warn('x', stacklevel=4)\n",
+                     b"import warnings\nwarnings.warn('x', stacklevel=9)\n",
                      b"import atexit, warnings\n"
                      b"atexit.register(lambda: warnings.warn('w', stacklevel=2))\n",
                      b"import warnings\nclass A:\n    def __del__(self):\n"
@@ -1396,6 +1402,23 @@ class RunCodeTest(unittest.TestCase):
         status, err, _ = self.run_code(b"x = 1\nprint(1/0)\n\n", self.sage_like)
         self.assertEqual(status, 1)
         self.assertIn('  File "%s", line 2, in <module>\n    print(1/0)\n' % self.FILE, err)
+
+    def test_a_backslash_that_ends_the_code_joined_onto_nothing_has_its_caret_past_the_line(self):
+        # Sage's preparser joins a line that ends in a backslash onto the
+        # next; at the code's end, with a newline after it, onto nothing:
+        # "invalid syntax" past the preparsed line's end. Its caret is past
+        # the user's line's end (there was none: review helper).
+        def joins(text):
+            return text.replace("\\\n", "").replace("1", "_sage_const_1 ")
+        for source, lineno, line in ((b"x = 1 + \\\n", 1, "x = 1 + \\"),
+                                     (b"y = 2\nif y:\n    x = 1 + \\\n", 3, "    x = 1 + \\"),
+                                     (b"s = '\xc3\xa9' + \\\n", 1, "s = '\u00e9' + \\")):
+            with self.subTest(source):
+                status, err, _ = self.run_code(source, joins)
+                self.assertEqual(status, 1)
+                self.assertEqual(err.splitlines(), [
+                    '  File "%s", line %d' % (self.FILE, lineno), "    " + line.lstrip(),
+                    " " * (4 + len(line.lstrip())) + "^", "SyntaxError: invalid syntax"])
 
     def test_a_backslash_that_ends_the_code_continues_onto_sages_blank_line(self):
         # A fresh Sage's file ends with a blank line after the code: it
