@@ -21,6 +21,7 @@ import struct
 import sys
 import traceback
 import warnings
+from importlib.machinery import SourceFileLoader
 
 # Python's warnings filters as it starts, before any import adds its own:
 # those `sage FILE`'s python3 compiles the file under, before it imports
@@ -2213,6 +2214,11 @@ def child_main(pipes, handlers, namespace, preparse_file, session, stale=()):
         # Tracebacks name the file as the user gave it, with the user's lines.
         filename = "<stdin>" if argv[0] == "-" else argv[0]
         namespace["__file__"] = filename
+        if not session:
+            # A script's loader, as python3 gives the file it runs (a
+            # module made by types.ModuleType has None; a notebook's cell
+            # has none either).
+            namespace["__loader__"] = SourceFileLoader("__main__", filename)
         sys.argv = argv
         # Python's own command line, as `sage FILE` runs it (python3 and
         # its file), not the launcher's (its whole program, its mode).

@@ -269,6 +269,7 @@ atexit.register(sys.exit, 9)' 0 run
 	# invalid escape's DeprecationWarning that python3 does not; sys.path[0]
 	# was '' where python3 puts the script's directory. Python ran in its
 	# UTF-8 mode, where sage's wrapper starts it in the C.UTF-8 locale.
+	# Its __loader__ was None, where python3 gives its file's loader.
 	dir=$BATS_TEST_TMPDIR
 	cat >"$dir/main.sage" <<-'CODE'
 	print(__builtins__.len([1, 2]), type(__builtins__).__name__)
@@ -283,12 +284,13 @@ atexit.register(sys.exit, 9)' 0 run
 	print(len(inspect.stack()), inspect.getouterframes.__name__)
 	import os; print(sys.path[0] == os.getcwd() == "/tmp")
 	import locale; print(sys.flags.utf8_mode, locale.getpreferredencoding(), os.environ["LC_CTYPE"])
+	print(type(__loader__).__name__, __loader__.name, __loader__.path == __file__)
 	print(1/0)
 	CODE
-	expected=$'2 module\npython3 True\n\\d\n{\'a\': \'Undefined\'}\n1 getouterframes\nTrue\n0 UTF-8 C.UTF-8'
+	expected=$'2 module\npython3 True\n\\d\n{\'a\': \'Undefined\'}\n1 getouterframes\nTrue\n0 UTF-8 C.UTF-8\nSourceFileLoader __main__ True'
 	input_file=/dev/null run_ss 1 run "$dir/main.sage" arg
 	expect_equal "$output" "$expected"
-	expect_match "$errors" 'line 13, in <module>'$'\n''    print\(1/0\)'$'\n'
+	expect_match "$errors" 'line 14, in <module>'$'\n''    print\(1/0\)'$'\n'
 	[[ $errors != *Warning* ]] || { printf '# %s\n' "$errors" >&2; false; }
 	cp "$dir/main.sage" "$dir/main2.sage"
 	jobs_of "$dir/main.sage" "$dir/main2.sage" >"$dir/jobs.jsonl"
