@@ -305,6 +305,18 @@ static void take_frame(struct sandbox *sb, char type, const char *payload, size_
 			hold_cpus(sb);
 		}
 		break;
+	case 'U':
+		/* A serial call's processes are all killed: what runs until its
+		 * X is the launcher's, forking the next call's child, and the
+		 * kernel's teardown of the call's. Held at --cpus, that work was
+		 * charged to the call: print(1) at --cpus 0.2 in a batch's warm
+		 * container took 300-1500 ms and said throttled. Unheld, as
+		 * between calls; nothing of the code runs again. */
+		if (!sb->submitted || !sb->opt.serial || sb->opt.session)
+			protocol_broken(sb, "a call's end killed outside a serial call");
+		else
+			cpugroup_lift(&sb->cpu_group);
+		break;
 	case 'W': {
 		/* Its warm-up ended, at any time between calls: only told. */
 		struct warm_report w;

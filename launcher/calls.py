@@ -699,6 +699,10 @@ class Launcher:
             os.kill(-1, signal.SIGKILL)
         except ProcessLookupError:
             pass
+        # Nothing of the call runs again: the host lifts its hold of the
+        # call's CPU share, which the fork below and the kernel's teardown
+        # of the call's processes are no part of.
+        self.writer.send(b"U")
         self.close_child_pipes()
         try:
             self.prepare_child()
