@@ -24,8 +24,9 @@
  * the kernel schedules groups' real-time tasks (CONFIG_RT_GROUP_SCHED),
  * a new group's cpu.rt_runtime_us is 0 too.
  * The quota is set when a call's code starts, and lifted when a serial
- * container's launcher warms up between calls or a stopped run's
- * processes are killed (sandbox.c):
+ * container's launcher warms up between calls, while it forks the next
+ * call's child once every process of the last is killed (its U frame,
+ * until H), or when a stopped run's processes are killed (sandbox.c):
  * Sage's import and a warm container's warm-up are the launcher's, never
  * charged to a call, as memwatch.c spares the launcher. Setting it again
  * resets the group's runtime: a call cannot begin in another's debt. The

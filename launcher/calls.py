@@ -701,7 +701,8 @@ class Launcher:
             pass
         # Nothing of the call runs again: the host lifts its hold of the
         # call's CPU share, which the fork below and the kernel's teardown
-        # of the call's processes are no part of.
+        # of the call's processes are no part of (H, at the end, holds
+        # what follows again: the call's files, the emptying of /tmp).
         self.writer.send(b"U")
         self.close_child_pipes()
         try:
@@ -739,6 +740,7 @@ class Launcher:
                 self.prepare_child()
             except OSError as e:
                 self.unprepared = "the next call's process could not be forked: %s" % e
+        self.writer.send(b"H")
         if reported is not None and status is not None and os.WIFSIGNALED(status) \
                 and os.WTERMSIG(status) == signal.SIGKILL:
             status = reported << 8  # it had said its status, and was exiting

@@ -926,6 +926,21 @@ def code_lines(text, keepends=False):
 LINE_BREAKS = re.compile("[\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]")
 
 
+class CodesLoader(SourceFileLoader):
+    """The loader python3 gives the file it runs (a SourceFileLoader of
+    it, so named), whose source is the code's own text: the file is not in
+    the container, and Python's, reading it, would fail where warnings
+    (module_globals) or linecache (a lazy entry) ask it for the source."""
+
+    def get_source(self, fullname):
+        entry = _code_lines.get(self.path)
+        return "".join(entry[2]) if entry is not None else super().get_source(fullname)
+
+
+CodesLoader.__name__ = CodesLoader.__qualname__ = SourceFileLoader.__name__
+CodesLoader.__module__ = SourceFileLoader.__module__
+
+
 def _as_pythons_bottom():
     """The function at_code_depth pads with: frames that look like what a
     fresh Python has below a file's frame, which is nothing. Python's
@@ -985,12 +1000,20 @@ def outer_frames_of(getouterframes):
     as it is (its name, module and docstring), with no __wrapped__."""
     import functools
 
+    import inspect
+
+    # Each frame's info is made as getouterframes makes it, for the code's
+    # frames only: made for every frame, then cut, the launcher's 60 below
+    # made inspect.stack() 7 times as slow as a fresh Python's (5-7 ms).
     def outer_frames(frame, context=1):
         frames = []
-        for info in getouterframes(frame, context):
-            if launchers_frame(info.frame):
-                break
-            frames.append(info)
+        while frame is not None and not launchers_frame(frame):
+            info = inspect.getframeinfo(frame, context)
+            if hasattr(info, "positions"):  # Python 3.11 on
+                frames.append(inspect.FrameInfo(frame, *info, positions=info.positions))
+            else:
+                frames.append(inspect.FrameInfo(frame, *info))
+            frame = frame.f_back
         return frames
     functools.update_wrapper(outer_frames, getouterframes)
     del outer_frames.__wrapped__
@@ -1279,7 +1302,9 @@ class as_python_prints:
     def __enter__(self):
         import linecache
         for name, entry in _code_lines.items():
-            linecache.cache.setdefault(name, entry)
+            # (Not a lazy entry the code's own lookups left: one of 1.)
+            if len(linecache.cache.get(name, ())) != 4:
+                linecache.cache[name] = entry
         self.kept = {name: linecache.cache[name] for name in self.names
                      if name in linecache.cache}
         for name in self.names:
@@ -1981,8 +2006,9 @@ def run_cell(function, *args):
 # How many of the frames right below the code's are _pad's: a warning's
 # stacklevel up to this many past the code's first frame names "sys:1",
 # as Python's past its stack's bottom. With 3, one of 5 past named a
-# launcher's line (launcher/child.py:1966); a frame more costs a Python
-# call's 0.1 us per call and thread.
+# launcher's line (launcher/child.py:1966); 50 cost 3 us more per call
+# and thread, and nothing that walks the code's stack walks them
+# (walk_stack, outer_frames_of).
 PADS = 50
 CODE_DEPTH = 11 + PADS + 2
 # A value no namespace holds.
@@ -2011,10 +2037,10 @@ def at_code_depth(function, *args, here=None):
 
 # The room the code has to recurse in, as a fresh `sage FILE`'s. The
 # launcher's frames below the code (CODE_DEPTH) and the exec that runs it
-# take 16 of the recursion limit's levels that a file's top level has
-# free: a recursion went 981 deep where `sage FILE`'s goes 997, and an
+# take CODE_DEPTH of the recursion limit's levels that a file's top level
+# has free (with 16: a recursion went 981 deep where `sage FILE`'s goes 997, and an
 # endless one said "[Previous line repeated 980 more times]" where Python
-# says 996. The call's process raises the limit by what they take
+# says 996). The call's process raises the limit by what they take
 # (RECURSION_OFFSET, measured as the launcher starts) and gives the code a
 # sys.getrecursionlimit and sys.setrecursionlimit that count as if they
 # took none (recurse_as_at_top). A thread the code starts has as many
@@ -2218,7 +2244,7 @@ def child_main(pipes, handlers, namespace, preparse_file, session, stale=()):
             # A script's loader, as python3 gives the file it runs (a
             # module made by types.ModuleType has None; a notebook's cell
             # has none either).
-            namespace["__loader__"] = SourceFileLoader("__main__", filename)
+            namespace["__loader__"] = CodesLoader("__main__", filename)
         sys.argv = argv
         # Python's own command line, as `sage FILE` runs it (python3 and
         # its file), not the launcher's (its whole program, its mode).

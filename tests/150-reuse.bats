@@ -454,21 +454,25 @@ assert cpu <= cpus * (wall + 0.5) + eval(sys.argv[7]), sys.argv' \
 	expect_as_fresh victim "$VICTIM"
 }
 
-@test "reuse - a job's end is no part of its CPU share: print(n) at --cpus 0.2 is never held back, in a cpu group or not" {
+@test "reuse - a job's end is no part of its CPU share: print(n) at --cpus 0.2 is not held back, in a cpu group or by the watchdog" {
 	# A serial job's end forks the next job's process from the launcher
 	# (a fork of Sage) while the kernel tears the job's down. Held at
-	# --cpus with the job (the cpu group's hold lasted to its X), 2 to 8
+	# --cpus with the job (the cpu group's hold lasted to its X), 7 or 8
 	# of 8 print(n) jobs at --cpus 0.2 said throttled, and each took 200
 	# ms where its code takes 25 (helper probe; 160's measured_left_out
-	# had met it).
-	# --memory below 1g: no warm-up step runs between the jobs.
+	# had met it). Now the launcher's U and H frames leave that work out.
+	# Each job's own process (its start, its code, its exit) is about 20
+	# ms of CPU, the share of one 100 ms period: a slow host may see one
+	# or two held back. The watchdog, which spares the launcher, is asked
+	# the same (without_cpu_group). --memory below 1g: no warm-up step
+	# runs between the jobs.
 	local how n
 	for how in grouped watchdog; do
 		[ "$how" = grouped ] || without_cpu_group
 		jobs_file p1 'print(1)' p2 'print(2)' p3 'print(3)' p4 'print(4)' p5 'print(5)' p6 'print(6)' p7 'print(7)' p8 'print(8)'
 		run_ss 0 batch --order input --jobs 1 --memory 768m --cpus 0.2 "$jobs"
 		n=$(printf '%s\n' "$output" | python3 -c 'import json, sys; print(sum(json.loads(l)["throttled"] for l in sys.stdin))')
-		expect_equal "$n" 0 "$how: throttled jobs"
+		[ "$n" -le 2 ] || { printf '# %s: %s of 8 jobs throttled\n' "$how" "$n" >&2; false; }
 		expect_equal "$(field p8 'j["stdout"]')" 8 "$how"
 		restore_cpu_group
 	done
