@@ -533,6 +533,7 @@ static void protocol_broken(void)
 	protocol_case("before-start", "run before-start\n", "a frame before the start frame");
 	protocol_case("x-first", "run x-first\n", "a frame before the start frame");
 	protocol_case("unknown-frame", "run unknown-frame\n", "an unknown frame type");
+	protocol_case("u-once", "run u-once\n", "a call's end killed outside a serial call");
 	protocol_case("files", "run files\n", "files nobody asked for");
 	protocol_case("x-notjson", "run x-notjson\n", "a malformed end frame");
 	protocol_case("x-both", "run x-both\n", "a malformed end frame");
