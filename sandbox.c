@@ -626,8 +626,9 @@ static void watch_memory(struct sandbox *sb)
 /* The call's code begins (its B frame: the launcher hands the call to its
  * child, after any warm-up step under way): from then until the call's
  * end the container's cpu group, where it has one, is held to --cpus
- * (cpugroup.c), but for a serial call's end from U to H. The child may start a moment before the frame is read
- * here: that moment is the code's unheld (a few milliseconds). A run
+ * (cpugroup.c), but for a serial call's end from U to H. The child may
+ * start a moment before the frame is read here: that moment is the
+ * code's unheld (a few milliseconds). A run
  * with a process outside its group (podman put the container elsewhere)
  * would not be held: it is refused. That is asked of the run's own uid,
  * so not where it shares the fallback uid (host_uid -1), which others'

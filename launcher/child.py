@@ -999,21 +999,20 @@ def outer_frames_of(getouterframes):
     Python's: the frames end at the code's first, as walk_stack's. Named
     as it is (its name, module and docstring), with no __wrapped__."""
     import functools
-
     import inspect
 
     # Each frame's info is made as getouterframes makes it, for the code's
-    # frames only: made for every frame, then cut, the launcher's 60 below
-    # made inspect.stack() 7 times as slow as a fresh Python's (5-7 ms).
+    # frames only (walk_stack's): made for every frame, then cut, the
+    # launcher's 60 below made inspect.stack() 7 times as slow as a fresh
+    # Python's (5-7 ms).
     def outer_frames(frame, context=1):
         frames = []
-        while frame is not None and not launchers_frame(frame):
+        for frame, _ in walk_stack(frame) if frame is not None else ():
             info = inspect.getframeinfo(frame, context)
             if hasattr(info, "positions"):  # Python 3.11 on
                 frames.append(inspect.FrameInfo(frame, *info, positions=info.positions))
             else:
                 frames.append(inspect.FrameInfo(frame, *info))
-            frame = frame.f_back
         return frames
     functools.update_wrapper(outer_frames, getouterframes)
     del outer_frames.__wrapped__
@@ -2038,9 +2037,9 @@ def at_code_depth(function, *args, here=None):
 # The room the code has to recurse in, as a fresh `sage FILE`'s. The
 # launcher's frames below the code (CODE_DEPTH) and the exec that runs it
 # take CODE_DEPTH of the recursion limit's levels that a file's top level
-# has free (with 16: a recursion went 981 deep where `sage FILE`'s goes 997, and an
-# endless one said "[Previous line repeated 980 more times]" where Python
-# says 996). The call's process raises the limit by what they take
+# has free (with 16: a recursion went 981 deep where `sage FILE`'s goes
+# 997, and an endless one said "[Previous line repeated 980 more times]"
+# where Python says 996). The call's process raises the limit by what they take
 # (RECURSION_OFFSET, measured as the launcher starts) and gives the code a
 # sys.getrecursionlimit and sys.setrecursionlimit that count as if they
 # took none (recurse_as_at_top). A thread the code starts has as many
