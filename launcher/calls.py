@@ -13,16 +13,18 @@
 #   session  the cells of one Sage: one child runs every cell, stopped
 #            (SIGSTOP) between cells with every other process killed, so that
 #            nothing of a cell runs after its answer.
+import collections
 import fcntl
 import gc
 import json
 import os
 import select
 import signal
+import sys
 import time
 
 from launcher import child, netns, outdir, parent, tmpreset, warm
-from launcher.frames import MAX_FRAME, ProtocolError, write_all
+from launcher.frames import MAX_FRAME, ProtocolError, wipe, write_all
 
 MODES = ("once", "serial", "session")
 MAX_CODE_BYTES = 50000
@@ -51,6 +53,8 @@ ORPHAN_LOOK_MS = 100
 ORPHAN_REAP_MS = 10
 ORPHANS_WATCHED_MS = 1000
 TICKS = os.sysconf("SC_CLK_TCK")
+# A function's frame, whose locals are its own (inspect.CO_OPTIMIZED).
+CO_OPTIMIZED = 0x0001
 
 
 def parse_status(line):
@@ -143,10 +147,12 @@ def now_ms():
 
 
 class Call:
-    """One call as the host sent it (L, A, C frames and the input files)."""
+    """One call as the host sent it (L, A, C frames and the input files).
+    args: the A frame (each argument ends with a NUL). The code and args
+    are wiped once the call's child has them (Launcher.run)."""
 
-    def __init__(self, limits, argv, code):
-        self.argv, self.code = argv, code
+    def __init__(self, limits, args, code):
+        self.args, self.code = args, code
         self.cpu_seconds = limits["cpu"]
         self.deadline = limits["deadline"]
         self.inputs = limits["inputs"]
@@ -165,7 +171,11 @@ def parse_limits(data):
     if len(data) > MAX_LIMITS_BYTES:
         raise ProtocolError("limits of %d bytes" % len(data))
     try:
-        limits = json.loads(data)
+        text = data.decode("ascii")
+        try:
+            limits = json.loads(text)
+        finally:
+            wipe(text)  # the call's seed and deadline
     except (ValueError, RecursionError):
         raise ProtocolError("limits that are not JSON")
 
@@ -225,11 +235,67 @@ def create_input(parts):
         os.close(directory)
 
 
+def forget_calls(launcher, frame):
+    """A call's child's first step: what the launcher holds of the calls
+    before, out of the code's reach. The child is forked where the last
+    call's frames are still below it (end_serial_call's, finish's, run's,
+    serve's), and a probe's code read the last call's code, argv and exit
+    status in their locals through its f_back. Those frames, and the ones
+    below, lose their locals (the child never returns to them), and the
+    launcher its state, its buffers wiped first: nothing of it is found by
+    a walk of the stack or of gc.get_objects()."""
+    import ctypes
+    launcher.pending.clear()
+    wipe(launcher.reader.buffer)
+    wipe(launcher.relayed)
+    vars(launcher).clear()
+    to_fast = ctypes.pythonapi.PyFrame_LocalsToFast
+    to_fast.argtypes, to_fast.restype = [ctypes.py_object, ctypes.c_int], None
+    while frame is not None:
+        if frame.f_code.co_flags & CO_OPTIMIZED:  # a module's locals are its globals
+            frame.f_locals.clear()
+            to_fast(frame, 1)
+        frame = frame.f_back
+
+
+class StdinQueue:
+    """The code's stdin, as the host sent it and not yet written to the
+    code: the I frames' bytes, each wiped once written (frames.py)."""
+
+    def __init__(self):
+        self.chunks = collections.deque()
+        self.size = 0     # bytes not yet written
+        self.written = 0  # of the first chunk
+
+    def __bool__(self):
+        return bool(self.chunks)
+
+    def put(self, data):
+        self.chunks.append(data)
+        self.size += len(data)
+
+    def write_to(self, fd):
+        first = self.chunks[0]
+        done = os.write(fd, memoryview(first)[self.written:])
+        self.written += done
+        self.size -= done
+        if self.written == len(first):
+            wipe(self.chunks.popleft())
+            self.written = 0
+
+    def clear(self):
+        while self.chunks:
+            wipe(self.chunks.popleft())
+        self.size = self.written = 0
+
+
 class Launcher:
     def __init__(self, mode, reader, writer, handlers, namespace, preparse_file):
         self.mode = mode
         self.session = mode == "session"
         self.reader, self.writer = reader, writer
+        self.relayed = bytearray(MAX_FRAME)  # the code's output, zeroed once sent
+        self.pending = StdinQueue()  # the code's stdin
         self.handlers, self.namespace, self.preparse_file = handlers, namespace, preparse_file
         self.recorded = None  # {place: as recorded} of WRITABLE, for serial
         self.state = None     # this process's state, checked before each call is handed on
@@ -260,6 +326,7 @@ class Launcher:
         if threads > 1:
             # A lock another thread holds would stay held in the child.
             raise OSError("this process has %d threads, and a fork copies one" % threads)
+        self.pending.clear()
         self.pipes = child.Pipes(
             with_done=self.session or self.mode == "once" or
             (self.mode == "serial" and self.recorded is not None))
@@ -280,8 +347,11 @@ class Launcher:
             raise
         if pid == 0:
             try:
-                child.child_main(self.pipes, self.handlers, self.namespace,
-                                 self.preparse_file, self.session, stale)
+                pipes, handlers, namespace = self.pipes, self.handlers, self.namespace
+                preparse_file, session = self.preparse_file, self.session
+                forget_calls(self, sys._getframe().f_back)
+                self = None  # noqa: F841 (its state is gone; it goes too)
+                child.child_main(pipes, handlers, namespace, preparse_file, session, stale)
             finally:
                 os._exit(70)
         signal.pthread_sigmask(signal.SIG_SETMASK, mask)
@@ -454,12 +524,15 @@ class Launcher:
         kind, data = got
         if kind != b"L":
             raise ProtocolError("a %r frame where a call was due" % kind)
-        limits = parse_limits(data)
+        try:
+            limits = parse_limits(data)
+        finally:
+            wipe(data)
         args = self.reader.expect(b"A")
         code = self.reader.expect(b"C", MAX_CODE_BYTES)
         if args is None or code is None:
             return None
-        call = Call(limits, [os.fsdecode(a) for a in args.split(b"\0")[:-1]] or ["-"], code)
+        call = Call(limits, args, code)
         self.receive_inputs(call.inputs)
         return call
 
@@ -479,8 +552,12 @@ class Launcher:
                 fd = create_input(parts)
             except (OSError, tmpreset.CannotReset, RecursionError) as e:
                 fd = -1
-                self.writer.send(b"E", b"sage-sandbox: input file %s could not be written: %s\n" % (
-                    name, str(getattr(e, "strerror", None) or e).encode("utf-8", "replace")))
+                said = b"sage-sandbox: input file %s could not be written: %s\n" % (
+                    name, str(getattr(e, "strerror", None) or e).encode("utf-8", "replace"))
+                self.writer.send(b"E", said)
+                wipe(said)
+            for part in parts + [name]:
+                wipe(part)
             while True:
                 got = self.reader.frame()
                 if got is None:
@@ -495,6 +572,7 @@ class Launcher:
                     except OSError:
                         os.close(fd)
                         fd = -1
+                wipe(got[1])
             if fd >= 0:
                 os.close(fd)
 
@@ -512,11 +590,13 @@ class Launcher:
             if not data:
                 self.input_ended = True
             elif self.stdin_w >= 0:
-                self.pending.extend(data)
+                self.pending.put(data)
+            else:
+                wipe(data)
 
     def give_input(self):
         try:
-            del self.pending[:os.write(self.stdin_w, self.pending[:MAX_FRAME])]
+            self.pending.write_to(self.stdin_w)
         except BlockingIOError:
             pass
         except OSError:  # the code closed its stdin: what is left is not wanted
@@ -531,16 +611,18 @@ class Launcher:
     # ---- output ------------------------------------------------------------------
 
     def relay(self, fd):
+        view = memoryview(self.relayed)
         try:
-            data = os.read(fd, MAX_FRAME)
+            got = os.readv(fd, [view])
         except BlockingIOError:
             return False
-        if not data:
+        if not got:
             self.poller.unregister(fd)
             del self.streams[fd]
             os.close(fd)
             return False
-        self.writer.send(self.streams[fd], data)
+        self.writer.send(self.streams[fd], view[:got])
+        self.relayed[:got] = bytes(got)
         return True
 
     def drain(self):
@@ -579,17 +661,20 @@ class Launcher:
         # here (cpugroup.c), not for the warm-up step before it.
         self.writer.send(b"B")
         self.call_number += 1
+        message = child.encode_call(call.cpu_seconds, call.args, call.code, call.display_flags,
+                                    call.first_show, call.seed)
         try:
-            write_all(self.call_w, child.encode_call(call.cpu_seconds, call.argv, call.code,
-                                                           call.display_flags, call.first_show,
-                                                           call.seed))
+            write_all(self.call_w, message)
         except OSError:
             pass  # the child is gone: its status says why, below
+        # The child has them: no call forked later finds them here.
+        for data in (message, call.args, call.code):
+            wipe(data)
         if not self.session:
             os.close(self.call_w)
             self.call_w = -1
         os.set_blocking(self.reader.fd, False)
-        self.pending = bytearray()
+        self.pending.clear()
         self.input_ended = False
         self.poller = select.poll()
         for fd in list(self.streams) + [self.pidfd] + (
@@ -635,8 +720,12 @@ class Launcher:
                     data = os.read(fd, 4096)
                     if not data:
                         self.poller.unregister(fd)
-                    began, cell_status, self.done_unended = done_words(
-                        self.done_unended + data, self.call_number)
+                    words = self.done_unended + data
+                    began, cell_status, self.done_unended = done_words(words,
+                                                                       self.call_number)
+                    for read in {id(data): data, id(words): words}.values():
+                        if read is not self.done_unended:  # it can be either
+                            wipe(read)
                     if watch and began:
                         watch.began = True
                     if cell_status is not None:
@@ -663,7 +752,7 @@ class Launcher:
                            told=not watch or watch.told)
 
     def input_interest(self):
-        want_host = not self.input_ended and len(self.pending) < MAX_FRAME
+        want_host = not self.input_ended and self.pending.size < MAX_FRAME
         self._interest(self.reader.fd, select.POLLIN, want_host)
         self._interest(self.stdin_w, select.POLLOUT, self.stdin_w >= 0 and bool(self.pending))
         if self.input_ended and not self.pending:
@@ -1032,7 +1121,9 @@ class Launcher:
                 self.kill_the_rest()
                 os._exit(0)  # the host went away before sending the program
             trailer = self.run(call)
-            self.writer.send(b"X", json.dumps(trailer, sort_keys=True).encode())
+            said = json.dumps(trailer, sort_keys=True)
+            self.writer.send(b"X", said.encode())
+            wipe(said)  # its copy was the encoded one, and went in send
             # next: end_serial_call forked the next call's child.
             if trailer["container"] not in ("next", "kept"):
                 os._exit(0)

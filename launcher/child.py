@@ -112,10 +112,11 @@ def move_to_top(fds):
     return placed
 
 
-def encode_call(cpu_seconds, argv, code, flags=0, first_show=1, seed=None):
-    args = b"".join(os.fsencode(a) + b"\0" for a in argv)
-    return CALL_HEADER.pack(max(0, cpu_seconds), flags, first_show, len(args),
-                            len(code), -1 if seed is None else seed) + args + code
+def encode_call(cpu_seconds, args, code, flags=0, first_show=1, seed=None):
+    """args: the A frame's bytes (each argument ends with a NUL). One
+    bytes object: the launcher wipes it once sent (frames.wipe)."""
+    return b"".join((CALL_HEADER.pack(max(0, cpu_seconds), flags, first_show, len(args),
+                                      len(code), -1 if seed is None else seed), args, code))
 
 
 def _read_exactly(fd, n):

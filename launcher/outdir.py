@@ -5,7 +5,7 @@ import os
 import stat
 
 from launcher import tmpreset
-from launcher.frames import MAX_FRAME
+from launcher.frames import MAX_FRAME, wipe
 
 OUTPUT_DIR = "/tmp/sage-sandbox-out"
 MAX_DEPTH = 16
@@ -47,6 +47,7 @@ def send(writer, limits, directory=OUTPUT_DIR):
                 if not data:
                     break
                 writer.send(b"D", data)
+                wipe(data)  # the call's, in the launcher that forks the next
                 left -= len(data)
                 sent[1] += len(data)
             writer.send(b"G", why)

@@ -635,3 +635,69 @@ print("bound all 8")'
 	# The launcher woke the kernel's collector: the container went on.
 	expect_match "$summary" "0 containers replaced after a job"
 }
+
+# bats test_tags=any-sage
+@test "reuse - nothing of a job is in the next job's process: not its code, args, stdin, input file or output in memory, nor its Call, status or locals on the stack" {
+	# The secret is never whole in the victim's code: it looks for A
+	# followed by B, in the anonymous memory it inherited from the
+	# launcher (the heap and the arenas of freed blocks), and for what the
+	# launcher's frames below its own still hold.
+	local secret=SANDBOX-LEAK-4f7a1c
+	local hostile='import sys
+SECRET = "SANDBOX-LEAK-4f7a1c"
+print(SECRET, sys.argv[1:], open("in.txt").read(), sys.stdin.read())
+os._exit(42r)'
+	local victim='import ctypes, gc, os, sys
+A, B = b"SANDBOX-LEAK-", b"4f7a1c"
+kinds = sorted({type(o).__name__ for o in gc.get_objects()
+                if str(getattr(type(o), "__module__", "")).startswith("launcher")} &
+               {"Call", "CellWatch", "Launcher", "Reader", "StdinQueue", "Warmer", "Writer"})
+held = []
+f = sys._getframe().f_back
+while f is not None:
+    if "launcher" in f.f_code.co_filename and f.f_code.co_name not in (
+            "_pad", "at_code_depth", "run_code", "run_cell", "child_main"):
+        held += [(f.f_code.co_name, k) for k, v in f.f_locals.items()
+                 if f.f_code.co_name != "prepare_child" or k not in (
+                     "handlers", "mask", "namespace", "pid", "pipes", "preparse_file",
+                     "self", "session", "stale", "threads")]
+    f = f.f_back
+buf = bytearray(1r << 20r)
+mine = ctypes.addressof(ctypes.c_char.from_buffer(buf))
+hits = []
+mem = os.open("/proc/self/mem", os.O_RDONLY)
+for line in open("/proc/self/maps").read().splitlines():
+    parts = line.split()
+    if parts[1][0r] != "r" or len(parts) > 5r and parts[5r] != "[heap]":
+        continue
+    lo, hi = (int(x, 16r) for x in parts[0r].split("-"))
+    at = lo
+    while at < hi:
+        n = min(len(buf), hi - at)
+        got = os.preadv(mem, [memoryview(buf)[:n]], at)
+        if not (mine < at + n and at < mine + len(buf)):
+            i = buf.find(A, 0r, got)
+            while i >= 0r:
+                if buf[i + len(A):i + len(A) + len(B)] == B:
+                    hits.append(hex(at + i))
+                i = buf.find(A, i + 1r, got)
+        at += n - 64r if at + n < hi else n
+print("objects:", kinds, "locals:", held, "found:", hits)'
+	jobs=$BATS_TEST_TMPDIR/jobs.jsonl
+	python3 -c '
+import json, sys
+secret, hostile, victim = sys.argv[1:]
+for i in range(2):
+    print(json.dumps({"id": "hostile%d" % i, "code": hostile, "args": [secret],
+                      "stdin": secret + "\n", "files": {"in.txt": secret}}))
+    print(json.dumps({"id": "victim%d" % i, "code": victim}))' "$secret" "$hostile" "$victim" >"$jobs"
+	run_ss 0 batch --order input --jobs 1 "$jobs"
+	local i
+	for i in 0 1; do
+		# It had the secret in its code, args, input file and stdin.
+		expect_equal "$(field hostile$i '[j["stdout"].count("'$secret'"), j["exit_code"]]')" \
+			"[4, 42]"
+		expect_equal "$(field victim$i 'j["stdout"] + j["stderr"]')" \
+			"objects: [] locals: [] found: []"
+	done
+}

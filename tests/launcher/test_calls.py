@@ -178,7 +178,7 @@ class ParseLimitsTest(unittest.TestCase):
     def test_as_the_host_sends_them(self):
         limits = calls.parse_limits(HOST_LIMITS)
         self.assertEqual(limits, json.loads(HOST_LIMITS))
-        call = calls.Call(limits, ["a.sage"], b"code")
+        call = calls.Call(limits, b"a.sage\0", b"code")
         self.assertEqual((call.cpu_seconds, call.deadline, call.inputs), (30, 123456789, 2))
         self.assertEqual((call.out.files, call.out.file_bytes, call.out.total_bytes),
                          (100, 1048576, 10485760))
@@ -186,7 +186,7 @@ class ParseLimitsTest(unittest.TestCase):
     def test_without_out(self):
         limits = calls.parse_limits(b'{"cpu": 0, "deadline": 0, "inputs": 0}')
         self.assertEqual(limits, {"cpu": 0, "deadline": 0, "inputs": 0})
-        self.assertIsNone(calls.Call(limits, ["-"], b"").out)
+        self.assertIsNone(calls.Call(limits, b"", b"").out)
 
     def test_the_largest_numbers(self):
         # CPU seconds travel on to the child in 32 bits (child.CALL_HEADER).

@@ -27,6 +27,11 @@ def identity(text):
     return text
 
 
+def args(argv):
+    """The A frame's bytes for argv, as the host sends them."""
+    return b"".join(os.fsencode(a) + b"\0" for a in argv)
+
+
 class CallPipeTest(unittest.TestCase):
     def pipe(self):
         pipe = Pipe(self)
@@ -36,12 +41,13 @@ class CallPipeTest(unittest.TestCase):
         argv = ["prog.sage", "é", "x y", "\udcff\udcfe raw bytes", ""]
         code = "print('ü')\n".encode() + b"\xff\x00 not UTF-8"
         r, w = self.pipe()
-        write_all(w, child.encode_call(7, argv, code, child.DISPLAY_LAST | child.LATEX, 12, 42))
+        write_all(w, child.encode_call(7, args(argv), code, child.DISPLAY_LAST | child.LATEX, 12,
+                                       42))
         self.assertEqual(child.read_call(r),
                          (7, argv, code, child.DISPLAY_LAST | child.LATEX, 12, 42))
 
     def test_arguments_as_bytes_on_the_pipe(self):
-        data = child.encode_call(0, ["\udcff", "é"], b"")
+        data = child.encode_call(0, args(["\udcff", "é"]), b"")
         self.assertEqual(data, child.CALL_HEADER.pack(0, 0, 1, 5, 0, -1) + b"\xff\0\xc3\xa9\0")
 
     def test_several_calls_in_a_row(self):
@@ -51,7 +57,8 @@ class CallPipeTest(unittest.TestCase):
         # More than a pipe holds: written on a thread, as the launcher's
         # write and the child's read meet.
         writer = threading.Thread(
-            target=lambda: write_all(w, b"".join(child.encode_call(*c) for c in calls)))
+            target=lambda: write_all(w, b"".join(child.encode_call(c[0], args(c[1]), *c[2:])
+                                                 for c in calls)))
         writer.start()
         try:
             got = [child.read_call(r) for _ in calls]
@@ -61,12 +68,12 @@ class CallPipeTest(unittest.TestCase):
 
     def test_no_arguments_reads_as_stdin(self):
         r, w = self.pipe()
-        write_all(w, child.encode_call(0, [], b"pass"))
+        write_all(w, child.encode_call(0, b"", b"pass"))
         self.assertEqual(child.read_call(r), (0, ["-"], b"pass", 0, 1, None))
 
     def test_negative_cpu_seconds_sent_as_none(self):
         r, w = self.pipe()
-        write_all(w, child.encode_call(-5, ["a"], b""))
+        write_all(w, child.encode_call(-5, b"a\0", b""))
         self.assertEqual(child.read_call(r)[0], 0)
 
     def test_none_on_a_closed_pipe(self):
@@ -75,7 +82,7 @@ class CallPipeTest(unittest.TestCase):
         self.assertIsNone(child.read_call(pipe.r))
 
     def test_none_on_a_call_cut_short(self):
-        whole = child.encode_call(3, ["a", "b"], b"print(1)")
+        whole = child.encode_call(3, b"a\0b\0", b"print(1)")
         for cut in (1, child.CALL_HEADER.size, child.CALL_HEADER.size + 3, len(whole) - 1):
             with self.subTest(cut=cut):
                 pipe = Pipe(self)

@@ -132,6 +132,61 @@ class LimitTest(unittest.TestCase):
             Reader(pipe.r).frame()
 
 
+class WipeTest(unittest.TestCase):
+    """What a call sent is zeroed where the launcher lets go of it: every
+    call's process inherits the launcher's memory, freed blocks too."""
+
+    def test_bytes_bytearray_and_ascii_text_are_zeroed_in_place(self):
+        made = ("secret-%d" % 7).encode()  # made here: no constant of the code's
+        text = "secret-%d" % 7
+        array = bytearray(made)
+        for data in (made, text, array):
+            frames.wipe(data)
+        self.assertEqual(made, bytes(8))
+        self.assertEqual(text, "\0" * 8)
+        self.assertEqual(array, bytes(8))
+
+    def test_shared_and_wide_objects_are_left(self):
+        one, wide = bytes([120]), "s\u00e9cret-%d" % 7
+        frames.wipe(one)  # CPython's one b"x": zeroed, every b"x" would be
+        frames.wipe(wide)
+        frames.wipe(b"")
+        self.assertEqual((one, wide), (b"x", "s\u00e9cret-7"))
+
+    def test_the_reader_zeroes_each_frame_it_hands_on_and_never_moves(self):
+        pipe = Pipe(self)
+        reader = Reader(pipe.r)
+        where = reader.inbox.obj
+        secret = ("secret-%d" % 7).encode()
+        stream = encode(b"C", secret) + encode(b"I", secret)
+        for cut in (3, len(stream)):  # a frame cut, then whole
+            pipe.write(stream[:cut])
+            stream = stream[cut:]
+            self.assertTrue(reader.fill())
+        self.assertEqual(reader.next_ready(), (b"C", secret))
+        self.assertEqual(bytes(reader.buffer).count(secret), 1)
+        self.assertEqual(reader.next_ready(), (b"I", secret))
+        self.assertNotIn(secret, bytes(reader.buffer))
+        self.assertIs(reader.inbox.obj, where)
+        self.assertEqual(len(reader.buffer), 2 * (MAX_FRAME + frames.HEADER))
+
+    def test_a_full_inbox_holds_a_whole_frame_and_reads_no_more(self):
+        pipe = Pipe(self)
+        reader = Reader(pipe.r)
+        sent = [(b"D", bytes([i]) * MAX_FRAME) for i in range(3)]
+        writer = threading.Thread(target=lambda: pipe.write(b"".join(encode(k, d)
+                                                                     for k, d in sent)))
+        writer.start()
+        try:
+            while reader.fill():
+                pass
+            self.assertEqual(reader.next_ready(), sent[0])
+            got = [sent[0]] + [reader.frame() for _ in sent[1:]]
+        finally:
+            writer.join()
+        self.assertEqual(got, sent)
+
+
 class EndTest(unittest.TestCase):
     def test_none_at_the_end_of_an_empty_stream(self):
         pipe = Pipe(self)
