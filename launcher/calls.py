@@ -1122,8 +1122,10 @@ class Launcher:
                 os._exit(0)  # the host went away before sending the program
             trailer = self.run(call)
             said = json.dumps(trailer, sort_keys=True)
-            self.writer.send(b"X", said.encode())
-            wipe(said)  # its copy was the encoded one, and went in send
+            sent = said.encode()
+            self.writer.send(b"X", sent)
+            wipe(said)
+            wipe(sent)
             # next: end_serial_call forked the next call's child.
             if trailer["container"] not in ("next", "kept"):
                 os._exit(0)
