@@ -1154,7 +1154,11 @@ def run_code(source, namespace, filename, preparse_file, show_last=False, begin=
         else:
             if hook is _MISSING:
                 print("sys.excepthook is missing", file=sys.stderr)
-            print_users_exception(kind, value, shown)
+            try:
+                print_users_exception(kind, value, shown)
+            except Exception:
+                tell_lost_stderr(value)
+                raise
             if isinstance(value, (FileNotFoundError, ModuleNotFoundError)) or (
                     isinstance(value, OSError) and "did not find file" in str(value)):
                 sys.stderr.write(MISSING_FILE_NOTE)
@@ -1170,20 +1174,50 @@ def run_code(source, namespace, filename, preparse_file, show_last=False, begin=
 
 def exit_status(e):
     """The status of SystemExit e, as Python's, but a Sage Integer is an
-    exit code too: sys.exit(3) is preparsed to sys.exit(Integer(3))."""
-    import numbers
-    if e.code is None:
+    exit code too: sys.exit(3) is preparsed to sys.exit(Integer(3)). No
+    other number is (numpy's int64, gmpy2's mpz: Python prints it and
+    exits 1, and a harness's sys.exit(failures.sum()) must not pass)."""
+    code = e.code
+    if code is None:
         return 0
-    if isinstance(e.code, numbers.Integral):
+    if isinstance(code, int) or type(code).__module__ == "sage.rings.integer" and \
+            type(code).__name__ == "Integer":
         # An int's value, as Python reads it, not its own __int__'s.
-        code = int.__index__(e.code) if isinstance(e.code, int) else int(e.code)
+        code = int.__index__(code) if isinstance(code, int) else int(code)
         # Past a C long, Python's exit code is -1: 255.
         return code & 0xFF if -(1 << 63) <= code < (1 << 63) else 0xFF
+    # As Python's: the code's str on sys.stderr (on C's stderr where there
+    # is none), then a newline, on C's stderr where sys.stderr fails.
+    err = getattr(sys, "stderr", None)
     try:
-        print(e.code, file=sys.stderr)
+        if err is None:
+            os.write(2, str(code).encode("utf-8", "backslashreplace"))
+        else:
+            err.write(str(code))
     except BaseException:
         pass
+    try:
+        err.write("\n")
+    except BaseException:
+        try:
+            os.write(2, b"\n")
+        except OSError:
+            pass
     return 1
+
+
+def tell_lost_stderr(value):
+    """Python's words where an uncaught exception cannot be printed on
+    sys.stderr (closed, missing, not a file): a dump of the exception,
+    then "lost sys.stderr", on C's stderr."""
+    import ctypes
+    try:
+        dump = ctypes.pythonapi._PyObject_Dump
+        dump.argtypes, dump.restype = [ctypes.py_object], None
+        dump(value)
+        os.write(2, b"lost sys.stderr\n")
+    except Exception:
+        pass
 
 
 def call_codes_excepthook(hook, kind, value, tb, status):
@@ -1658,19 +1692,8 @@ def finish_as_python_does(namespace, before):
         threading._shutdown()
     except BaseException as e:
         # Where the wait itself is interrupted (a thread's SIGINT to the
-        # process), Python tells it as unraisable: through the hook, the
-        # code's own or ours (tell_unraisable). The rest of the end goes on.
-        import types
-        told = types.SimpleNamespace(exc_type=type(e), exc_value=e,
-                                     exc_traceback=e.__traceback__.tb_next,
-                                     err_msg=None, object=threading)
-        try:
-            if sys.unraisablehook is sys.__unraisablehook__:  # takes its own type only
-                tell_unraisable(told)
-            else:
-                sys.unraisablehook(told)
-        except BaseException:
-            pass
+        # process), Python tells it as unraisable. The rest of the end goes on.
+        tell_as_unraisable(e, threading)
     # Python runs them once its last frame is gone: a builtin handler's
     # error (atexit.register(sys.exit, 9)) has no traceback, where here it
     # gets this frame. tell_unraisable leaves it out; a hook of the code's
@@ -1708,6 +1731,91 @@ def finish_as_python_does(namespace, before):
                 at_code_depth(finalise, value)  # once: the object is marked finalised
     except BaseException:
         pass
+
+
+def tell_as_unraisable(e, obj):
+    """e, raised in what Python's C code calls at the end (the wait for
+    threads, the last flush), told as Python tells it there: unraisable,
+    in obj, through the hook, the code's own or ours (tell_unraisable),
+    without this module's frame."""
+    import types
+    told = types.SimpleNamespace(exc_type=type(e), exc_value=e,
+                                 exc_traceback=e.__traceback__.tb_next,
+                                 err_msg=None, object=obj)
+    try:
+        if sys.unraisablehook is sys.__unraisablehook__:  # takes its own type only
+            tell_unraisable(told)
+        else:
+            sys.unraisablehook(told)
+    except BaseException:
+        pass
+
+
+def flush_as_python_does():
+    """Python's last flush of sys.stdout and sys.stderr at its end (one
+    that is closed, None or missing is left): False where one failed,
+    and Python's exit status is then 120. stdout's error is told as
+    unraisable ("Exception ignored in"), stderr's is not."""
+    flushed = True
+    for name in ("stdout", "stderr"):
+        stream = getattr(sys, name, None)
+        if stream is None:
+            continue
+        try:
+            if stream.closed:
+                continue
+        except Exception:
+            pass  # no closed: Python takes it for open
+        try:
+            stream.flush()
+        except Exception as e:
+            flushed = False
+            if name == "stdout":
+                tell_as_unraisable(e, stream)
+    return flushed
+
+
+# Which of Python's own exit hooks Sage's import registered (note_sages_exit_hooks),
+# as a fresh Sage has them when its code begins; the warm-up can add them.
+_sages_exit_hooks = []
+
+
+def note_sages_exit_hooks():
+    """Right after Sage's import: whether it registered weakref.finalize's
+    and logging's atexit hooks (Sage 10's import does, weakref's first;
+    9.5's registers neither, and the code's first use of them does)."""
+    import weakref
+    if weakref.finalize._registered_with_atexit:
+        _sages_exit_hooks.append("weakref")
+    if "logging" in sys.modules:
+        _sages_exit_hooks.append("logging")
+
+
+def register_pythons_exit_hooks():
+    """Python's own atexit hooks (cleared at the fork with the template's
+    teardown), for what the code makes of them: logging's shutdown (the
+    code's handlers flushed and closed: a MemoryHandler's records
+    printed) and weakref.finalize's (the code's finalizers that run at
+    exit: a finalize(obj, print, ...) prints). The template's finalizers,
+    Sage's, are teardown no output shows: they are left, as the rest of
+    it. Where Sage's import registered a hook, it is registered here,
+    before the code's own, in that order; where it did not, weakref's
+    registers itself at the code's first finalizer, as in a fresh Sage,
+    and logging's, where the warm-up imported logging, is registered here
+    all the same (the code's import of it would have: only its place
+    among the code's own hooks can differ)."""
+    import atexit
+    import weakref
+    finalize = weakref.finalize
+    for info in finalize._registry.values():
+        info.atexit = False
+    if "weakref" in _sages_exit_hooks:
+        atexit.register(finalize._exitfunc)
+    else:
+        finalize._registered_with_atexit = False
+    logging = sys.modules.get("logging")
+    if logging is not None:
+        atexit.register(logging.shutdown)
 
 
 def held_by_the_code_alone(namespace, before):
@@ -2211,6 +2319,7 @@ def child_main(pipes, handlers, namespace, preparse_file, session, stale=()):
             # sage's exit would do, which no output shows.
             import atexit
             atexit._clear()
+            register_pythons_exit_hooks()
             tell_in_users_lines()
             recurse_as_at_top()
             if not session and sys.path[:1] == [""]:
@@ -2264,11 +2373,8 @@ def child_main(pipes, handlers, namespace, preparse_file, session, stale=()):
             # A session's cell is a notebook's: its threads run on.
             finish_as_python_does(namespace, before)
         before = None
-        try:
-            sys.stdout.flush()
-            sys.stderr.flush()
-        except BaseException:
-            pass
+        if not flush_as_python_does() and not session and status != DIES_OF_SIGINT:
+            status = 120  # Python's, as its teardown ends
         if os.getpid() != me:
             # A process the code forked that ran to the end of the code:
             # it ends there, as under `sage FILE`, and says nothing on the

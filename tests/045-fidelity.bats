@@ -495,6 +495,66 @@ ValueError: v"
 	expect_match "$(field_of del2.sage stderr)" "Exception ignored in: <function Noisy.__del__"
 }
 
+@test "fidelity - Python's own exit hooks run for the code: logging's handlers, weakref.finalize; a failed last flush exits 120; only an int or Sage's Integer is an exit code; cold and warm" {
+	dir=$BATS_TEST_TMPDIR
+	# Sage's import registered logging's and weakref.finalize's hooks
+	# before the fork, and the child cleared them with the template's:
+	# a MemoryHandler's records and a finalizer's print were lost.
+	# (Each alone: their order at the end is Sage's import's, which
+	# registers both on Sage 10 and neither on 9.5.)
+	cat >"$dir/hooks.sage" <<-'CODE'
+	import atexit, weakref
+	class Thing: pass
+	thing = Thing()
+	weakref.finalize(thing, print, "finalized")
+	atexit.register(print, "atexit ran")
+	print("main done")
+	CODE
+	cat >"$dir/logs.sage" <<-'CODE'
+	import logging, logging.handlers, sys
+	log = logging.getLogger("mine")
+	log.addHandler(logging.handlers.MemoryHandler(100, target=logging.StreamHandler(sys.stdout)))
+	log.warning("buffered record")
+	print("main done")
+	CODE
+	expected=$'main done\natexit ran\nfinalized'
+	input_file=$dir/hooks.sage run_ss 0 run
+	expect_equal "$output" "$expected"
+	input_file=$dir/logs.sage run_ss 0 run
+	expect_equal "$output" $'main done\nbuffered record'
+	# A sys.stdout whose flush raises: Python tells it as unraisable as its
+	# teardown flushes, and exits 120 (it was 0, with nothing said).
+	cat >"$dir/flush.sage" <<-'CODE'
+	import sys
+	class Stream:
+	    def write(self, text): return sys.__stdout__.write(text)
+	    def flush(self): raise ValueError("no flush")
+	sys.stdout = Stream()
+	print("printed")
+	CODE
+	input_file=$dir/flush.sage run_ss 120 run
+	expect_equal "$output" "printed"
+	expect_match "$errors" $'^Exception ignored in: <__main__.Stream object at 0x[0-9a-f]+>\nTraceback [(]most recent call last[)]:\n  File "<stdin>", line 4, in flush\n    def flush[(]self[)]: raise ValueError[(]"no flush"[)]\nValueError: no flush$'
+	# numpy's integer is no exit code to Python: printed, status 1 (it
+	# exited 0, a harness's failure count read as success).
+	printf 'import numpy\nsys.exit(numpy.array([0r, 0r]).sum())\n' >"$dir/numpy.sage"
+	input_file=$dir/numpy.sage run_ss 1 run
+	expect_equal "$output|$errors" "|0"
+	printf 'sys.exit(3)\n' >"$dir/integer.sage"
+	input_file=$dir/integer.sage run_ss 3 run
+	# Warm, in one container, the same.
+	cp "$dir/hooks.sage" "$dir/hooks2.sage"
+	jobs_of "$dir/hooks.sage" "$dir/hooks2.sage" "$dir/logs.sage" "$dir/flush.sage" \
+		"$dir/numpy.sage" >"$dir/jobs.jsonl"
+	"$SAGE_SANDBOX" batch --jobs 1 --order input "$dir/jobs.jsonl" >"$dir/out.jsonl" || true
+	expect_equal "$(field_of hooks.sage stdout)" "$expected"
+	expect_equal "$(field_of hooks2.sage stdout)" "$expected"
+	expect_equal "$(field_of logs.sage stdout)" $'main done\nbuffered record'
+	expect_equal "$(field_of flush.sage exit_code) $(field_of flush.sage stdout)" "120 printed"
+	expect_match "$(field_of flush.sage stderr)" "^Exception ignored in: <__main__.Stream object"
+	expect_equal "$(field_of numpy.sage exit_code) $(field_of numpy.sage stderr)" "1 0"
+}
+
 @test "fidelity - multiprocessing's spawn and forkserver children find the code's functions, cold and warm" {
 	dir=$BATS_TEST_TMPDIR
 	# Such a child is a new Python that runs the file __main__.__file__
