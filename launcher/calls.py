@@ -246,8 +246,8 @@ def forget_calls(launcher, frame):
     a walk of the stack or of gc.get_objects()."""
     import ctypes
     launcher.pending.clear()
-    wipe(launcher.reader.buffer)
-    wipe(launcher.relayed)
+    launcher.reader.drop()  # frames that came meanwhile are the launcher's
+    # (relayed is zeroed as each chunk is sent.)
     vars(launcher).clear()
     to_fast = ctypes.pythonapi.PyFrame_LocalsToFast
     to_fast.argtypes, to_fast.restype = [ctypes.py_object, ctypes.c_int], None

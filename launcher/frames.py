@@ -106,6 +106,11 @@ class Reader:
         self.end += got
         return True
 
+    def drop(self):
+        """The inbox emptied, its bytes zeroed (the rest of the buffer is)."""
+        self.buffer[self.start:self.end] = bytes(self.end - self.start)
+        self.start = self.end = 0
+
     def next_ready(self, limit=MAX_FRAME):
         """A whole frame already in the inbox, or None; reads nothing. Its
         bytes are the taker's, to wipe; the inbox's copy is zeroed."""

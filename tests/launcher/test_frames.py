@@ -170,6 +170,14 @@ class WipeTest(unittest.TestCase):
         self.assertIs(reader.inbox.obj, where)
         self.assertEqual(len(reader.buffer), 2 * (MAX_FRAME + frames.HEADER))
 
+    def test_drop_zeroes_what_the_inbox_held(self):
+        pipe = Pipe(self)
+        reader = Reader(pipe.r)
+        pipe.write(encode(b"I", ("secret-%d" % 7).encode())[:9])
+        self.assertTrue(reader.fill())
+        reader.drop()
+        self.assertEqual((reader.inbox, reader.buffer.count(0)), (b"", len(reader.buffer)))
+
     def test_a_full_inbox_holds_a_whole_frame_and_reads_no_more(self):
         pipe = Pipe(self)
         reader = Reader(pipe.r)
