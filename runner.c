@@ -454,7 +454,9 @@ static void on_ready(struct sandbox *sb, void *data)
 		r->serial_failures = 0;
 	if (s->warm) {
 		r->warm_failures = 0;
-		if (!r->first_ready_logged) {
+		/* Not once warming stopped (mcp's end of input): the log would
+		 * say the server gets ready after it said it is ending. */
+		if (!r->first_ready_logged && r->opt.warm) {
 			r->first_ready_logged = true;
 			say(r, "first warm sandbox ready %lld ms after start",
 				(long long)(loop_now_ms() - r->created_at));

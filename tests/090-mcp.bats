@@ -321,6 +321,7 @@ readme_example() {
 	log=$(cat "$BATS_TEST_TMPDIR/log")
 	expect_no_match "$log" "interrupted|next try|did not start|cannot start"
 	expect_match "$log" "end of input; answering the 1 call already read"
+	expect_no_match "$(sed -n '/end of input/,$p' <<<"$log")" "warm sandbox ready"
 	expect_no_containers
 }
 
