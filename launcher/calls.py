@@ -244,17 +244,25 @@ def forget_calls(launcher, frame):
     below, lose their locals (the child never returns to them), and the
     launcher its state, its buffers wiped first: nothing of it is found by
     a walk of the stack or of gc.get_objects()."""
-    import ctypes
     launcher.pending.clear()
     launcher.reader.drop()  # frames that came meanwhile are the launcher's
     # (relayed is zeroed as each chunk is sent.)
     vars(launcher).clear()
-    to_fast = ctypes.pythonapi.PyFrame_LocalsToFast
-    to_fast.argtypes, to_fast.restype = [ctypes.py_object, ctypes.c_int], None
+    to_fast = None
+    if sys.version_info < (3, 13):
+        # f_locals is a copy, written back by this (from 3.13 it writes
+        # through). Each local set to None, none deleted: 3.12 warns of
+        # each one deleted.
+        import ctypes
+        to_fast = ctypes.pythonapi.PyFrame_LocalsToFast
+        to_fast.argtypes, to_fast.restype = [ctypes.py_object, ctypes.c_int], None
     while frame is not None:
         if frame.f_code.co_flags & CO_OPTIMIZED:  # a module's locals are its globals
-            frame.f_locals.clear()
-            to_fast(frame, 1)
+            names = frame.f_locals
+            for name in list(names):
+                names[name] = None
+            if to_fast:
+                to_fast(frame, 0)
         frame = frame.f_back
 
 
@@ -521,6 +529,7 @@ class Launcher:
                 return None
             if got[0] != b"I":
                 break
+            wipe(got[1])  # the last call's stdin, which it did not read
         kind, data = got
         if kind != b"L":
             raise ProtocolError("a %r frame where a call was due" % kind)
@@ -952,14 +961,19 @@ class Launcher:
 
     def idle(self):
         """No call of the host's has come, or begun to. The last call's input
-        may still end after its X (an empty I frame): that is no call, and
-        goes (read_call would skip it)."""
+        may still come after its X (I frames, the empty one that ends it):
+        that is no call, and goes, wiped (read_call would skip it). Read
+        until the pipe is empty: the inbox holds two frames' worth."""
         os.set_blocking(self.reader.fd, False)
         try:
-            while self.reader.fill():
-                pass
-            while self.reader.inbox[:1] == b"I" and self.reader.next_ready() is not None:
-                pass
+            while True:
+                while self.reader.inbox[:1] == b"I":
+                    got = self.reader.next_ready()
+                    if got is None:
+                        break
+                    wipe(got[1])
+                if not self.reader.fill():
+                    break
         finally:
             os.set_blocking(self.reader.fd, True)
         return not self.reader.inbox and not self.reader.ended

@@ -1764,11 +1764,11 @@ def flush_as_python_does():
         try:
             if stream.closed:
                 continue
-        except Exception:
+        except BaseException:
             pass  # no closed: Python takes it for open
         try:
             stream.flush()
-        except Exception as e:
+        except BaseException as e:  # a SystemExit too: Python's C calls it
             flushed = False
             if name == "stdout":
                 tell_as_unraisable(e, stream)
