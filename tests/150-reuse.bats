@@ -657,10 +657,10 @@ f = sys._getframe().f_back
 while f is not None:
     if "launcher" in f.f_code.co_filename and f.f_code.co_name not in (
             "_pad", "at_code_depth", "run_code", "run_cell", "child_main"):
-        held += [(f.f_code.co_name, k) for k, v in f.f_locals.items()
-                 if f.f_code.co_name != "prepare_child" or k not in (
+        held += [(f.f_code.co_name, k) for k, v in f.f_locals.items() if v is not None and (
+                 f.f_code.co_name != "prepare_child" or k not in (
                      "handlers", "mask", "namespace", "pid", "pipes", "preparse_file",
-                     "self", "session", "stale", "threads")]
+                     "self", "session", "stale", "threads"))]
     f = f.f_back
 buf = bytearray(1r << 20r)
 mine = ctypes.addressof(ctypes.c_char.from_buffer(buf))
