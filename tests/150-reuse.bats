@@ -684,9 +684,10 @@ for line in open("/proc/self/maps").read().splitlines():
         at += n - 64r if at + n < hi else n
 print("objects:", kinds, "locals:", held, "found:", hits)'
 	jobs=$BATS_TEST_TMPDIR/jobs.jsonl
-	# The last hostile job leaves 200 KB of stdin unread: what the host
-	# still sends of it after its end comes to the launcher while the next
-	# jobs' processes are forked (reviewer).
+	# The last hostile job closes its stdin with 2 MB of it still to come:
+	# what the host still sends of it after its end came to the launcher
+	# after the next jobs' processes were forked, and was not wiped (an
+	# attack helper found 44 bytes of it, two jobs later).
 	python3 -c '
 import json, sys
 secret, hostile, victim = sys.argv[1:]
@@ -694,8 +695,8 @@ for i in range(2):
     print(json.dumps({"id": "hostile%d" % i, "code": hostile, "args": [secret],
                       "stdin": secret + "\n", "files": {"in.txt": secret}}))
     print(json.dumps({"id": "victim%d" % i, "code": victim}))
-print(json.dumps({"id": "unread", "code": "print(len(sys.argv))",
-                  "stdin": (secret + "\n") * 10000}))
+print(json.dumps({"id": "unread", "code": "os.close(0r)\nprint(len(sys.argv))",
+                  "stdin": (secret + "\n") * 100000}))
 for i in range(2, 4):
     print(json.dumps({"id": "victim%d" % i, "code": victim}))' "$secret" "$hostile" "$victim" >"$jobs"
 	run_ss 0 batch --order input --jobs 1 "$jobs"
