@@ -561,10 +561,11 @@ class Launcher:
                 fd = create_input(parts)
             except (OSError, tmpreset.CannotReset, RecursionError) as e:
                 fd = -1
-                said = b"sage-sandbox: input file %s could not be written: %s\n" % (
-                    name, str(getattr(e, "strerror", None) or e).encode("utf-8", "replace"))
+                why = str(getattr(e, "strerror", None) or e).encode("utf-8", "replace")
+                said = b"sage-sandbox: input file %s could not be written: %s\n" % (name, why)
                 self.writer.send(b"E", said)
                 wipe(said)
+                wipe(why)  # it can name a session's earlier files
             for part in parts + [name]:
                 wipe(part)
             while True:
@@ -653,6 +654,8 @@ class Launcher:
             # goes on as it was (frozen, where it was; the call's input
             # files are in its directory). A deadline that falls after
             # this look interrupts the code as it begins (CellWatch).
+            wipe(call.args)
+            wipe(call.code)
             return {"ended_at": now_ms(), "exit": 1, "container": "kept",
                     "interrupted": "timeout"}
         if self.frozen:

@@ -3,16 +3,18 @@
 # pipe says, a session's cell's interrupt and kill, and the input files
 # written below the working directory, replacing whatever a session's
 # earlier call left in their way without following it anywhere.
+import fcntl
 import json
 import os
 import signal
 import stat
+import types
 import unittest
 
-from launcher import calls, child
+from launcher import calls, child, frames
 from launcher.frames import ProtocolError
 
-from .support import as_root, snapshot, temporary_directory, write_file
+from .support import Pipe, as_root, snapshot, temporary_directory, write_file
 
 # As sandbox.c writes it.
 HOST_LIMITS = (b'{"cpu": 30, "deadline": 123456789, "inputs": 2, '
@@ -172,6 +174,33 @@ class DoneWaitingTest(unittest.TestCase):
         self.assertFalse(launcher.done_waiting())
         launcher.pipes = types.SimpleNamespace(done=(-1, -1))
         self.assertFalse(launcher.done_waiting())
+
+
+class IdleTest(unittest.TestCase):
+    """idle() skips what is left of the last call's stdin, wiped, past a
+    full inbox, and says whether a call is waiting."""
+
+    def idle_over(self, data):
+        pipe = Pipe(self)
+        fcntl.fcntl(pipe.w, fcntl.F_SETPIPE_SZ, 1 << 20)
+        pipe.write(data)
+        launcher = types.SimpleNamespace(reader=frames.Reader(pipe.r))
+        idle = calls.Launcher.idle(launcher)
+        return idle, launcher.reader, pipe
+
+    def test_stdin_left_after_a_call_goes_wiped_and_the_call_after_it_waits(self):
+        stdin = b"".join(frames.encode(b"I", b"\xaa" * frames.MAX_FRAME) for _ in range(6))
+        call = frames.encode(b"L", b'{"cpu": 1, "deadline": 0, "inputs": 0}')
+        idle, reader, pipe = self.idle_over(stdin + frames.encode(b"I") + call)
+        self.assertFalse(idle)
+        self.assertEqual(bytes(reader.inbox), call)
+        self.assertNotIn(b"\xaa", bytes(reader.buffer))
+        self.assertTrue(os.get_blocking(pipe.r))
+
+    def test_only_stdin_left_is_idle(self):
+        idle, reader, _ = self.idle_over(frames.encode(b"I", b"\xaa" * 100) + frames.encode(b"I"))
+        self.assertTrue(idle)
+        self.assertEqual((bytes(reader.inbox), any(reader.buffer)), (b"", False))
 
 
 class ParseLimitsTest(unittest.TestCase):
