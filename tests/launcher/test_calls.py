@@ -161,7 +161,6 @@ class DoneWaitingTest(unittest.TestCase):
     # Looked at before a cell's SIGINT: a word not yet read, not a write
     # end the code closed.
     def test_a_word_is_waiting_a_closed_end_is_not(self):
-        import types
         r, w = os.pipe()
         self.addCleanup(os.close, r)
         launcher = object.__new__(calls.Launcher)
