@@ -241,9 +241,9 @@ def forget_calls(launcher, frame):
     call's frames are still below it (end_serial_call's, finish's, run's,
     serve's), and a probe's code read the last call's code, argv and exit
     status in their locals through its f_back. Those frames, and the ones
-    below, lose their locals (the child never returns to them), and the
-    launcher its state, its buffers wiped first: nothing of it is found by
-    a walk of the stack or of gc.get_objects()."""
+    below, have their locals set to None (the child never returns to
+    them), and the launcher loses its state, its buffers wiped first:
+    nothing of it is found by a walk of the stack or of gc.get_objects()."""
     launcher.pending.clear()
     launcher.reader.drop()  # frames that came meanwhile are the launcher's
     # (relayed is zeroed as each chunk is sent.)
