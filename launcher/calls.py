@@ -246,7 +246,7 @@ def forget_calls(launcher, frame):
     nothing of it is found by a walk of the stack or of gc.get_objects()."""
     launcher.pending.clear()
     launcher.reader.drop()  # frames that came meanwhile are the launcher's
-    # (relayed is zeroed as each chunk is sent.)
+    # (The writer's read buffer is zeroed as each chunk is sent.)
     vars(launcher).clear()
     to_fast = None
     if sys.version_info < (3, 13):
@@ -302,7 +302,6 @@ class Launcher:
         self.mode = mode
         self.session = mode == "session"
         self.reader, self.writer = reader, writer
-        self.relayed = bytearray(MAX_FRAME)  # the code's output, zeroed once sent
         self.pending = StdinQueue()  # the code's stdin
         self.handlers, self.namespace, self.preparse_file = handlers, namespace, preparse_file
         self.recorded = None  # {place: as recorded} of WRITABLE, for serial
@@ -621,9 +620,8 @@ class Launcher:
     # ---- output ------------------------------------------------------------------
 
     def relay(self, fd):
-        view = memoryview(self.relayed)
         try:
-            got = os.readv(fd, [view])
+            got = self.writer.send_read(self.streams[fd], fd)
         except BlockingIOError:
             return False
         if not got:
@@ -631,8 +629,6 @@ class Launcher:
             del self.streams[fd]
             os.close(fd)
             return False
-        self.writer.send(self.streams[fd], view[:got])
-        self.relayed[:got] = bytes(got)
         return True
 
     def drain(self):

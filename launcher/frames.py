@@ -57,12 +57,25 @@ class Writer:
 
     def __init__(self, fd=1):
         self.fd = fd
+        self.read = bytearray(MAX_FRAME)  # send_read's, zeroed once sent
 
     def send(self, kind, data=b""):
         # The header, then data itself: no joined copy of a call's bytes
         # is left to wipe.
         write_all(self.fd, struct.pack(">cI", kind, len(data)))
         write_all(self.fd, data)
+
+    def send_read(self, kind, fd, size=MAX_FRAME):
+        """One read of at most size bytes from fd, sent as a kind frame:
+        how many (0 at its end; what the read raises, it raises). Read
+        into one buffer, sent from it and zeroed: a bytes object that a
+        short read shrank left its first block behind, unwiped."""
+        view = memoryview(self.read)
+        got = os.readv(fd, [view[:size]])
+        if got:
+            self.send(kind, view[:got])
+            self.read[:got] = bytes(got)
+        return got
 
 
 class Reader:

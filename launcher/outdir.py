@@ -23,9 +23,6 @@ def send(writer, limits, directory=OUTPUT_DIR):
     sent and why. The host checks everything again; this side only saves
     it the work."""
     sent = [0, 0]  # files, bytes
-    # Read into, sent from, and zeroed: a read of a few hundred bytes that
-    # got fewer left its first block behind, unwiped (review helper).
-    buffer = bytearray(MAX_FRAME)
 
     def drop(reason, path):
         writer.send(b"Z", reason + b"\0" + path[:4000])
@@ -43,14 +40,13 @@ def send(writer, limits, directory=OUTPUT_DIR):
             left, why = limits.file_bytes + 1, b""
             while left > 0:
                 try:
-                    got = os.readv(fd, [memoryview(buffer)[:min(MAX_FRAME, left)]])
+                    # Wiped once sent: the call's, in the launcher that forks the next.
+                    got = writer.send_read(b"D", fd, min(MAX_FRAME, left))
                 except OSError:
                     why = b"unreadable"
                     break
                 if not got:
                     break
-                writer.send(b"D", memoryview(buffer)[:got])
-                buffer[:got] = bytes(got)  # the call's, in the launcher that forks the next
                 left -= got
                 sent[1] += got
             writer.send(b"G", why)

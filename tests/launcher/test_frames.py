@@ -170,6 +170,19 @@ class WipeTest(unittest.TestCase):
         self.assertIs(reader.inbox.obj, where)
         self.assertEqual(len(reader.buffer), 2 * (MAX_FRAME + frames.HEADER))
 
+    def test_send_read_sends_what_it_read_and_zeroes_it(self):
+        source, out = Pipe(self), Pipe(self)
+        secret = ("secret-%d" % 7).encode()
+        source.write(secret * 3)
+        writer = frames.Writer(out.w)
+        self.assertEqual(writer.send_read(b"D", source.r, 2 * len(secret)), 2 * len(secret))
+        self.assertEqual(os.read(out.r, 100), encode(b"D", secret * 2))
+        self.assertFalse(any(writer.read))
+        source.close_write()
+        self.assertEqual(writer.send_read(b"D", source.r), len(secret))
+        self.assertEqual(writer.send_read(b"D", source.r), 0)  # its end: nothing sent
+        self.assertEqual(os.read(out.r, 100), encode(b"D", secret))
+
     def test_drop_zeroes_what_the_inbox_held(self):
         pipe = Pipe(self)
         reader = Reader(pipe.r)
