@@ -1775,20 +1775,19 @@ def flush_as_python_does():
     return flushed
 
 
-# Which of Python's own exit hooks Sage's import registered (note_sages_exit_hooks),
-# as a fresh Sage has them when its code begins; the warm-up can add them.
-_sages_exit_hooks = []
+# Whether Sage's import registered weakref.finalize's atexit hook, as a
+# fresh Sage has it when its code begins (note_sages_exit_hooks); the
+# warm-up's finalizers can register it too.
+_sage_registered_finalize = False
 
 
 def note_sages_exit_hooks():
     """Right after Sage's import: whether it registered weakref.finalize's
-    and logging's atexit hooks (Sage 10's import does, weakref's first;
-    9.5's registers neither, and the code's first use of them does)."""
+    atexit hook (Sage 10's import does, and logging's after it; 9.5's
+    registers neither, and the code's first use of them does)."""
+    global _sage_registered_finalize
     import weakref
-    if weakref.finalize._registered_with_atexit:
-        _sages_exit_hooks.append("weakref")
-    if "logging" in sys.modules:
-        _sages_exit_hooks.append("logging")
+    _sage_registered_finalize = weakref.finalize._registered_with_atexit
 
 
 def register_pythons_exit_hooks():
@@ -1809,7 +1808,7 @@ def register_pythons_exit_hooks():
     finalize = weakref.finalize
     for info in finalize._registry.values():
         info.atexit = False
-    if "weakref" in _sages_exit_hooks:
+    if _sage_registered_finalize:
         atexit.register(finalize._exitfunc)
     else:
         finalize._registered_with_atexit = False
