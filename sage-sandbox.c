@@ -223,7 +223,7 @@ static void print_usage(FILE *out, const struct command_help *command)
 			"list or remove them. See sage-sandbox(1).\n", EXIT_REFUSED);
 	else
 		fprintf(out,
-			"\nExit status: the code's own (0, 1, n of sys.exit(n), 128+N for signal N);\n"
+			"\nExit status: the code's own (0, 1, n of sys.exit(int(n)), 128+N for signal N);\n"
 			"%d memory limit (the run's total); %d output limit; %d timeout; %d not\n"
 			"run (bad usage, podman missing or not rootless, no image).\n"
 			"See sage-sandbox(1).\n",

@@ -627,13 +627,13 @@ def users_syntax_error(error, text, filename, lines_of=None, as_file=False, prep
     group = joined[0] if joined else [lineno]
     as_given = len(group) == 1 and (error.text or "").rstrip("\r\n") == lines[lineno - 1]
     if as_given and not (lines_of and NAMES_A_LINE.search(error.msg or "")):
-        return error
+        return as_read_from_a_file(error, as_file)
     plain = plain_error(text, group, filename, as_file, preparsed, lines_of)
     same = plain is not None and same_words(plain.msg, error.msg)
     msg = plain.msg if same else error.msg  # the user's lines (one a joined line could not name)
     if as_given:
         error.msg = msg
-        return error
+        return as_read_from_a_file(error, as_file)
     if same and an_f_strings_part(plain, lines):
         # Python 3.11 quotes the part of the f-string it compiled, with
         # its caret there: plain Python's part is the user's own text.
@@ -667,6 +667,18 @@ def users_syntax_error(error, text, filename, lines_of=None, as_file=False, prep
     if end_offset is not None:
         told.end_lineno, told.end_offset = end_lineno, end_offset
     return told
+
+
+def as_read_from_a_file(error, as_file):
+    """error with its line's text as Python reads it from the file it
+    compiled, where there is one (a fresh Sage's FILE.sage.py, as_file):
+    the line with its newline. compile() of a string gives it without,
+    and an error that runs on to a later line (a bracket left open:
+    "Perhaps you forgot a comma?") is then marked to one short of the
+    line's end (syntax_error_as_c_prints)."""
+    if as_file and error.text is not None and not error.text.endswith("\n"):
+        error.text += "\n"
+    return error
 
 
 def runs_off_its_line(error):
@@ -1173,17 +1185,17 @@ def run_code(source, namespace, filename, preparse_file, show_last=False, begin=
 
 
 def exit_status(e):
-    """The status of SystemExit e, as Python's, but a Sage Integer is an
-    exit code too: sys.exit(3) is preparsed to sys.exit(Integer(3)). No
-    other number is (numpy's int64, gmpy2's mpz: Python prints it and
-    exits 1, and a harness's sys.exit(failures.sum()) must not pass)."""
+    """The status of SystemExit e, as Python's: an int (a subclass's too)
+    is the exit code. No other number is, a Sage Integer neither:
+    sys.exit(3) in a .sage file is preparsed to sys.exit(Integer(3)),
+    which a fresh Sage prints and exits 1 for (numpy's int64 and gmpy2's
+    mpz too: a harness's sys.exit(failures.sum()) must not pass)."""
     code = e.code
     if code is None:
         return 0
-    if isinstance(code, int) or type(code).__module__ == "sage.rings.integer" and \
-            type(code).__name__ == "Integer":
-        # An int's value, as Python reads it, not its own __int__'s.
-        code = int.__index__(code) if isinstance(code, int) else int(code)
+    if isinstance(code, int):
+        # Its value, as Python reads it, not its own __int__'s.
+        code = int.__index__(code)
         # Past a C long, Python's exit code is -1: 255.
         return code & 0xFF if -(1 << 63) <= code < (1 << 63) else 0xFF
     # As Python's: the code's str on sys.stderr (on C's stderr where there
@@ -1775,19 +1787,35 @@ def flush_as_python_does():
     return flushed
 
 
-# Whether Sage's import registered weakref.finalize's atexit hook, as a
-# fresh Sage has it when its code begins (note_sages_exit_hooks); the
-# warm-up's finalizers can register it too.
+# What Sage's import left that a fresh Sage's code finds as it begins,
+# and a call's process puts back (note_sages_import): whether it
+# registered weakref.finalize's atexit hook (the warm-up's finalizers can
+# register it too), and whether it seeded libc's rand().
 _sage_registered_finalize = False
+_sage_seeded_libc = True
+# glibc's first random() from the state a process starts with (seed 1).
+GLIBC_FIRST_RANDOM = 1804289383
 
 
-def note_sages_exit_hooks():
-    """Right after Sage's import: whether it registered weakref.finalize's
-    atexit hook (Sage 10's import does, and logging's after it; 9.5's
-    registers neither, and the code's first use of them does)."""
-    global _sage_registered_finalize
+def note_sages_import():
+    """Right after Sage's import, before anything else draws from libc:
+    whether it registered weakref.finalize's atexit hook (Sage 10's
+    import does, and logging's after it; 9.5's registers neither, and the
+    code's first use of them does), and whether it seeded libc's rand()
+    (9.5's does, each run its own; 10's leaves it as glibc starts it, so
+    that a fresh Sage's rand() is 1804289383 every time). The draw that
+    tells is put back where it was glibc's first; another libc's, or
+    one the import seeded, counts as seeded: each call then draws its
+    own, as before."""
+    global _sage_registered_finalize, _sage_seeded_libc
     import weakref
     _sage_registered_finalize = weakref.finalize._registered_with_atexit
+    try:
+        _sage_seeded_libc = parent.libc.random() != GLIBC_FIRST_RANDOM
+        if not _sage_seeded_libc:
+            parent.libc.srandom(1)
+    except (AttributeError, OSError):
+        pass
 
 
 def register_pythons_exit_hooks():
@@ -1912,13 +1940,17 @@ def reseed(seed=None):
         from sage.misc.randstate import randstate, set_random_seed
     except ImportError:  # no Sage: the launcher's unit tests
         return
-    # libc's rand(), which Sage seeds at its import (each cold run its
-    # own): from a randstate of its own, so that the call's (Sage's own
-    # sequence for set_random_seed(seed)) draws nothing for it; Sage seeds
-    # libc from the call's as it first uses libc's. And ECL's
-    # *random-state*, where a warm launcher started ECL (a cold run's ECL
-    # draws its own at its start).
-    randstate(seed).set_seed_libc(True)
+    # libc's rand(): where Sage's import left it unseeded (note_sages_import),
+    # as glibc starts it, as in a fresh Sage; else (or with a seed) from a
+    # randstate of its own, so that the call's (Sage's own sequence for
+    # set_random_seed(seed)) draws nothing for it. Sage seeds libc from
+    # the call's as it first uses libc's. And ECL's *random-state*, where
+    # a warm launcher started ECL (a cold run's ECL draws its own at its
+    # start).
+    if seed is None and not _sage_seeded_libc:
+        parent.libc.srandom(1)
+    else:
+        randstate(seed).set_seed_libc(True)
     set_random_seed(seed)
     if seed is not None:
         seed_interfaces(seed)

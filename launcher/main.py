@@ -109,7 +109,7 @@ def main(argv, room_at_top=None):
     # The import is not to be interrupted by anything the host did not send.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     sage_all, preparse_file, pari_sizemax = import_sage(writer)
-    child.note_sages_exit_hooks()
+    child.note_sages_import()
     # GAP, where a call or the warm-up first uses it, from the image's
     # saved workspace (0.15 s, where its library took 1.3 s and its save).
     gapspace.install()

@@ -105,7 +105,7 @@ for i in range(5000):
 subprocess.Popen(["sh", "-c", "while :; do echo more >> " + out + "/growing; done"])
 time.sleep(1)
 print("done", flush=True)
-sys.exit(3)')
+sys.exit(int(3))')
 	before=$(sha256sum /etc/passwd)
 	# The run's own result and status survive.
 	run_with_rss 3 run --json --output-dir "$out" "$p"

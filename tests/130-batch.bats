@@ -184,7 +184,7 @@ after 0 None 1"
 	dir = sys.argv[1]
 	kinds = [
 	    "print(factor({n}))",
-	    "import sys\nprint({n}, file=sys.stderr)\nsys.exit({n} % 7)",
+	    "import sys\nprint({n}, file=sys.stderr)\nsys.exit(int({n} % 7))",
 	    "x = {n}\nprint(x^2 + 1)\nraise ValueError('job %d' % x)",
 	    "print(len(str(2^{n})))\nprint(next_prime({n}))",
 	    "R.<t> = PolynomialRing(QQ)\nprint((t^2 - {n}).factor())",

@@ -495,7 +495,12 @@ class RunCodeTest(unittest.TestCase):
         directory = temporary_directory(self)
         cases = ["import sys\nsys.excepthook = None\n1/0\n", "import sys\ndel sys.excepthook\n1/0\n",
                  "raise SystemExit(2 ** 64)\n", "raise SystemExit(-2 ** 70)\n",
-                 "raise SystemExit(2 ** 40 + 3)\n", "raise SystemExit(-1)\n"]
+                 "raise SystemExit(2 ** 40 + 3)\n", "raise SystemExit(-1)\n",
+                 # No int: printed, 1, as a Sage Integer is in a fresh Sage.
+                 "class Integer:\n    def __index__(self): return 3\n"
+                 "    def __str__(self): return '3'\nraise SystemExit(Integer())\n",
+                 "import fractions\nraise SystemExit(fractions.Fraction(6, 2))\n",
+                 "raise SystemExit(True)\n"]
         for source in cases:
             with open(os.path.join(directory, self.FILE), "w") as f:
                 f.write(source)
@@ -511,6 +516,23 @@ class RunCodeTest(unittest.TestCase):
             self.assertEqual((status, unmarked(err)),
                              (python.returncode,
                               unmarked(python.stderr.replace(directory + "/", ""))), source)
+
+    def test_a_syntax_error_that_runs_on_to_a_later_line_is_marked_as_pythons_file_is(self):
+        # Python reads the error's line from the file it ran, its newline
+        # too, and marks an error that runs on past the line to the line's
+        # end; compile() of a string gives the line without its newline,
+        # and the marks fell one short (probe helper: "Perhaps you forgot
+        # a comma?", ^^^^ where a fresh Sage draws ^^^^^).
+        directory = temporary_directory(self)
+        for source in ["x = 1\ny = 2\nprint(x + y\nz = [1, 2\n", "s = sum(ns\nprint(s)\n",
+                       "v = (1 +\n", "f(a b\n"]:
+            with open(os.path.join(directory, self.FILE), "w") as f:
+                f.write(source)
+            python = subprocess.run([sys.executable, "-I", self.FILE], cwd=directory,
+                                    capture_output=True, text=True, timeout=20)
+            status, err, _ = self.run_code(source.encode())
+            self.assertEqual((status, err), (python.returncode,
+                                             python.stderr.replace(directory + "/", "")), source)
 
     def test_an_interrupt_as_the_code_begins_shows_no_frame_of_the_launchers(self):
         # A session's thread's SIGINT may come as the cell begins, in the
