@@ -189,6 +189,26 @@ class ReseedTest(unittest.TestCase):
         self.assertEqual(in_child(lambda: draw(5)), in_child(lambda: draw(5)))
         self.assertNotEqual(in_child(lambda: draw(5)), in_child(lambda: draw(6)))
 
+    def test_libcs_generator_as_sages_import_left_it(self):
+        # Noted right after the import: left alone (Sage 10), a fresh
+        # Sage's rand() is glibc's first, and so it is after the note;
+        # seeded (9.5), it is noted so, and each call draws its own.
+        def noted(seed_first):
+            from launcher import parent
+            if seed_first:
+                parent.libc.srandom(7)
+            else:
+                parent.libc.srandom(1)  # as a process starts
+            child.note_sages_import()
+            return child._sage_seeded_libc, parent.libc.rand()
+        def first():
+            child.parent.libc.srandom(1)
+            return child.parent.libc.rand()
+        if in_child(first) != child.GLIBC_FIRST_RANDOM:
+            self.skipTest("not glibc")
+        self.assertEqual(in_child(lambda: noted(False)), (False, child.GLIBC_FIRST_RANDOM))
+        self.assertTrue(in_child(lambda: noted(True))[0])
+
     def test_a_seed_of_its_own_for_each_generator_the_same_for_the_same_seed(self):
         self.assertEqual(child.seed_of(5, "sympy", 64), child.seed_of(5, "sympy", 64))
         self.assertNotEqual(child.seed_of(5, "sympy", 64), child.seed_of(5, "singular", 64))
