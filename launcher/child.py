@@ -1792,6 +1792,8 @@ def flush_as_python_does():
 # registered weakref.finalize's atexit hook (the warm-up's finalizers can
 # register it too), and whether it seeded libc's rand().
 _sage_registered_finalize = False
+# Seeded until noted otherwise: without the note (the launcher's unit
+# tests, a libc other than glibc) each call draws its own, as before.
 _sage_seeded_libc = True
 # glibc's first random() from the state a process starts with (seed 1).
 GLIBC_FIRST_RANDOM = 1804289383
@@ -1803,7 +1805,7 @@ def note_sages_import():
     import does, and logging's after it; 9.5's registers neither, and the
     code's first use of them does), and whether it seeded libc's rand()
     (9.5's does, each run its own; 10's leaves it as glibc starts it, so
-    that a fresh Sage's rand() is 1804289383 every time). The draw that
+    that a fresh Sage's rand() is 1804289383 every time, glibc's first). The draw that
     tells is put back where it was glibc's first; another libc's, or
     one the import seeded, counts as seeded: each call then draws its
     own, as before."""
@@ -1894,7 +1896,8 @@ def reseed(seed=None):
     """Random state of this process's own. The launcher's was drawn once, at
     Sage's import; every child forked from it would repeat its numbers (a
     serial container's calls would all print the same random()), where
-    fresh containers differ. Sage's randstate (its random(), GMP's, and
+    fresh containers differ (but libc's rand() where Sage's import left it
+    alone: put back to glibc's start, which a fresh Sage repeats). Sage's randstate (its random(), GMP's, and
     PARI's and GAP's, which it seeds as each is first used through Sage),
     Python's random module, numpy's, the libraries' (KERNEL_SEEDED:
     sympy's, PolyBoRi's) and Singular's draw new seeds from the kernel,

@@ -546,7 +546,7 @@ ValueError: v"
 	# Warm, in one container, the same.
 	cp "$dir/hooks.sage" "$dir/hooks2.sage"
 	jobs_of "$dir/hooks.sage" "$dir/hooks2.sage" "$dir/logs.sage" "$dir/flush.sage" \
-		"$dir/numpy.sage" >"$dir/jobs.jsonl"
+		"$dir/numpy.sage" "$dir/integer.sage" >"$dir/jobs.jsonl"
 	"$SAGE_SANDBOX" batch --jobs 1 --order input "$dir/jobs.jsonl" >"$dir/out.jsonl" || true
 	expect_equal "$(field_of hooks.sage stdout)" "$expected"
 	expect_equal "$(field_of hooks2.sage stdout)" "$expected"
@@ -554,20 +554,27 @@ ValueError: v"
 	expect_equal "$(field_of flush.sage exit_code) $(field_of flush.sage stdout)" "120 printed"
 	expect_match "$(field_of flush.sage stderr)" "^Exception ignored in: <__main__.Stream object"
 	expect_equal "$(field_of numpy.sage exit_code) $(field_of numpy.sage stderr)" "1 0"
+	expect_equal "$(field_of integer.sage exit_code) $(field_of integer.sage stderr)" "1 3"
 }
 
 @test "fidelity - libc's rand() starts where a fresh Sage's starts, cold and warm" {
 	# Sage 10's import leaves libc's generator as glibc starts it, and a
 	# fresh Sage's rand() is 1804289383 every time; 9.5's import seeds it,
-	# each run its own. Every call drew its own (probe helper). The
-	# reference: the image's Python importing Sage, from inside the call.
+	# each run its own. Every call used to draw its own (probe helper).
+	# The reference: the image's Python importing what `sage FILE`
+	# imports, from inside the call.
 	sage 'import ctypes, subprocess, sys
-fresh = subprocess.run([sys.executable, "-c", "import sage.all, ctypes; print(ctypes.CDLL(None).rand())"],
-                       capture_output=True, text=True).stdout.split()
-print(ctypes.CDLL(None).rand(), *fresh)' 0 run
+fresh = subprocess.run([sys.executable, "-c",
+                        "import sage.all_cmdline, ctypes; print(ctypes.CDLL(None).rand())"],
+                       capture_output=True, text=True)
+print(ctypes.CDLL(None).rand(), *fresh.stdout.split())
+print(fresh.stderr[-500:], file=sys.stderr)' 0 run
 	local ours fresh
 	read -r ours fresh <<<"$output"
-	[ -n "$fresh" ]
+	[ -n "$fresh" ] || {
+		printf '# the reference printed nothing: %s\n' "$errors" >&2
+		return 1
+	}
 	local code='import ctypes; print(ctypes.CDLL(None).rand())'
 	python3 -c 'import json, sys
 for i in range(3):

@@ -14,7 +14,8 @@ setup() {
 
 # run_with_rss STATUS ARGS...: runs sage-sandbox ARGS, which must exit
 # with STATUS; leaves $output (stdout) and $rss, its own peak RSS in KiB
-# (VmHWM, read as it runs). Not /usr/bin/time's: that is the largest of
+# (VmHWM, read every 5 ms as it runs: a lower bound, short by what it
+# grew in its last few ms). Not /usr/bin/time's: that is the largest of
 # the process and the children it reaped, and sage-sandbox reaps its
 # podman client (36 MiB) where that exits before it does, by chance.
 run_with_rss() {

@@ -380,7 +380,7 @@ b.sage 0 b.sage"
 	cat >"$jobs" <<-'EOF'
 	{"id": "nul", "code": "print('a' + chr(0) + 'b')"}
 	{"id": 7, "code": "print('\u00e9\u2603')"}
-	{"id": "7", "code": "import sys; sys.exit(125)"}
+	{"id": "7", "code": "import sys; sys.exit(125r)"}
 	EOF
 	"$SAGE_SANDBOX" batch "$jobs" >"$BATS_TEST_TMPDIR/out.jsonl" 2>/dev/null || true
 	expect_equal "$(wc -l <"$BATS_TEST_TMPDIR/out.jsonl")" 3

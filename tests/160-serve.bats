@@ -238,7 +238,8 @@ both() {
 	local dir=$BATS_TEST_TMPDIR/corpus
 	mkdir -p "$dir"
 	printf '%s\n' 'print(factor(2^64 + 1))' >"$dir/factor.sage"
-	printf '%s\n' 'import sys' 'print("out"); print("err", file=sys.stderr)' 'sys.exit(3)' >"$dir/exit.sage"
+	printf '%s\n' 'import sys' 'print("out"); print("err", file=sys.stderr)' 'sys.exit(3r)' >"$dir/exit.sage"
+	printf '%s\n' 'sys.exit(3)' >"$dir/integer.sage"
 	printf '%s\n' 'def f(x):' '    return 1 / x' 'f(0)' >"$dir/traceback.sage"
 	printf '%s\n' 'print("é ∑ 😀 \x1b[31mred\x07 \x9b")' >"$dir/bytes.sage"
 	printf '%s\n' 'import sys; print(sys.argv); print(input()); print(sys.stdin.read())' >"$dir/args.sage"
@@ -252,7 +253,7 @@ both() {
 	printf '%s\n' 'import os, re' 'print(sorted(re.sub("^sage_[a-z0-9_]{8}$", "sage_XXXXXXXX", n) for n in os.listdir(".")), os.getcwd(), os.umask(0))' >"$dir/look.sage"
 	printf '\xff\xfe not utf-8\n' >"$dir/bad.sage"
 	cd "$dir"
-	for f in factor exit traceback bytes flood kill look bad; do
+	for f in factor exit integer traceback bytes flood kill look bad; do
 		both run "$f.sage"
 		both run --json "$f.sage"
 	done
@@ -321,7 +322,7 @@ batch_both() {
 	cd "$d"
 	cat >jobs.jsonl <<-'EOF'
 	{"id": 1, "code": "print(factor(2^64 + 1))"}
-	{"id": "exit", "code": "import sys\nprint('out'); print('err', file=sys.stderr)\nsys.exit(3)"}
+	{"id": "exit", "code": "import sys\nprint('out'); print('err', file=sys.stderr)\nsys.exit(3r)"}
 	{"id": "stdin", "code": "import sys\nprint(sys.argv, sys.stdin.read())", "stdin": "a\nb\n", "args": ["x", "y z"]}
 	{"id": "spin", "code": "while True: pass", "timeout": 2}
 	{"id": 1, "code": "print(1)"}
