@@ -1805,10 +1805,10 @@ def note_sages_import():
     import does, and logging's after it; 9.5's registers neither, and the
     code's first use of them does), and whether it seeded libc's rand()
     (9.5's does, each run its own; 10's leaves it as glibc starts it, so
-    that a fresh Sage's rand() is 1804289383 every time, glibc's first). The draw that
-    tells is put back where it was glibc's first; another libc's, or
-    one the import seeded, counts as seeded: each call then draws its
-    own, as before."""
+    that a fresh Sage's rand() is 1804289383, glibc's first, every time).
+    The draw that tells is put back where it was glibc's first; another
+    libc's, or one the import seeded, counts as seeded: each call then
+    draws its own, as before."""
     global _sage_registered_finalize, _sage_seeded_libc
     import weakref
     _sage_registered_finalize = weakref.finalize._registered_with_atexit
@@ -1897,7 +1897,8 @@ def reseed(seed=None):
     Sage's import; every child forked from it would repeat its numbers (a
     serial container's calls would all print the same random()), where
     fresh containers differ (but libc's rand() where Sage's import left it
-    alone: put back to glibc's start, which a fresh Sage repeats). Sage's randstate (its random(), GMP's, and
+    alone: put back to glibc's start, which a fresh Sage repeats). Sage's
+    randstate (its random(), GMP's, and
     PARI's and GAP's, which it seeds as each is first used through Sage),
     Python's random module, numpy's, the libraries' (KERNEL_SEEDED:
     sympy's, PolyBoRi's) and Singular's draw new seeds from the kernel,
