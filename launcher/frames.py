@@ -67,15 +67,26 @@ class Writer:
 
     def send_read(self, kind, fd, size=MAX_FRAME):
         """One read of at most size bytes from fd, sent as a kind frame:
-        how many (0 at its end; what the read raises, it raises). Read
-        into one buffer, sent from it and zeroed: a bytes object that a
-        short read shrank left its first block behind, unwiped."""
-        view = memoryview(self.read)
-        got = os.readv(fd, [view[:size]])
+        how many (0 at its end; what the read raises, it raises)."""
+        got = self.load(fd, size)
         if got:
-            self.send(kind, view[:got])
-            self.read[:got] = bytes(got)
+            self.send_loaded(kind, got)
         return got
+
+    def load(self, fd, size=MAX_FRAME):
+        """One read of at most size bytes from fd into this writer's buffer,
+        for send_loaded: how many. Read into one buffer, sent from it and
+        zeroed: a bytes object that a short read shrank left its first
+        block behind, unwiped. Apart from send_loaded so that a caller can
+        tell the read's error (the source's) from the write's (the host's)."""
+        return os.readv(fd, [memoryview(self.read)[:size]])
+
+    def send_loaded(self, kind, got):
+        """The first got bytes load read, as a kind frame, then zeros."""
+        try:
+            self.send(kind, memoryview(self.read)[:got])
+        finally:
+            self.read[:got] = bytes(got)
 
 
 class Reader:

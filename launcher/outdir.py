@@ -39,14 +39,17 @@ def send(writer, limits, directory=OUTPUT_DIR):
             writer.send(b"F", path)
             left, why = limits.file_bytes + 1, b""
             while left > 0:
+                # Only the read's error is the file's: a frame that cannot
+                # be written is the host's, and ends the launcher.
                 try:
-                    # Wiped once sent: the call's, in the launcher that forks the next.
-                    got = writer.send_read(b"D", fd, min(MAX_FRAME, left))
+                    got = writer.load(fd, min(MAX_FRAME, left))
                 except OSError:
                     why = b"unreadable"
                     break
                 if not got:
                     break
+                # Wiped once sent: the call's, in the launcher that forks the next.
+                writer.send_loaded(b"D", got)
                 left -= got
                 sent[1] += got
             writer.send(b"G", why)

@@ -7,7 +7,7 @@ import stat
 import unittest
 from unittest import mock
 
-from launcher import outdir, tmpreset
+from launcher import frames, outdir, tmpreset
 from launcher.frames import MAX_FRAME
 from launcher.outdir import Limits
 
@@ -138,6 +138,24 @@ class SendTest(unittest.TestCase):
         self.assertEqual(self.send(ROOMY), (
             [(b"Z", b"unreadable\0a-unreadable"), (b"Z", b"unreadable\0b-closed/")] +
             sent_file(b"c", b"c")))
+
+    def test_a_host_gone_is_no_unreadable_file(self):
+        # The frame write's error is the host's: it ends the launcher. Taken
+        # as the file's read error, it was sent on as "unreadable".
+        write_file(self.path("a.txt"), b"hello")
+        r, w = os.pipe()
+        os.close(r)
+        writer = frames.Writer(w)
+        sent = []
+        writer.send = lambda kind, data=b"": (
+            sent.append(kind), kind == b"D" and os.write(w, b"x"))
+        try:
+            with self.assertRaises(BrokenPipeError):
+                outdir.send(writer, ROOMY, self.out)
+        finally:
+            os.close(w)
+        self.assertEqual(sent, [b"F", b"D"])
+        self.assertFalse(any(writer.read))  # zeroed, though not sent
 
 
 class EmptyTest(unittest.TestCase):
