@@ -1125,13 +1125,16 @@ def run_code(source, namespace, filename, preparse_file, show_last=False, begin=
         if last is not None:
             value = at_code_depth(eval, last, namespace)
             display.show_last(value)
+        flush_io()
         return 0
     except SystemExit as e:
+        flush_io()
         return exit_status(e)
     except BaseException as e:
         # Told below, once no exception is being handled, as Python tells
         # it (a hook's own print_exc() finds none).
         kind, value, tb = sys.exc_info()
+        flush_io()
         # Python dies of SIGINT for a KeyboardInterrupt itself only: not
         # for a subclass (Sage's alarm() raises one, AlarmInterrupt).
         status = DIES_OF_SIGINT if type(e) is KeyboardInterrupt else 1
@@ -1784,7 +1787,29 @@ def flush_as_python_does():
             flushed = False
             if name == "stdout":
                 tell_as_unraisable(e, stream)
+    # Python's own streams, where the code put others in their place:
+    # their teardown closes them, and what they held goes out then, an
+    # error unsaid and the status unchanged (as python3 ends).
+    for name in ("__stdout__", "__stderr__"):
+        stream = getattr(sys, name, None)
+        if stream is not None and stream is not getattr(sys, name.strip("_"), None):
+            try:
+                stream.flush()
+            except BaseException:
+                pass
     return flushed
+
+
+def flush_io():
+    """Python's flush of sys.stderr, then sys.stdout, as the code ends and
+    before its uncaught exception or exit message is told (flush_io in
+    pythonrun.c): a line the code had not ended comes before them, and
+    before what the end's threads and handlers print. Errors unsaid."""
+    for name in ("stderr", "stdout"):
+        try:
+            getattr(sys, name).flush()
+        except BaseException:
+            pass
 
 
 # What Sage's import left that a fresh Sage's code finds as it begins,
@@ -2287,6 +2312,38 @@ def recurse_as_at_top():
 _thread_start = _thread.start_new_thread  # what threading starts its threads with
 
 
+def stdio_as_at_a_terminal():
+    """sys.stdout and sys.stderr made anew on descriptors 1 and 2, as
+    Python makes them at a terminal: text over a BufferedWriter, flushed
+    at each line's end. The launcher's are unbuffered (PYTHONUNBUFFERED:
+    it must never hold back bytes a call's process would inherit), and
+    under them print() wrote each argument, separator and end with a
+    write of its own, between which another thread's print came in: two
+    threads' lines came out cut into each other, where a fresh Sage's
+    buffer takes each print whole. Line by line, a line still arrives as
+    it is printed, and one printed before a timeout, a crash or
+    os._exit() is kept; a line not yet ended waits, as at a terminal."""
+    for name, fd in (("stdout", 1), ("stderr", 2)):
+        old = getattr(sys, "__%s__" % name, None)
+        if old is None:
+            continue
+        stream = io.open(fd, "w", buffering=1, encoding=old.encoding, errors=old.errors,
+                         newline="\n", closefd=False)
+        stream.buffer.raw.name = "<%s>" % name  # as Python names its own
+        setattr(sys, name, stream)
+        setattr(sys, "__%s__" % name, stream)
+
+
+def main_thread_as_started():
+    """The main thread's native_id, which Python leaves at the forking
+    process's (the launcher's) in a fork: threading's main_thread() and
+    current_thread() say this process, as in a fresh Sage."""
+    import threading
+    set_native_id = getattr(threading.main_thread(), "_set_native_id", None)
+    if set_native_id is not None:
+        set_native_id()
+
+
 def child_main(pipes, handlers, namespace, preparse_file, session, stale=()):
     """The prepared child: made ready before its call comes, then runs it
     (a session's child runs every cell of the session). stale: the
@@ -2319,6 +2376,8 @@ def child_main(pipes, handlers, namespace, preparse_file, session, stale=()):
     for fd in pipes.child_ends()[:3] + pipes.launcher_ends():
         if fd >= 0:
             os.close(fd)
+    stdio_as_at_a_terminal()
+    main_thread_as_started()
     # The call and done ends too, above any the code opens: a fresh Sage
     # has neither, so the code's open() calls get the numbers they get
     # there, warm or cold. Where one cannot move, it stays.

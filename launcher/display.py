@@ -5,8 +5,8 @@
 #
 # Sage's rich output (sage.repl.rich_output) turns each displayed object
 # into the best container the backend supports; this backend takes plain
-# text, the text art kinds, HTML (what show() makes of a formula) and PNG,
-# SVG and GIF images. 3D graphics become a PNG rendered by tachyon (no
+# text (not the text art kinds: sage FILE's backend prints plain text),
+# HTML (what show() makes of a formula) and PNG, SVG and GIF images. 3D graphics become a PNG rendered by tachyon (no
 # scene viewer is supported); an animation a GIF, made by Pillow where the
 # image has neither ImageMagick nor ffmpeg; a graphics array a PNG.
 #
@@ -104,8 +104,11 @@ def make_backend():
 
     images = {catalog.OutputImagePng: ("png", ".png"), catalog.OutputImageSvg: ("svg", ".svg"),
               catalog.OutputImageGif: ("gif", ".gif")}
-    texts = {catalog.OutputPlainText: "text", catalog.OutputAsciiArt: "ascii_art",
-             catalog.OutputUnicodeArt: "unicode_art"}
+    # Text as sage FILE's simple backend gives it: plain, whatever the
+    # display preferences ask (its ascii_art and unicode_art are a
+    # notebook's; here they printed "atan(x)" drawn where Sage prints
+    # "arctan(x)").
+    texts = {catalog.OutputPlainText: "text"}
 
     class BackendSandbox(BackendBase):
         def _repr_(self):

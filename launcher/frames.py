@@ -57,7 +57,7 @@ class Writer:
 
     def __init__(self, fd=1):
         self.fd = fd
-        self.read = bytearray(MAX_FRAME)  # send_read's, zeroed once sent
+        self.read = bytearray(MAX_FRAME)  # load's, zeroed once sent (send_loaded)
 
     def send(self, kind, data=b""):
         # The header, then data itself: no joined copy of a call's bytes
@@ -75,14 +75,16 @@ class Writer:
 
     def load(self, fd, size=MAX_FRAME):
         """One read of at most size bytes from fd into this writer's buffer,
-        for send_loaded: how many. Read into one buffer, sent from it and
-        zeroed: a bytes object that a short read shrank left its first
-        block behind, unwiped. Apart from send_loaded so that a caller can
-        tell the read's error (the source's) from the write's (the host's)."""
+        for send_loaded: how many. Apart from send_loaded so that a caller
+        can tell the read's error (the source's) from the write's (the
+        host's)."""
         return os.readv(fd, [memoryview(self.read)[:size]])
 
     def send_loaded(self, kind, got):
-        """The first got bytes load read, as a kind frame, then zeros."""
+        """The first got bytes load read, as a kind frame, then zeros
+        (whatever the write did). One buffer, sent from and zeroed: a
+        bytes object that a short read shrank left its first block
+        behind, unwiped."""
         try:
             self.send(kind, memoryview(self.read)[:got])
         finally:

@@ -407,6 +407,47 @@ if len(out) != 7 or ours != ref or not re.fullmatch(r"  \[Previous line repeated
 	expect_equal "$(field_of thread2.sage stdout)" "$expected"
 }
 
+@test "fidelity - threads' prints come out whole lines; the main thread's native_id is the process's; show() prints text as sage FILE does, whatever the preferences; cold and warm" {
+	dir=$BATS_TEST_TMPDIR
+	# Before: print() under PYTHONUNBUFFERED wrote each piece with a write
+	# of its own, and two threads' lines came out cut into each other (12
+	# to 98 of 600 lines, cold); a fresh Sage's buffer takes each whole.
+	# native_id was the launcher's; ascii_art drew "atan(x)".
+	cat >"$dir/whole.sage" <<-'CODE'
+	import os, sys, threading
+	from sage.repl.rich_output import get_display_manager
+	def lines(tag, stream):
+	    for i in range(300r):
+	        print(tag, i, "end", file=stream)
+	threads = [threading.Thread(target=lines, args=(tag, stream))
+	           for tag in "AB" for stream in (sys.stdout, sys.stderr)]
+	for t in threads: t.start()
+	for t in threads: t.join()
+	print(threading.main_thread().native_id == os.getpid() == threading.get_native_id())
+	preferences = get_display_manager().preferences
+	preferences.text = "ascii_art"
+	show(arctan(x) + sqrt(x)/3)
+	preferences.text = "unicode_art"
+	show(arctan(x))
+	CODE
+	cp "$dir/whole.sage" "$dir/whole2.sage"
+	jobs_of "$dir/whole.sage" "$dir/whole2.sage" >"$dir/jobs.jsonl"
+	for memory in 512m 2g; do
+		"$SAGE_SANDBOX" batch --jobs 1 --memory $memory "$dir/jobs.jsonl" >"$dir/out.jsonl"
+		python3 -c '
+import json, re, sys
+for line in open(sys.argv[1]):
+    j = json.loads(line)
+    out, err = j["stdout"].splitlines(), j["stderr"].splitlines()
+    assert j["exit_code"] == 0, j
+    assert out[-3:] == ["True", "1/3*sqrt(x) + arctan(x)", "arctan(x)"], (sys.argv[2], j["id"], out[-3:])
+    for name, got in (("stdout", out[:-3]), ("stderr", err)):
+        cut = [l for l in got if not re.fullmatch(r"[AB] \d+ end", l)]
+        assert len(got) == 600 and not cut, (sys.argv[2], j["id"], name, len(got), cut[:5])' \
+			"$dir/out.jsonl" "--memory $memory"
+	done
+}
+
 @test "fidelity - an uncaught KeyboardInterrupt is told, atexit runs, then the call dies of SIGINT (130), cold and warm; a subclass exits 1; the code's excepthook, None too; an exit code past a C long" {
 	dir=$BATS_TEST_TMPDIR
 	# A fresh `sage FILE` prints the traceback, runs its atexit handlers,

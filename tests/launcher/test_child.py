@@ -1699,5 +1699,93 @@ class EndOfCodeTest(unittest.TestCase):
         self.assertEqual(in_child(body), "")
 
 
+class StdioTest(unittest.TestCase):
+    """The call's sys.stdout and sys.stderr, made anew over the launcher's
+    unbuffered ones: as Python's at a terminal."""
+
+    def test_line_buffered_and_each_print_whole_across_threads(self):
+        base = temporary_directory(self)
+
+        def body():
+            for fd, name in ((1, "out"), (2, "err")):
+                f = os.open(os.path.join(base, name), os.O_WRONLY | os.O_CREAT, 0o600)
+                os.dup2(f, fd)
+                os.close(f)
+            # The launcher's, as PYTHONUNBUFFERED makes them.
+            sys.stdout = sys.__stdout__ = io.TextIOWrapper(
+                io.FileIO(1, "w", closefd=False), encoding="utf-8", write_through=True)
+            sys.stderr = sys.__stderr__ = io.TextIOWrapper(
+                io.FileIO(2, "w", closefd=False), encoding="utf-8",
+                errors="backslashreplace", write_through=True)
+            child.stdio_as_at_a_terminal()
+            child.main_thread_as_started()
+            seen = [(s.name, s.mode, s.line_buffering, s.errors, type(s.buffer.raw).__name__,
+                     s is getattr(sys, "__%s__" % n))
+                    for n, s in (("stdout", sys.stdout), ("stderr", sys.stderr))]
+
+            def lines(tag, stream):
+                for i in range(2000):
+                    print(tag, i, "end", file=stream)
+            threads = [threading.Thread(target=lines, args=(tag, stream))
+                       for tag in "AB" for stream in (sys.stdout, sys.stderr)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+            print("no end", end="")
+            pending = os.path.getsize(os.path.join(base, "out"))
+            sys.stdout.flush()
+            return (seen, threading.main_thread().native_id == os.getpid(),
+                    os.path.getsize(os.path.join(base, "out")) - pending)
+
+        seen, native, held = in_child(body)
+        self.assertEqual(seen, [("<stdout>", "w", True, "strict", "FileIO", True),
+                                ("<stderr>", "w", True, "backslashreplace", "FileIO", True)])
+        self.assertTrue(native)
+        self.assertEqual(held, len("no end"))  # a line not yet ended waits
+        for name in ("out", "err"):
+            with open(os.path.join(base, name)) as f:
+                got = f.read().splitlines()
+            got = got[:-1] if name == "out" else got
+            self.assertEqual(len(got), 4000, name)
+            self.assertEqual([l for l in got if not re.fullmatch(r"[AB] \d+ end", l)], [], name)
+
+
+    def run_to_its_end(self, code):
+        """The code run as a call's, on this class's streams over one file
+        (descriptors 1 and 2 both): what the file got, in order."""
+        base = temporary_directory(self)
+        path = os.path.join(base, "both")
+
+        def body():
+            f = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+            os.dup2(f, 1)
+            os.dup2(f, 2)
+            os.close(f)
+            child.stdio_as_at_a_terminal()
+            namespace = {"__name__": "__main__", "__builtins__": __builtins__}
+            status = child.run_code(code, namespace, "t.sage", identity)
+            return status, child.flush_as_python_does()
+        status, flushed = in_child(body)
+        with open(path) as f:
+            return status, flushed, f.read()
+
+    def test_a_line_not_ended_comes_before_the_exit_message_and_the_traceback(self):
+        # As python3's flush_io before PyErr_Print: it came after them.
+        self.assertEqual(self.run_to_its_end(b"import sys\nprint('progress: ', end='')\n"
+                                             b"sys.exit('bye')\n"),
+                         (1, True, "progress: bye\n"))
+        status, _, both = self.run_to_its_end(b"print('progress: ', end='')\n"
+                                              b"raise ValueError('v')\n")
+        self.assertEqual(status, 1)
+        self.assertTrue(both.startswith("progress: Traceback (most recent call last):"), both)
+
+    def test_what_pythons_own_stdout_held_goes_out_where_the_code_replaced_it(self):
+        self.assertEqual(self.run_to_its_end(b"import io, sys\nprint('partial', end='')\n"
+                                             b"sys.stdout = io.StringIO()\n"),
+                         (0, True, "partial"))
+
+
 if __name__ == "__main__":
     unittest.main()
+
