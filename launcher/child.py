@@ -1923,15 +1923,15 @@ def reseed(seed=None):
     serial container's calls would all print the same random()), where
     fresh containers differ (but libc's rand() where Sage's import left it
     alone: put back to glibc's start, which a fresh Sage repeats). Sage's
-    randstate (its random(), GMP's, and
-    PARI's and GAP's, which it seeds as each is first used through Sage),
-    Python's random module, numpy's, the libraries' (KERNEL_SEEDED:
-    sympy's, PolyBoRi's) and Singular's draw new seeds from the kernel,
-    or all come from seed (and the programs of Sage's interfaces, as they
-    start: seed_interfaces): the same code with the same seed prints the
-    same, cold or warm, first call or later (GAP's and PARI's own
-    generators, used directly, start where a fresh Sage's do: warm.py
-    puts them back). Never raises: the call must run."""
+    randstate (its random(), GMP's, and PARI's and GAP's, which it seeds
+    as each is first used through Sage), Python's random module, numpy's,
+    the libraries' (KERNEL_SEEDED: sympy's, PolyBoRi's) and Singular's
+    draw new seeds from the kernel, or all come from seed (and the
+    programs of Sage's interfaces, as they start: seed_interfaces): the
+    same code with the same seed prints the same, cold or warm, first
+    call or later (GAP's and PARI's own generators, used directly, start
+    where a fresh Sage's do: warm.py puts them back). Never raises: the
+    call must run."""
     import random
     random.seed(seed)
     # numpy's global generator and sympy's: seeded now (imported if need

@@ -6,9 +6,10 @@
 # Sage's rich output (sage.repl.rich_output) turns each displayed object
 # into the best container the backend supports; this backend takes plain
 # text (not the text art kinds: sage FILE's backend prints plain text),
-# HTML (what show() makes of a formula) and PNG, SVG and GIF images. 3D graphics become a PNG rendered by tachyon (no
-# scene viewer is supported); an animation a GIF, made by Pillow where the
-# image has neither ImageMagick nor ffmpeg; a graphics array a PNG.
+# HTML (what show() makes of a formula) and PNG, SVG and GIF images. 3D
+# graphics become a PNG rendered by tachyon (no scene viewer is
+# supported); an animation a GIF, made by Pillow where the image has
+# neither ImageMagick nor ffmpeg; a graphics array a PNG.
 #
 # Text goes to stdout exactly as before: its plain text, as `sage FILE`
 # prints it. Images never go to stdout: with no files coming back (run
