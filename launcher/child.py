@@ -1282,23 +1282,31 @@ def print_users_exception(kind, value, tb, out=None):
         return
     tb = deferred.unhooked(value, tb)
     with as_python_prints(value, tb):
-        told = traceback.TracebackException(type(value), value, tb, limit=traceback_limit(),
-                                            compact=True)
-        if sys.version_info < (3, 13):  # Python's own printer is C's
-            as_c_prints(told, value)
-        for line in told.format():
+        lines = None
+        if sys.version_info >= (3, 13):  # Python's printer is the traceback module...
+            try:
+                lines = list(traceback.TracebackException(
+                    type(value), value, tb, compact=True,
+                    limit=getattr(traceback, "BUILTIN_EXCEPTION_LIMIT", None)).format())
+            except Exception:  # ...and C's where the module fails (a limit that is no int)
+                pass
+        if lines is None:
+            lines = traceback.TracebackException(type(value), value, tb, limit=c_traceback_limit(),
+                                                 compact=True)
+            as_c_prints(lines, value)
+            lines = lines.format()
+        for line in lines:
             out.write(line)
 
 
-def traceback_limit():
-    """sys.tracebacklimit as Python's own printer (in C, before 3.13)
-    reads it, for the traceback module: an int only (the code's
-    sys.tracebacklimit = 0 is Sage's Integer(0), which Python ignores),
-    else 1000; the last that many frames (the module's first, where the
-    limit is positive); none at 0 or less."""
+def c_traceback_limit():
+    """sys.tracebacklimit as Python's own printer in C reads it (before
+    3.13, and 3.13's where the traceback module's print fails), for the
+    traceback module: an int only (the code's sys.tracebacklimit = 0 is
+    Sage's Integer(0), which C ignores), else 1000; the last that many
+    frames (the module's first, where the limit is positive); none at 0
+    or less."""
     import operator
-    if sys.version_info >= (3, 13):  # Python's printer is the module, with its limit
-        return getattr(traceback, "BUILTIN_EXCEPTION_LIMIT", None)
     limit = getattr(sys, "tracebacklimit", None)
     # Its value as C reads it: no comparison of an int subclass's own.
     limit = operator.index(limit) if issubclass(type(limit), int) else 1000
@@ -1625,7 +1633,7 @@ def tell_unraisable(u):
         if tb is not None:
             tb = deferred.unhooked(value, tb)
             with as_python_prints(value, tb):
-                frames = "".join(traceback.format_tb(tb, limit=traceback_limit()))
+                frames = "".join(traceback.format_tb(tb, limit=c_traceback_limit()))
             if frames:  # as Python's: no header where the limit shows none
                 out.write("Traceback (most recent call last):\n" + frames)
         if kind is None:
