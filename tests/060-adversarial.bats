@@ -54,6 +54,42 @@ except OSError as e:
 	expect_equal "$output" "stopped 11 True" "EAGAIN before 32 processes"
 }
 
+@test "attack - what the code leaves running can run no code once run has returned: each process is killed first" {
+	# setsid double forks that spin, left by a cold run: the container
+	# ends with the launcher, which the kernel then kills them for, but
+	# they ran on 20-35 ms past run's answer (attack helper). Each one
+	# there as run returns must be dying: SIGKILL pending, or exiting.
+	sage 'import os, time
+for _ in range(3):
+    if os.fork() == 0:
+        os.setsid()
+        if os.fork() == 0:
+            os.execv("/bin/sh", ["sh", "-c", "while :; do :; done"])
+        os._exit(0)
+time.sleep(0.5r)
+print("left")' 0 run
+	expect_equal "$output" "left"
+	local running
+	running=$(sandbox_processes | awk '{ print $2 }' | python3 -c '
+import sys
+PF_EXITING, SIGKILL = 0x4, 1 << 8
+for pid in sys.stdin.read().split():
+    try:
+        with open("/proc/%s/cmdline" % pid, "rb") as f:
+            if b"while :" not in f.read():
+                continue  # the launcher, or one whose memory is gone: exiting
+        with open("/proc/%s/stat" % pid) as f:
+            flags = int(f.read().rpartition(")")[2].split()[6])
+        with open("/proc/%s/status" % pid) as f:
+            pending = [int(line.split()[1], 16) for line in f if line.startswith(("SigPnd:", "ShdPnd:"))]
+        if not (flags & PF_EXITING or any(mask & SIGKILL for mask in pending)):
+            print(pid)
+    except OSError:
+        pass  # gone
+')
+	expect_equal "$running" "" "processes of the run still running as it returned"
+}
+
 # bats test_tags=any-podman
 @test "attack - a fork bomb that keeps trying ends at the timeout" {
 	sage 'import os
