@@ -1288,20 +1288,25 @@ def print_users_exception(kind, value, tb, out=None):
                 lines = list(traceback.TracebackException(
                     type(value), value, tb, compact=True,
                     limit=getattr(traceback, "BUILTIN_EXCEPTION_LIMIT", None)).format())
-            except Exception:  # ...and C's where the module fails (a limit that is no int)
+            except Exception:
+                # ...and C's where the module fails. Modelled for a limit
+                # that is no int only (what the code sets); C's own print
+                # has no carets, which this one still draws. The images
+                # run 3.11, whose printer is C's (the path below).
                 pass
         if lines is None:
-            lines = traceback.TracebackException(type(value), value, tb, limit=c_traceback_limit(),
-                                                 compact=True)
-            as_c_prints(lines, value)
-            lines = lines.format()
+            told = traceback.TracebackException(type(value), value, tb, limit=c_traceback_limit(),
+                                                compact=True)
+            as_c_prints(told, value)
+            lines = told.format()
         for line in lines:
             out.write(line)
 
 
 def c_traceback_limit():
-    """sys.tracebacklimit as Python's own printer in C reads it (before
-    3.13, and 3.13's where the traceback module's print fails), for the
+    """sys.tracebacklimit as Python's own printer in C reads it (an
+    exception's before 3.13, and 3.13's where the traceback module's print
+    fails; an unraisable one's on every version: tell_unraisable), for the
     traceback module: an int only (the code's sys.tracebacklimit = 0 is
     Sage's Integer(0), which C ignores), else 1000; the last that many
     frames (the module's first, where the limit is positive); none at 0

@@ -57,37 +57,66 @@ except OSError as e:
 @test "attack - what the code leaves running can run no code once run has returned: each process is killed first" {
 	# setsid double forks that spin, left by a cold run: the container
 	# ends with the launcher, which the kernel then kills them for, but
-	# they ran on 20-35 ms past run's answer (attack helper). Each one
-	# there as run returns must be dying: SIGKILL pending, or exiting.
-	sage 'import os, time
+	# they ran on 20-35 ms past run's answer (attack helper). A watcher
+	# that is running as run returns records them while the run goes on,
+	# then looks at once: each must be dying (SIGKILL pending, exiting, a
+	# zombie) or gone. (A look started after run returned comes too late
+	# to see them either way.)
+	printf '%s\n' 'import os, time
 for _ in range(3):
     if os.fork() == 0:
         os.setsid()
         if os.fork() == 0:
             os.execv("/bin/sh", ["sh", "-c", "while :; do :; done"])
         os._exit(0)
-time.sleep(0.5r)
-print("left")' 0 run
-	expect_equal "$output" "left"
-	local running
-	running=$(sandbox_processes | awk '{ print $2 }' | python3 -c '
-import sys
+time.sleep(1r)
+print("left")' >"$BATS_TEST_TMPDIR/leave.sage"
+	local watched
+	# shellcheck disable=SC2046 # the three uids, as words
+	watched=$(python3 - "$SAGE_SANDBOX" "$BATS_TEST_TMPDIR/leave.sage" $(sandbox_host_uids) <<'EOF'
+import os, subprocess, sys, time
+binary, code = sys.argv[1:3]
+shared, low, high = map(int, sys.argv[3:6])
 PF_EXITING, SIGKILL = 0x4, 1 << 8
-for pid in sys.stdin.read().split():
+
+
+def spinners():
+    found = set()
+    for pid in os.listdir("/proc"):
+        try:
+            uid = os.stat("/proc/" + pid).st_uid
+            if pid.isdigit() and (uid == shared or low <= uid <= high):
+                with open("/proc/%s/cmdline" % pid, "rb") as f:
+                    if b"while :" in f.read():
+                        found.add(pid)
+        except OSError:
+            pass
+    return found
+
+
+def runs_code(pid):
     try:
-        with open("/proc/%s/cmdline" % pid, "rb") as f:
-            if b"while :" not in f.read():
-                continue  # the launcher, or one whose memory is gone: exiting
         with open("/proc/%s/stat" % pid) as f:
-            flags = int(f.read().rpartition(")")[2].split()[6])
+            fields = f.read().rpartition(")")[2].split()
         with open("/proc/%s/status" % pid) as f:
             pending = [int(line.split()[1], 16) for line in f if line.startswith(("SigPnd:", "ShdPnd:"))]
-        if not (flags & PF_EXITING or any(mask & SIGKILL for mask in pending)):
-            print(pid)
     except OSError:
-        pass  # gone
-')
-	expect_equal "$running" "" "processes of the run still running as it returned"
+        return False  # gone
+    return fields[0] not in ("Z", "X") and not int(fields[6]) & PF_EXITING and \
+        not any(mask & SIGKILL for mask in pending)
+
+
+with open(code, "rb") as stdin:
+    run = subprocess.Popen([binary, "run"], stdin=stdin, stdout=subprocess.PIPE)
+seen = set()
+while run.poll() is None:
+    seen |= spinners()
+    time.sleep(0.005)
+running = sorted(pid for pid in seen if runs_code(pid))  # before anything else
+print(run.returncode, run.stdout.read().decode().strip(), len(seen), running)
+EOF
+)
+	expect_equal "$watched" "0 left 3 []" "status, output, spinners seen, those running code as run returned"
 }
 
 # bats test_tags=any-podman
