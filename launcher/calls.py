@@ -297,6 +297,16 @@ class StdinQueue:
         self.size = self.written = 0
 
 
+def kill_all_others():
+    """SIGKILL to every process but this one (init of the namespace, which
+    kill(-1) spares): none of them runs code after it, and none forks, as
+    the kernel lets no fork outrun a kill(-1). Not waited for."""
+    try:
+        os.kill(-1, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
 class Launcher:
     def __init__(self, mode, reader, writer, handlers, namespace, preparse_file):
         self.mode = mode
@@ -415,13 +425,9 @@ class Launcher:
                 self.orphan_reaped_at = now_ms()
 
     def kill_the_rest(self):
-        """Every process but this one (init of the namespace is spared by
-        kill(-1)), until none is left: the kernel lets no fork outrun a
-        kill(-1), and wait() says when the last one is gone."""
-        try:
-            os.kill(-1, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
+        """Every process but this one, until none is left (kill_all_others),
+        and wait() says when the last one is gone."""
+        kill_all_others()
         while True:
             try:
                 pid, status, usage = os.wait4(-1, 0)
@@ -1140,15 +1146,10 @@ class Launcher:
                 # The container ends with this process, and the kernel
                 # would kill what the call left running only then, after
                 # its result is out: a setsid spinner of a cold run ran
-                # on 20-35 ms past the host's answer (attack helper). One
-                # kill(-1) leaves no process of it that can run code (nor
-                # fork: a fork under way fails with the parent's SIGKILL
-                # pending); their teardown in the kernel is not waited for
-                # (10-15 ms of a forked Sage's, on every cold run).
-                try:
-                    os.kill(-1, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
+                # on 20-35 ms past the host's answer (attack helper). Their
+                # teardown in the kernel is not waited for (10-15 ms of a
+                # forked Sage's, on every cold run).
+                kill_all_others()
             self.writer.send(b"X", sent)
             wipe(said)
             wipe(sent)
