@@ -636,6 +636,46 @@ print("bound all 8")'
 	expect_match "$summary" "0 containers replaced after a job"
 }
 
+@test "reuse - 94 sleeping forks of a job pass at --memory 1g in a warmed container as in a fresh run; a job that writes 1.2 GB in 20 forks is still stopped there" {
+	# Each fork of a warmed template shares its 330 MB (115 MB cold); the
+	# watchdog's walk of each, taken as it came, held its share among the
+	# few processes of then (walks from before a fork bound a process from
+	# above, no more): their sum was a stop at 1g of a run of 770 MB,
+	# which passes cold at 700m (a job run again in a container of its
+	# own, attempts 2; 122 through the server). Such walks are walked
+	# again before a verdict. Six jobs first: each waits for one step of
+	# the warm-up, so the container is warm when the forks come.
+	local forks='import os, time
+n = 0
+try:
+    while True:
+        if os.fork() == 0:
+            os.setsid()
+            while True:
+                time.sleep(100)
+        n += 1
+except OSError as e:
+    print(n, e)'
+	local hog='import os, time
+for i in range(20):
+    if os.fork() == 0:
+        b = bytearray(60 << 20)
+        for j in range(0, len(b), 4096):
+            b[j] = 1
+        time.sleep(30)
+        os._exit(0)
+time.sleep(10)
+print("not stopped")'
+	jobs_file w1 'print(1)' w2 'print(2)' w3 'print(3)' w4 'print(4)' w5 'print(5)' w6 'print(6)' \
+		forks "$forks" hog "$hog" after 'print(factor(2^64 + 1))'
+	run_ss 0 batch --order input --jobs 1 --memory 1g "$jobs"
+	expect_equal "$(field forks '[j["exit_code"], j["attempts"], j["stdout"]]')" \
+		"[0, 1, '94 [Errno 11] Resource temporarily unavailable\\n']"
+	expect_equal "$(field hog '[j["exit_code"], j["stopped_by"], j["stdout"]]')" "[122, 'memory_limit', '']"
+	expect_equal "$(field after 'j["stdout"]')" "274177 * 67280421310721"
+	expect_as_fresh forks "$forks" --memory 1g
+}
+
 # bats test_tags=any-sage
 @test "reuse - nothing of a job is in the next job's process: not its code, args, stdin, input file or output in memory, nor its Call, status or locals on the stack" {
 	# The secret is never whole in the victim's code: it looks for A

@@ -87,6 +87,24 @@ static void churn(int ready_fd)
 	}
 }
 
+/* 4 x HELD_MIB written, then SLEEPERS children forked one by one, a look
+ * or more apart, that share it and wait: 256 MiB held in all. Each walk
+ * taken between two forks counts the share of the pages its process had
+ * then, 256 MiB among the few of them, more than its share now. */
+static void forks_one_by_one(int ready_fd)
+{
+	hold(4 * HELD_MIB * MIB);
+	say_ready(ready_fd);
+	for (int i = 0; i < SLEEPERS; i++) {
+		usleep(4 * MEMWATCH_INTERVAL_MS * 1000);
+		if (fork() == 0)
+			for (;;)
+				pause();
+	}
+	for (;;)
+		pause();
+}
+
 static void *hold_and_wait(void *data)
 {
 	usleep(300000); /* the leader is gone by then */
@@ -691,6 +709,11 @@ int main(void)
 		"children: never past a limit of 256 MiB");
 	over = watch(churn, 48, 3, &most);
 	check(over, "the same 64 MiB: past a limit of 48 MiB");
+	/* Before the fix, the walks taken as they came added up to 400 MiB
+	 * and more. */
+	over = watch(forks_one_by_one, 5 * HELD_MIB, 4, &most);
+	check(!over, "256 MiB shared by 7 processes forked a look or more apart: never past a "
+		"limit of 320 MiB");
 	over = watch(leader_gone, HELD_MIB, 2, &most);
 	check(over, "128 MiB held by a thread whose leader exited (a zombie that shows nothing): "
 		"past a limit of 64 MiB");
