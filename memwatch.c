@@ -1104,10 +1104,29 @@ static uint64_t sum(const struct memwatch *w, const pid_t *pids, int n, struct t
 	return t->own + t->kernel + t->descriptors * DESCRIPTOR_CHARGE_BYTES;
 }
 
+/* The process whose walk stands but is from before a fork (walk_current),
+ * with the largest PSS then: what a walk again may lower most. NULL when
+ * there is none. */
+static struct proc *next_stale_walk(struct memwatch *w, const pid_t *pids, int n)
+{
+	struct proc *best = NULL;
+	for (int i = 0; i < n; i++) {
+		struct proc *p = slot(w->table, pids[i]);
+		if (exited(p) || p->vanished || !walk_stands(w, p) || walk_current(w, p))
+			continue;
+		if (!best || p->pss > best->pss)
+			best = p;
+	}
+	return best;
+}
+
 /* The next exact measurement worth its cost: the one that may lower the
  * bound most, a walk of a process whose PSS is unknown or stale (its RSS
  * over its last PSS, or half its RSS) or a count of a process's mappings
- * (its bound over its last count). NULL when everything is measured. */
+ * (its bound over its last count); once there is none, a walk again of
+ * one walked before a fork (next_stale_walk), so that a run past the
+ * limit by such walks gets no verdict before they are measures (frozen,
+ * it forks no more). NULL when everything is measured. */
 static struct proc *next_to_measure(struct memwatch *w, const pid_t *pids, int n, bool *walk)
 {
 	struct proc *best = NULL;
@@ -1138,22 +1157,8 @@ static struct proc *next_to_measure(struct memwatch *w, const pid_t *pids, int n
 			}
 		}
 	}
-	return best;
-}
-
-/* The process whose walk stands but is from before a fork (walk_current),
- * with the largest PSS then: what a walk again may lower most. NULL when
- * there is none. */
-static struct proc *next_stale_walk(struct memwatch *w, const pid_t *pids, int n)
-{
-	struct proc *best = NULL;
-	for (int i = 0; i < n; i++) {
-		struct proc *p = slot(w->table, pids[i]);
-		if (exited(p) || p->vanished || !walk_stands(w, p) || walk_current(w, p))
-			continue;
-		if (!best || p->pss > best->pss)
-			best = p;
-	}
+	if (!best && (best = next_stale_walk(w, pids, n)))
+		*walk = true;
 	return best;
 }
 
@@ -1456,20 +1461,7 @@ enum memwatch_verdict memwatch_look(struct memwatch *w, int64_t now_ms,
 			w->budget_ns -= thread_cpu_ns() - measuring;
 			measuring = thread_cpu_ns();
 		}
-		/* Everything measured and still past it, but by walks from
-		 * before a fork: those are walked again, the largest first,
-		 * before any verdict (a run past the limit is frozen, and forks
-		 * no more). */
-		bool measured = !next_to_measure(w, pids, n, &walk);
-		while (measured && total > limit && t.exact <= limit && w->budget_ns > 0 &&
-		       (next = next_stale_walk(w, pids, n))) {
-			measure(w, proc_fd, next, true);
-			total = sum(w, pids, n, &t);
-			w->budget_ns -= thread_cpu_ns() - measuring;
-			measuring = thread_cpu_ns();
-			measured = !next_to_measure(w, pids, n, &walk);
-		}
-		bool exact = measured && !next_stale_walk(w, pids, n) && !t.vanished;
+		bool exact = !next_to_measure(w, pids, n, &walk) && !t.vanished;
 		w->budget_ns -= thread_cpu_ns() - measuring;
 		/* Past it exactly, or past it already by what is measured. */
 		if ((exact && total > limit) || t.exact > limit)

@@ -709,8 +709,8 @@ int main(void)
 		"children: never past a limit of 256 MiB");
 	over = watch(churn, 48, 3, &most);
 	check(over, "the same 64 MiB: past a limit of 48 MiB");
-	/* Before the fix, the walks taken as they came added up to 400 MiB
-	 * and more. */
+	/* Before the fix, the walks taken as they came, counted as exact,
+	 * stopped it (3 runs of 3). */
 	over = watch(forks_one_by_one, 5 * HELD_MIB, 4, &most);
 	check(!over, "256 MiB shared by 7 processes forked a look or more apart: never past a "
 		"limit of 320 MiB");
