@@ -2067,11 +2067,18 @@ def cell_begins():
     as it ended: thrown away. The launcher sends this cell's only once
     told it began (calls.CellWatch)."""
     import signal
-    _between_cells.end()
-    while signal.SIGINT in signal.sigpending():
-        signal.sigtimedwait([signal.SIGINT], 0)
-    if not _code_held_sigint:
-        signal.pthread_sigmask(signal.SIG_UNBLOCK, [signal.SIGINT])
+    try:
+        _between_cells.end()
+        while signal.SIGINT in signal.sigpending():
+            signal.sigtimedwait([signal.SIGINT], 0)
+    finally:
+        # Whatever is raised on the way: a thread's SIGINT that tripped
+        # Python's flag between cells, handled only once the cell's handler
+        # is back, is the cell's KeyboardInterrupt, and it comes here, at
+        # any step above. Left blocked, run_cell would take the block for
+        # the code's own, and hold it in every later cell.
+        if not _code_held_sigint:
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, [signal.SIGINT])
 
 
 class between_cells:
@@ -2121,7 +2128,10 @@ class between_cells:
             signal.signal(signal.SIGINT, handler)
         except Exception:
             pass
-        parent.libc.sigaction(signal.SIGINT, action, None)
+        finally:
+            # Its handler back, an interrupt tripped meanwhile raises
+            # (cell_begins): Sage's C-level action comes back all the same.
+            parent.libc.sigaction(signal.SIGINT, action, None)
 
     @staticmethod
     def interrupted(sig, frame):
@@ -2402,11 +2412,13 @@ def child_main(pipes, handlers, namespace, preparse_file, session, stale=()):
     def began():
         # The launcher interrupts a session's cell only once told
         # (calls.CellWatch): from here, its SIGINT is the code's.
-        cell_begins()
         try:
-            os.write(done, done_word(BEGUN, call_number))
-        except OSError:
-            pass
+            cell_begins()
+        finally:  # begun, though interrupted as it began (cell_begins)
+            try:
+                os.write(done, done_word(BEGUN, call_number))
+            except OSError:
+                pass
 
     while True:
         try:

@@ -309,6 +309,39 @@ class SessionInterruptTest(unittest.TestCase):
 
         self.assertEqual(in_child(body), (True, False))
 
+    def test_an_interrupt_that_lands_as_the_cell_begins_leaves_sigint_unblocked(self):
+        # A thread's SIGINT, tripped between cells and handled only once
+        # the cell's handler was back, raised in cell_begins before it
+        # unblocked SIGINT; run_cell took the block for the code's own,
+        # and every later cell of the session ran with SIGINT held (CI of
+        # db35b64, on Sage 9.5). Here the trip comes at that very step.
+        import _thread
+
+        def body():
+            signal.signal(signal.SIGINT, signal.default_int_handler)
+            child.run_cell(lambda: 0)
+            pending = signal.sigpending
+
+            def trips():
+                signal.sigpending = pending
+                _thread.interrupt_main(signal.SIGINT)
+                return pending()
+
+            signal.sigpending = trips
+            try:
+                child.cell_begins()
+                outcome = "not interrupted"
+            except KeyboardInterrupt:
+                outcome = "interrupted"
+            finally:
+                signal.sigpending = pending
+            held = signal.SIGINT in signal.pthread_sigmask(signal.SIG_BLOCK, [])
+            child.run_cell(lambda: 0)
+            child.cell_begins()
+            return outcome, held, signal.SIGINT in signal.pthread_sigmask(signal.SIG_BLOCK, [])
+
+        self.assertEqual(in_child(body), ("interrupted", False, False))
+
 
 class SessionInterruptThreadsTest(unittest.TestCase):
     def test_between_cells_the_launchers_interrupt_waits_though_the_codes_threads_run_on(self):
