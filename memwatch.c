@@ -788,6 +788,7 @@ static void freeze(struct memwatch *w, int proc_fd, const struct proc *init, int
 				continue;
 			*p = (struct proc){.pid = now.pid, .ppid = now.ppid, .session = now.session,
 				.start = now.start, .state = 'T', .stopped = true};
+			w->arrivals++; /* first listed here: the next look knows it */
 			listed++;
 			stopped++;
 		}
