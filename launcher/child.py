@@ -2329,6 +2329,9 @@ def recurse_as_at_top():
             if kwargs is not None:
                 return _thread_start(function, args, kwargs)
             return _thread_start(_pad, (_pad, THREAD_PADS, function, args))
+        # A thread that cannot start ("can't start new thread") is told
+        # from threading's frame, as where Python's, in C, raises it.
+        deferred.not_shown(start_new_thread.__code__)
         threading._start_new_thread = start_new_thread
 
 

@@ -371,6 +371,28 @@ if len(out) != 7 or ours != ref or not re.fullmatch(r"  \[Previous line repeated
 	done
 }
 
+@test "fidelity - a thread that cannot start is told from threading's frame, as Python tells it, cold and warm" {
+	# The launcher starts threads through a function of its own (their
+	# padded stacks): its frame was the traceback's last before the error.
+	dir=$BATS_TEST_TMPDIR
+	cat >"$dir/nothread.sage" <<-'CODE'
+	import resource, threading
+	resource.setrlimit(resource.RLIMIT_NPROC, (1, resource.getrlimit(resource.RLIMIT_NPROC)[1]))
+	threading.Thread(target=print).start()
+	CODE
+	check() { # STDERR
+		expect_no_match "$1" "launcher"
+		expect_match "$1" $'^Traceback \\(most recent call last\\):\n  File "[^"]+", line 3, in <module>\n    threading.Thread\\(target=print\\).start\\(\\)\n  File "[^"]*/threading.py", line [0-9]+, in start\n    _start_new_thread\\(self._bootstrap, \\(\\)\\)\nRuntimeError: can.t start new thread$'
+	}
+	input_file=$dir/nothread.sage run_ss 1 run
+	check "$errors"
+	cp "$dir/nothread.sage" "$dir/nothread2.sage"
+	jobs_of "$dir/nothread.sage" "$dir/nothread2.sage" >"$dir/jobs.jsonl"
+	"$SAGE_SANDBOX" batch --jobs 1 "$dir/jobs.jsonl" >"$dir/out.jsonl" || true
+	check "$(field_of nothread.sage stderr)"
+	check "$(field_of nothread2.sage stderr)"
+}
+
 @test "fidelity - a thread still running when the code ends is waited for, atexit runs; daemons are not" {
 	dir=$BATS_TEST_TMPDIR
 	cat >"$dir/thread.sage" <<-'CODE'
