@@ -271,7 +271,11 @@ struct memwatch {
 	bool cpu_escaped;
 	bool frozen_memory, frozen_cpu;
 	/* A process it stopped was seen running at the last look (a timer of
-	 * its own sent SIGCONT): the freeze did not hold. */
+	 * its own sent SIGCONT): the freeze did not hold. Also set, for one
+	 * look, by a process whose stop has not taken yet: one stopped in
+	 * the midst of a fork is 'R' until the fork returns (a warm Sage's
+	 * fork ran 30 ms of CPU past its stop, in a run of 94 forks). Its
+	 * only effect is the smaller budget share for that interval. */
 	bool escaped;
 };
 
