@@ -165,6 +165,40 @@ static void zombies_then_descriptors(int ready_fd)
 		pause();
 }
 
+/* forks_one_by_one's 256 MiB and SLEEPERS, then a chain that never
+ * stops: a process that forks the next and exits every 2 ms, each born
+ * after the look that listed its parent, as a fork loop of Sage
+ * processes is under a freeze. The leader reaps them (SIGCHLD ignored,
+ * a subreaper). Each arrival lowers the sharers' PSS: a walk from before
+ * it is a bound, not a measure. */
+static void forks_then_a_chain(int ready_fd)
+{
+	hold(4 * HELD_MIB * MIB);
+	signal(SIGCHLD, SIG_IGN);
+	prctl(PR_SET_CHILD_SUBREAPER, 1);
+	say_ready(ready_fd);
+	for (int i = 0; i < SLEEPERS; i++) {
+		usleep(4 * MEMWATCH_INTERVAL_MS * 1000);
+		if (fork() == 0)
+			for (;;)
+				pause();
+	}
+	if (fork() == 0) {
+		/* No descriptors: links the freeze holds between their fork
+		 * and their exit (20 at a time, seen) must not be charged
+		 * past the limit for them. */
+		for (int fd = 0; fd < 64; fd++)
+			close(fd);
+		for (;;) {
+			usleep(2000);
+			if (fork() > 0)
+				_exit(0);
+		}
+	}
+	for (;;)
+		pause();
+}
+
 /* Looks at what make makes every MEMWATCH_INTERVAL_MS for seconds, as
  * the sandbox does; true if the watchdog ever found it past limit_mib.
  * The largest total it reported goes to *most. */
@@ -200,9 +234,13 @@ static void end(pid_t pid)
 	waitpid(pid, NULL, 0);
 }
 
+static int64_t longest_freeze_ms; /* of the last watch() */
+
 static bool watch(void (*make)(int ready_fd), uint64_t limit_mib, int seconds, uint64_t *most)
 {
 	*most = 0;
+	longest_freeze_ms = 0;
+	int64_t frozen_since = 0;
 	pid_t pid = start(make);
 	if (pid < 0)
 		return false;
@@ -214,6 +252,12 @@ static bool watch(void (*make)(int ready_fd), uint64_t limit_mib, int seconds, u
 		over = memwatch_look(w, now_ms(), &r) == MEMWATCH_OVER;
 		if (r.total > *most)
 			*most = r.total;
+		if (!r.frozen)
+			frozen_since = 0;
+		else if (!frozen_since)
+			frozen_since = now_ms();
+		else if (now_ms() - frozen_since > longest_freeze_ms)
+			longest_freeze_ms = now_ms() - frozen_since;
 		usleep(MEMWATCH_INTERVAL_MS * 1000);
 	}
 	memwatch_free(w);
@@ -714,6 +758,14 @@ int main(void)
 	over = watch(forks_one_by_one, 5 * HELD_MIB, 4, &most);
 	check(!over, "256 MiB shared by 7 processes forked a look or more apart: never past a "
 		"limit of 320 MiB");
+	/* Before the fix, a link arrived at every look, no walk was ever a
+	 * measure, and the run stayed frozen, never thawed nor stopped (a
+	 * fork loop past --memory 600m ran to its timeout). */
+	over = watch(forks_then_a_chain, 5 * HELD_MIB + 32, 7, &most);
+	printf("# the longest freeze: %lld ms\n", (long long)longest_freeze_ms);
+	check(!over && longest_freeze_ms < 3000, "the same, then a chain of processes that each "
+		"fork the next and exit, one arriving at every look: never past a limit of 352 MiB, "
+		"never frozen for 3 s");
 	over = watch(leader_gone, HELD_MIB, 2, &most);
 	check(over, "128 MiB held by a thread whose leader exited (a zombie that shows nothing): "
 		"past a limit of 64 MiB");
