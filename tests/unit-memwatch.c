@@ -87,6 +87,17 @@ static void churn(int ready_fd)
 	}
 }
 
+/* SLEEPERS children that wait, forked a look or more apart. */
+static void fork_sleepers_apart(void)
+{
+	for (int i = 0; i < SLEEPERS; i++) {
+		usleep(4 * MEMWATCH_INTERVAL_MS * 1000);
+		if (fork() == 0)
+			for (;;)
+				pause();
+	}
+}
+
 /* 4 x HELD_MIB written, then SLEEPERS children forked one by one, a look
  * or more apart, that share it and wait: 256 MiB held in all. Each walk
  * taken between two forks counts the share of the pages its process had
@@ -95,12 +106,7 @@ static void forks_one_by_one(int ready_fd)
 {
 	hold(4 * HELD_MIB * MIB);
 	say_ready(ready_fd);
-	for (int i = 0; i < SLEEPERS; i++) {
-		usleep(4 * MEMWATCH_INTERVAL_MS * 1000);
-		if (fork() == 0)
-			for (;;)
-				pause();
-	}
+	fork_sleepers_apart();
 	for (;;)
 		pause();
 }
@@ -177,12 +183,7 @@ static void forks_then_a_chain(int ready_fd)
 	signal(SIGCHLD, SIG_IGN);
 	prctl(PR_SET_CHILD_SUBREAPER, 1);
 	say_ready(ready_fd);
-	for (int i = 0; i < SLEEPERS; i++) {
-		usleep(4 * MEMWATCH_INTERVAL_MS * 1000);
-		if (fork() == 0)
-			for (;;)
-				pause();
-	}
+	fork_sleepers_apart();
 	if (fork() == 0) {
 		/* No descriptors: links the freeze holds between their fork
 		 * and their exit (20 at a time, seen) must not be charged
