@@ -647,8 +647,9 @@ static uint64_t memory_bound(const struct proc *p)
 /* Its walk still stands: nothing made since, nothing dropped since,
  * nobody left since. A process that dropped pages (munmap) holds less
  * than its walk says, by as much as its RSS fell at most: its walk bounds
- * it still, but as a measure it stopped a run that had come back under
- * the limit by what it dropped. */
+ * it still, but taken as a measure it could stop a run that had come
+ * back under the limit by what it dropped (a review's finding, not seen
+ * in a run). */
 static bool walk_stands(const struct memwatch *w, const struct proc *p)
 {
 	return p->walked && (w->departed == 0 || p->walk_generation == w->departures) &&
@@ -765,9 +766,9 @@ static void find_memory(int proc_fd, struct proc *p)
  *   to every look kept the run frozen with no verdict, walks again never
  *   done within a look's budget: a fork loop of Sage processes past
  *   --memory 600m ran to its timeout in 2 runs of 4, and a chain of 2 ms
- *   processes beside 7 sharers of 256 MiB, under a limit of 320 MiB,
- *   stayed frozen 4.1 and 4.9 s of 5.8 (tests/unit-memwatch.c; with the
- *   second listing, 0.2 to 0.8 s at a time).
+ *   processes beside 7 sharers of 256 MiB, under a limit of 352 MiB,
+ *   stayed frozen 3.8 and 5.4 s at a stretch in a 7 s watch
+ *   (tests/unit-memwatch.c; with the second listing, 0.4 to 1.3 s).
  * One stopped here is recorded with no time of its own: the next look
  * charges all it used, and walks it. None is stopped that cannot be
  * recorded (one stopped and not recorded would count as stopped by its
