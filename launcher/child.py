@@ -2067,6 +2067,7 @@ def cell_begins():
     as it ended: thrown away. The launcher sends this cell's only once
     told it began (calls.CellWatch)."""
     import signal
+    global _cell_began
     try:
         _between_cells.end()
         while signal.SIGINT in signal.sigpending():
@@ -2079,6 +2080,9 @@ def cell_begins():
         # the code's own, and hold it in every later cell.
         if not _code_held_sigint:
             signal.pthread_sigmask(signal.SIG_UNBLOCK, [signal.SIGINT])
+        # Only from here is the mask the code's (run_cell reads it): one
+        # raised before, the code never ran.
+        _cell_began = True
 
 
 class between_cells:
@@ -2099,16 +2103,23 @@ class between_cells:
 
     # (Each step in a try: the code may have changed the signal module;
     # the launcher's session must not fail for it.)
+    # An interrupt may raise at any step of either (signal.signal runs a
+    # pending handler before it swaps): run_cell and cell_begins then call
+    # them again, or the cell's code is interrupted as it begins. So kept
+    # is read only where nothing is kept, and cleared only once both are
+    # back: a second begin() keeps the cell's handlers, not the launcher's
+    # (which it would give the next cell for its own), and installs the
+    # launcher's, which the first may not have reached; a second end()
+    # gives back the same.
     def begin(self):
         import ctypes
         import signal
-        if self.kept is not None:
-            return
         try:
-            action = ctypes.create_string_buffer(parent.SIGACTION_BYTES)
-            if parent.libc.sigaction(signal.SIGINT, None, action) != 0:
-                return
-            self.kept = (signal.getsignal(signal.SIGINT), action)
+            if self.kept is None:
+                action = ctypes.create_string_buffer(parent.SIGACTION_BYTES)
+                if parent.libc.sigaction(signal.SIGINT, None, action) != 0:
+                    return
+                self.kept = (signal.getsignal(signal.SIGINT), action)
             signal.signal(signal.SIGINT, self.interrupted)
         except Exception:
             pass
@@ -2121,7 +2132,6 @@ class between_cells:
         if self.kept is None:
             return
         handler, action = self.kept
-        self.kept = None
         try:
             if not callable(handler) and handler not in (signal.SIG_DFL, signal.SIG_IGN):
                 handler = signal.default_int_handler  # one Python did not set
@@ -2132,6 +2142,7 @@ class between_cells:
             # Its handler back, an interrupt tripped meanwhile raises
             # (cell_begins): Sage's C-level action comes back all the same.
             parent.libc.sigaction(signal.SIGINT, action, None)
+            self.kept = None
 
     @staticmethod
     def interrupted(sig, frame):
@@ -2148,6 +2159,12 @@ _between_cells = between_cells()
 # A session's last cell ended with SIGINT blocked by its own code: the
 # next begins so, as the next cell of a notebook would.
 _code_held_sigint = False
+# This cell's code began (cell_begins), so the mask at its end is the
+# code's: a cell that never began (its syntax error, or an interrupt as it
+# began) leaves _code_held_sigint as it was, not the launcher's block for
+# the code's (which held SIGINT in every later cell: their timeouts could
+# not interrupt them, and the session was lost).
+_cell_began = False
 
 
 def run_cell(function, *args):
@@ -2160,9 +2177,10 @@ def run_cell(function, *args):
     own (cysignals) is what interrupts its C code; and the mask is the
     main thread's, where the launcher sends it (calls.interrupt)."""
     import signal
-    global _code_held_sigint
+    global _code_held_sigint, _cell_began
     me = os.getpid()
     status = code_held = None
+    _cell_began = False
     while True:
         try:
             if status is None:
@@ -2173,7 +2191,8 @@ def run_cell(function, *args):
             # raised by the change (Python checks for one as it returns)
             # comes after it, and a second look would see ours.
             if code_held is None:
-                code_held = signal.SIGINT in signal.pthread_sigmask(signal.SIG_BLOCK, [])
+                code_held = signal.SIGINT in signal.pthread_sigmask(signal.SIG_BLOCK, []) \
+                    if _cell_began else _code_held_sigint
             signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGINT])
             _between_cells.begin()
             _code_held_sigint = code_held

@@ -296,14 +296,21 @@ class SessionInterruptTest(unittest.TestCase):
 
     def test_a_block_the_code_set_itself_stays_for_the_next_cell(self):
         def body():
+            # Each begins as run_code begins the code (its begin).
             def blocks():
+                child.cell_begins()
                 signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGINT])
                 return 0
+
+            def unblocks():
+                child.cell_begins()
+                signal.pthread_sigmask(signal.SIG_UNBLOCK, [signal.SIGINT])
+                return 0
+
             child.run_cell(blocks)
             child.cell_begins()
             held = signal.SIGINT in signal.pthread_sigmask(signal.SIG_BLOCK, [])
-            child.run_cell(lambda: signal.pthread_sigmask(signal.SIG_UNBLOCK, [signal.SIGINT]) and 0
-                           or 0)
+            child.run_cell(unblocks)
             child.cell_begins()
             return held, signal.SIGINT in signal.pthread_sigmask(signal.SIG_BLOCK, [])
 
@@ -341,6 +348,111 @@ class SessionInterruptTest(unittest.TestCase):
             return outcome, held, signal.SIGINT in signal.pthread_sigmask(signal.SIG_BLOCK, [])
 
         self.assertEqual(in_child(body), ("interrupted", False, False))
+
+    def test_a_cell_that_never_began_leaves_the_codes_mask_as_it_was(self):
+        # A syntax error is told before the code begins: the block at the
+        # cell's end was the launcher's, and was taken for the code's; every
+        # later cell ran with SIGINT held, so a timeout could not interrupt
+        # it and the session was lost (an MCP session, on 8e2bb6e).
+        def cell(code):
+            return child.run_cell(child.run_code, code, {}, "<stdin>", lambda text: text,
+                                  False, child.cell_begins, True)
+
+        def mask():
+            return signal.SIGINT in signal.pthread_sigmask(signal.SIG_BLOCK, [])
+
+        def body():
+            signal.signal(signal.SIGINT, signal.default_int_handler)
+            child.unblock_signals([signal.SIGINT])
+            with contextlib.redirect_stderr(io.StringIO()):
+                cell(b"x = (")
+            after_error = cell(b"import signal\nheld = signal.SIGINT in "
+                               b"signal.pthread_sigmask(signal.SIG_BLOCK, [])\n"
+                               b"assert not held")
+            cell(b"import signal\nsignal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGINT])")
+            with contextlib.redirect_stderr(io.StringIO()):
+                cell(b"x = (")
+            child.cell_begins()
+            return after_error, mask()
+
+        self.assertEqual(in_child(body), (0, True))
+
+    def test_an_interrupt_as_the_cell_ends_leaves_the_launchers_handler_and_the_cells_kept(self):
+        # signal.signal runs a pending handler before it swaps: an
+        # interrupt there raised in between_cells.begin with the cell's
+        # handlers kept but the launcher's not installed, and the retry
+        # returned at once, so a thread's SIGINT between cells raised in
+        # the launcher's frames.
+        import _thread
+
+        def body():
+            signal.signal(signal.SIGINT, signal.default_int_handler)
+            real = signal.signal
+
+            def trips(number, handler):
+                if handler == child._between_cells.interrupted:
+                    signal.signal = real
+                    _thread.interrupt_main(signal.SIGINT)
+                    real(signal.SIGUSR1, signal.getsignal(signal.SIGUSR1))  # it raises here
+                return real(number, handler)
+
+            signal.signal = trips
+            try:
+                status = child.run_cell(lambda: 0)
+            finally:
+                signal.signal = real
+            between = signal.getsignal(signal.SIGINT) == child._between_cells.interrupted
+            child.cell_begins()
+            return status, between, signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+        self.assertEqual(in_child(body), (0, True, True))
+
+    def test_an_interrupt_before_the_cells_c_action_is_back_gives_it_back_at_the_next_begin(self):
+        # end() forgot what it kept before giving back the C-level action
+        # (Sage's, cysignals'): an interrupt between left Python's in its
+        # place, and the next begin() kept that as the cell's own.
+        import ctypes
+        from launcher import parent
+
+        def c_action():
+            action = ctypes.create_string_buffer(parent.SIGACTION_BYTES)
+            parent.libc.sigaction(signal.SIGINT, None, action)
+            return action.raw[:8]
+
+        class InterruptedOnce:
+            def __init__(self):
+                self.raised = False
+
+            def sigaction(self, *args):
+                if not self.raised and args[1] is not None:
+                    self.raised = True
+                    raise KeyboardInterrupt
+                return parent.libc.sigaction(*args)
+
+        def body():
+            signal.signal(signal.SIGINT, signal.default_int_handler)
+            # Sage's own C-level action, standing in: SIG_IGN's, under
+            # Python's handler.
+            action = ctypes.create_string_buffer(parent.SIGACTION_BYTES)
+            parent.libc.sigaction(signal.SIGINT, None, action)
+            action.raw = (1).to_bytes(8, "little") + action.raw[8:]
+            parent.libc.sigaction(signal.SIGINT, action, None)
+            sages = c_action()
+            child.run_cell(lambda: 0)
+            libc = parent.libc
+            parent.libc = InterruptedOnce()
+            try:
+                child.cell_begins()
+                outcome = "not interrupted"
+            except KeyboardInterrupt:
+                outcome = "interrupted"
+            finally:
+                parent.libc = libc
+            child.run_cell(lambda: 0)
+            child.cell_begins()
+            return outcome, c_action() == sages
+
+        self.assertEqual(in_child(body), ("interrupted", True))
 
 
 class SessionInterruptThreadsTest(unittest.TestCase):
