@@ -350,6 +350,28 @@ sched_setaffinity Operation not permitted"
 }
 
 # bats test_tags=any-sage
+@test "reuse - a session's cell with a syntax error leaves the next cells interruptible: a timed-out one keeps the session's state" {
+	# Told before the code began, the error left the launcher's SIGINT
+	# block taken for the code's: every later cell held SIGINT, a timeout
+	# could not interrupt it, and the session was lost (8e2bb6e).
+	calls=$BATS_TEST_TMPDIR/calls.json
+	python3 - >"$calls" <<-'EOF'
+	import json
+	mask = "import signal\nprint(sorted(signal.pthread_sigmask(signal.SIG_BLOCK, [])))"
+	run = lambda code, timeout=20: {"name": "run_sagemath", "arguments": {"code": code, "session": "s", "timeout_seconds": timeout}}
+	print(json.dumps([run("x = ("), run(mask), run("y = 5\nwhile True: pass", 3), run("print(y)")]))
+	EOF
+	local out
+	out=$(timeout 120 python3 "$BATS_TEST_DIRNAME/mcp-calls.py" "$SAGE_SANDBOX" "$calls" 2>"$BATS_TEST_TMPDIR/stderr")
+	printf '# %s\n' "$out" >&3
+	expect_match "$(sed -n 1p <<<"$out")" '"exit_code": 1, .*SyntaxError'
+	expect_match "$(sed -n 2p <<<"$out")" '"exit_code": 0, .*"stdout": "\[\]\\n"'
+	expect_match "$(sed -n 3p <<<"$out")" '"exit_code": 124, .*KeyboardInterrupt.*"state_kept": true, "interrupted": true'
+	expect_match "$(sed -n 4p <<<"$out")" '"exit_code": 0, .*"stdout": "5\\n"'
+	expect_equal "$(sed -n 5p <<<"$out")" '{"exit": 0}'
+}
+
+# bats test_tags=any-sage
 @test "reuse - what a session's cell writes on the launcher's done pipe, in another call's words or none, ends no cell" {
 	calls=$BATS_TEST_TMPDIR/calls.json
 	python3 - >"$calls" <<-'EOF'
