@@ -2122,7 +2122,15 @@ class between_cells:
                 self.kept = (signal.getsignal(signal.SIGINT), action)
             signal.signal(signal.SIGINT, self.interrupted)
         except Exception:
-            pass
+            # The cell's own handler, run for a pending SIGINT before the
+            # swap, raised (it is the cell's: thrown away, as a
+            # KeyboardInterrupt as it ends is); the signal is spent, so the
+            # swap is made again. Without it the cell's handler stayed, and
+            # a thread's SIGINT raised its error in the launcher's frames.
+            try:
+                signal.signal(signal.SIGINT, self.interrupted)
+            except Exception:
+                pass
         finally:
             if self.kept is not None:
                 parent.libc.sigaction(signal.SIGINT, self.kept[1], None)
@@ -2160,10 +2168,10 @@ _between_cells = between_cells()
 # next begins so, as the next cell of a notebook would.
 _code_held_sigint = False
 # This cell's code began (cell_begins), so the mask at its end is the
-# code's: a cell that never began (its syntax error, or an interrupt as it
-# began) leaves _code_held_sigint as it was, not the launcher's block for
-# the code's (which held SIGINT in every later cell: their timeouts could
-# not interrupt them, and the session was lost).
+# code's: a cell that never began (its syntax error, or an interrupt
+# raised by cell_begins' own unblock) leaves _code_held_sigint as it was,
+# not the launcher's block for the code's (which held SIGINT in every later
+# cell: their timeouts could not interrupt them, and the session was lost).
 _cell_began = False
 
 
@@ -2197,8 +2205,14 @@ def run_cell(function, *args):
             _between_cells.begin()
             _code_held_sigint = code_held
             return status
-        except KeyboardInterrupt:
+        except BaseException as e:
+            # Once the code returned, whatever the cell's own handler raises
+            # for a SIGINT as the cell ends (sys.exit in it) is thrown away,
+            # as a KeyboardInterrupt then is: it escaped, and the session
+            # was lost.
             if status is None:
+                if not isinstance(e, KeyboardInterrupt):
+                    raise
                 status = DIES_OF_SIGINT
 
 

@@ -296,7 +296,9 @@ class SessionInterruptTest(unittest.TestCase):
 
     def test_a_block_the_code_set_itself_stays_for_the_next_cell(self):
         def body():
-            # Each begins as run_code begins the code (its begin).
+            # Each cell begins as run_code begins the code (its begin).
+            held = []
+
             def blocks():
                 child.cell_begins()
                 signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGINT])
@@ -304,15 +306,18 @@ class SessionInterruptTest(unittest.TestCase):
 
             def unblocks():
                 child.cell_begins()
+                held.append(signal.SIGINT in signal.pthread_sigmask(signal.SIG_BLOCK, []))
                 signal.pthread_sigmask(signal.SIG_UNBLOCK, [signal.SIGINT])
                 return 0
 
-            child.run_cell(blocks)
-            child.cell_begins()
-            held = signal.SIGINT in signal.pthread_sigmask(signal.SIG_BLOCK, [])
-            child.run_cell(unblocks)
-            child.cell_begins()
-            return held, signal.SIGINT in signal.pthread_sigmask(signal.SIG_BLOCK, [])
+            def looks():
+                child.cell_begins()
+                held.append(signal.SIGINT in signal.pthread_sigmask(signal.SIG_BLOCK, []))
+                return 0
+
+            for cell in (blocks, unblocks, looks):
+                child.run_cell(cell)
+            return tuple(held)
 
         self.assertEqual(in_child(body), (True, False))
 
@@ -409,8 +414,11 @@ class SessionInterruptTest(unittest.TestCase):
 
     def test_an_interrupt_before_the_cells_c_action_is_back_gives_it_back_at_the_next_begin(self):
         # end() forgot what it kept before giving back the C-level action
-        # (Sage's, cysignals'): an interrupt between left Python's in its
-        # place, and the next begin() kept that as the cell's own.
+        # (Sage's, cysignals'): an interrupt between would leave Python's in
+        # its place, and the next begin() keep that as the cell's own.
+        # CPython 3.11 checks for none there (a review's reading), so this
+        # guards the order against a Python or a change that does: the
+        # interrupt is made by the sigaction itself.
         import ctypes
         from launcher import parent
 
@@ -453,6 +461,61 @@ class SessionInterruptTest(unittest.TestCase):
             return outcome, c_action() == sages
 
         self.assertEqual(in_child(body), ("interrupted", True))
+
+
+    def cell_handler_raises_as_the_launchers_is_installed(self, raises):
+        """A cell whose own SIGINT handler raises (raises()), with a SIGINT
+        pending as run_cell puts in the launcher's handler (signal.signal
+        runs the cell's first): run_cell's status, whether the launcher's
+        handler is in place between cells, what a SIGINT then does there,
+        and whether the cell's handler is back as the next cell begins."""
+        import _thread
+
+        def body():
+            def cells(number, frame):
+                raises()
+            signal.signal(signal.SIGINT, cells)
+            real = signal.signal
+
+            def trips(number, handler):
+                if handler == child._between_cells.interrupted:
+                    signal.signal = real
+                    _thread.interrupt_main(signal.SIGINT)
+                return real(number, handler)
+
+            signal.signal = trips
+            try:
+                status = child.run_cell(lambda: 0)
+            except BaseException as e:
+                return "escaped run_cell: %s" % type(e).__name__
+            finally:
+                signal.signal = real
+            between = signal.getsignal(signal.SIGINT) == child._between_cells.interrupted
+            try:
+                _thread.interrupt_main(signal.SIGINT)  # a thread's, between cells
+                time.sleep(0.05)
+                outcome = "nothing"
+            except BaseException as e:
+                outcome = type(e).__name__
+            child.cell_begins()
+            return status, between, outcome, signal.getsignal(signal.SIGINT) is cells
+
+        return in_child(body)
+
+    def test_a_cells_handler_that_exits_as_the_cell_ends_loses_no_session(self):
+        # Its SystemExit escaped run_cell (only a KeyboardInterrupt was
+        # caught there): the session's Sage left, its state lost.
+        self.assertEqual(self.cell_handler_raises_as_the_launchers_is_installed(
+            lambda: sys.exit(3)), (0, True, "nothing", True))
+
+    def test_a_cells_handler_that_raises_as_the_cell_ends_leaves_the_launchers_installed(self):
+        # begin() threw its error away with the swap undone: between cells
+        # the cell's handler stayed, and a thread's SIGINT raised its error
+        # in the launcher's frames.
+        def fails():
+            raise RuntimeError("the cell's handler")
+        self.assertEqual(self.cell_handler_raises_as_the_launchers_is_installed(fails),
+                         (0, True, "nothing", True))
 
 
 class SessionInterruptThreadsTest(unittest.TestCase):
