@@ -236,6 +236,16 @@ class UnblockSignalsTest(unittest.TestCase):
         self.assertEqual((after, mask, caught), ([], [], []))
 
 
+def cell_begins_told():
+    """child.cell_begins(), and whether it raised the cell's
+    KeyboardInterrupt."""
+    try:
+        child.cell_begins()
+        return "not interrupted"
+    except KeyboardInterrupt:
+        return "interrupted"
+
+
 class SessionInterruptTest(unittest.TestCase):
     """A session's SIGINT is the code's from its cell's begin to its end,
     and never lands in the launcher's frames between cells."""
@@ -341,10 +351,7 @@ class SessionInterruptTest(unittest.TestCase):
 
             signal.sigpending = trips
             try:
-                child.cell_begins()
-                outcome = "not interrupted"
-            except KeyboardInterrupt:
-                outcome = "interrupted"
+                outcome = cell_begins_told()
             finally:
                 signal.sigpending = pending
             held = signal.SIGINT in signal.pthread_sigmask(signal.SIG_BLOCK, [])
@@ -450,10 +457,7 @@ class SessionInterruptTest(unittest.TestCase):
             libc = parent.libc
             parent.libc = InterruptedOnce()
             try:
-                child.cell_begins()
-                outcome = "not interrupted"
-            except KeyboardInterrupt:
-                outcome = "interrupted"
+                outcome = cell_begins_told()
             finally:
                 parent.libc = libc
             child.run_cell(lambda: 0)
