@@ -395,29 +395,10 @@ class SessionInterruptTest(unittest.TestCase):
         # handlers kept but the launcher's not installed, and the retry
         # returned at once, so a thread's SIGINT between cells raised in
         # the launcher's frames.
-        import _thread
-
-        def body():
-            signal.signal(signal.SIGINT, signal.default_int_handler)
-            real = signal.signal
-
-            def trips(number, handler):
-                if handler == child._between_cells.interrupted:
-                    signal.signal = real
-                    _thread.interrupt_main(signal.SIGINT)
-                    real(signal.SIGUSR1, signal.getsignal(signal.SIGUSR1))  # it raises here
-                return real(number, handler)
-
-            signal.signal = trips
-            try:
-                status = child.run_cell(lambda: 0)
-            finally:
-                signal.signal = real
-            between = signal.getsignal(signal.SIGINT) == child._between_cells.interrupted
-            child.cell_begins()
-            return status, between, signal.getsignal(signal.SIGINT) is signal.default_int_handler
-
-        self.assertEqual(in_child(body), (0, True, True))
+        def interrupts():
+            raise KeyboardInterrupt
+        self.assertEqual(self.cell_handler_raises_as_the_launchers_is_installed(interrupts),
+                         (0, True, "nothing", True))
 
     def test_an_interrupt_before_the_cells_c_action_is_back_gives_it_back_at_the_next_begin(self):
         # end() forgot what it kept before giving back the C-level action
