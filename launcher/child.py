@@ -12,16 +12,33 @@
 # exits with that status. The code's stdin, stdout and stderr are three
 # more pipes, relayed by the launcher.
 import _thread
+import builtins
 import contextlib
 import fcntl
 import io
 import os
 import re
+import _signal
 import struct
 import sys
 import traceback
+import types
 import warnings
 from importlib.machinery import SourceFileLoader
+
+# This module's own os, signal and builtins: their names as the launcher
+# loaded them, before any code ran. The code shares the modules, and may
+# replace what they hold in its own Python (os.getpid = lambda: 1, as a
+# test's mock does; signal.sigpending; builtins.isinstance = None); under
+# `sage FILE` nothing of Python's own that runs after the code reads them,
+# but a session's steps between cells here did, failed, and the session
+# was lost (or hung). Its signal is Python's C module, _signal: the signal
+# module's wrappers (their enums) are Python, which reads the builtins the
+# code shares. sys stays the one module: its streams, hooks and argv are
+# the code's to change, and are read as the code left them.
+os = types.SimpleNamespace(**vars(os))
+signal = types.SimpleNamespace(**vars(_signal))
+__builtins__ = dict(vars(builtins))  # what this module's functions look up
 
 # Python's warnings filters as it starts, before any import adds its own:
 # those `sage FILE`'s python3 compiles the file under, before it imports
@@ -1133,7 +1150,7 @@ def run_code(source, namespace, filename, preparse_file, show_last=False, begin=
     except BaseException as e:
         # Told below, once no exception is being handled, as Python tells
         # it (a hook's own print_exc() finds none).
-        kind, value, tb = sys.exc_info()
+        kind, value, tb = type(e), e, e.__traceback__
         flush_io()
         # Python dies of SIGINT for a KeyboardInterrupt itself only: not
         # for a subclass (Sage's alarm() raises one, AlarmInterrupt).
@@ -1244,8 +1261,8 @@ def call_codes_excepthook(hook, kind, value, tb, status):
         return status
     except SystemExit as e:
         return exit_status(e)
-    except BaseException:
-        failed, error, its_tb = sys.exc_info()
+    except BaseException as e:
+        failed, error, its_tb = type(e), e, e.__traceback__
     try:
         sys.stdout.flush()
     except BaseException:
@@ -1263,7 +1280,6 @@ def leave(status):
     handler reset, SIGINT sent to itself (where the code blocked it, the
     process lives on to exit 130)."""
     if status == DIES_OF_SIGINT:
-        import signal
         try:
             signal.signal(signal.SIGINT, signal.SIG_DFL)
             os.kill(os.getpid(), signal.SIGINT)
@@ -1766,7 +1782,6 @@ def tell_as_unraisable(e, obj):
     threads, the last flush), told as Python tells it there: unraisable,
     in obj, through the hook, the code's own or ours (tell_unraisable),
     without this module's frame."""
-    import types
     told = types.SimpleNamespace(exc_type=type(e), exc_value=e,
                                  exc_traceback=e.__traceback__.tb_next,
                                  err_msg=None, object=obj)
@@ -2051,7 +2066,6 @@ def unblock_signals(held=()):
     blocked since the fork (calls.py, prepare_child), are thrown away, and
     the code runs with none blocked, as in a fresh container, but those
     HELD (a session's SIGINT, until its cell begins: cell_begins)."""
-    import signal
     while True:
         pending = signal.sigpending()
         if not pending:
@@ -2066,7 +2080,6 @@ def cell_begins():
     (between_cells). An interrupt held meanwhile was the last cell's, come
     as it ended: thrown away. The launcher sends this cell's only once
     told it began (calls.CellWatch)."""
-    import signal
     global _cell_began
     try:
         _between_cells.end()
@@ -2113,11 +2126,12 @@ class between_cells:
     # gives back the same.
     def begin(self):
         import ctypes
-        import signal
         try:
             if self.kept is None:
-                action = ctypes.create_string_buffer(parent.SIGACTION_BYTES)
-                if parent.libc.sigaction(signal.SIGINT, None, action) != 0:
+                # (Not create_string_buffer: its Python reads the builtins
+                # the code shares.)
+                action = (ctypes.c_char * parent.SIGACTION_BYTES)()
+                if parent.sigaction(signal.SIGINT, None, action) != 0:
                     return
                 self.kept = (signal.getsignal(signal.SIGINT), action)
             signal.signal(signal.SIGINT, self.interrupted)
@@ -2133,10 +2147,9 @@ class between_cells:
                 pass
         finally:
             if self.kept is not None:
-                parent.libc.sigaction(signal.SIGINT, self.kept[1], None)
+                parent.sigaction(signal.SIGINT, self.kept[1], None)
 
     def end(self):
-        import signal
         if self.kept is None:
             return
         handler, action = self.kept
@@ -2149,7 +2162,7 @@ class between_cells:
         finally:
             # Its handler back, an interrupt tripped meanwhile raises
             # (cell_begins): Sage's C-level action comes back all the same.
-            parent.libc.sigaction(signal.SIGINT, action, None)
+            parent.sigaction(signal.SIGINT, action, None)
             self.kept = None
 
     @staticmethod
@@ -2184,7 +2197,6 @@ def run_cell(function, *args):
     which would end the session. Held by a mask, not a handler: Sage's
     own (cysignals) is what interrupts its C code; and the mask is the
     main thread's, where the launcher sends it (calls.interrupt)."""
-    import signal
     global _code_held_sigint, _cell_began
     me = os.getpid()
     status = code_held = None
@@ -2466,7 +2478,6 @@ def child_main(pipes, handlers, namespace, preparse_file, session, stale=()):
         if got is None:
             os._exit(0)  # no call came: the sandbox was stopped while waiting
         if first_call:
-            import signal
             unblock_signals([signal.SIGINT] if session else [])
             # Only the code's own handlers run at its end (or a process it
             # forked, in a session too): Sage's and the launcher's were

@@ -26,6 +26,10 @@ import resource
 import signal
 
 libc = ctypes.CDLL(None, use_errno=True)
+# Looked up as the launcher loads, for a session's steps between cells
+# (child.between_cells): a first lookup runs ctypes' Python, which reads
+# the builtins the code shares and may have replaced.
+sigaction = libc.sigaction
 PR_SET_DUMPABLE = 4
 SIGACTION_BYTES = 512  # more than any libc's struct sigaction
 # glibc's struct sigaction opens with the handler everywhere but on MIPS

@@ -372,6 +372,32 @@ sched_setaffinity Operation not permitted"
 }
 
 # bats test_tags=any-sage
+@test "reuse - a session's cell that replaces os's or signal's functions loses no session: a timed-out one keeps its state" {
+	# The launcher's steps between cells called them through the modules
+	# the code shares: os.getpid replaced (as a test's mock does) ended the
+	# session at once, signal.sigpending or pthread_sigmask at the next
+	# timeout, os.write or os.read at the cell's end (exit 70 or 137).
+	calls=$BATS_TEST_TMPDIR/calls.json
+	python3 - >"$calls" <<-'EOF'
+	import json
+	replaces = """import os, signal
+	v = 7
+	os.getpid = lambda: 1
+	signal.pthread_sigmask = signal.sigpending = lambda *args: {signal.SIGINT}
+	os.write = os.read = os.kill = signal.signal = signal.getsignal = signal.sigtimedwait = None"""
+	run = lambda code, timeout=20: {"name": "run_sagemath", "arguments": {"code": code, "session": "s", "timeout_seconds": timeout}}
+	print(json.dumps([run(replaces), run("while True: pass", 3), run("print(v, os.getpid())")]))
+	EOF
+	local out
+	out=$(timeout 120 python3 "$BATS_TEST_DIRNAME/mcp-calls.py" "$SAGE_SANDBOX" "$calls" 2>"$BATS_TEST_TMPDIR/stderr")
+	printf '# %s\n' "$out" >&3
+	expect_match "$(sed -n 1p <<<"$out")" '"exit_code": 0, .*"state_kept": true'
+	expect_match "$(sed -n 2p <<<"$out")" '"exit_code": 124, .*KeyboardInterrupt.*"state_kept": true, "interrupted": true'
+	expect_match "$(sed -n 3p <<<"$out")" '"exit_code": 0, .*"stdout": "7 1\\n"'
+	expect_equal "$(sed -n 4p <<<"$out")" '{"exit": 0}'
+}
+
+# bats test_tags=any-sage
 @test "reuse - what a session's cell writes on the launcher's done pipe, in another call's words or none, ends no cell" {
 	calls=$BATS_TEST_TMPDIR/calls.json
 	python3 - >"$calls" <<-'EOF'

@@ -342,18 +342,19 @@ class SessionInterruptTest(unittest.TestCase):
         def body():
             signal.signal(signal.SIGINT, signal.default_int_handler)
             child.run_cell(lambda: 0)
-            pending = signal.sigpending
+            launchers = child.signal  # the launcher's own (as loaded)
+            pending = launchers.sigpending
 
             def trips():
-                signal.sigpending = pending
+                launchers.sigpending = pending
                 _thread.interrupt_main(signal.SIGINT)
                 return pending()
 
-            signal.sigpending = trips
+            launchers.sigpending = trips
             try:
                 outcome = cell_begins_told()
             finally:
-                signal.sigpending = pending
+                launchers.sigpending = pending
             held = signal.SIGINT in signal.pthread_sigmask(signal.SIG_BLOCK, [])
             child.run_cell(lambda: 0)
             child.cell_begins()
@@ -388,6 +389,40 @@ class SessionInterruptTest(unittest.TestCase):
             return after_error, mask()
 
         self.assertEqual(in_child(body), (0, True))
+
+    def test_a_cell_that_replaces_what_the_launcher_calls_loses_no_session(self):
+        # The launcher called the os and signal modules' functions and the
+        # builtins the code shares: a cell that replaced one (as a test's
+        # mock does) ended or hung its own session at the next step
+        # between cells (attack helper 117, on 77530ff). Here each cell's
+        # code replaces them, and the last gives them back.
+        import builtins
+        replaced = [(signal, name) for name in
+                    ("pthread_sigmask", "sigpending", "sigtimedwait", "signal", "getsignal")]
+        replaced += [(os, name) for name in ("getpid", "kill", "write", "read")]
+        replaced += [(builtins, name) for name in ("isinstance", "getattr", "callable")]
+        namespace = {"replaced": replaced, "kept": [(m, n, getattr(m, n)) for m, n in replaced]}
+        cells = [b"for module, name in replaced: setattr(module, name, None)",
+                 b"import os, signal\n"
+                 b"signal.sigpending = lambda: {signal.SIGINT}\n"
+                 b"signal.pthread_sigmask = lambda *args: {signal.SIGINT}\n"
+                 b"os.getpid = lambda: 1",
+                 b"import _thread, time\n_thread.interrupt_main()\n"
+                 b"for i in range(100): time.sleep(0.01)",
+                 b"for module, name, function in kept: setattr(module, name, function)"]
+
+        def body():
+            signal.signal(signal.SIGINT, signal.default_int_handler)
+            child.unblock_signals([signal.SIGINT])
+            statuses = []
+            with contextlib.redirect_stderr(io.StringIO()):
+                for code in cells:
+                    statuses.append(child.run_cell(child.run_code, code, namespace, "<stdin>",
+                                                   lambda text: text, False,
+                                                   child.cell_begins, True))
+            return statuses, signal.SIGINT in signal.pthread_sigmask(signal.SIG_BLOCK, [])
+
+        self.assertEqual(in_child(body), ([0, 0, child.DIES_OF_SIGINT, 0], True))
 
     def test_an_interrupt_as_the_cell_ends_leaves_the_launchers_handler_and_the_cells_kept(self):
         # signal.signal runs a pending handler before it swaps: an
@@ -435,12 +470,12 @@ class SessionInterruptTest(unittest.TestCase):
             parent.libc.sigaction(signal.SIGINT, action, None)
             sages = c_action()
             child.run_cell(lambda: 0)
-            libc = parent.libc
-            parent.libc = InterruptedOnce()
+            sigaction = parent.sigaction
+            parent.sigaction = InterruptedOnce().sigaction
             try:
                 outcome = cell_begins_told()
             finally:
-                parent.libc = libc
+                parent.sigaction = sigaction
             child.run_cell(lambda: 0)
             child.cell_begins()
             return outcome, c_action() == sages
@@ -460,21 +495,26 @@ class SessionInterruptTest(unittest.TestCase):
             def cells(number, frame):
                 raises()
             signal.signal(signal.SIGINT, cells)
-            real = signal.signal
+            launchers = child.signal  # the launcher's own (as loaded)
+            real = launchers.signal
+            tripped = []
 
             def trips(number, handler):
                 if handler == child._between_cells.interrupted:
-                    signal.signal = real
+                    tripped.append(True)
+                    launchers.signal = real
                     _thread.interrupt_main(signal.SIGINT)
                 return real(number, handler)
 
-            signal.signal = trips
+            launchers.signal = trips
             try:
                 status = child.run_cell(lambda: 0)
             except BaseException as e:
                 return "escaped run_cell: %s" % type(e).__name__
             finally:
-                signal.signal = real
+                launchers.signal = real
+            if not tripped:
+                return "no SIGINT came as the launcher's handler was installed"
             between = signal.getsignal(signal.SIGINT) == child._between_cells.interrupted
             try:
                 _thread.interrupt_main(signal.SIGINT)  # a thread's, between cells
