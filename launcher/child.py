@@ -146,6 +146,11 @@ def _read_exactly(fd, n):
     return bytes(data)
 
 
+# How Python decodes a file name (os.fsdecode, whose Python reads the
+# builtins the code shares), as the launcher loads.
+FILE_NAMES = (sys.getfilesystemencoding(), sys.getfilesystemencodeerrors())
+
+
 def read_call(fd):
     """The next call, or None once the launcher closed the pipe: its CPU
     seconds, its arguments, its code, its display flags, the number of its
@@ -157,7 +162,7 @@ def read_call(fd):
     body = _read_exactly(fd, args_len + code_len)
     if body is None:
         return None
-    argv = [os.fsdecode(a) for a in body[:args_len].split(b"\0")[:-1]] or ["-"]
+    argv = [a.decode(*FILE_NAMES) for a in body[:args_len].split(b"\0")[:-1]] or ["-"]
     return cpu, argv, body[args_len:], flags, first_show, None if seed < 0 else seed
 
 

@@ -46,6 +46,21 @@ class CallPipeTest(unittest.TestCase):
         self.assertEqual(child.read_call(r),
                          (7, argv, code, child.DISPLAY_LAST | child.LATEX, 12, 42))
 
+    def test_read_though_the_code_replaced_what_python_reads_with(self):
+        # A session's cell that replaced os's functions or a builtin: the
+        # next call was read with os.fsdecode and os.read, and the child
+        # left (exit 70), its state lost.
+        import builtins
+        argv = ["prog.sage", "é", "\udcff"]
+        r, w = self.pipe()
+        write_all(w, child.encode_call(1, args(argv), b"pass"))
+
+        def body():
+            os.read = os.fsdecode = builtins.isinstance = builtins.len = None
+            return child.read_call(r)
+
+        self.assertEqual(in_child(body), (1, argv, b"pass", 0, 1, None))
+
     def test_arguments_as_bytes_on_the_pipe(self):
         data = child.encode_call(0, args(["\udcff", "é"]), b"")
         self.assertEqual(data, child.CALL_HEADER.pack(0, 0, 1, 5, 0, -1) + b"\xff\0\xc3\xa9\0")
