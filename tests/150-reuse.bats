@@ -86,6 +86,21 @@ print("sent", len(sent))' victim "$VICTIM" victim2 "$VICTIM"
 	expect_as_fresh victim2 "$VICTIM"
 }
 
+@test "reuse - a job that replaces os's functions ends as a fresh sage FILE does, cold and warm; the next job's result is a fresh run's" {
+	# The launcher told a job's end with the os.write the code shares:
+	# os.write = None made a script that printed its line exit 70, cold
+	# and warm, where a fresh `sage FILE` prints it and exits 0.
+	local writes='import os
+os.write = os.read = os.getpid = None
+print(1)'
+	jobs_file writes "$writes" victim "$VICTIM"
+	run_ss 0 batch --order input --jobs 1 "$jobs"
+	expect_match "$errors" "2 ok, 0 failed, 0 bad lines, 0 not run; 0 retried"
+	expect_equal "$(field writes '[j["stdout"], j["stderr"], j["exit_code"]]')" "['1\\n', '', 0]"
+	expect_as_fresh writes "$writes"
+	expect_as_fresh victim "$VICTIM"
+}
+
 @test "reuse - each job draws its own random numbers, as fresh runs do: Sage's random(), ZZ's, Python's random module's" {
 	# (PARI's own random() starts from the same seed in every fresh run:
 	# it is the same in each job too.)
