@@ -91,7 +91,7 @@ print("sent", len(sent))' victim "$VICTIM" victim2 "$VICTIM"
 	# os.write = None made a script that printed its line exit 70, cold
 	# and warm, where a fresh `sage FILE` prints it and exits 0.
 	local writes='import os
-os.write = os.read = os.getpid = None
+os.write = os.read = None
 print(1)'
 	jobs_file writes "$writes" victim "$VICTIM"
 	run_ss 0 batch --order input --jobs 1 "$jobs"
