@@ -11,19 +11,35 @@
 # child waits for the next call, or (once, serial) just before the child
 # exits with that status. The code's stdin, stdout and stderr are three
 # more pipes, relayed by the launcher.
-import _thread
-import builtins
-import contextlib
-import fcntl
-import io
-import os
-import re
 import _signal
+import _thread
+import ast
+import atexit
+import bisect
+import builtins
+import codecs
+import ctypes
+import fcntl
+import functools
+import hashlib
+import importlib
+import inspect
+import io
+import linecache
+import operator
+import os
+import random
+import re
+import resource
 import struct
 import sys
+import threading
+import tokenize
 import traceback
 import types
 import warnings
+import weakref
+from contextlib import nullcontext
 from importlib.machinery import SourceFileLoader
 
 # This module's own os, signal and builtins: their names as the launcher
@@ -34,8 +50,11 @@ from importlib.machinery import SourceFileLoader
 # but a session's steps between cells here did, failed, and the session
 # was lost (or hung). Its signal is Python's C module, _signal: the signal
 # module's wrappers (their enums) are Python, which reads the builtins the
-# code shares. sys stays the one module: its streams, hooks and argv are
-# the code's to change, and are read as the code left them.
+# code shares. For the same reason every module it uses is imported here,
+# none in a function: an import there reads sys.modules, which the code
+# may change (sys.modules["ast"] = None made each later cell fail before
+# it ran). sys stays the one module: its streams, hooks and argv are the
+# code's to change, and are read as the code left them.
 os = types.SimpleNamespace(**vars(os))
 signal = types.SimpleNamespace(**vars(_signal))
 __builtins__ = dict(vars(builtins))  # what this module's functions look up
@@ -47,6 +66,10 @@ __builtins__ = dict(vars(builtins))  # what this module's functions look up
 PYTHONS_FILTERS = tuple(warnings.filters)
 
 from launcher import deferred, display, mpmain, parent, warm  # noqa: E402
+
+# A struct sigaction's room, made as the launcher loads (ctypes'
+# create_string_buffer, and c_char's attribute, are the code's to break).
+SigactionBuffer = ctypes.c_char * parent.SIGACTION_BYTES
 
 CALL_HEADER = struct.Struct(">IIIIIq")
 # A call's display flags: show its last expression's value; its files come
@@ -112,7 +135,6 @@ def move_to_top(fds):
     """fds moved, in order, to the highest numbers below the descriptor
     limit (or CHILD_FDS_BELOW), close-on-exec, their old numbers closed;
     one that cannot move (or is -1) stays as it is."""
-    import resource
     soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
     top = CHILD_FDS_BELOW if soft == resource.RLIM_INFINITY else min(soft, CHILD_FDS_BELOW)
     placed = []
@@ -169,8 +191,6 @@ def read_call(fd):
 def ends_quietly(code):
     """The code's last token is a semicolon: a notebook shows nothing of
     its last expression then (`plot(x);`)."""
-    import io
-    import tokenize
     last = None
     skip = (tokenize.NEWLINE, tokenize.NL, tokenize.COMMENT, tokenize.INDENT,
             tokenize.DEDENT, tokenize.ENDMARKER)
@@ -194,7 +214,6 @@ def joined_lines(users):
     ends where the next begins: one reading in all).
     USERS are the code's lines as the preparser counts them, by
     str.splitlines (a form feed ends one too): so is the code it makes."""
-    import tokenize
     breaks = (tokenize.NEWLINE, tokenize.NL, tokenize.COMMENT, tokenize.INDENT,
               tokenize.DEDENT, tokenize.ENCODING)
     joined = set()
@@ -378,7 +397,6 @@ def joined_lines_of(users, numbers, line):
     it is found a few tokens on, else the preparser's own, of the line of
     the user's next token. Tracebacks show lines only (podman.c runs
     Python with -X no_debug_ranges), so only the line matters."""
-    import bisect
     theirs = []  # (token, user's line)
     for k, number in enumerate(numbers):
         text = users[number - 1]
@@ -470,7 +488,6 @@ class FutureImports:
                'which are on a single line')
 
     def __init__(self, text, preparsed, lines_of, filename):
-        import ast
         self.taken = []  # the statements of the lines taken, at the user's lines
         self.texts = []  # the lines taken (a spawn child's file: mpmain)
         self.code = preparsed
@@ -510,7 +527,6 @@ class FutureImports:
         lines taken keep their numbers and Python looks only past the
         last of them; a feature it does not know, among those taken, is
         told first, as there."""
-        import ast
         left = None
         if "__future__" in self.code:  # the tree is walked only where one may be left
             left = next((node for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and
@@ -538,7 +554,6 @@ def users_tree(preparsed, filename, lines_of, text, as_file=False):
     the part that failed, as Python would. compile() makes it: a syntax
     error is reported with no frame of ast's own, at the user's line.
     as_file: read as Python reads a file (as_compiled)."""
-    import ast
     try:
         tree = warning_at_users_lines(lines_of, filename, compile, as_compiled(preparsed, as_file),
                                       filename, "exec", ast.PyCF_ONLY_AST)
@@ -612,7 +627,6 @@ def warning_at_users_lines(lines_of, filename, function, *args):
     it through, then shown as Python shows it (warnings._showwarnmsg,
     which Python's own warnings call), past a join at the first of the
     user's lines of that line."""
-    import warnings
     show = getattr(warnings, "_showwarnmsg", None)
     if not lines_of or show is None:
         return function(*args)
@@ -887,7 +901,6 @@ def coding_of(text):
     where it is a coding comment. One Python does not know, or cannot read
     source in (UTF-16: not ASCII's bytes), is Python's SyntaxError
     ("encoding problem: NAME"), with no line."""
-    import codecs
     coding = None
     for line in text.splitlines()[:2]:
         if SAGES_CODING_LINE.search(line):
@@ -937,7 +950,6 @@ def as_compiled(code, as_file):
     bytes' would be taken for the file's, where Python refuses it)."""
     if not as_file or code.startswith("\ufeff"):
         return code
-    import codecs
     for line in code.split("\n", 2)[:2]:
         cookie = PYTHONS_COOKIE.match(line)
         try:
@@ -1033,8 +1045,6 @@ def outer_frames_of(getouterframes):
     """inspect.getouterframes (what inspect.stack() lists) as a fresh
     Python's: the frames end at the code's first, as walk_stack's. Named
     as it is (its name, module and docstring), with no __wrapped__."""
-    import functools
-    import inspect
 
     # Each frame's info is made as getouterframes makes it, for the code's
     # frames only (walk_stack's): made for every frame, then cut, the
@@ -1072,8 +1082,10 @@ def run_code(source, namespace, filename, preparse_file, show_last=False, begin=
     begins, once it is compiled: from there a KeyboardInterrupt is the
     code's, with the code's frames. cell: a session's cell, text that a
     notebook compiles as it is (no coding line applies)."""
-    import linecache
     text, preparsed, lines_of, as_file = "", None, None, False
+    # The builtins the code shares with Python, as __main__'s: where none
+    # are named, exec() would give it this module's own (see its top).
+    namespace.setdefault("__builtins__", builtins)
     try:
         # A byte order mark starts many files saved on Windows: not code.
         # Line ends as `sage FILE` reads its file, in text mode: CRLF and
@@ -1097,7 +1109,7 @@ def run_code(source, namespace, filename, preparse_file, show_last=False, begin=
         # Compiled under the filters python3 compiles `sage FILE`'s file
         # under (PYTHONS_FILTERS); a cell under the session's, as a
         # notebook compiles it.
-        with contextlib.nullcontext() if cell else WarningsFiltered(PYTHONS_FILTERS):
+        with nullcontext() if cell else WarningsFiltered(PYTHONS_FILTERS):
             if not cell:
                 futures = FutureImports(text, preparsed, lines_of, filename)
                 preparsed = futures.code
@@ -1113,7 +1125,6 @@ def run_code(source, namespace, filename, preparse_file, show_last=False, begin=
                            futures.texts if futures is not None else ())
             linecache.cache[filename] = _code_lines[filename] = (
                 len(text), None, code_lines(text, keepends=True), filename)
-            import ast
             # compile() checks a tree it is given node by node, recursively: a
             # flat sum of a thousand terms passes its limit, and one of 19,000
             # cannot be made a tree at all. From text, as `sage FILE` compiles
@@ -1247,7 +1258,6 @@ def tell_lost_stderr(value):
     """Python's words where an uncaught exception cannot be printed on
     sys.stderr (closed, missing, not a file): a dump of the exception,
     then "lost sys.stderr", on C's stderr."""
-    import ctypes
     try:
         dump = ctypes.pythonapi._PyObject_Dump
         dump.argtypes, dump.restype = [ctypes.py_object], None
@@ -1332,7 +1342,6 @@ def c_traceback_limit():
     Sage's Integer(0), which C ignores), else 1000; the last that many
     frames (the module's first, where the limit is positive); none at 0
     or less."""
-    import operator
     limit = getattr(sys, "tracebacklimit", None)
     # Its value as C reads it: no comparison of an int subclass's own.
     limit = operator.index(limit) if issubclass(type(limit), int) else 1000
@@ -1350,7 +1359,6 @@ def _unread(filename):
     neither reads."""
     if sys.version_info >= (3, 13):  # Python's printer is the traceback module
         return False
-    import linecache
     entry = linecache.cache.get(filename)
     if filename in _code_lines or (entry is not None and len(entry) == 4 and entry[1] is None) or \
             (filename.startswith("<") and filename.endswith(">")) or os.path.isabs(filename):
@@ -1383,7 +1391,6 @@ class as_python_prints:
         self.names = [name for name in names if _unread(name)]
 
     def __enter__(self):
-        import linecache
         for name, entry in _code_lines.items():
             # (Not a lazy entry the code's own lookups left: one of 1.)
             if len(linecache.cache.get(name, ())) != 4:
@@ -1394,7 +1401,6 @@ class as_python_prints:
             linecache.cache[name] = (0, None, [], name)
 
     def __exit__(self, *exception):
-        import linecache
         for name in self.names:
             linecache.cache.pop(name, None)
         linecache.cache.update(self.kept)
@@ -1574,7 +1580,6 @@ def c_reads(kind, lineno, offset, end_lineno, end_offset):
     none: TypeError, and C prints the exception as any other), each
     within a C long (else OverflowError); no end of its own but for
     SyntaxError itself."""
-    import operator
 
     def number(value, absent):
         if value is None and absent is not None:
@@ -1688,8 +1693,6 @@ def tell_in_users_lines():
     code's lines are only in linecache. The words are Python's. A stack
     the code prints or lists ends at its own frames (walk_stack,
     outer_frames_of)."""
-    import inspect
-    import threading
 
     def thread_error(args):
         if args.exc_type is SystemExit:
@@ -1735,8 +1738,6 @@ def finish_as_python_does(namespace, before):
     atexit quits first). Daemon threads are left, as Python leaves them,
     but still run meanwhile. The call's deadline bounds the wait: the
     host stops the call there."""
-    import atexit
-    import threading
     try:
         threading._shutdown()
     except BaseException as e:
@@ -1773,7 +1774,6 @@ def finish_as_python_does(namespace, before):
     try:
         held = held_by_the_code_alone(namespace, before)
         if held:
-            import ctypes
             finalise = ctypes.pythonapi.PyObject_CallFinalizer
             finalise.argtypes, finalise.restype = [ctypes.py_object], None
             for value in held:
@@ -1868,7 +1868,6 @@ def note_sages_import():
     libc's, or one the import seeded, counts as seeded: each call then
     draws its own, as before."""
     global _sage_registered_finalize, _sage_seeded_libc
-    import weakref
     _sage_registered_finalize = weakref.finalize._registered_with_atexit
     try:
         _sage_seeded_libc = parent.libc.random() != GLIBC_FIRST_RANDOM
@@ -1891,8 +1890,6 @@ def register_pythons_exit_hooks():
     and logging's, where the warm-up imported logging, is registered here
     all the same (the code's import of it would have: only its place
     among the code's own hooks can differ)."""
-    import atexit
-    import weakref
     finalize = weakref.finalize
     for info in finalize._registry.values():
         info.atexit = False
@@ -1945,7 +1942,6 @@ KERNEL_SEEDED = (("sympy.core.random", "rng"), ("sympy.core.random", "_assumptio
 def seed_of(seed, name, bits):
     """A seed of bits bits for the generator name, mixed from all of
     seed's: each generator its own, the same for the same seed."""
-    import hashlib
     digest = hashlib.sha256(("%d %s" % (seed, name)).encode()).digest()
     return int.from_bytes(digest[:(bits + 7) // 8], "big") & ((1 << bits) - 1)
 
@@ -1965,7 +1961,6 @@ def reseed(seed=None):
     call or later (GAP's and PARI's own generators, used directly, start
     where a fresh Sage's do: warm.py puts them back). Never raises: the
     call must run."""
-    import random
     random.seed(seed)
     # numpy's global generator and sympy's: seeded now (imported if need
     # be: their seeding at import draws from the kernel), or fresh where
@@ -2053,7 +2048,6 @@ def seed_interfaces(seed):
     covers gap.Random() and maxima's random() too (Sage itself seeds them
     from set_random_seed's state in doctests only). Its own number for
     each (29 bits, as Sage's seeds for them), mixed from all of seed's."""
-    import importlib
     for module, name in SEEDED_INTERFACES:
         # An image whose interface is missing or other is left as it is:
         # the seed must never stop the call.
@@ -2130,17 +2124,19 @@ class between_cells:
     # launcher's, which the first may not have reached; a second end()
     # gives back the same.
     def begin(self):
-        import ctypes
         try:
             if self.kept is None:
-                # (Not create_string_buffer: its Python reads the builtins
-                # the code shares.)
-                action = (ctypes.c_char * parent.SIGACTION_BYTES)()
+                action = SigactionBuffer()
                 if parent.sigaction(signal.SIGINT, None, action) != 0:
                     return
                 self.kept = (signal.getsignal(signal.SIGINT), action)
             signal.signal(signal.SIGINT, self.interrupted)
         except Exception:
+            # Nothing kept (the code broke what reads it): the cell's
+            # handlers stay, and its next cell is interrupted by them. A
+            # swap now would leave the launcher's in place for good.
+            if self.kept is None:
+                return
             # The cell's own handler, run for a pending SIGINT before the
             # swap, raised (it is the cell's: thrown away, as a
             # KeyboardInterrupt as it ends is); the signal is spent, so the
@@ -2321,9 +2317,6 @@ def recurse_as_at_top():
     """The recursion limit raised by RECURSION_OFFSET for the code, which
     reads and sets it as Python's own; threads started with
     threading.Thread get THREAD_PADS. Once per process."""
-    import functools
-    import operator
-    import threading
     if not RECURSION_OFFSET:
         return
     get_limit, set_limit = sys.getrecursionlimit, sys.setrecursionlimit
@@ -2414,7 +2407,6 @@ def main_thread_as_started():
     """The main thread's native_id, which Python leaves at the forking
     process's (the launcher's) in a fork: threading's main_thread() and
     current_thread() say this process, as in a fresh Sage."""
-    import threading
     set_native_id = getattr(threading.main_thread(), "_set_native_id", None)
     if set_native_id is not None:
         set_native_id()
@@ -2424,7 +2416,6 @@ def child_main(pipes, handlers, namespace, preparse_file, session, stale=()):
     """The prepared child: made ready before its call comes, then runs it
     (a session's child runs every cell of the session). stale: the
     launcher's descriptors it must not keep. Never returns."""
-    import resource
     for fd in stale:
         os.close(fd)
     # A session and process group of its own: kill(0, ...) and
@@ -2488,7 +2479,6 @@ def child_main(pipes, handlers, namespace, preparse_file, session, stale=()):
             # forked, in a session too): Sage's and the launcher's were
             # registered before the fork, and are the teardown a fresh
             # sage's exit would do, which no output shows.
-            import atexit
             atexit._clear()
             register_pythons_exit_hooks()
             tell_in_users_lines()

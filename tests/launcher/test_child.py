@@ -405,6 +405,10 @@ class SessionInterruptTest(unittest.TestCase):
 
         self.assertEqual(in_child(body), (0, True))
 
+    @staticmethod
+    def get(module, name):
+        return module[name] if isinstance(module, dict) else getattr(module, name)
+
     def test_a_cell_that_replaces_what_the_launcher_calls_loses_no_session(self):
         # The launcher called the os and signal modules' functions and the
         # builtins the code shares: a cell that replaced one (as a test's
@@ -416,15 +420,29 @@ class SessionInterruptTest(unittest.TestCase):
                     ("pthread_sigmask", "sigpending", "sigtimedwait", "signal", "getsignal")]
         replaced += [(os, name) for name in ("getpid", "kill", "write", "read")]
         replaced += [(builtins, name) for name in ("isinstance", "getattr", "callable")]
-        namespace = {"replaced": replaced, "kept": [(m, n, getattr(m, n)) for m, n in replaced]}
-        cells = [b"for module, name in replaced: setattr(module, name, None)",
-                 b"import os, signal\n"
+        # What the launcher imported, and the attributes it looked up, as
+        # a cell began or ended (attack helper 119): sys.modules["ctypes"]
+        # = None hung the cell, linecache's ended the session, ast's made
+        # every later cell fail; ctypes.c_char = None left the next cell
+        # impossible to interrupt.
+        import contextlib as shared_contextlib
+        import ctypes
+        replaced += [(ctypes, "c_char"), (ctypes, "create_string_buffer"),
+                     (shared_contextlib, "nullcontext")]
+        replaced += [(sys.modules, name) for name in ("ctypes", "linecache", "ast", "signal")]
+        namespace = {"replaced": replaced, "kept": [(m, n, self.get(m, n)) for m, n in replaced],
+                     "os": os, "signal": signal}
+        cells = [b"for module, name in replaced:\n"
+                 b"    if type(module) is dict: module[name] = None\n"
+                 b"    else: setattr(module, name, None)",
                  b"signal.sigpending = lambda: {signal.SIGINT}\n"
                  b"signal.pthread_sigmask = lambda *args: {signal.SIGINT}\n"
                  b"os.getpid = lambda: 1",
                  b"import _thread, time\n_thread.interrupt_main()\n"
                  b"for i in range(100): time.sleep(0.01)",
-                 b"for module, name, function in kept: setattr(module, name, function)"]
+                 b"for module, name, function in kept:\n"
+                 b"    if type(module) is dict: module[name] = function\n"
+                 b"    else: setattr(module, name, function)"]
 
         def body():
             signal.signal(signal.SIGINT, signal.default_int_handler)
