@@ -36,27 +36,31 @@ import sys
 import threading
 import tokenize
 import traceback
-import types
 import warnings
 import weakref
 from contextlib import nullcontext
 from importlib.machinery import SourceFileLoader
+from types import SimpleNamespace
 
 # This module's own os, signal and builtins: their names as the launcher
 # loaded them, before any code ran. The code shares the modules, and may
 # replace what they hold in its own Python (os.getpid = lambda: 1, as a
-# test's mock does; signal.sigpending; builtins.isinstance = None); under
-# `sage FILE` nothing of Python's own that runs after the code reads them,
-# but a session's steps between cells here did, failed, and the session
-# was lost (or hung). Its signal is Python's C module, _signal: the signal
-# module's wrappers (their enums) are Python, which reads the builtins the
-# code shares. For the same reason every module it uses is imported here,
-# none in a function: an import there reads sys.modules, which the code
-# may change (sys.modules["ast"] = None made each later cell fail before
-# it ran). sys stays the one module: its streams, hooks and argv are the
-# code's to change, and are read as the code left them.
-os = types.SimpleNamespace(**vars(os))
-signal = types.SimpleNamespace(**vars(_signal))
+# test's mock does; signal.sigpending; builtins.isinstance = None). A
+# session's steps between cells here read them, failed, and the session
+# was lost or hung, where a notebook's kernel, whose modules hold what
+# they imported, goes on. Its signal is Python's C module, _signal: the
+# signal module's wrappers (their enums) are Python, which reads the
+# builtins the code shares. For the same reason every standard module it
+# uses is imported here, not in a function: an import there reads
+# sys.modules, which the code may change (sys.modules["ast"] = None made
+# each later cell fail before it ran); only Sage's and the libraries' are
+# imported where they are needed: in reseed, whose failure the cell is
+# told of (tell_unseeded), and between_cells.interrupted, in a try. sys stays the one module: its streams, hooks and argv are the
+# code's to change, and are read as the code left them. What is left is
+# the code's to break, as it would break a notebook's kernel: a builtin
+# that the preparser or tokenize calls (len, tuple), sys._getframe.
+os = SimpleNamespace(**vars(os))
+signal = SimpleNamespace(**vars(_signal))
 __builtins__ = dict(vars(builtins))  # what this module's functions look up
 
 # Python's warnings filters as it starts, before any import adds its own:
@@ -1787,7 +1791,7 @@ def tell_as_unraisable(e, obj):
     threads, the last flush), told as Python tells it there: unraisable,
     in obj, through the hook, the code's own or ours (tell_unraisable),
     without this module's frame."""
-    told = types.SimpleNamespace(exc_type=type(e), exc_value=e,
+    told = SimpleNamespace(exc_type=type(e), exc_value=e,
                                  exc_traceback=e.__traceback__.tb_next,
                                  err_msg=None, object=obj)
     try:
@@ -2189,6 +2193,23 @@ _code_held_sigint = False
 _cell_began = False
 
 
+def tell_unseeded(seed, error):
+    """A cell that cannot be seeded (reseed failed) does not run: why,
+    on its stderr; status 1, as its own error's."""
+    note = "sage-sandbox: the cell did not run: its seed %d could not be set (%s: %s); " \
+        "an earlier cell of the session replaced what sets it; end the session, or run " \
+        "without seed\n" % (seed, type(error).__name__, error)
+    try:
+        sys.stderr.write(note)
+        sys.stderr.flush()
+    except BaseException:
+        try:
+            os.write(2, note.encode("utf-8", "backslashreplace"))
+        except OSError:
+            pass
+    return 1
+
+
 def run_cell(function, *args):
     """function(*args) (run_code, for a session's cell): its status,
     with SIGINT held from the cell's end until the next cell begins
@@ -2490,8 +2511,14 @@ def child_main(pipes, handlers, namespace, preparse_file, session, stale=()):
                 sys.path[0] = os.getcwd()
         cpu_seconds, argv, code, flags, first_show, seed = got
         call_number += 1
+        unseeded = None
         if seed is not None:
-            reseed(seed)
+            try:
+                reseed(seed)
+            except BaseException as e:
+                # A session's earlier cell replaced what seeding calls
+                # (random.seed, a builtin): this cell does not run unseeded.
+                unseeded = e
         display.configure(bool(flags & FILES_BACK), bool(flags & LATEX), first_show)
         if first_call and not session:
             # The call's CPU time, where it is less than the container's:
@@ -2524,7 +2551,9 @@ def child_main(pipes, handlers, namespace, preparse_file, session, stale=()):
         deferred.install()
         # A session's cells keep what they bound: no copy holds it.
         before = None if session else dict(namespace)
-        if session:
+        if unseeded is not None:  # a cell that never began, as a syntax error's
+            status = tell_unseeded(seed, unseeded)
+        elif session:
             status = run_cell(run_code, code, namespace, filename, preparse_file,
                               bool(flags & DISPLAY_LAST), began, True)
         else:

@@ -26,9 +26,9 @@ import resource
 import signal
 
 libc = ctypes.CDLL(None, use_errno=True)
-# Looked up as the launcher loads, for a session's steps between cells
-# (child.between_cells): a first lookup runs ctypes' Python, which reads
-# the builtins the code shares and may have replaced.
+# Bound as the launcher loads, for a session's steps between cells
+# (child.between_cells): none of it is looked up where the code may have
+# replaced it (the first lookup of a ctypes function runs ctypes' Python).
 sigaction = libc.sigaction
 PR_SET_DUMPABLE = 4
 SIGACTION_BYTES = 512  # more than any libc's struct sigaction

@@ -391,7 +391,10 @@ sched_setaffinity Operation not permitted"
 	# The launcher's steps between cells called them through the modules
 	# the code shares: os.getpid replaced (as a test's mock does) ended the
 	# session at once, signal.sigpending or pthread_sigmask at the next
-	# timeout, os.write or os.read at the cell's end (exit 70 or 137).
+	# timeout, os.write or os.read at the cell's end (exit 70 or 137); a
+	# module it imported there, set to None in sys.modules, hung the cell
+	# or failed every later one; random.seed = None ended it at the next
+	# seeded cell.
 	calls=$BATS_TEST_TMPDIR/calls.json
 	python3 - >"$calls" <<-'EOF'
 	import json
@@ -400,16 +403,25 @@ sched_setaffinity Operation not permitted"
 	os.getpid = lambda: 1
 	signal.pthread_sigmask = signal.sigpending = lambda *args: {signal.SIGINT}
 	os.write = os.read = os.kill = signal.signal = signal.getsignal = signal.sigtimedwait = None"""
+	# What the launcher imports and what seeds a cell, broken too.
+	breaks = """import sys, ctypes, contextlib, random
+	sys.modules["ast"] = sys.modules["linecache"] = sys.modules["ctypes"] = None
+	ctypes.c_char = contextlib.nullcontext = random.seed = None"""
 	run = lambda code, timeout=20: {"name": "run_sagemath", "arguments": {"code": code, "session": "s", "timeout_seconds": timeout}}
-	print(json.dumps([run(replaces), run("while True: pass", 3), run("print(v, os.getpid())")]))
+	seeded = run("print(v)")
+	seeded["arguments"]["seed"] = 5
+	print(json.dumps([run(replaces), run(breaks), run("while True: pass", 3), seeded, run("print(v, os.getpid())")]))
 	EOF
 	local out
 	out=$(timeout 120 python3 "$BATS_TEST_DIRNAME/mcp-calls.py" "$SAGE_SANDBOX" "$calls" 2>"$BATS_TEST_TMPDIR/stderr")
 	printf '# %s\n' "$out" >&3
 	expect_match "$(sed -n 1p <<<"$out")" '"exit_code": 0, .*"state_kept": true'
-	expect_match "$(sed -n 2p <<<"$out")" '"exit_code": 124, .*KeyboardInterrupt.*"state_kept": true, "interrupted": true'
-	expect_match "$(sed -n 3p <<<"$out")" '"exit_code": 0, .*"stdout": "7 1\\n"'
-	expect_equal "$(sed -n 4p <<<"$out")" '{"exit": 0}'
+	expect_match "$(sed -n 2p <<<"$out")" '"exit_code": 0, .*"state_kept": true'
+	expect_match "$(sed -n 3p <<<"$out")" '"exit_code": 124, .*KeyboardInterrupt.*"state_kept": true, "interrupted": true'
+	# A cell that cannot be seeded does not run, and says why.
+	expect_match "$(sed -n 4p <<<"$out")" '"exit_code": 1, .*"stdout": "", "stderr": "sage-sandbox: the cell did not run: its seed 5 could not be set \(TypeError: .*"state_kept": true'
+	expect_match "$(sed -n 5p <<<"$out")" '"exit_code": 0, .*"stdout": "7 1\\n"'
+	expect_equal "$(sed -n 6p <<<"$out")" '{"exit": 0}'
 }
 
 # bats test_tags=any-sage
