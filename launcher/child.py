@@ -47,18 +47,20 @@ from types import SimpleNamespace
 # replace what they hold in its own Python (os.getpid = lambda: 1, as a
 # test's mock does; signal.sigpending; builtins.isinstance = None). A
 # session's steps between cells here read them, failed, and the session
-# was lost or hung, where a notebook's kernel, whose modules hold what
-# they imported, goes on. Its signal is Python's C module, _signal: the
+# was lost or hung, where IPython's run_cell goes on (attack helper 119
+# ran it in the image). Its signal is Python's C module, _signal: the
 # signal module's wrappers (their enums) are Python, which reads the
 # builtins the code shares. For the same reason every standard module it
 # uses is imported here, not in a function: an import there reads
 # sys.modules, which the code may change (sys.modules["ast"] = None made
-# each later cell fail before it ran); only Sage's and the libraries' are
-# imported where they are needed: in reseed, whose failure the cell is
-# told of (tell_unseeded), and between_cells.interrupted, in a try. sys stays the one module: its streams, hooks and argv are the
-# code's to change, and are read as the code left them. What is left is
-# the code's to break, as it would break a notebook's kernel: a builtin
-# that the preparser or tokenize calls (len, tuple), sys._getframe.
+# each later cell fail before it ran). Only Sage's and the libraries'
+# are imported where they are needed: in reseed, whose failure the call
+# is told of (tell_unseeded), and in between_cells.interrupted, in a try.
+# sys stays the one module: its streams, hooks and argv are the code's to
+# change, and are read as the code left them. What is left is the code's
+# to break, as it would break a notebook's kernel: a builtin that the
+# preparser or tokenize calls (len, tuple), sys._getframe; and the
+# launcher's own modules, reached through sys.modules.
 os = SimpleNamespace(**vars(os))
 signal = SimpleNamespace(**vars(_signal))
 __builtins__ = dict(vars(builtins))  # what this module's functions look up
@@ -1792,8 +1794,8 @@ def tell_as_unraisable(e, obj):
     in obj, through the hook, the code's own or ours (tell_unraisable),
     without this module's frame."""
     told = SimpleNamespace(exc_type=type(e), exc_value=e,
-                                 exc_traceback=e.__traceback__.tb_next,
-                                 err_msg=None, object=obj)
+                           exc_traceback=e.__traceback__.tb_next,
+                           err_msg=None, object=obj)
     try:
         if sys.unraisablehook is sys.__unraisablehook__:  # takes its own type only
             tell_unraisable(told)
@@ -1963,8 +1965,9 @@ def reseed(seed=None):
     programs of Sage's interfaces, as they start: seed_interfaces): the
     same code with the same seed prints the same, cold or warm, first
     call or later (GAP's and PARI's own generators, used directly, start
-    where a fresh Sage's do: warm.py puts them back). Never raises: the
-    call must run."""
+    where a fresh Sage's do: warm.py puts them back). Raises where what
+    it calls was broken (a session's earlier cell set random.seed = None):
+    child_main then runs no code (tell_unseeded)."""
     random.seed(seed)
     # numpy's global generator and sympy's: seeded now (imported if need
     # be: their seeding at import draws from the kernel), or fresh where
@@ -2193,12 +2196,18 @@ _code_held_sigint = False
 _cell_began = False
 
 
-def tell_unseeded(seed, error):
-    """A cell that cannot be seeded (reseed failed) does not run: why,
-    on its stderr; status 1, as its own error's."""
-    note = "sage-sandbox: the cell did not run: its seed %d could not be set (%s: %s); " \
-        "an earlier cell of the session replaced what sets it; end the session, or run " \
-        "without seed\n" % (seed, type(error).__name__, error)
+def tell_unseeded(seed, error, session):
+    """A call that cannot be seeded (reseed raised) does not run: why, on
+    its stderr; status 1, as its own error's. (In a session, an earlier
+    cell may have replaced what seeding calls: random.seed.)"""
+    try:
+        why = "%s: %s" % (type(error).__name__, error)
+    except BaseException:  # an error whose str raises
+        why = "an error that cannot be told"
+    cause = "an earlier cell of the session may have replaced what sets it; " \
+        "end the session, or run without seed" if session else "run without seed"
+    note = "sage-sandbox: the code did not run: its seed %d could not be set (%s); %s\n" % (
+        seed, why, cause)
     try:
         sys.stderr.write(note)
         sys.stderr.flush()
@@ -2552,7 +2561,7 @@ def child_main(pipes, handlers, namespace, preparse_file, session, stale=()):
         # A session's cells keep what they bound: no copy holds it.
         before = None if session else dict(namespace)
         if unseeded is not None:  # a cell that never began, as a syntax error's
-            status = tell_unseeded(seed, unseeded)
+            status = tell_unseeded(seed, unseeded, session)
         elif session:
             status = run_cell(run_code, code, namespace, filename, preparse_file,
                               bool(flags & DISPLAY_LAST), began, True)

@@ -19,6 +19,7 @@
 # In a session the child runs the cell that started it: as in a notebook
 # (where such a child runs nothing of the cells), what earlier cells
 # defined is not found there.
+import functools
 import os
 import sys
 
@@ -59,7 +60,10 @@ def main_is(filename, constants, preparsed, futures=()):
     global main_file, main_code
     main_file, main_code = filename, (constants, preparsed, tuple(futures))
     # A starter imported by importlib.import_module raised no event.
-    _wrap_if_loaded()
+    try:
+        _wrap_if_loaded()
+    except Exception:  # the code broke multiprocessing itself: its own
+        pass
 
 
 def _on_event(event, args):
@@ -75,7 +79,6 @@ def _wrap_if_loaded():
 def _wrap():
     """spawn.get_preparation_data wrapped, once: where a starter is being
     imported, or spawn is (every starter imports it)."""
-    import functools
     import multiprocessing.spawn as spawn
     real = spawn.get_preparation_data
     if getattr(real, "sandbox_wrapped", False):

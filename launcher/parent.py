@@ -27,8 +27,9 @@ import signal
 
 libc = ctypes.CDLL(None, use_errno=True)
 # Bound as the launcher loads, for a session's steps between cells
-# (child.between_cells): none of it is looked up where the code may have
-# replaced it (the first lookup of a ctypes function runs ctypes' Python).
+# (child.between_cells): not looked up in ctypes after the code began (a
+# first lookup of a ctypes function runs ctypes' Python, which reads the
+# builtins the code shares).
 sigaction = libc.sigaction
 PR_SET_DUMPABLE = 4
 SIGACTION_BYTES = 512  # more than any libc's struct sigaction

@@ -419,7 +419,7 @@ sched_setaffinity Operation not permitted"
 	expect_match "$(sed -n 2p <<<"$out")" '"exit_code": 0, .*"state_kept": true'
 	expect_match "$(sed -n 3p <<<"$out")" '"exit_code": 124, .*KeyboardInterrupt.*"state_kept": true, "interrupted": true'
 	# A cell that cannot be seeded does not run, and says why.
-	expect_match "$(sed -n 4p <<<"$out")" '"exit_code": 1, .*"stdout": "", "stderr": "sage-sandbox: the cell did not run: its seed 5 could not be set \(TypeError: .*"state_kept": true'
+	expect_match "$(sed -n 4p <<<"$out")" '"exit_code": 1, .*"stdout": "", "stderr": "sage-sandbox: the code did not run: its seed 5 could not be set \(TypeError: .*"state_kept": true'
 	expect_match "$(sed -n 5p <<<"$out")" '"exit_code": 0, .*"stdout": "7 1\\n"'
 	expect_equal "$(sed -n 6p <<<"$out")" '{"exit": 0}'
 }

@@ -8,6 +8,7 @@ import io
 import linecache
 import os
 import re
+import select
 import signal
 import subprocess
 import sys
@@ -574,6 +575,64 @@ class SessionInterruptTest(unittest.TestCase):
             raise RuntimeError("the cell's handler")
         self.assertEqual(self.cell_handler_raises_as_the_launchers_is_installed(fails),
                          (0, True, "nothing", True))
+
+
+class SessionChildTest(unittest.TestCase):
+    """child_main in a session, driven as the launcher drives it: calls
+    on its call pipe, words on its done pipe."""
+
+    def cells(self, calls):
+        """Each call (code, seed) in one session's child: its (began,
+        status, stderr); then the child's exit status once its call pipe
+        is closed."""
+        from launcher import calls as launcher_calls, parent
+        pipes = child.Pipes(with_done=True)
+        pid = os.fork()
+        if pid == 0:
+            try:
+                child.child_main(pipes, parent.Handlers(), {"__name__": "__main__"},
+                                 lambda text: text, True)
+            finally:
+                os._exit(70)
+        stdin, out, err, call, done = pipes.launcher_ends()
+        for fd in pipes.child_ends() + (stdin,):
+            os.close(fd)
+        told = []
+        try:
+            for number, (code, seed) in enumerate(calls, 1):
+                write_all(call, child.encode_call(0, b"-\0", code, 0, 1, seed))
+                words = errors = b""
+                deadline = time.monotonic() + 20
+                status = None
+                while status is None and time.monotonic() < deadline:
+                    for fd in select.select([out, err, done], [], [], 0.5)[0]:
+                        data = os.read(fd, 65536)
+                        if fd == err:
+                            errors += data
+                        elif fd == done:
+                            words += data
+                    began, status, _ = launcher_calls.done_words(words, number)
+                told.append((began, status, errors.decode()))
+        finally:
+            os.close(call)
+            _, wait_status = os.waitpid(pid, 0)
+            for fd in (out, err, done):
+                os.close(fd)
+        return told, os.waitstatus_to_exitcode(wait_status)
+
+    def test_a_cell_whose_seeding_an_earlier_cell_broke_does_not_run_and_says_why(self):
+        # reseed raised out of child_main: the session ended (exit 70),
+        # its state lost (review helper 118).
+        told, exited = self.cells([(b"import random\nrandom.seed = None\nv = 7", None),
+                                   (b"print(v)", 5),
+                                   (b"import sys\nprint(v, file=sys.stderr)", None)])
+        self.assertEqual(told[0], (True, 0, ""))
+        began, status, errors = told[1]
+        self.assertEqual((began, status), (False, 1))
+        self.assertRegex(errors, r"^sage-sandbox: the code did not run: its seed 5 could not be "
+                                 r"set \(TypeError: .*\); an earlier cell of the session")
+        self.assertEqual(told[2], (True, 0, "7\n"))
+        self.assertEqual(exited, 0)
 
 
 class SessionInterruptThreadsTest(unittest.TestCase):
