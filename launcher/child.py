@@ -73,10 +73,6 @@ PYTHONS_FILTERS = tuple(warnings.filters)
 
 from launcher import deferred, display, mpmain, parent, warm  # noqa: E402
 
-# A struct sigaction's room, made as the launcher loads (ctypes'
-# create_string_buffer, and c_char's attribute, are the code's to break).
-SigactionBuffer = ctypes.c_char * parent.SIGACTION_BYTES
-
 CALL_HEADER = struct.Struct(">IIIIIq")
 # A call's display flags: show its last expression's value; its files come
 # back (images shown are kept); give formulas shown as LaTeX too.
@@ -2133,7 +2129,7 @@ class between_cells:
     def begin(self):
         try:
             if self.kept is None:
-                action = SigactionBuffer()
+                action = parent.SigactionBuffer()
                 if parent.sigaction(signal.SIGINT, None, action) != 0:
                     return
                 self.kept = (signal.getsignal(signal.SIGINT), action)

@@ -26,13 +26,15 @@ import resource
 import signal
 
 libc = ctypes.CDLL(None, use_errno=True)
-# Bound as the launcher loads, for a session's steps between cells
-# (child.between_cells): not looked up in ctypes after the code began (a
-# first lookup of a ctypes function runs ctypes' Python, which reads the
-# builtins the code shares).
-sigaction = libc.sigaction
 PR_SET_DUMPABLE = 4
 SIGACTION_BYTES = 512  # more than any libc's struct sigaction
+# sigaction and the room for a struct sigaction, bound as the launcher
+# loads: a session's steps between cells (child.between_cells) look
+# nothing up in ctypes once the code began (ctypes' lookups and
+# create_string_buffer run Python, which reads the builtins the code
+# shares and may have replaced).
+sigaction = libc.sigaction
+SigactionBuffer = ctypes.c_char * SIGACTION_BYTES
 # glibc's struct sigaction opens with the handler everywhere but on MIPS
 # (where sa_flags comes first): there, every action counts as changed.
 HANDLER_FIRST = not os.uname().machine.startswith("mips")
@@ -71,8 +73,8 @@ class Handlers:
         self.actions = {}
         python = self.python
         for sig in SIGNALS:
-            action = ctypes.create_string_buffer(SIGACTION_BYTES)
-            if libc.sigaction(sig, None, action) == 0:
+            action = SigactionBuffer()
+            if sigaction(sig, None, action) == 0:
                 handler = (python or {}).get(sig, signal.getsignal(sig))
                 if not (HANDLER_FIRST and handler == dropped(sig) and
                         (ctypes.c_void_p.from_buffer(action).value or 0) == int(handler)):
@@ -104,7 +106,7 @@ class Handlers:
                     signal.signal(sig, handler)
                 except (OSError, ValueError, TypeError):
                     pass
-            libc.sigaction(sig, action, None)
+            sigaction(sig, action, None)
 
 
 STATUS_FIELDS = ("SigBlk", "SigIgn", "SigCgt", "SigPnd", "ShdPnd", "NoNewPrivs", "Seccomp",
