@@ -362,7 +362,7 @@ assert [j["stdout"] for j in lines[:4]] == [sys.argv[1]] * 4, lines
 assert lines[4]["stdout"] != sys.argv[1] and lines[4]["sandbox"]["seed"] is None
 assert lines[5]["sandbox"]["seed"] == 7
 first, second = (j["stdout"].split() for j in lines[6:8])
-assert len(first) == 4 and all(a != b for a, b in zip(first, second)), (first, second)' "$seeded
+assert len(first) == 4 and all(a != b for a, b in zip(first, second)), lines[6:8]' "$seeded
 "
 
 	local calls=$BATS_TEST_TMPDIR/calls.json
