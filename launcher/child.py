@@ -21,6 +21,7 @@ import codecs
 import ctypes
 import fcntl
 import functools
+import gc
 import hashlib
 import importlib
 import inspect
@@ -42,7 +43,7 @@ from contextlib import nullcontext
 from importlib.machinery import SourceFileLoader
 from types import SimpleNamespace
 
-# This module's own os, signal and builtins: their names as the launcher
+# This module's own os, signal, gc and builtins: their names as the launcher
 # loaded them, before any code ran. The code shares the modules, and may
 # replace what they hold in its own Python (os.getpid = lambda: 1, as a
 # test's mock does; signal.sigpending; builtins.isinstance = None). A
@@ -63,6 +64,7 @@ from types import SimpleNamespace
 # launcher's own modules, reached through sys.modules.
 os = SimpleNamespace(**vars(os))
 signal = SimpleNamespace(**vars(_signal))
+gc = SimpleNamespace(**vars(gc))
 __builtins__ = dict(vars(builtins))  # what this module's functions look up
 
 # Python's warnings filters as it starts, before any import adds its own:
@@ -2098,6 +2100,11 @@ def cell_begins():
         # Only from here is the mask the code's (run_cell reads it): one
         # raised before, the code never ran.
         _cell_began = True
+        # The collector back, now that the cell's interrupt can stop a
+        # finalizer it runs (run_cell): the cycles left since are collected
+        # in this cell's time.
+        if _code_collects:
+            gc.enable()
 
 
 class between_cells:
@@ -2184,6 +2191,10 @@ _between_cells = between_cells()
 # A session's last cell ended with SIGINT blocked by its own code: the
 # next begins so, as the next cell of a notebook would.
 _code_held_sigint = False
+# A session's last cell ended with Python's cyclic collector on (not
+# gc.disable()d by its code): it is off between cells (run_cell), and on
+# again as the next begins (cell_begins).
+_code_collects = True
 # This cell's code began (cell_begins), so the mask at its end is the
 # code's: a cell that never began (its syntax error, or an interrupt
 # raised by cell_begins' own unblock) leaves _code_held_sigint as it was,
@@ -2224,9 +2235,9 @@ def run_cell(function, *args):
     which would end the session. Held by a mask, not a handler: Sage's
     own (cysignals) is what interrupts its C code; and the mask is the
     main thread's, where the launcher sends it (calls.interrupt)."""
-    global _code_held_sigint, _cell_began
+    global _code_held_sigint, _code_collects, _cell_began
     me = os.getpid()
-    status = code_held = None
+    status = code_held = code_collects = None
     _cell_began = False
     while True:
         try:
@@ -2240,9 +2251,19 @@ def run_cell(function, *args):
             if code_held is None:
                 code_held = signal.SIGINT in signal.pthread_sigmask(signal.SIG_BLOCK, []) \
                     if _cell_began else _code_held_sigint
+            # No collection between cells: a finalizer (__del__) of a cycle
+            # the cell left ran in the launcher's reading of the next call,
+            # with SIGINT held, and a slow one could not be interrupted: the
+            # next cell never began, and the session was lost at its timeout
+            # (attack helper 121). Off before SIGINT is held, so a
+            # collection that runs now is still the cell's to interrupt.
+            if code_collects is None:
+                code_collects = gc.isenabled() if _cell_began else _code_collects
+            gc.disable()
             signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGINT])
             _between_cells.begin()
             _code_held_sigint = code_held
+            _code_collects = code_collects
             return status
         except BaseException as e:
             # Once the code returned, whatever the cell's own handler raises

@@ -387,6 +387,41 @@ sched_setaffinity Operation not permitted"
 }
 
 # bats test_tags=any-sage
+@test "reuse - a slow finalizer of a cycle a session's cell left is interrupted at the next cell's timeout: the session's state is kept" {
+	# Collected between cells, in the launcher's reading of the next call
+	# with SIGINT held, it could not be interrupted: the next cell never
+	# began, and the session was lost at its timeout (attack helper 121).
+	calls=$BATS_TEST_TMPDIR/calls.json
+	python3 - >"$calls" <<-'EOF'
+	import json
+	# Quick in the cell (each makes the next cycle), slow from 0.5 s after
+	# it: the call that follows comes 1.5 s later.
+	trap = """import gc, sys, time
+	v = 7
+	slow_from = time.time() + 0.5r
+	class Slow:
+	    def __del__(self):
+	        if time.time() < slow_from:
+	            cycle()
+	        else:
+	            print("finalizer", file=sys.stderr)
+	            time.sleep(30r)
+	def cycle():
+	    slow = Slow(); slow.cycle = slow
+	gc.set_threshold(1); cycle()"""
+	run = lambda code, timeout=20: {"name": "run_sagemath", "arguments": {"code": code, "session": "s", "timeout_seconds": timeout}}
+	print(json.dumps([run(trap), 1.5, run("print(v)", 3), run("print(v, gc.isenabled())")]))
+	EOF
+	local out
+	out=$(timeout 120 python3 "$BATS_TEST_DIRNAME/mcp-calls.py" "$SAGE_SANDBOX" "$calls" 2>"$BATS_TEST_TMPDIR/stderr")
+	printf '# %s\n' "$out" >&3
+	expect_match "$(sed -n 1p <<<"$out")" '"exit_code": 0, .*"state_kept": true'
+	expect_match "$(sed -n 2p <<<"$out")" '"exit_code": 124, .*"stdout": "7\\n", "stderr": "finalizer\\nException ignored in: .*KeyboardInterrupt.*"state_kept": true, "interrupted": true'
+	expect_match "$(sed -n 3p <<<"$out")" '"exit_code": 0, .*"stdout": "7 True\\n"'
+	expect_equal "$(sed -n 4p <<<"$out")" '{"exit": 0}'
+}
+
+# bats test_tags=any-sage
 @test "reuse - a session's cell that replaces os's or signal's functions loses no session: a timed-out one keeps its state" {
 	# The launcher's steps between cells called them through the modules
 	# the code shares: os.getpid replaced (as a test's mock does) ended the

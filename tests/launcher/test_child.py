@@ -635,6 +635,41 @@ class SessionChildTest(unittest.TestCase):
         self.assertEqual(exited, 0)
 
 
+class SessionCollectorTest(unittest.TestCase):
+    def test_no_collection_between_cells_and_the_codes_own_choice_kept(self):
+        # A cycle's finalizer collected between cells ran in the launcher's
+        # reading of the next call, with SIGINT held: a slow one could not
+        # be interrupted, the next cell never began, and the session was
+        # lost at its timeout (attack helper 121).
+        import gc
+
+        def body():
+            seen = []
+            for code_disables in (False, True, False):
+                def cell():
+                    child.cell_begins()  # as run_code calls it (began)
+                    seen.append(gc.isenabled())
+                    if code_disables:
+                        gc.disable()
+                    return 0
+                child.run_cell(cell)
+                seen.append(gc.isenabled())  # between cells
+            return seen
+
+        self.assertEqual(in_child(body), [True, False, True, False, False, False])
+
+    def test_a_cell_that_never_began_keeps_the_collector_as_the_last_one_left_it(self):
+        import gc
+
+        def body():
+            child.run_cell(lambda: child.cell_begins() or 0)
+            child.run_cell(lambda: 1)  # its syntax error: cell_begins never ran
+            child.cell_begins()
+            return gc.isenabled()
+
+        self.assertTrue(in_child(body))
+
+
 class SessionInterruptThreadsTest(unittest.TestCase):
     def test_between_cells_the_launchers_interrupt_waits_though_the_codes_threads_run_on(self):
         # A thread the cell left running has SIGINT unblocked: a signal to
