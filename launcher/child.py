@@ -2100,11 +2100,21 @@ def cell_begins():
         # Only from here is the mask the code's (run_cell reads it): one
         # raised before, the code never ran.
         _cell_began = True
-        # The collector back, now that the cell's interrupt can stop a
-        # finalizer it runs (run_cell): the cycles left since are collected
-        # in this cell's time.
-        if _code_collects:
-            gc.enable()
+
+
+def cell_is_interruptible():
+    """The launcher was told the session's cell began (child_main's began):
+    from here its interrupt at the cell's timeout stops whatever runs, a
+    finalizer (__del__) of the code's too. So only now are they let run:
+    the collector is back on, as the code left it (run_cell), and what was
+    replaced between cells is let go (_replaced)."""
+    global _collector_back
+    if _code_collects:
+        gc.enable()
+    # Only from here is the collector's state the code's (run_cell reads
+    # it); one raised before, it is as the last cell left it.
+    _collector_back = True
+    _replaced.clear()
 
 
 class between_cells:
@@ -2193,8 +2203,17 @@ _between_cells = between_cells()
 _code_held_sigint = False
 # A session's last cell ended with Python's cyclic collector on (not
 # gc.disable()d by its code): it is off between cells (run_cell), and on
-# again as the next begins (cell_begins).
+# again once the next can be interrupted (cell_is_interruptible).
 _code_collects = True
+# This cell's collector was given back (cell_is_interruptible), so its
+# state at the cell's end is the code's.
+_collector_back = False
+# What child_main and run_code replace between a session's cells (sys.argv,
+# the cell's line cache entry, __file__), which the code may have made its
+# own objects: let go only once the next cell can be interrupted
+# (cell_is_interruptible). Let go where it was replaced, a slow __del__ ran
+# with SIGINT held, as a collected cycle's did (run_cell).
+_replaced = []
 # This cell's code began (cell_begins), so the mask at its end is the
 # code's: a cell that never began (its syntax error, or an interrupt
 # raised by cell_begins' own unblock) leaves _code_held_sigint as it was,
@@ -2235,10 +2254,10 @@ def run_cell(function, *args):
     which would end the session. Held by a mask, not a handler: Sage's
     own (cysignals) is what interrupts its C code; and the mask is the
     main thread's, where the launcher sends it (calls.interrupt)."""
-    global _code_held_sigint, _code_collects, _cell_began
+    global _code_held_sigint, _code_collects, _cell_began, _collector_back
     me = os.getpid()
     status = code_held = code_collects = None
-    _cell_began = False
+    _cell_began = _collector_back = False
     while True:
         try:
             if status is None:
@@ -2258,7 +2277,7 @@ def run_cell(function, *args):
             # (attack helper 121). Off before SIGINT is held, so a
             # collection that runs now is still the cell's to interrupt.
             if code_collects is None:
-                code_collects = gc.isenabled() if _cell_began else _code_collects
+                code_collects = gc.isenabled() if _collector_back else _code_collects
             gc.disable()
             signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGINT])
             _between_cells.begin()
@@ -2510,6 +2529,7 @@ def child_main(pipes, handlers, namespace, preparse_file, session, stale=()):
                 os.write(done, done_word(BEGUN, call_number))
             except OSError:
                 pass
+            cell_is_interruptible()
 
     while True:
         try:
@@ -2562,6 +2582,9 @@ def child_main(pipes, handlers, namespace, preparse_file, session, stale=()):
         first_call = False
         # Tracebacks name the file as the user gave it, with the user's lines.
         filename = "<stdin>" if argv[0] == "-" else argv[0]
+        if session:
+            _replaced.extend((namespace.get("__file__"), sys.argv, getattr(sys, "orig_argv", None),
+                              linecache.cache.get(filename)))
         namespace["__file__"] = filename
         if not session:
             # A script's loader, as python3 gives the file it runs (a

@@ -634,6 +634,30 @@ class SessionChildTest(unittest.TestCase):
         self.assertEqual(told[2], (True, 0, "7\n"))
         self.assertEqual(exited, 0)
 
+    def test_what_the_launcher_replaces_between_cells_is_let_go_where_the_cell_can_be_interrupted(self):
+        # sys.argv and the rest, made the code's own objects, were let go
+        # as the launcher replaced them, with SIGINT held: a slow __del__
+        # there could not be interrupted (review helper 123).
+        told, exited = self.cells([(b"import linecache, signal, sys\n"
+                                    b"class Slow:\n"
+                                    b"    def __del__(self):\n"
+                                    b"        held = signal.pthread_sigmask(signal.SIG_BLOCK, [])\n"
+                                    b"        print(signal.SIGINT in held, file=sys.stderr)\n"
+                                    b"sys.argv, sys.orig_argv = Slow(), Slow()\n"
+                                    b"linecache.cache['<stdin>'] = Slow()\n"
+                                    b"globals()['__file__'] = Slow()", None),
+                                   (b"x = 1", None)])
+        self.assertEqual(told, [(True, 0, ""), (True, 0, "False\n" * 4)])
+        self.assertEqual(exited, 0)
+
+
+def began():
+    """What child_main's began does for a session's cell but the word."""
+    try:
+        child.cell_begins()
+    finally:
+        child.cell_is_interruptible()
+
 
 class SessionCollectorTest(unittest.TestCase):
     def test_no_collection_between_cells_and_the_codes_own_choice_kept(self):
@@ -647,7 +671,7 @@ class SessionCollectorTest(unittest.TestCase):
             seen = []
             for code_disables in (False, True, False):
                 def cell():
-                    child.cell_begins()  # as run_code calls it (began)
+                    began()
                     seen.append(gc.isenabled())
                     if code_disables:
                         gc.disable()
@@ -662,12 +686,34 @@ class SessionCollectorTest(unittest.TestCase):
         import gc
 
         def body():
-            child.run_cell(lambda: child.cell_begins() or 0)
+            child.run_cell(lambda: began() or 0)
             child.run_cell(lambda: 1)  # its syntax error: cell_begins never ran
-            child.cell_begins()
+            began()
             return gc.isenabled()
 
         self.assertTrue(in_child(body))
+
+    def test_a_cell_interrupted_as_it_ends_keeps_the_codes_choice(self):
+        # The cell's own handler, run by signal.signal as between_cells
+        # swaps it, raises: run_cell tries again, with the collector off by
+        # then, and must not take that for the code's choice.
+        import gc
+
+        def body():
+            real, tries = child._between_cells.begin, []
+
+            def begin():
+                tries.append(1)
+                if len(tries) == 1:
+                    raise KeyboardInterrupt
+                return real()
+            with mock.patch.object(child._between_cells, "begin", begin):
+                child.run_cell(lambda: began() or 0)
+            between = gc.isenabled()
+            began()
+            return len(tries), between, gc.isenabled()
+
+        self.assertEqual(in_child(body), (2, False, True))
 
 
 class SessionInterruptThreadsTest(unittest.TestCase):
