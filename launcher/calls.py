@@ -33,6 +33,12 @@ MAX_LIMITS_BYTES = 1024
 # KeyboardInterrupt, its state kept); still running after this long, it is
 # killed, and the session with it.
 INTERRUPT_GRACE_MS = 2000
+# Still running this long after its interrupt, the cell gets one more, as a
+# notebook's user presses interrupt again: the first may have landed where
+# the cell's code cannot see it (in a finalizer, __del__, whose
+# KeyboardInterrupt Python only reports), and the code then ran on to the
+# kill, losing the session (attack helper 122).
+INTERRUPT_AGAIN_MS = INTERRUPT_GRACE_MS // 2
 # How often a session's cell's CPU time is looked at, and how often a
 # stopped session is checked between cells.
 CPU_LOOK_MS = 100
@@ -72,7 +78,8 @@ class CellWatch:
     code began (child.BEGUN): the child holds SIGINT from a cell's end to
     the next one's begin (child.run_cell), and one sent before the begin
     would be thrown away there, leaving the cell to run on to its kill.
-    The kill comes at the interrupt's grace whatever was said."""
+    The kill comes at the interrupt's grace whatever was said; a second
+    interrupt before it (INTERRUPT_AGAIN_MS)."""
 
     def __init__(self, deadline, cpu_seconds):
         self.deadline, self.cpu_seconds = deadline, cpu_seconds
@@ -80,6 +87,8 @@ class CellWatch:
         self.why = None     # why the cell is interrupted: timeout, cpu
         self.since = 0      # since when
         self.told = False   # the SIGINT is sent
+        self.told_at = 0    # when
+        self.told_again = False
 
     def look(self, now, cpu_used, status_unread=lambda: False):
         """The signal to send the child now (or None), and how long until
@@ -99,9 +108,17 @@ class CellWatch:
             if now >= self.since + INTERRUPT_GRACE_MS:
                 return signal.SIGKILL, None
             wait_ms = self.since + INTERRUPT_GRACE_MS - now
+            if self.told and not self.told_again:
+                again_ms = self.told_at + INTERRUPT_AGAIN_MS - now
+                if again_ms > 0:
+                    return None, min(wait_ms, again_ms)
+                if not status_unread():
+                    self.told_again = True
+                    return signal.SIGINT, wait_ms
+                return None, wait_ms
             if self.began and not self.told and not status_unread():
-                self.told = True
-                return signal.SIGINT, wait_ms
+                self.told, self.told_at = True, now
+                return signal.SIGINT, min(wait_ms, INTERRUPT_AGAIN_MS)
             return None, wait_ms
         wait_ms = CPU_LOOK_MS if self.cpu_seconds else None
         if self.deadline:

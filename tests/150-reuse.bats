@@ -387,10 +387,13 @@ sched_setaffinity Operation not permitted"
 }
 
 # bats test_tags=any-sage
-@test "reuse - a slow finalizer of a cycle a session's cell left is interrupted at the next cell's timeout: the session's state is kept" {
+@test "reuse - a slow finalizer of a cycle a session's cell left is interrupted at the next cell's timeout, and that cell's code by a second interrupt: the session's state is kept" {
 	# Collected between cells, in the launcher's reading of the next call
 	# with SIGINT held, it could not be interrupted: the next cell never
 	# began, and the session was lost at its timeout (attack helper 121).
+	# Collected in the cell, it swallows the interrupt (Python only reports
+	# a finalizer's exception), and the code ran on to the kill (attack
+	# helper 122).
 	calls=$BATS_TEST_TMPDIR/calls.json
 	python3 - >"$calls" <<-'EOF'
 	import json
@@ -410,13 +413,13 @@ sched_setaffinity Operation not permitted"
 	    slow = Slow(); slow.cycle = slow
 	gc.set_threshold(1); cycle()"""
 	run = lambda code, timeout=20: {"name": "run_sagemath", "arguments": {"code": code, "session": "s", "timeout_seconds": timeout}}
-	print(json.dumps([run(trap), 1.5, run("print(v)", 3), run("print(v, gc.isenabled())")]))
+	print(json.dumps([run(trap), 1.5, run("print(v)\ntime.sleep(100r)", 3), run("print(v, gc.isenabled())")]))
 	EOF
 	local out
 	out=$(timeout 120 python3 "$BATS_TEST_DIRNAME/mcp-calls.py" "$SAGE_SANDBOX" "$calls" 2>"$BATS_TEST_TMPDIR/stderr")
 	printf '# %s\n' "$out" >&3
 	expect_match "$(sed -n 1p <<<"$out")" '"exit_code": 0, .*"state_kept": true'
-	expect_match "$(sed -n 2p <<<"$out")" '"exit_code": 124, .*"stdout": "7\\n", "stderr": "finalizer\\nException ignored in: .*KeyboardInterrupt.*"state_kept": true, "interrupted": true'
+	expect_match "$(sed -n 2p <<<"$out")" '"exit_code": 124, .*"stdout": "7\\n", "stderr": "finalizer\\nException ignored in: .*KeyboardInterrupt.*time.sleep\(100r\).*KeyboardInterrupt.*"state_kept": true, "interrupted": true'
 	expect_match "$(sed -n 3p <<<"$out")" '"exit_code": 0, .*"stdout": "7 True\\n"'
 	expect_equal "$(sed -n 4p <<<"$out")" '{"exit": 0}'
 }
