@@ -2583,8 +2583,14 @@ def child_main(pipes, handlers, namespace, preparse_file, session, stale=()):
         # Tracebacks name the file as the user gave it, with the user's lines.
         filename = "<stdin>" if argv[0] == "-" else argv[0]
         if session:
-            _replaced.extend((namespace.get("__file__"), sys.argv, getattr(sys, "orig_argv", None),
-                              linecache.cache.get(filename)))
+            # (As the code left them: sys.argv deleted, linecache.cache not
+            # a dict.)
+            _replaced.extend((namespace.get("__file__"), vars(sys).get("argv"),
+                              vars(sys).get("orig_argv")))
+            try:
+                _replaced.append(linecache.cache.get(filename))
+            except Exception:
+                pass
         namespace["__file__"] = filename
         if not session:
             # A script's loader, as python3 gives the file it runs (a

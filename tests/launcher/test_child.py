@@ -650,6 +650,20 @@ class SessionChildTest(unittest.TestCase):
         self.assertEqual(told, [(True, 0, ""), (True, 0, "False\n" * 4)])
         self.assertEqual(exited, 0)
 
+    def test_a_cell_that_deleted_or_broke_what_the_launcher_replaces_loses_no_session(self):
+        # Read outside any try, they ended the session (exit 70) at the
+        # next cell (review helper 124).
+        for breaks in (b"del sys.argv, sys.orig_argv",
+                       b"import linecache\n"
+                       b"class Cache(dict):\n"
+                       b"    def get(self, *args):\n"
+                       b"        raise RuntimeError\n"
+                       b"linecache.cache = Cache(linecache.cache)"):
+            told, exited = self.cells([(b"import sys\n" + breaks + b"\nv = 7", None),
+                                       (b"print(v, file=sys.stderr)", None)])
+            self.assertEqual(told, [(True, 0, ""), (True, 0, "7\n")], breaks)
+            self.assertEqual(exited, 0)
+
 
 def began():
     """What child_main's began does for a session's cell but the word."""
@@ -692,6 +706,39 @@ class SessionCollectorTest(unittest.TestCase):
             return gc.isenabled()
 
         self.assertTrue(in_child(body))
+
+    def test_an_interrupt_before_the_collector_is_back_keeps_the_last_cells_choice(self):
+        # As the cell began (cell_begins) but before cell_is_interruptible
+        # turned the collector on, or as it does: the collector's state at
+        # the end is the launcher's, not the code's choice; taken for it,
+        # every later cell ran with the collector off.
+        import gc
+
+        def body():
+            seen = []
+            child.run_cell(lambda: began() or 0)
+
+            def interrupted_as_it_begins():
+                child.cell_begins()
+                raise KeyboardInterrupt
+            child.run_cell(interrupted_as_it_begins)
+            began()
+            seen.append(gc.isenabled())
+            child.run_cell(lambda: 0)
+            enable, tries = child.gc.enable, []
+
+            def interrupted_enable():
+                tries.append(1)
+                if len(tries) == 1:
+                    raise KeyboardInterrupt
+                enable()
+            with mock.patch.object(child.gc, "enable", interrupted_enable):
+                child.run_cell(lambda: began() or 0)
+                began()
+            seen.append(gc.isenabled())
+            return seen
+
+        self.assertEqual(in_child(body), [True, True])
 
     def test_a_cell_interrupted_as_it_ends_keeps_the_codes_choice(self):
         # The cell's own handler, run by signal.signal as between_cells
