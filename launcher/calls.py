@@ -86,9 +86,8 @@ class CellWatch:
         self.began = False  # the child said the code began
         self.why = None     # why the cell is interrupted: timeout, cpu
         self.since = 0      # since when
-        self.told = False   # the SIGINT is sent
-        self.told_at = 0    # when
-        self.told_again = False
+        self.told = 0       # SIGINTs sent: at most 2
+        self.told_at = 0    # when the last was
 
     def look(self, now, cpu_used, status_unread=lambda: False):
         """The signal to send the child now (or None), and how long until
@@ -108,17 +107,11 @@ class CellWatch:
             if now >= self.since + INTERRUPT_GRACE_MS:
                 return signal.SIGKILL, None
             wait_ms = self.since + INTERRUPT_GRACE_MS - now
-            if self.told and not self.told_again:
-                again_ms = self.told_at + INTERRUPT_AGAIN_MS - now
-                if again_ms > 0:
-                    return None, min(wait_ms, again_ms)
-                if not status_unread():
-                    self.told_again = True
-                    return signal.SIGINT, wait_ms
-                return None, wait_ms
-            if self.began and not self.told and not status_unread():
-                self.told, self.told_at = True, now
-                return signal.SIGINT, min(wait_ms, INTERRUPT_AGAIN_MS)
+            if self.told == 1 and now < self.told_at + INTERRUPT_AGAIN_MS:
+                return None, min(wait_ms, self.told_at + INTERRUPT_AGAIN_MS - now)
+            if self.began and self.told < 2 and not status_unread():
+                self.told, self.told_at = self.told + 1, now
+                return signal.SIGINT, wait_ms if self.told == 2 else min(wait_ms, INTERRUPT_AGAIN_MS)
             return None, wait_ms
         wait_ms = CPU_LOOK_MS if self.cpu_seconds else None
         if self.deadline:
@@ -780,7 +773,7 @@ class Launcher:
             self.reap()
         return self.finish(call, cell_status, watch.why if watch else None,
                            killed_at_deadline, deadline, cell_ended_at,
-                           told=not watch or watch.told)
+                           told=not watch or watch.told > 0)
 
     def input_interest(self):
         want_host = not self.input_ended and self.pending.size < MAX_FRAME

@@ -91,7 +91,7 @@ class CellWatchTest(unittest.TestCase):
         self.assertEqual(watch.look(1000, None, lambda: True), (None, calls.INTERRUPT_GRACE_MS))
         self.assertEqual(watch.look(1010, None, lambda: False),
                          (signal.SIGINT, calls.INTERRUPT_AGAIN_MS))
-        self.assertTrue(watch.told)
+        self.assertEqual(watch.told, 1)
 
     def test_one_that_never_says_it_began_is_killed_at_the_grace(self):
         watch = calls.CellWatch(deadline=1000, cpu_seconds=0)
