@@ -1179,7 +1179,7 @@ def run_code(source, namespace, filename, preparse_file, show_last=False, begin=
     # cannot be printed): the status is the same.
     try:
         # The first frames are this module's: not the user's (this
-        # function's; began()'s, where a KeyboardInterrupt the code's own
+        # function's; begin_cell's, where a KeyboardInterrupt the code's own
         # thread sent comes as a session's cell begins: then the handler's
         # frame, cysignals', is the first shown, as it is where one comes
         # at the code's first line).
@@ -2102,8 +2102,21 @@ def cell_begins():
         _cell_began = True
 
 
+def begin_cell(tell_begun):
+    """A session's cell's code begins (run_code's begin): its SIGINT let
+    through (cell_begins); the launcher told (tell_begun: the BEGUN word),
+    which interrupts a session's cell only once told (calls.CellWatch):
+    from here, its SIGINT is the code's; and only then what a finalizer
+    may run in (cell_is_interruptible)."""
+    try:
+        cell_begins()
+    finally:  # begun, though interrupted as it began (cell_begins)
+        tell_begun()
+        cell_is_interruptible()
+
+
 def cell_is_interruptible():
-    """The launcher was told the session's cell began (child_main's began):
+    """The launcher was told the session's cell began (begin_cell):
     from here its interrupt at the cell's timeout stops whatever runs, a
     finalizer (__del__) of the code's too. So only now are they let run:
     the collector is back on, as the code left it (run_cell), and what was
@@ -2519,17 +2532,12 @@ def child_main(pipes, handlers, namespace, preparse_file, session, stale=()):
     call_number = 0
     me = os.getpid()
 
-    def began():
-        # The launcher interrupts a session's cell only once told
-        # (calls.CellWatch): from here, its SIGINT is the code's.
+    def tell_begun():
         try:
-            cell_begins()
-        finally:  # begun, though interrupted as it began (cell_begins)
-            try:
-                os.write(done, done_word(BEGUN, call_number))
-            except OSError:
-                pass
-            cell_is_interruptible()
+            os.write(done, done_word(BEGUN, call_number))
+        except OSError:
+            pass
+    began = functools.partial(begin_cell, tell_begun)
 
     while True:
         try:
