@@ -838,9 +838,13 @@ int64_t memwatch_next_look_ms(void)
 	return ms < 1 ? 1 : ms > 2 * MEMWATCH_INTERVAL_MS ? 2 * MEMWATCH_INTERVAL_MS : (int64_t)ms;
 }
 
-void memwatch_release(struct memwatch *w)
+void memwatch_release(struct memwatch *w, bool thaw)
 {
+	int proc_fd = thaw ? open("/proc", O_RDONLY | O_DIRECTORY | O_CLOEXEC) : -1;
 	for (size_t i = 0; i < TABLE_SIZE; i++) {
+		struct proc *p = &w->table[i];
+		if (proc_fd >= 0 && p->pid && p->stopped)
+			signal_process(proc_fd, p, w->opt.uid, SIGCONT);
 		w->table[i].stopped = false;
 		w->table[i].loses_children = false; /* the next call's to show */
 		/* The launcher's credit is the last call's: it would hide the
@@ -858,6 +862,8 @@ void memwatch_release(struct memwatch *w)
 	w->longest_interval_ms = 0;
 	/* Its intervals are its own: the time between calls is not one. */
 	w->last_ms = 0;
+	if (proc_fd >= 0)
+		close(proc_fd);
 }
 
 /* ---- the kernel's count ---------------------------------------------------- */

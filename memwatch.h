@@ -103,11 +103,11 @@ bool memwatch_kernel_counts(void);
  * when that freeze does not hold: the caller kills it. */
 enum memwatch_verdict memwatch_look(struct memwatch *w, int64_t now_ms,
 		struct memwatch_reading *r);
-/* The call is over: what the watchdog stopped is let go of, without a
- * SIGCONT (it was killed with the call, or a session's launcher stopped
- * it for the wait until the next cell); the CPU account is the next
- * call's, full. */
-void memwatch_release(struct memwatch *w);
+/* The call is over: what the watchdog stopped is let go of, continued
+ * where thaw (a serial container's: what it stopped may outlive the
+ * call), else without a SIGCONT (a session's launcher stopped it for the
+ * wait until the next cell); the CPU account is the next call's, full. */
+void memwatch_release(struct memwatch *w, bool thaw);
 /* Forgets what it stopped without continuing it (the run is over). */
 void memwatch_free(struct memwatch *w);
 /* The watchdog's own CPU time so far, in microseconds (measurements). */

@@ -983,9 +983,18 @@ static void sandbox_advance(struct sandbox *sb)
 		/* What the watchdog stopped is over (killed) or, in a session,
 		 * stopped by the launcher until the next cell, which the
 		 * watchdog keeps looking at; a serial container's next call
-		 * has not begun. */
+		 * has not begun. In a serial container what it stopped may
+		 * outlive the call, and is continued: the launcher forks the
+		 * next call's child before its end frame, and starts its
+		 * warm-up step as soon as it is sent, while this end is still
+		 * unread and the watchdog still looks. The watchdog does
+		 * stop a step's subprocesses (Sage's package-system probe:
+		 * sh, bash and Python, seen stopped in warm batch containers
+		 * at --memory 1g); one stopped then and let go of here would
+		 * never be continued, and the warm-up, and the call waiting
+		 * for it, would wait to the timeout. */
 		if (sb->memwatch)
-			memwatch_release(sb->memwatch);
+			memwatch_release(sb->memwatch, !sb->opt.session);
 		/* A serial container's launcher, which has killed and reaped
 		 * every process of the call, warms up between calls: unheld. A
 		 * session's Sage waits stopped for its next cell, still held (a

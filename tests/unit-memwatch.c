@@ -715,7 +715,7 @@ static void cpu_throttle(void)
 	/* Overdrawn by that call (it ran far past its share): the next
 	 * call's account is its own. The same spinning process stands for
 	 * the next call's, no longer continued from outside. */
-	memwatch_release(w);
+	memwatch_release(w, false);
 	kill(pid, SIGCONT);
 	struct memwatch_reading first, second;
 	memwatch_look(w, now_ms(), &first);
@@ -739,6 +739,52 @@ static void cpu_throttle(void)
 	memwatch_free(w);
 	end(pid);
 	autoreaped();
+}
+
+/* A process's state letter from /proc (0 where it is gone). */
+static char process_state(pid_t pid)
+{
+	char path[64], text[512];
+	snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+	FILE *f = fopen(path, "re");
+	if (!f)
+		return 0;
+	size_t n = fread(text, 1, sizeof text - 1, f);
+	fclose(f);
+	text[n] = '\0';
+	const char *paren = strrchr(text, ')');
+	return paren && paren[1] == ' ' ? paren[2] : 0;
+}
+
+/* A process the watchdog stopped, still stopped as the call ends: a
+ * serial container's release continues it (a warm-up step's subprocess,
+ * started as the launcher sent the call's end, outlives the call); a
+ * session's leaves it stopped, for its launcher's own stop. */
+static void release_continues_where_asked(void)
+{
+	for (int thaw = 0; thaw < 2; thaw++) {
+		pid_t pid = start(spin);
+		struct memwatch_options opt = {.uid = getuid(), .session = pid, .limit = 1ull << 40,
+			.cpus_milli = 100};
+		struct memwatch *w = memwatch_new(&opt);
+		char state = 0;
+		for (int64_t stop = now_ms() + 5000; now_ms() < stop && state != 'T';) {
+			struct memwatch_reading r;
+			memwatch_look(w, now_ms(), &r);
+			usleep(20000);
+			state = process_state(pid);
+		}
+		memwatch_release(w, thaw);
+		usleep(50000);
+		char after = process_state(pid);
+		if (thaw)
+			check(state == 'T' && after != 'T' && after != 0, "a process the watchdog stopped is "
+				"continued as a serial container's call is let go of");
+		else
+			check(state == 'T' && after == 'T', "... and left stopped as a session's is");
+		memwatch_free(w);
+		end(pid);
+	}
 }
 
 int main(void)
@@ -777,6 +823,7 @@ int main(void)
 	check(!over, "4 processes' 800 descriptors (400 MiB), then as zombies none, and 600 of "
 		"their parent's (300 MiB): under a limit of 512 MiB");
 	cpu_throttle();
+	release_continues_where_asked();
 	printf("1..%d\n", test_number);
 	return failures != 0;
 }
