@@ -159,6 +159,12 @@ bool describe_stop(const struct run_result *r, const struct config *cfg,
 		snprintf(buf, size, "did not stop within %d s of its interrupt at %s; the session "
 			"ended and its state is lost; %s, or split the work",
 			SESSION_INTERRUPT_GRACE_MS / 1000, limit, fix);
+	else if (r->timed_out && !r->code_begun)
+		/* Not the code's time: a user who raised --timeout for slow
+		 * code would be misled, and so would one who debugs us. */
+		snprintf(buf, size, "timed out after %ld s before its code began (the sandbox's "
+			"start, Sage's import or a warm-up step took that long); the container was "
+			"stopped; %s", cfg->number[SET_TIMEOUT], fix);
 	else if (r->timed_out)
 		snprintf(buf, size, "timed out after %ld s%s; %s; %s", cfg->number[SET_TIMEOUT],
 			throttle, r->after == AFTER_NEXT ? "its processes were killed and the container "

@@ -21,10 +21,25 @@ print("never")'
 	expect_no_containers
 }
 
+@test "run --timeout - a run whose container took its whole timeout to start says its code never began" {
+	# A podman whose container starts 5 s late: the run's 2 s pass first.
+	cat >"$BATS_TEST_TMPDIR/podman" <<-EOF
+	#!/bin/sh
+	case " \$* " in *" run "*" once ") sleep 5 ;; esac
+	exec $(command -v podman) "\$@"
+	EOF
+	chmod +x "$BATS_TEST_TMPDIR/podman"
+	sage "$sleeper" 124 run --timeout 2 --podman "$BATS_TEST_TMPDIR/podman"
+	expect_equal "$output" ""
+	expect_equal "$errors" "sage-sandbox: timed out after 2 s before its code began (the sandbox's start, Sage's import or a warm-up step took that long); the container was stopped; raise --timeout (at most 600)"
+	expect_no_containers
+}
+
 @test "SAGE_SANDBOX_TIMEOUT - sets the timeout; --json reports timed_out" {
 	SAGE_SANDBOX_TIMEOUT=4 sage "$sleeper" 124 run --json
 	expect_equal "$(json_get 'j["timed_out"], j["stopped_by"]')" '[true, "timeout"]'
-	expect_equal "$(json_get 'j["error"]')" "timed out after 4 s; the container was stopped; raise --timeout (at most 600)"
+	# (Before its code began where the start took the 4 s.)
+	expect_match "$(json_get 'j["error"]')" "^timed out after 4 s( before its code began \\(.*\\))?; the container was stopped; raise --timeout \\(at most 600\\)$"
 	expect_equal "$(json_get 'j["ok"]')" false
 	expect_equal "$(json_get 'j["exit_code"]')" 124
 	expect_equal "$(json_get 'j["signal"]')" SIGKILL

@@ -45,8 +45,10 @@ logging_podman() {
 		>"$BATS_TEST_TMPDIR/fifo" 2>"$BATS_TEST_TMPDIR/err" || status=$?
 	kill "$reader" 2>/dev/null || true
 	expect_equal "$status" 124
-	expect_equal "$(cat "$BATS_TEST_TMPDIR/err")" \
-		"sage-sandbox: timed out after 3 s; the container was stopped; raise --timeout (at most 600)"
+	# (Before its code began, where the container's start and Sage's
+	# import took the 3 s: what this test checks holds either way.)
+	expect_match "$(cat "$BATS_TEST_TMPDIR/err")" \
+		"^sage-sandbox: timed out after 3 s( before its code began \\(.*\\))?; the container was stopped; raise --timeout \\(at most 600\\)$"
 	[ $((SECONDS - start)) -lt 20 ]
 	expect_no_containers
 }
