@@ -105,8 +105,9 @@ enum memwatch_verdict memwatch_look(struct memwatch *w, int64_t now_ms,
 		struct memwatch_reading *r);
 /* The call is over: what the watchdog stopped is let go of, continued
  * where thaw (every call but a session's: in a serial container what it
- * stopped may outlive the call), else without a SIGCONT (a session's launcher stopped it for the
- * wait until the next cell); the CPU account is the next call's, full. */
+ * stopped may outlive the call), else without a SIGCONT (a session's
+ * launcher stopped it for the wait until the next cell); the CPU account
+ * is the next call's, full. */
 void memwatch_release(struct memwatch *w, bool thaw);
 /* Forgets what it stopped without continuing it (the run is over). */
 void memwatch_free(struct memwatch *w);
