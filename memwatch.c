@@ -709,6 +709,13 @@ static bool signal_process(int proc_fd, const struct proc *p, uid_t uid, int sig
 	return sent;
 }
 
+/* Continues p where the watchdog stopped it and it is still that process. */
+static void continue_stopped(struct memwatch *w, int proc_fd, struct proc *p)
+{
+	if (p->stopped && signal_process(proc_fd, p, w->opt.uid, SIGCONT))
+		p->stopped = false;
+}
+
 /* /proc/PID/task, to list a process's threads; NULL where it is gone. */
 static DIR *open_tasks(int proc_fd, pid_t pid)
 {
@@ -843,8 +850,8 @@ void memwatch_release(struct memwatch *w, bool thaw)
 	int proc_fd = thaw ? open("/proc", O_RDONLY | O_DIRECTORY | O_CLOEXEC) : -1;
 	for (size_t i = 0; i < TABLE_SIZE; i++) {
 		struct proc *p = &w->table[i];
-		if (proc_fd >= 0 && p->pid && p->stopped)
-			signal_process(proc_fd, p, w->opt.uid, SIGCONT);
+		if (proc_fd >= 0 && p->pid)
+			continue_stopped(w, proc_fd, p);
 		w->table[i].stopped = false;
 		w->table[i].loses_children = false; /* the next call's to show */
 		/* The launcher's credit is the last call's: it would hide the
@@ -995,15 +1002,17 @@ static int running_threads(int proc_fd, const struct proc *p)
  * over each process is one loop. */
 static int list_run(struct memwatch *w, int proc_fd, pid_t *pids, struct proc **init)
 {
+	/* Listed before the tables turn: a listing that fails (EMFILE)
+	 * leaves the last look's table, and its stopped flags, as they were. */
+	DIR *dir = list_proc(proc_fd);
+	if (!dir)
+		return -1;
 	struct proc *swap = w->previous;
 	w->previous = w->table;
 	w->table = swap;
 	memset(w->table, 0, TABLE_SIZE * sizeof *w->table);
 	*init = NULL;
 	w->escaped = false;
-	DIR *dir = list_proc(proc_fd);
-	if (!dir)
-		return -1;
 	int n = 0, listed = 0;
 	struct dirent *entry;
 	while ((entry = readdir(dir)) && listed < MAX_PROCESSES) {
@@ -1514,11 +1523,8 @@ enum memwatch_verdict memwatch_look(struct memwatch *w, int64_t now_ms,
 	if (verdict == MEMWATCH_OK && (w->frozen_memory || w->frozen_cpu)) {
 		freeze(w, proc_fd, init, n + (init != NULL));
 	} else if (verdict == MEMWATCH_OK) {
-		for (int i = 0; i < n; i++) {
-			struct proc *p = slot(w->table, pids[i]);
-			if (p->stopped && signal_process(proc_fd, p, w->opt.uid, SIGCONT))
-				p->stopped = false;
-		}
+		for (int i = 0; i < n; i++)
+			continue_stopped(w, proc_fd, slot(w->table, pids[i]));
 	}
 	close(proc_fd);
 	r->total = total;

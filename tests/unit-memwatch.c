@@ -15,6 +15,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -787,6 +788,40 @@ static void release_continues_where_asked(void)
 	}
 }
 
+/* A look that cannot list /proc (out of descriptors) keeps what the last
+ * look knew: a process it stopped is still its to continue. */
+static void failed_listing_keeps_the_stopped(void)
+{
+	pid_t pid = start(spin);
+	struct memwatch_options opt = {.uid = getuid(), .session = pid, .limit = 1ull << 40,
+		.cpus_milli = 100};
+	struct memwatch *w = memwatch_new(&opt);
+	char state = 0;
+	for (int64_t stop = now_ms() + 5000; now_ms() < stop && state != 'T';) {
+		struct memwatch_reading r;
+		memwatch_look(w, now_ms(), &r);
+		usleep(20000);
+		state = process_state(pid);
+	}
+	/* Room for /proc itself and no more: the listing's dup fails. */
+	int lowest = dup(0);
+	close(lowest);
+	struct rlimit was;
+	getrlimit(RLIMIT_NOFILE, &was);
+	struct rlimit tight = {.rlim_cur = (rlim_t)lowest + 1, .rlim_max = was.rlim_max};
+	setrlimit(RLIMIT_NOFILE, &tight);
+	struct memwatch_reading r;
+	memwatch_look(w, now_ms(), &r);
+	setrlimit(RLIMIT_NOFILE, &was);
+	memwatch_release(w, true);
+	usleep(50000);
+	char after = process_state(pid);
+	check(state == 'T' && after != 'T' && after != 0, "a process the watchdog stopped is "
+		"continued at release after a look that could not list /proc");
+	memwatch_free(w);
+	end(pid);
+}
+
 int main(void)
 {
 	setvbuf(stdout, NULL, _IONBF, 0);
@@ -824,6 +859,7 @@ int main(void)
 		"their parent's (300 MiB): under a limit of 512 MiB");
 	cpu_throttle();
 	release_continues_where_asked();
+	failed_listing_keeps_the_stopped();
 	printf("1..%d\n", test_number);
 	return failures != 0;
 }
