@@ -163,8 +163,9 @@ bool describe_stop(const struct run_result *r, const struct config *cfg,
 		/* Not the code's time: a user who raised --timeout for slow
 		 * code would be misled, and so would one who debugs us. */
 		snprintf(buf, size, "timed out after %ld s before its code began (the sandbox's "
-			"start, Sage's import or a warm-up step took that long); the container was "
-			"stopped; %s", cfg->number[SET_TIMEOUT], fix);
+			"start, Sage's import or a warm-up step took that long); %s; %s",
+			cfg->number[SET_TIMEOUT], r->after == AFTER_NEXT ? "nothing was run and the "
+			"container serves the next call" : "the container was stopped", fix);
 	else if (r->timed_out)
 		snprintf(buf, size, "timed out after %ld s%s; %s; %s", cfg->number[SET_TIMEOUT],
 			throttle, r->after == AFTER_NEXT ? "its processes were killed and the container "

@@ -659,41 +659,53 @@ class Launcher:
 
     def run(self, call):
         """Runs the call to its end; returns the X frame's trailer."""
-        if self.session and call.deadline and now_ms() >= call.deadline:
-            # Its time ran out before its code could begin (a session's
-            # first call waits for the container and Sage's import): the
-            # code is not run, as a cold run's is not, and the session
-            # goes on as it was (frozen, where it was; the call's input
-            # files are in its directory). A deadline that falls after
-            # this look interrupts the code as it begins (CellWatch).
+        # Its time ran out before its code could begin (a first call waits
+        # for the container and Sage's import, a later one of a serial
+        # container for a warm-up step): the code is not run, and no B
+        # frame says it began, so the host tells the timeout as the wait's,
+        # not the code's. A deadline that falls after this look ends the
+        # code as it begins (below; a session's: CellWatch).
+        expired = bool(call.deadline) and now_ms() >= call.deadline
+        if expired:
             wipe(call.args)
             wipe(call.code)
+        if expired and self.session:
+            # The session goes on as it was (frozen, where it was; the
+            # call's input files are in its directory).
             return {"ended_at": now_ms(), "exit": 1, "container": "kept",
                     "interrupted": "timeout"}
         if self.frozen:
             self.thaw()
-        elif self.mode == "serial":
+        else:
             # A serial call's child is forked as the last call ends, while
-            # the host's watchdog still watches that call: its freeze (for
-            # --memory or --cpus) may have stopped this child too, and the
-            # call's end released the freeze without continuing it.
+            # the host's watchdog still watches that call, and a session's
+            # first cell may time out before it begins (above), with the
+            # watchdog's look in between: its freeze (for --memory or
+            # --cpus) may have stopped this child too, and the call's end
+            # released the freeze without continuing it (a session's
+            # release continues nothing: its own freeze must hold).
             try:
                 signal.pidfd_send_signal(self.pidfd, signal.SIGCONT)
-            except ProcessLookupError:
+            except OSError:
                 pass
-        # The code begins: the host holds the call to its CPU share from
-        # here (cpugroup.c), not for the warm-up step before it.
-        self.writer.send(b"B")
-        self.call_number += 1
-        message = child.encode_call(call.cpu_seconds, call.args, call.code, call.display_flags,
-                                    call.first_show, call.seed)
-        try:
-            write_all(self.call_w, message)
-        except OSError:
-            pass  # the child is gone: its status says why, below
-        # The child has them: no call forked later finds them here.
-        for data in (message, call.args, call.code):
-            wipe(data)
+        if expired:
+            # The child, never handed the call, goes as at a deadline; a
+            # serial container serves the next call as after one.
+            self.kill_the_rest()
+        else:
+            # The code begins: the host holds the call to its CPU share
+            # from here (cpugroup.c), not for the warm-up step before it.
+            self.writer.send(b"B")
+            self.call_number += 1
+            message = child.encode_call(call.cpu_seconds, call.args, call.code,
+                                        call.display_flags, call.first_show, call.seed)
+            try:
+                write_all(self.call_w, message)
+            except OSError:
+                pass  # the child is gone: its status says why, below
+            # The child has them: no call forked later finds them here.
+            for data in (message, call.args, call.code):
+                wipe(data)
         if not self.session:
             os.close(self.call_w)
             self.call_w = -1
@@ -710,7 +722,7 @@ class Launcher:
         cell_status = None
         cell_ended_at = None  # when it was read
         watch = CellWatch(call.deadline, call.cpu_seconds) if self.session else None
-        killed_at_deadline = False
+        killed_at_deadline = expired
         cpu_at_start = self.child_cpu_seconds() if self.session else 0.0
         deadline = call.deadline
         while self.child_status is None and cell_status is None:

@@ -175,6 +175,37 @@ after 0 None 1"
 	expect_match "$errors" "1 ok, 1 failed, 0 bad lines, 0 not run; 1 retried"
 }
 
+# A serial container warms up between jobs (warm.py's steps), and a job
+# that comes while a step runs waits for it: a step of a second or more
+# outlasts a job's timeout of 1 s. Before the fix the code was handed
+# over past its deadline and the job read as its own timeout.
+@test "batch - a job whose timeout passes while it waits for a warm-up step says its code never began; the container serves the next job" {
+	jobs=$BATS_TEST_TMPDIR/jobs.jsonl
+	python3 -c '
+import json
+print(json.dumps({"id": "prints-0", "code": "print(0)"}))
+for i in range(1, 5):
+    print(json.dumps({"id": "waits-prints-%d" % i, "code": "print(%d)" % i, "timeout": 1}))
+    print(json.dumps({"id": "prints-%d" % (10 * i), "code": "print(%d)" % (10 * i)}))' >"$jobs"
+	run_ss 0 batch --order input --jobs 1 "$jobs"
+	printf '%s\n' "$output" >"$BATS_TEST_TMPDIR/out.jsonl"
+	never_began=0
+	while IFS='|' read -r id code out error; do
+		case $id:$code in
+		*:0)
+			expect_equal "$out" "${id##*-}" "$id's stdout" ;;
+		waits-*:124)
+			expect_equal "$error" "timed out after 1 s before its code began (the sandbox's start, Sage's import or a warm-up step took that long); nothing was run and the container serves the next call; raise the job's timeout (at most the batch's --timeout) or the batch's --timeout (at most 600)" "$id's error"
+			expect_equal "$out" "" "$id's stdout"
+			never_began=$((never_began + 1)) ;;
+		*)
+			expect_equal "$id:$code $error" "an ok job, or a waiting one that never began" ;;
+		esac
+	done < <(results "$BATS_TEST_TMPDIR/out.jsonl" '"%s|%s|%s|%s" % (j["id"], j["exit_code"], j["stdout"].strip(), j["error"])')
+	[ "$never_began" -ge 1 ] || { echo "# no job waited past its timeout" >&2; return 1; }
+	expect_match "$errors" "0 containers replaced after a job"
+}
+
 # bats test_tags=slow,any-sage
 @test "batch - 200 generated jobs: each its own answer; every 23rd gives what sage-sandbox run gives, byte for byte" {
 	dir=$BATS_TEST_TMPDIR
