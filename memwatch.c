@@ -1451,6 +1451,23 @@ enum memwatch_verdict memwatch_look(struct memwatch *w, int64_t now_ms,
 {
 	static pid_t pids[MAX_PROCESSES];
 	int64_t begin = thread_cpu_ns();
+	*r = (struct memwatch_reading){0};
+	enum memwatch_verdict verdict = MEMWATCH_OK;
+	memwatch_count(w);
+	int proc_fd = open("/proc", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (proc_fd < 0)
+		return MEMWATCH_OK;
+	/* As the last look left the run: the interval since was spent so. */
+	bool left_frozen = w->frozen_memory && !w->escaped;
+	struct proc *init;
+	int n = list_run(w, proc_fd, pids, &init);
+	if (n < 0) {
+		close(proc_fd);
+		return MEMWATCH_OK;
+	}
+	/* The interval from the last look that listed the run: a look that
+	 * could not (out of descriptors) neither counted the CPU used since
+	 * nor may shorten the interval the next one charges it to. */
 	int64_t elapsed_ms = w->last_ms ? now_ms - w->last_ms : 0;
 	w->last_ms = now_ms;
 	/* The budget pays for exact measurements only. The cheap pass costs
@@ -1458,22 +1475,10 @@ enum memwatch_verdict memwatch_look(struct memwatch *w, int64_t now_ms,
 	 * bounded by --pids-limit), whatever the budget says: charged to the
 	 * budget, it left a run of 95 Sage processes 1.5 ms of the 5 each look
 	 * for walks of 8 ms, and a fork bomb that finishes in 3 s took 27. */
-	w->budget_ns += elapsed_ms * 1000000LL / 100 * (w->frozen_memory && !w->escaped ?
+	w->budget_ns += elapsed_ms * 1000000LL / 100 * (left_frozen ?
 		MEMWATCH_FROZEN_CPU_SHARE_PERCENT : MEMWATCH_CPU_SHARE_PERCENT);
 	if (w->budget_ns > BUDGET_MAX_NS)
 		w->budget_ns = BUDGET_MAX_NS;
-	*r = (struct memwatch_reading){0};
-	enum memwatch_verdict verdict = MEMWATCH_OK;
-	memwatch_count(w);
-	int proc_fd = open("/proc", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (proc_fd < 0)
-		return MEMWATCH_OK;
-	struct proc *init;
-	int n = list_run(w, proc_fd, pids, &init);
-	if (n < 0) {
-		close(proc_fd);
-		return MEMWATCH_OK;
-	}
 	/* The launcher's mappings, which the first call's process is forked
 	 * with: counted once. */
 	if (init && !init->maps_known && count_mappings(proc_fd, init->at, &init->maps))

@@ -669,30 +669,31 @@ class Launcher:
         if expired:
             wipe(call.args)
             wipe(call.code)
-        if expired and self.session:
-            # The session goes on as it was (frozen, where it was; the
-            # call's input files are in its directory).
-            return {"ended_at": now_ms(), "exit": 1, "container": "kept",
-                    "interrupted": "timeout"}
-        if self.frozen:
-            self.thaw()
-        else:
-            # A serial call's child is forked as the last call ends, while
-            # the host's watchdog still watches that call, and a session's
-            # first cell may time out before it begins (above), with the
-            # watchdog's look in between: its freeze (for --memory or
-            # --cpus) may have stopped this child too, and the call's end
-            # released the freeze without continuing it (a session's
-            # release continues nothing: its own freeze must hold).
-            try:
-                signal.pidfd_send_signal(self.pidfd, signal.SIGCONT)
-            except OSError:
-                pass
-        if expired:
+            if self.session:
+                # The session goes on as it was (its Sage frozen where a
+                # cell ran before; the call's input files are in its
+                # directory).
+                return {"ended_at": now_ms(), "exit": 1, "container": "kept",
+                        "interrupted": "timeout"}
             # The child, never handed the call, goes as at a deadline; a
             # serial container serves the next call as after one.
             self.kill_the_rest()
         else:
+            if self.frozen:
+                self.thaw()
+            else:
+                # The host's watchdog (for --memory or --cpus where no
+                # cgroup holds them) may have stopped this child: a serial
+                # call's is forked as the last call ends, while that call
+                # is still watched, and a session's first cell may have
+                # timed out before it began (above), a look in between.
+                # A serial call's release continues what the watchdog
+                # stopped, unless its listing of /proc failed; a session's
+                # continues nothing, its own freeze must hold.
+                try:
+                    signal.pidfd_send_signal(self.pidfd, signal.SIGCONT)
+                except ProcessLookupError:
+                    pass
             # The code begins: the host holds the call to its CPU share
             # from here (cpugroup.c), not for the warm-up step before it.
             self.writer.send(b"B")

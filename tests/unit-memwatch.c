@@ -757,6 +757,23 @@ static char process_state(pid_t pid)
 	return paren && paren[1] == ' ' ? paren[2] : 0;
 }
 
+/* A watchdog at --cpus 0.1 over pid (a spinner), looking until it has
+ * stopped it (at most 5 s); pid's state then in *state. */
+static struct memwatch *throttled_until_stopped(pid_t pid, char *state)
+{
+	struct memwatch_options opt = {.uid = getuid(), .session = pid, .limit = 1ull << 40,
+		.cpus_milli = 100};
+	struct memwatch *w = memwatch_new(&opt);
+	*state = 0;
+	for (int64_t stop = now_ms() + 5000; now_ms() < stop && *state != 'T';) {
+		struct memwatch_reading r;
+		memwatch_look(w, now_ms(), &r);
+		usleep(20000);
+		*state = process_state(pid);
+	}
+	return w;
+}
+
 /* A process the watchdog stopped, still stopped as the call ends: a
  * serial container's release continues it (a warm-up step's subprocess,
  * started as the launcher sent the call's end, outlives the call); a
@@ -765,16 +782,8 @@ static void release_continues_where_asked(void)
 {
 	for (int thaw = 0; thaw < 2; thaw++) {
 		pid_t pid = start(spin);
-		struct memwatch_options opt = {.uid = getuid(), .session = pid, .limit = 1ull << 40,
-			.cpus_milli = 100};
-		struct memwatch *w = memwatch_new(&opt);
-		char state = 0;
-		for (int64_t stop = now_ms() + 5000; now_ms() < stop && state != 'T';) {
-			struct memwatch_reading r;
-			memwatch_look(w, now_ms(), &r);
-			usleep(20000);
-			state = process_state(pid);
-		}
+		char state;
+		struct memwatch *w = throttled_until_stopped(pid, &state);
 		memwatch_release(w, thaw);
 		usleep(50000);
 		char after = process_state(pid);
@@ -793,31 +802,26 @@ static void release_continues_where_asked(void)
 static void failed_listing_keeps_the_stopped(void)
 {
 	pid_t pid = start(spin);
-	struct memwatch_options opt = {.uid = getuid(), .session = pid, .limit = 1ull << 40,
-		.cpus_milli = 100};
-	struct memwatch *w = memwatch_new(&opt);
-	char state = 0;
-	for (int64_t stop = now_ms() + 5000; now_ms() < stop && state != 'T';) {
-		struct memwatch_reading r;
-		memwatch_look(w, now_ms(), &r);
-		usleep(20000);
-		state = process_state(pid);
-	}
+	char state;
+	struct memwatch *w = throttled_until_stopped(pid, &state);
 	/* Room for /proc itself and no more: the listing's dup fails. */
-	int lowest = dup(0);
+	int lowest = open("/dev/null", O_RDONLY | O_CLOEXEC);
 	close(lowest);
-	struct rlimit was;
-	getrlimit(RLIMIT_NOFILE, &was);
-	struct rlimit tight = {.rlim_cur = (rlim_t)lowest + 1, .rlim_max = was.rlim_max};
-	setrlimit(RLIMIT_NOFILE, &tight);
+	struct rlimit was, tight;
+	bool tightened = lowest >= 0 && getrlimit(RLIMIT_NOFILE, &was) == 0 &&
+		(tight = (struct rlimit){.rlim_cur = (rlim_t)lowest + 1, .rlim_max = was.rlim_max},
+		 setrlimit(RLIMIT_NOFILE, &tight) == 0);
 	struct memwatch_reading r;
 	memwatch_look(w, now_ms(), &r);
-	setrlimit(RLIMIT_NOFILE, &was);
+	if (tightened && setrlimit(RLIMIT_NOFILE, &was) != 0)
+		abort();
 	memwatch_release(w, true);
 	usleep(50000);
 	char after = process_state(pid);
-	check(state == 'T' && after != 'T' && after != 0, "a process the watchdog stopped is "
-		"continued at release after a look that could not list /proc");
+	/* A look that listed counts the spinner. */
+	check(tightened && r.processes == 0 && state == 'T' && after != 'T' && after != 0,
+		"a process the watchdog stopped is continued at release after a look that could "
+		"not list /proc");
 	memwatch_free(w);
 	end(pid);
 }

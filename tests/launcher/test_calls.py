@@ -140,6 +140,54 @@ class OnceFinishTest(unittest.TestCase):
         self.assertEqual(self.finish(5, 5 << 8)["exit"], 5)
 
 
+class ExpiredCallTest(unittest.TestCase):
+    # A call whose deadline passed before its code could begin (it waited
+    # for a warm-up step): never handed to its child, which goes as at a
+    # deadline, and no B frame, so the host tells the wait's timeout.
+    def run_expired(self, mode):
+        launcher = object.__new__(calls.Launcher)
+        launcher.mode, launcher.session, launcher.frozen = mode, mode == "session", False
+        sent, killed, finished = [], [], []
+        launcher.writer = types.SimpleNamespace(send=sent.append)
+        launcher.kill_the_rest = lambda: killed.append(True)
+        launcher.thaw = lambda: self.fail("thawed a child never to run")
+        launcher.take_input = lambda: None
+        launcher.reap = lambda: None
+        launcher.finish = lambda call, status, why, killed_at_deadline, deadline, *rest, **kw: \
+            finished.append((killed_at_deadline, deadline)) or {"container": "next"}
+        call_r, call_w = os.pipe()
+        reader_r, reader_w = os.pipe()
+        pidfd = os.pidfd_open(os.getpid())  # a SIGCONT to this process is nothing
+        self.addCleanup(lambda: [os.close(fd) for fd in (call_r, reader_r, reader_w, pidfd)])
+        launcher.call_w, launcher.pidfd = call_w, pidfd
+        launcher.reader = types.SimpleNamespace(fd=reader_r)
+        launcher.pending = calls.StdinQueue()
+        launcher.streams, launcher.pipes = {}, types.SimpleNamespace(done=(-1, -1))
+        # Its kill reaps it (kill_the_rest): the call's loop has nothing to wait for.
+        launcher.child_status, launcher.call_number = 9, 0
+        args, code = bytearray(b"x\0"), bytearray(b"print(1)")
+        call = calls.Call({"cpu": 30, "deadline": calls.now_ms() - 1, "inputs": 0}, args, code)
+        trailer = launcher.run(call)
+        os.set_blocking(call_r, False)
+        try:
+            handed = os.read(call_r, 100)
+        except BlockingIOError:
+            handed = b""
+        return trailer, sent, killed, finished, handed, bytes(args + code)
+
+    def test_a_serial_call_is_never_handed_over_nor_begun(self):
+        trailer, sent, killed, finished, handed, left = self.run_expired("serial")
+        self.assertEqual((trailer, sent, killed, handed), ({"container": "next"}, [], [True], b""))
+        self.assertTrue(finished[0][0], "told as killed at its deadline")
+        self.assertEqual(left, bytes(len(left)), "its code and arguments wiped")
+
+    def test_a_session_goes_on_as_it_was(self):
+        trailer, sent, killed, finished, handed, left = self.run_expired("session")
+        self.assertEqual((trailer["container"], trailer["interrupted"], sent, killed, finished),
+                         ("kept", "timeout", [], [], []))
+        self.assertEqual(left, bytes(len(left)))
+
+
 class SessionFinishTest(unittest.TestCase):
     # A session's cell: kept, told interrupted only where its SIGINT was
     # sent; lost, its cause told all the same; its end, when its status came.
