@@ -186,8 +186,15 @@ int cpugroup_hold(struct cpugroup *g, long cpus_milli, int64_t now_ms)
 
 void cpugroup_lift(struct cpugroup *g)
 {
-	if (g->path[0])
-		write_file(g->path, "cpu.cfs_quota_us", "-1");
+	if (!g->path[0])
+		return;
+	write_file(g->path, "cpu.cfs_quota_us", "-1");
+	/* What the hold's last moments were throttled, since its last look,
+	 * is no later look's: a serial container's next call, whose first
+	 * looks come before its hold, read it as its own (a busy job before
+	 * it made it say throttled 6 times in 22, where a quiet one made it
+	 * once: attack helper). */
+	g->throttled_ns = time_throttled(g->path);
 }
 
 /* The processes of the container listed in the group at path: pids whose
