@@ -156,20 +156,21 @@ void cpugroup_procs_path(const struct cpugroup *g, char *out, size_t size)
 	snprintf(out, size, "%s/cgroup.procs", g->path);
 }
 
-/* throttled_time (ns) from the group's cpu.stat, or 0. */
-static uint64_t time_throttled(const char *path)
+/* throttled_time (ns) from the group's cpu.stat, in *ns; false where it
+ * could not be read (out of descriptors), which must not read as 0: the
+ * next read would hold the group's whole life of throttles. */
+static bool read_throttled(const char *path, uint64_t *ns)
 {
 	char file[640], line[128];
-	uint64_t n = 0;
+	bool read = false;
 	snprintf(file, sizeof file, "%s/cpu.stat", path);
 	FILE *f = fopen(file, "re");
 	if (!f)
-		return 0;
-	while (fgets(line, sizeof line, f))
-		if (sscanf(line, "throttled_time %" SCNu64, &n) == 1)
-			break;
+		return false;
+	while (!read && fgets(line, sizeof line, f))
+		read = sscanf(line, "throttled_time %" SCNu64, ns) == 1;
 	fclose(f);
-	return n;
+	return read;
 }
 
 int cpugroup_hold(struct cpugroup *g, long cpus_milli, int64_t now_ms)
@@ -179,22 +180,22 @@ int cpugroup_hold(struct cpugroup *g, long cpus_milli, int64_t now_ms)
 		return 0;
 	/* Thousandths of a core, of a period in microseconds. */
 	snprintf(quota, sizeof quota, "%ld", cpus_milli * (CPUGROUP_PERIOD_US / 1000));
-	g->throttled_ns = time_throttled(g->path);
+	read_throttled(g->path, &g->throttled_ns);
 	g->read_at_ms = now_ms;
 	return write_file(g->path, "cpu.cfs_quota_us", quota);
 }
 
-void cpugroup_lift(struct cpugroup *g)
+bool cpugroup_lift(struct cpugroup *g, int64_t now_ms)
 {
 	if (!g->path[0])
-		return;
+		return false;
 	write_file(g->path, "cpu.cfs_quota_us", "-1");
 	/* What the hold's last moments were throttled, since its last look,
-	 * is no later look's: a serial container's next call, whose first
-	 * looks come before its hold, read it as its own (a busy job before
-	 * it made it say throttled 6 times in 22, where a quiet one made it
-	 * once: attack helper). */
-	g->throttled_ns = time_throttled(g->path);
+	 * is the hold's, and no later look's: a serial container's next
+	 * call, whose first looks come before its hold, read it as its own
+	 * (a busy job before it made it say throttled 6 times in 22, where a
+	 * quiet one made it once: attack helper). */
+	return cpugroup_throttled(g, now_ms);
 }
 
 /* The processes of the container listed in the group at path: pids whose
@@ -376,7 +377,9 @@ bool cpugroup_throttled(struct cpugroup *g, int64_t now_ms)
 {
 	if (!g->path[0])
 		return false;
-	uint64_t now = time_throttled(g->path);
+	uint64_t now;
+	if (!read_throttled(g->path, &now))
+		return false;
 	double held_ms = (double)(now - g->throttled_ns) / 1e6;
 	/* Of one scheduler period at least: looks come at random intervals,
 	 * some of a few ms, in which one throttle at a period's end would be

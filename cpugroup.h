@@ -56,9 +56,10 @@ void cpugroup_procs_path(const struct cpugroup *g, char *out, size_t size);
  * use is charged to it. 0 (also where there is no group), or -1 with
  * errno. */
 int cpugroup_hold(struct cpugroup *g, long cpus_milli, int64_t now_ms);
-/* Lifts the hold: no quota, and no throttle of the hold's left for
- * cpugroup_throttled to find. */
-void cpugroup_lift(struct cpugroup *g);
+/* Lifts the hold: no quota. Returns whether the hold held the group back
+ * since cpugroup_throttled last looked (its answer at now_ms), so that
+ * nothing of the hold's is left for a later look to find. */
+bool cpugroup_lift(struct cpugroup *g, int64_t now_ms);
 /* Whether /proc/PID/cgroup's text puts the process in the group at path
  * (below the cpu hierarchy's mount m), or in one below it (runc's). */
 bool cpugroup_names_group(const char *proc_cgroup, const struct cpu_mount *m, const char *path);

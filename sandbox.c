@@ -319,7 +319,7 @@ static void take_frame(struct sandbox *sb, char type, const char *payload, size_
 		if (!sb->submitted || !sb->opt.serial || sb->opt.session)
 			protocol_broken(sb, "a call's end killed outside a serial call");
 		else if (type == 'U')
-			cpugroup_lift(&sb->cpu_group);
+			sb->result.throttled |= cpugroup_lift(&sb->cpu_group, loop_now_ms());
 		else if (sb->result.code_begun)
 			hold_cpus(sb);
 		break;
@@ -752,7 +752,7 @@ void sandbox_stop(struct sandbox *sb, enum stop_reason reason, int signal)
 	 * lifted: what is left to run is the kernel's work as each exits,
 	 * never the code. */
 	cpugroup_kill(&sb->cpu_group);
-	cpugroup_lift(&sb->cpu_group);
+	cpugroup_lift(&sb->cpu_group, loop_now_ms());
 	sb->state = SANDBOX_STOPPING;
 	loop_timer_cancel(&sb->deadline_timer);
 	stop_watching_memory(sb);
@@ -1002,7 +1002,7 @@ static void sandbox_advance(struct sandbox *sb)
 		 * and so does a container that ends: what the code left running
 		 * dies with it, held until it is gone. */
 		if (sb->between_cells && !sb->opt.session)
-			cpugroup_lift(&sb->cpu_group);
+			sb->result.throttled |= cpugroup_lift(&sb->cpu_group, loop_now_ms());
 		/* A pause of the output is the call's (its reader's back
 		 * pressure): its end, read, ends it, or the next call's frames
 		 * would never be read. */
@@ -1525,7 +1525,7 @@ int sandbox_cleanup(const char *podman, struct buffer *removed, struct error *er
 		 * hold lifted. */
 		if (grouped && cpugroup_find(&group, group_dir, name) == 0) {
 			cpugroup_kill(&group);
-			cpugroup_lift(&group);
+			cpugroup_lift(&group, 0);
 		}
 		podman_rm_args(&rm_args, podman, name);
 		if (capture_command(rm_args.arg, podman_environment(), 30000, &rm) == 0 &&

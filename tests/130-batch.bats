@@ -204,7 +204,7 @@ for i in range(1, 5):
 			expect_equal "$out" "" "$id's stdout"
 			never_began=$((never_began + 1)) ;;
 		"waits-"*":124:$waited; the container was stopped; $fix" | \
-			"waits-"*":124:timed out after 1 s; its processes were killed and the container serves the next call; $fix") ;;
+			"waits-"*":124:timed out after 1 s"*"; its processes were killed and the container serves the next call; "*) ;;
 		*)
 			expect_equal "$id:$code $error" "an ok job, or a waiting one that timed out" ;;
 		esac

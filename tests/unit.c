@@ -529,6 +529,25 @@ static void test_cpugroup(void)
 	write_text(g.path, "cpu.stat", "nr_periods 14\nnr_throttled 7\nthrottled_time 42000000\n");
 	check(!cpugroup_throttled(&g, 1410),
 		"cpugroup: ... nor 2 ms in a look 10 ms after the last (a tenth of a period at least)");
+	/* A hold's last moments, throttled since its last look, are the
+	 * hold's: told as it is lifted, and nothing left for the next call's
+	 * looks. */
+	write_text(g.path, "cpu.stat", "nr_periods 16\nnr_throttled 9\nthrottled_time 82000000\n");
+	check(cpugroup_lift(&g, 1500), "cpugroup: held back 40 ms since the last look: told as "
+		"the hold is lifted");
+	check(!cpugroup_throttled(&g, 1600), "cpugroup: ... and never to a look after");
+	/* cpu.stat unreadable (out of descriptors) is no count of 0: the
+	 * look after would read the group's whole life as its own. */
+	char stat_path[700], aside[720];
+	snprintf(stat_path, sizeof stat_path, "%s/cpu.stat", g.path);
+	snprintf(aside, sizeof aside, "%s.aside", stat_path);
+	rename(stat_path, aside);
+	check(!cpugroup_lift(&g, 1700) && !cpugroup_throttled(&g, 1700),
+		"cpugroup: an unreadable count tells no hold");
+	rename(aside, stat_path);
+	check(!cpugroup_throttled(&g, 1800), "cpugroup: ... nor, read again, all the throttles "
+		"before it");
+	check(cpugroup_hold(&g, 250, 1800) == 0, "cpugroup: held again");
 	pid_t child;
 	char procs[32];
 	snprintf(procs, sizeof procs, "%d\n", (int)other_users_process(&child));
@@ -565,7 +584,7 @@ static void test_cpugroup(void)
 	check(cpugroup_outside(&g, 3999999) == 0, "cpugroup: a run with no process left has none "
 		"outside (its frame read after its end)");
 	write_text(runc, "cgroup.procs", "");
-	cpugroup_lift(&g);
+	cpugroup_lift(&g, 1900);
 	read_line(g.path, "cpu.cfs_quota_us", quota, sizeof quota);
 	check(strcmp(quota, "-1") == 0, "cpugroup: no quota between calls");
 	char path[700];

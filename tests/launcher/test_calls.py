@@ -165,9 +165,18 @@ class ExpiredCallTest(unittest.TestCase):
         launcher.streams, launcher.pipes = {}, types.SimpleNamespace(done=(-1, -1))
         # Its kill reaps it (kill_the_rest): the call's loop has nothing to wait for.
         launcher.child_status, launcher.call_number = 9, 0
+        if mode == "session":
+            self.addCleanup(os.close, call_w)  # a session's stays open for its next cell
         args, code = bytearray(b"x\0"), bytearray(b"print(1)")
         call = calls.Call({"cpu": 30, "deadline": calls.now_ms() - 1, "inputs": 0}, args, code)
-        trailer = launcher.run(call)
+        signalled = []
+        real_send = calls.signal.pidfd_send_signal
+        calls.signal.pidfd_send_signal = lambda fd, sig, *rest: signalled.append(sig)
+        try:
+            trailer = launcher.run(call)
+        finally:
+            calls.signal.pidfd_send_signal = real_send
+        self.assertEqual(signalled, [], "no signal to a child never to run")
         os.set_blocking(call_r, False)
         try:
             handed = os.read(call_r, 100)
