@@ -502,6 +502,25 @@ class Launcher:
         except (ProcessLookupError, ChildProcessError):
             pass
 
+    def continue_child(self):
+        """The call's child, running as its call is handed over: thawed
+        where a session froze it; else sent SIGCONT, for the host's
+        watchdog (--memory or --cpus where no cgroup holds them) may have
+        stopped it: a serial call's is forked as the last call ends, while
+        that call is still watched, and a session's first cell may have
+        timed out before it began (run), a look in between. A serial
+        call's release continues what the watchdog stopped, unless its
+        listing of /proc failed; a session's continues nothing, its own
+        freeze must hold. (Not thaw's wait: a child never stopped gives
+        no notice of continuing.)"""
+        if self.frozen:
+            self.thaw()
+            return
+        try:
+            signal.pidfd_send_signal(self.pidfd, signal.SIGCONT)
+        except ProcessLookupError:
+            pass
+
     def still_frozen(self):
         """False when the stopped session came back by itself (a timer of
         its own can send it SIGCONT) or ended."""
@@ -679,21 +698,7 @@ class Launcher:
             # serial container serves the next call as after one.
             self.kill_the_rest()
         else:
-            if self.frozen:
-                self.thaw()
-            else:
-                # The host's watchdog (for --memory or --cpus where no
-                # cgroup holds them) may have stopped this child: a serial
-                # call's is forked as the last call ends, while that call
-                # is still watched, and a session's first cell may have
-                # timed out before it began (above), a look in between.
-                # A serial call's release continues what the watchdog
-                # stopped, unless its listing of /proc failed; a session's
-                # continues nothing, its own freeze must hold.
-                try:
-                    signal.pidfd_send_signal(self.pidfd, signal.SIGCONT)
-                except ProcessLookupError:
-                    pass
+            self.continue_child()
             # The code begins: the host holds the call to its CPU share
             # from here (cpugroup.c), not for the warm-up step before it.
             self.writer.send(b"B")
