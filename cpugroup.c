@@ -180,7 +180,7 @@ int cpugroup_hold(struct cpugroup *g, long cpus_milli, int64_t now_ms)
 		return 0;
 	/* Thousandths of a core, of a period in microseconds. */
 	snprintf(quota, sizeof quota, "%ld", cpus_milli * (CPUGROUP_PERIOD_US / 1000));
-	read_throttled(g->path, &g->throttled_ns);
+	g->counted = read_throttled(g->path, &g->throttled_ns);
 	g->read_at_ms = now_ms;
 	return write_file(g->path, "cpu.cfs_quota_us", quota);
 }
@@ -378,8 +378,19 @@ bool cpugroup_throttled(struct cpugroup *g, int64_t now_ms)
 	if (!g->path[0])
 		return false;
 	uint64_t now;
-	if (!read_throttled(g->path, &now))
+	/* A count that could not be read starts no account, and ends the one
+	 * it had: the throttles until the next good read may be the last
+	 * call's (a hold's last moments where its lift could not read), so
+	 * that read is a new start and tells nothing. */
+	bool counted = g->counted;
+	g->counted = read_throttled(g->path, &now);
+	if (!g->counted)
 		return false;
+	if (!counted) {
+		g->throttled_ns = now;
+		g->read_at_ms = now_ms;
+		return false;
+	}
 	double held_ms = (double)(now - g->throttled_ns) / 1e6;
 	/* Of one scheduler period at least: looks come at random intervals,
 	 * some of a few ms, in which one throttle at a period's end would be

@@ -25,6 +25,7 @@ struct cpugroup {
 	char path[512];      /* "" when there is none */
 	uint64_t throttled_ns; /* the kernel's throttled_time when last read */
 	int64_t read_at_ms;    /* and when (the caller's clock) */
+	bool counted;          /* both are of the last read: it did not fail */
 };
 
 /* Where a cgroup v1 hierarchy is mounted: its mount point, and the group
@@ -79,7 +80,8 @@ int cpugroup_kill(const struct cpugroup *g);
  * now_ms) for CPUGROUP_HELD_SHARE of that time, or of one period where
  * that was shorter, or more: a thread that runs at --cpus exactly is
  * throttled too, for a millisecond or two now and then at a period's
- * end, which is no hold. */
+ * end, which is no hold. After a read that failed, false: what came
+ * since the last good one may be an earlier call's. */
 #define CPUGROUP_HELD_SHARE 0.1
 bool cpugroup_throttled(struct cpugroup *g, int64_t now_ms);
 /* Removes the group once nothing is in it (what runc made in it first);

@@ -544,10 +544,23 @@ static void test_cpugroup(void)
 	rename(stat_path, aside);
 	check(!cpugroup_lift(&g, 1700) && !cpugroup_throttled(&g, 1700),
 		"cpugroup: an unreadable count tells no hold");
+	/* ... nor the throttles that came while it could not be read: the
+	 * hold's last moments, where its lift could not read them. */
+	write_text(g.path, "cpu.stat.aside", "nr_periods 18\nnr_throttled 12\nthrottled_time 122000000\n");
 	rename(aside, stat_path);
 	check(!cpugroup_throttled(&g, 1800), "cpugroup: ... nor, read again, all the throttles "
 		"before it");
-	check(cpugroup_hold(&g, 250, 1800) == 0, "cpugroup: held again");
+	write_text(g.path, "cpu.stat", "nr_periods 20\nnr_throttled 14\nthrottled_time 152000000\n");
+	check(cpugroup_throttled(&g, 1900), "cpugroup: ... and the look after that tells its own");
+	/* A hold that could not read the count starts none: its first look
+	 * tells nothing of what came before it. */
+	rename(stat_path, aside);
+	check(cpugroup_hold(&g, 250, 2000) == 0, "cpugroup: held with the count unreadable");
+	write_text(g.path, "cpu.stat.aside", "nr_periods 22\nnr_throttled 16\nthrottled_time 192000000\n");
+	rename(aside, stat_path);
+	check(!cpugroup_throttled(&g, 2100), "cpugroup: its first look tells none of the "
+		"throttles before the hold");
+	check(cpugroup_hold(&g, 250, 2100) == 0, "cpugroup: held again");
 	pid_t child;
 	char procs[32];
 	snprintf(procs, sizeof procs, "%d\n", (int)other_users_process(&child));
