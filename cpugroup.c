@@ -182,14 +182,22 @@ int cpugroup_hold(struct cpugroup *g, long cpus_milli, int64_t now_ms)
 	snprintf(quota, sizeof quota, "%ld", cpus_milli * (CPUGROUP_PERIOD_US / 1000));
 	g->counted = read_throttled(g->path, &g->throttled_ns);
 	g->read_at_ms = now_ms;
+	g->lift_owed = false;
 	return write_file(g->path, "cpu.cfs_quota_us", quota);
+}
+
+static void lift_quota(struct cpugroup *g)
+{
+	g->lift_owed = write_file(g->path, "cpu.cfs_quota_us", "-1") < 0;
 }
 
 bool cpugroup_lift(struct cpugroup *g, int64_t now_ms)
 {
 	if (!g->path[0])
 		return false;
-	write_file(g->path, "cpu.cfs_quota_us", "-1");
+	/* Lifted before the count is read: a throttle under way is counted
+	 * only as it ends. */
+	lift_quota(g);
 	/* What the hold's last moments were throttled, since its last look,
 	 * is the hold's, and no later look's: a serial container's next
 	 * call, whose first looks come before its hold, read it as its own
@@ -381,8 +389,11 @@ bool cpugroup_throttled(struct cpugroup *g, int64_t now_ms)
 	/* A count that could not be read starts no account, and ends the one
 	 * it had: the throttles until the next good read may be the last
 	 * call's (a hold's last moments where its lift could not read), so
-	 * that read is a new start and tells nothing. */
-	bool counted = g->counted;
+	 * that read is a new start and tells nothing. So does a lift not yet
+	 * written: the group held what ran between calls. */
+	bool counted = g->counted && !g->lift_owed;
+	if (g->lift_owed)
+		lift_quota(g);
 	g->counted = read_throttled(g->path, &now);
 	if (!g->counted)
 		return false;

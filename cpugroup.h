@@ -26,6 +26,7 @@ struct cpugroup {
 	uint64_t throttled_ns; /* the kernel's throttled_time when last read */
 	int64_t read_at_ms;    /* and when (the caller's clock) */
 	bool counted;          /* both are of the last read: it did not fail */
+	bool lift_owed;        /* a lift could not write the quota: still held */
 };
 
 /* Where a cgroup v1 hierarchy is mounted: its mount point, and the group
@@ -59,7 +60,10 @@ void cpugroup_procs_path(const struct cpugroup *g, char *out, size_t size);
 int cpugroup_hold(struct cpugroup *g, long cpus_milli, int64_t now_ms);
 /* Lifts the hold: no quota. Returns whether the hold held the group back
  * since cpugroup_throttled last looked (its answer at now_ms), so that
- * nothing of the hold's is left for a later look to find. */
+ * nothing of the hold's is left for a later look to find. Where the quota
+ * cannot be written (out of descriptors), each look tries again until it
+ * is, and tells nothing meanwhile (the group holds the launcher's work
+ * between calls, none of a call's). */
 bool cpugroup_lift(struct cpugroup *g, int64_t now_ms);
 /* Whether /proc/PID/cgroup's text puts the process in the group at path
  * (below the cpu hierarchy's mount m), or in one below it (runc's). */

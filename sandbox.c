@@ -742,6 +742,9 @@ void sandbox_stop(struct sandbox *sb, enum stop_reason reason, int signal)
 	if (sb->stopping != STOP_NONE ||
 	    ((sb->state == SANDBOX_DONE || sb->saw_exit) && !sb->between_cells))
 		return;
+	/* A call's own hold, to its stop: not a session's wait between
+	 * cells, whose result was its last cell's. */
+	bool in_call = !sb->between_cells && sb->result.code_begun;
 	sb->between_cells = false;
 	sb->stopping = reason;
 	sb->stop_signal = signal;
@@ -752,7 +755,9 @@ void sandbox_stop(struct sandbox *sb, enum stop_reason reason, int signal)
 	 * lifted: what is left to run is the kernel's work as each exits,
 	 * never the code. */
 	cpugroup_kill(&sb->cpu_group);
-	cpugroup_lift(&sb->cpu_group, loop_now_ms());
+	bool held = cpugroup_lift(&sb->cpu_group, loop_now_ms());
+	if (in_call)
+		sb->result.throttled |= held;
 	sb->state = SANDBOX_STOPPING;
 	loop_timer_cancel(&sb->deadline_timer);
 	stop_watching_memory(sb);
@@ -1000,9 +1005,13 @@ static void sandbox_advance(struct sandbox *sb)
 		 * session's Sage waits stopped for its next cell, still held (a
 		 * process of it that continues itself runs at --cpus at most),
 		 * and so does a container that ends: what the code left running
-		 * dies with it, held until it is gone. */
-		if (sb->between_cells && !sb->opt.session)
-			sb->result.throttled |= cpugroup_lift(&sb->cpu_group, loop_now_ms());
+		 * dies with it, held until it is gone. A session's cell's last
+		 * moments are read here all the same, as its own: the looks
+		 * between cells tell no one. */
+		if (sb->between_cells)
+			sb->result.throttled |= sb->opt.session ?
+				cpugroup_throttled(&sb->cpu_group, loop_now_ms()) :
+				cpugroup_lift(&sb->cpu_group, loop_now_ms());
 		/* A pause of the output is the call's (its reader's back
 		 * pressure): its end, read, ends it, or the next call's frames
 		 * would never be read. */

@@ -327,18 +327,21 @@ sched_setaffinity Operation not permitted"
 	# waits for the thread to have sent all three: one that ends, ends
 	# with none of them left to come; one interrupted took at least one.
 	# Of four, one ends, and the cells after it see none (CI of 17f1a43:
-	# the third, interrupted as it began, never set its handler).
+	# the third, interrupted as it began, never set its handler). The
+	# wait polls a flag: an Event's lock, interrupted inside wait(), may
+	# be left held (review helper).
 	one = r'''import os, signal, threading, time
 	kept = 7
-	sent = threading.Event()
+	sent = False
 	def interrupt():
+	    global sent
 	    time.sleep(float(0.3))
 	    for i in range(int(3)):
 	        os.kill(os.getpid(), signal.SIGINT)
-	    sent.set()
+	    sent = True
 	threading.Thread(target=interrupt, daemon=True).start()
 	print("one", signal.getsignal(signal.SIGINT))'''
-	two = "sent.wait()\nprint('two', signal.getsignal(signal.SIGINT))"
+	two = "while not sent:\n    time.sleep(float(0.01))\nprint('two', signal.getsignal(signal.SIGINT))"
 	# The code's own handler runs in its cells, and is its own again in
 	# the next one.
 	three = r'''signal.signal(signal.SIGINT, lambda s, f: print("mine"))
@@ -366,6 +369,7 @@ sched_setaffinity Operation not permitted"
 		fi
 		expect_no_match "$two" "launcher"
 	done
+	expect_equal "$ended" 1  # one of the four ended
 	expect_match "$(sed -n 6p <<<"$out")" '"exit_code": 0, .*"stdout": "mine\\n"'
 	expect_match "$(sed -n 7p <<<"$out")" '"exit_code": 0, .*"stdout": "mine\\nfour 7\\n"'
 	expect_equal "$(sed -n 8p <<<"$out")" '{"exit": 0}'
@@ -574,6 +578,10 @@ assert cpu <= cpus * (wall + 0.5) + eval(sys.argv[7]), sys.argv' \
 	expect_as_fresh victim "$VICTIM"
 }
 
+# The host's U and H frames (any-sage: 9.5's own job, its next child's
+# setup after H, is near the share by itself: 3 to 5 of 8 held back here,
+# none with H 50 ms later; an open defect, see the note of stop 77).
+# bats test_tags=any-sage
 @test "reuse - a job's end is no part of its CPU share: print(n) at --cpus 0.2 is not held back, in a cpu group or by the watchdog" {
 	# A serial job's end forks the next job's process from the launcher
 	# (a fork of Sage) while the kernel tears the job's down. Held at

@@ -561,6 +561,27 @@ static void test_cpugroup(void)
 	check(!cpugroup_throttled(&g, 2100), "cpugroup: its first look tells none of the "
 		"throttles before the hold");
 	check(cpugroup_hold(&g, 250, 2100) == 0, "cpugroup: held again");
+	/* A lift whose quota cannot be written (out of descriptors; here a
+	 * directory where the file was) leaves the group held: what it holds
+	 * back meanwhile is the launcher's, no call's, and each look tries the
+	 * lift again. */
+	char quota_path[700], quota_aside[720];
+	snprintf(quota_path, sizeof quota_path, "%s/cpu.cfs_quota_us", g.path);
+	snprintf(quota_aside, sizeof quota_aside, "%s.aside", quota_path);
+	rename(quota_path, quota_aside);
+	mkdir(quota_path, 0755);
+	cpugroup_lift(&g, 2200);
+	write_text(g.path, "cpu.stat", "nr_periods 24\nnr_throttled 18\nthrottled_time 232000000\n");
+	check(!cpugroup_throttled(&g, 2300), "cpugroup: a lift not written: what the group holds "
+		"back after it is no call's");
+	rmdir(quota_path);
+	rename(quota_aside, quota_path);
+	write_text(g.path, "cpu.stat", "nr_periods 26\nnr_throttled 20\nthrottled_time 272000000\n");
+	check(!cpugroup_throttled(&g, 2400), "cpugroup: ... nor what it held back until the next "
+		"look wrote the lift");
+	read_line(g.path, "cpu.cfs_quota_us", quota, sizeof quota);
+	check(strcmp(quota, "-1") == 0, "cpugroup: ... which it did");
+	check(cpugroup_hold(&g, 250, 2500) == 0, "cpugroup: held again");
 	pid_t child;
 	char procs[32];
 	snprintf(procs, sizeof procs, "%d\n", (int)other_users_process(&child));
