@@ -191,19 +191,52 @@ static void lift_quota(struct cpugroup *g)
 	g->lift_owed = write_file(g->path, "cpu.cfs_quota_us", "-1") < 0;
 }
 
+/* cpugroup_throttled's answer, from the count read now; spent: the time
+ * since the last read was no call's, so the read only starts anew. A
+ * count that could not be read starts no account, and ends the one it
+ * had: the throttles until the next good read may be the last call's (a
+ * hold's last moments where its lift could not read), so that read is a
+ * new start and tells nothing. */
+static bool held_since_last_read(struct cpugroup *g, int64_t now_ms, bool spent)
+{
+	uint64_t now;
+	bool counted = g->counted && !spent;
+	g->counted = read_throttled(g->path, &now);
+	if (!g->counted)
+		return false;
+	if (!counted) {
+		g->throttled_ns = now;
+		g->read_at_ms = now_ms;
+		return false;
+	}
+	double held_ms = (double)(now - g->throttled_ns) / 1e6;
+	/* Of one scheduler period at least: looks come at random intervals,
+	 * some of a few ms, in which one throttle at a period's end would be
+	 * a large share. */
+	int64_t over_ms = now_ms - g->read_at_ms;
+	if (over_ms < CPUGROUP_PERIOD_US / 1000)
+		over_ms = CPUGROUP_PERIOD_US / 1000;
+	bool held = now > g->throttled_ns && held_ms >= CPUGROUP_HELD_SHARE * (double)over_ms;
+	g->throttled_ns = now;
+	g->read_at_ms = now_ms;
+	return held;
+}
+
 bool cpugroup_lift(struct cpugroup *g, int64_t now_ms)
 {
 	if (!g->path[0])
 		return false;
 	/* Lifted before the count is read: a throttle under way is counted
-	 * only as it ends. */
+	 * only as it ends. What the hold's last moments were throttled,
+	 * since its last look, is the hold's, and no later look's (a serial
+	 * container's next call, whose first looks come before its hold,
+	 * read it as its own: a busy job before it made it say throttled 6
+	 * times in 22, where a quiet one made it once: attack helper), told
+	 * whether or not this lift is written; but where an earlier one was
+	 * not, that time held the launcher's work (review helper 131). */
+	bool owed = g->lift_owed;
 	lift_quota(g);
-	/* What the hold's last moments were throttled, since its last look,
-	 * is the hold's, and no later look's: a serial container's next
-	 * call, whose first looks come before its hold, read it as its own
-	 * (a busy job before it made it say throttled 6 times in 22, where a
-	 * quiet one made it once: attack helper). */
-	return cpugroup_throttled(g, now_ms);
+	return held_since_last_read(g, now_ms, owed);
 }
 
 /* The processes of the container listed in the group at path: pids whose
@@ -385,34 +418,12 @@ bool cpugroup_throttled(struct cpugroup *g, int64_t now_ms)
 {
 	if (!g->path[0])
 		return false;
-	uint64_t now;
-	/* A count that could not be read starts no account, and ends the one
-	 * it had: the throttles until the next good read may be the last
-	 * call's (a hold's last moments where its lift could not read), so
-	 * that read is a new start and tells nothing. So does a lift not yet
-	 * written: the group held what ran between calls. */
-	bool counted = g->counted && !g->lift_owed;
-	if (g->lift_owed)
+	/* A lift not yet written left the group holding what ran between
+	 * calls: written now, and what it held back meanwhile is no call's. */
+	bool owed = g->lift_owed;
+	if (owed)
 		lift_quota(g);
-	g->counted = read_throttled(g->path, &now);
-	if (!g->counted)
-		return false;
-	if (!counted) {
-		g->throttled_ns = now;
-		g->read_at_ms = now_ms;
-		return false;
-	}
-	double held_ms = (double)(now - g->throttled_ns) / 1e6;
-	/* Of one scheduler period at least: looks come at random intervals,
-	 * some of a few ms, in which one throttle at a period's end would be
-	 * a large share. */
-	int64_t over_ms = now_ms - g->read_at_ms;
-	if (over_ms < CPUGROUP_PERIOD_US / 1000)
-		over_ms = CPUGROUP_PERIOD_US / 1000;
-	bool held = now > g->throttled_ns && held_ms >= CPUGROUP_HELD_SHARE * (double)over_ms;
-	g->throttled_ns = now;
-	g->read_at_ms = now_ms;
-	return held;
+	return held_since_last_read(g, now_ms, owed);
 }
 
 /* rmdir of the group at path, and first of the groups in it (runc's). */

@@ -61,9 +61,9 @@ int cpugroup_hold(struct cpugroup *g, long cpus_milli, int64_t now_ms);
 /* Lifts the hold: no quota. Returns whether the hold held the group back
  * since cpugroup_throttled last looked (its answer at now_ms), so that
  * nothing of the hold's is left for a later look to find. Where the quota
- * cannot be written (out of descriptors), each look tries again until it
- * is, and tells nothing meanwhile (the group holds the launcher's work
- * between calls, none of a call's). */
+ * cannot be written (out of descriptors), the next look or lift tries
+ * again, and what the group held back until it is written is told by none
+ * (it held the launcher's work between calls, none of a call's). */
 bool cpugroup_lift(struct cpugroup *g, int64_t now_ms);
 /* Whether /proc/PID/cgroup's text puts the process in the group at path
  * (below the cpu hierarchy's mount m), or in one below it (runc's). */

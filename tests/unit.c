@@ -568,20 +568,35 @@ static void test_cpugroup(void)
 	char quota_path[700], quota_aside[720];
 	snprintf(quota_path, sizeof quota_path, "%s/cpu.cfs_quota_us", g.path);
 	snprintf(quota_aside, sizeof quota_aside, "%s.aside", quota_path);
-	rename(quota_path, quota_aside);
-	mkdir(quota_path, 0755);
-	cpugroup_lift(&g, 2200);
-	write_text(g.path, "cpu.stat", "nr_periods 24\nnr_throttled 18\nthrottled_time 232000000\n");
-	check(!cpugroup_throttled(&g, 2300), "cpugroup: a lift not written: what the group holds "
-		"back after it is no call's");
+	check(rename(quota_path, quota_aside) == 0 && mkdir(quota_path, 0755) == 0,
+		"cpugroup: the quota made unwritable");
+	write_text(g.path, "cpu.stat", "nr_periods 23\nnr_throttled 17\nthrottled_time 222000000\n");
+	check(cpugroup_lift(&g, 2200), "cpugroup: a lift not written still tells the hold's own "
+		"last moments");
+	write_text(g.path, "cpu.stat", "nr_periods 24\nnr_throttled 18\nthrottled_time 262000000\n");
+	check(!cpugroup_throttled(&g, 2300), "cpugroup: ... but what the group holds back after "
+		"it is no call's");
+	write_text(g.path, "cpu.stat", "nr_periods 25\nnr_throttled 19\nthrottled_time 302000000\n");
+	check(!cpugroup_lift(&g, 2400), "cpugroup: ... nor is it a later lift's");
 	rmdir(quota_path);
 	rename(quota_aside, quota_path);
-	write_text(g.path, "cpu.stat", "nr_periods 26\nnr_throttled 20\nthrottled_time 272000000\n");
-	check(!cpugroup_throttled(&g, 2400), "cpugroup: ... nor what it held back until the next "
-		"look wrote the lift");
+	write_text(g.path, "cpu.stat", "nr_periods 26\nnr_throttled 20\nthrottled_time 342000000\n");
+	check(!cpugroup_lift(&g, 2500), "cpugroup: ... nor the lift's that is written at last");
 	read_line(g.path, "cpu.cfs_quota_us", quota, sizeof quota);
-	check(strcmp(quota, "-1") == 0, "cpugroup: ... which it did");
-	check(cpugroup_hold(&g, 250, 2500) == 0, "cpugroup: held again");
+	check(strcmp(quota, "-1") == 0, "cpugroup: ... which it is");
+	rename(quota_path, quota_aside);
+	mkdir(quota_path, 0755);
+	cpugroup_lift(&g, 2600);
+	write_text(g.path, "cpu.stat", "nr_periods 27\nnr_throttled 21\nthrottled_time 382000000\n");
+	rmdir(quota_path);
+	rename(quota_aside, quota_path);
+	check(!cpugroup_throttled(&g, 2700), "cpugroup: a look writes an owed lift, and tells "
+		"nothing of the time before");
+	read_line(g.path, "cpu.cfs_quota_us", quota, sizeof quota);
+	check(strcmp(quota, "-1") == 0, "cpugroup: ... the quota lifted");
+	write_text(g.path, "cpu.stat", "nr_periods 28\nnr_throttled 22\nthrottled_time 422000000\n");
+	check(cpugroup_throttled(&g, 2800), "cpugroup: ... and the look after it counts again");
+	check(cpugroup_hold(&g, 250, 2900) == 0, "cpugroup: held again");
 	pid_t child;
 	char procs[32];
 	snprintf(procs, sizeof procs, "%d\n", (int)other_users_process(&child));
