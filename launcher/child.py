@@ -2022,22 +2022,52 @@ def reseed(seed=None):
     # Singular's (its random(), Sage's libsingular functions, and factory's
     # under it), which Singular seeds at Sage's import from the clock, in
     # seconds: every child of a template repeated it.
-    # Sage 9.5's import loads Singular but not this module: imported here
-    # (7 ms), else a seeded run's Singular kept its clock's seed, and every
-    # child of a template the seed the template drew (attack helper).
-    function = sys.modules.get("sage.libs.singular.function")
-    if function is None and (seed is not None or "sage.libs.singular.singular" in sys.modules):
+    # Sage 9.5's import loads Singular but not Sage's module of its
+    # functions: imported, else a seeded run's Singular kept its clock's
+    # seed, and every child of a template the seed the template drew
+    # (attack helper).
+    # The template made its system() (prepare_reseed) where Singular is
+    # loaded.
+    system = _singular_system
+    if system is None and seed is not None:
         try:
             import sage.libs.singular.function as function
+            system = function.singular_function("system")
         except Exception:  # no Singular, or another: the call runs
             pass
-    if function is not None:
+    if system is not None:
         try:
-            function.singular_function("system")(
-                "random", 1 + (seed_of(seed, "singular", 29) if seed is not None else
-                               int.from_bytes(os.urandom(4), "big") & 0x1FFFFFFF))
+            system("random", 1 + (seed_of(seed, "singular", 29) if seed is not None else
+                                  int.from_bytes(os.urandom(4), "big") & 0x1FFFFFFF))
         except Exception:
             pass  # another Singular: its own seed stays
+
+
+# Singular's system() function, for reseed(): made and called once in the
+# template (prepare_reseed), which every call's process inherits.
+_singular_system = None
+
+
+def prepare_reseed():
+    """In the template, after Sage's import: what reseed() needs of
+    Singular, where the import loaded it. Each call's process made it
+    itself, on pages the fork had just shared, after the last call's end,
+    where the host holds the call's share again (end_serial_call): 9.5's
+    import of the function module, 6.4 ms of CPU in each process, and the
+    first system() call, which makes Sage's default ring for it, 1.2 ms
+    on 9.5 and 3.5 ms on 10. A process then holds what it held before:
+    the module, the function, that ring and Singular's handle on it, only
+    seeded by the call's own reseed()."""
+    global _singular_system
+    if "sage.libs.singular.singular" not in sys.modules:
+        return
+    try:
+        import sage.libs.singular.function as function
+        system = function.singular_function("system")
+        system("random", 1)
+    except Exception:  # another Singular: each process makes its own
+        return
+    _singular_system = system
 
 
 # The interfaces that run a program of their own (gap, maxima, singular,

@@ -110,6 +110,7 @@ def main(argv, room_at_top=None):
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     sage_all, preparse_file, pari_sizemax = import_sage(writer)
     child.note_sages_import()
+    child.prepare_reseed()
     # GAP, where a call or the warm-up first uses it, from the image's
     # saved workspace (0.15 s, where its library took 1.3 s and its save).
     gapspace.install()
