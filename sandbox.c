@@ -600,10 +600,12 @@ static void on_memwatch(void *data)
 		r->mappings_seen = look.mappings;
 		r->kernel_seen = look.kernel_bytes;
 		r->locks_seen = look.locks;
-		r->throttled |= look.throttled;
 	}
 	if (!sb->between_cells && r->code_begun) {
-		/* Of the code's time only: Sage's import and a warm-up run unheld. */
+		/* Of the code's time only: Sage's import and a warm-up run
+		 * unheld, and what a session's group held back before its cell
+		 * began (a thread of the last cell's) is not the cell's. */
+		r->throttled |= look.throttled;
 		r->looks++;
 		r->throttled_looks += look.throttled;
 	}
@@ -1005,13 +1007,14 @@ static void sandbox_advance(struct sandbox *sb)
 		 * session's Sage waits stopped for its next cell, still held (a
 		 * process of it that continues itself runs at --cpus at most),
 		 * and so does a container that ends: what the code left running
-		 * dies with it, held until it is gone. A session's cell's last
-		 * moments are read here all the same, as its own: the looks
-		 * between cells tell no one. */
-		if (sb->between_cells)
-			sb->result.throttled |= sb->opt.session ?
-				cpugroup_throttled(&sb->cpu_group, loop_now_ms()) :
-				cpugroup_lift(&sb->cpu_group, loop_now_ms());
+		 * dies with it, held until it is gone. The call's last moments
+		 * are read here all the same, as its own: the looks between
+		 * cells tell no one, and a run with no watchdog (a memory
+		 * cgroup holds --memory) has no look at all. */
+		if (sb->between_cells && !sb->opt.session)
+			sb->result.throttled |= cpugroup_lift(&sb->cpu_group, loop_now_ms());
+		else if (sb->result.code_begun)
+			sb->result.throttled |= cpugroup_throttled(&sb->cpu_group, loop_now_ms());
 		/* A pause of the output is the call's (its reader's back
 		 * pressure): its end, read, ends it, or the next call's frames
 		 * would never be read. */

@@ -8,6 +8,7 @@
  * there is a symlink to the fake, mode says how the fake behaves, calls is
  * what the fake was asked to do (fake-podman says why a file and not a
  * variable: sandbox.c gives podman a fixed environment). */
+#include "cpugroup.h"
 #include "loop.h"
 #include "result.h"
 #include "runner.h"
@@ -549,6 +550,31 @@ static const char *stop_sentence(const struct run_result *r)
 	if (!describe_stop(r, &cfg, NULL, sentence, sizeof sentence))
 		sentence[0] = '\0';
 	return sentence;
+}
+
+/* A one-shot run held back by its cpu group in its last moments says so:
+ * its end reads the group's count, as its own. Where a memory cgroup
+ * holds --memory no watchdog looks (bare_host has no uid range: none here
+ * either), and that end was all there was to read; before, never read, it
+ * said throttled false. A real group: the one root delegated to the
+ * account (./setup.sh), the fake podman in it. */
+static void throttled_at_its_end(void)
+{
+	const char *what = "run - a one-shot run that spent 150 ms of CPU at --cpus 0.1, "
+		"no watchdog looking: throttled, read at its end";
+	char delegated[512];
+	if (!cpugroup_delegated(delegated, sizeof delegated)) {
+		skip(what, "no cpu group delegated to this account");
+		return;
+	}
+	long cpus = cfg.number[SET_CPUS];
+	cfg.number[SET_CPUS] = 100;
+	struct fake f;
+	struct watch w;
+	struct run_result *r = settled_run(&w, &f, "burn", "run normal burn 150\n");
+	check(!r->failed && r->exit_code == 0 && r->code_begun && r->throttled, what);
+	finish(&w, "run - burn");
+	cfg.number[SET_CPUS] = cpus;
 }
 
 static void podman_dies_mid_output(void)
@@ -1750,6 +1776,7 @@ static const struct {
 	{"exits-early", podman_exits_early},
 	{"protocol", protocol_broken},
 	{"dies-mid-output", podman_dies_mid_output},
+	{"throttled-at-its-end", throttled_at_its_end},
 	{"deadline", deadline},
 	{"session-cell-late", session_cells_late},
 	{"output-limit", output_limit},
