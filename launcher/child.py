@@ -2026,13 +2026,13 @@ def reseed(seed=None):
     # functions: imported, else a seeded run's Singular kept its clock's
     # seed, and every child of a template the seed the template drew
     # (attack helper).
-    # The template made its system() (prepare_reseed) where Singular is
-    # loaded.
+    # The template made its system() (prepare_reseed) where Sage's import
+    # loaded Singular; where the warm-up loaded it later (its Groebner
+    # step), or the template's failed, each process makes its own.
     system = _singular_system
-    if system is None and seed is not None:
+    if system is None and (seed is not None or "sage.libs.singular.singular" in sys.modules):
         try:
-            import sage.libs.singular.function as function
-            system = function.singular_function("system")
+            system = singular_system()
         except Exception:  # no Singular, or another: the call runs
             pass
     if system is not None:
@@ -2046,6 +2046,11 @@ def reseed(seed=None):
 # Singular's system() function, for reseed(): made and called once in the
 # template (prepare_reseed), which every call's process inherits.
 _singular_system = None
+
+
+def singular_system():
+    """Singular's system() function, through Sage's module of them."""
+    return importlib.import_module("sage.libs.singular.function").singular_function("system")
 
 
 def prepare_reseed():
@@ -2062,10 +2067,9 @@ def prepare_reseed():
     if "sage.libs.singular.singular" not in sys.modules:
         return
     try:
-        import sage.libs.singular.function as function
-        system = function.singular_function("system")
+        system = singular_system()
         system("random", 1)
-    except Exception:  # another Singular: each process makes its own
+    except Exception:  # another Singular: each process tries its own (reseed)
         return
     _singular_system = system
 

@@ -205,6 +205,44 @@ class ReseedTest(unittest.TestCase):
         self.assertEqual(in_child(lambda: draw(5)), in_child(lambda: draw(5)))
         self.assertNotEqual(in_child(lambda: draw(5)), in_child(lambda: draw(6)))
 
+    def test_singular_seeded_in_each_child_whether_the_template_made_its_function_or_not(self):
+        # A Sage of modules that record what reseed() asks of them:
+        # Singular's system("random", n) in each child, from the function
+        # the template made (prepare_reseed) where Singular was loaded at
+        # the import, else from one the child makes (a warm-up that loaded
+        # Singular later: each child repeated the template's clock seed).
+        import types
+        made, said = [], []
+
+        def singular_function(name):
+            made.append(name)
+            return lambda *args: said.append(args)
+        randstate = types.ModuleType("sage.misc.randstate")
+        randstate.randstate = lambda seed=None: mock.Mock()
+        randstate.set_random_seed = lambda seed=None: None
+        function = types.ModuleType("sage.libs.singular.function")
+        function.singular_function = singular_function
+        for module in (randstate, function, types.ModuleType("sage.libs.singular.singular")):
+            self.addCleanup(sys.modules.pop, module.__name__, None)
+            sys.modules[module.__name__] = module
+        self.addCleanup(setattr, child, "_singular_system", None)
+
+        def seeded(seed=None):
+            del made[:], said[:]
+            child.reseed(seed)
+            return list(made), [args[0] for args in said], [args[1] for args in said]
+        # Loaded after the template was prepared: each child its own.
+        first, second = in_child(seeded), in_child(seeded)
+        self.assertEqual(first[:2], (["system"], ["random"]))
+        self.assertNotEqual(first[2], second[2])
+        # Made by the template: called, not made, in each child.
+        child.prepare_reseed()
+        self.assertEqual((made, said), (["system"], [("random", 1)]))
+        first, second = in_child(seeded), in_child(seeded)
+        self.assertEqual(first[:2], ([], ["random"]))
+        self.assertNotEqual(first[2], second[2])
+        self.assertEqual(in_child(lambda: seeded(5)), in_child(lambda: seeded(5)))
+
     def test_libcs_generator_as_sages_import_left_it(self):
         # Noted right after the import: left alone (Sage 10), a fresh
         # Sage's rand() is glibc's first, and so it is after the note;
