@@ -2022,13 +2022,12 @@ def reseed(seed=None):
     # Singular's (its random(), Sage's libsingular functions, and factory's
     # under it), which Singular seeds at Sage's import from the clock, in
     # seconds: every child of a template repeated it.
-    # Sage 9.5's import loads Singular but not Sage's module of its
-    # functions: imported, else a seeded run's Singular kept its clock's
-    # seed, and every child of a template the seed the template drew
-    # (attack helper).
-    # The template made its system() (prepare_reseed) where Sage's import
-    # loaded Singular; where the warm-up loaded it later (its Groebner
-    # step), or the template's failed, each process makes its own.
+    # Through the system() the template made (prepare_reseed) where Sage's
+    # import loaded Singular; else (the warm-up's Groebner step loaded it,
+    # or the template's failed) each process makes its own, importing
+    # Sage's module of Singular's functions, which 9.5's import does not:
+    # left out, a seeded run's Singular kept its clock's seed, and every
+    # child of a template the seed the template drew (attack helper).
     system = _singular_system
     if system is None and (seed is not None or "sage.libs.singular.singular" in sys.modules):
         try:
