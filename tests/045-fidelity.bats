@@ -549,13 +549,42 @@ ValueError: v"
 	expect_match "$errors" 'line 6, in __del__'
 	expect_match "$errors" 'ValueError: in del'
 	expect_equal "$(cat "$dir/out/left-open.txt")" "unflushed 641 * 6700417"
+	# The teardown's order is the order they were made, not the globals':
+	# e, a name Sage bound first, kept its early place there and came
+	# first. And a daemon thread still running a function of the code's
+	# holds its globals: Python finalises none of them (a fresh Sage prints
+	# "end" alone; "del c" was printed). Sage 10 and 9.5 print these.
+	cat >"$dir/order.sage" <<-'CODE'
+	class C:
+	    def __init__(self, n): self.n = n
+	    def __del__(self): print("del", self.n)
+	a = C("a")
+	e = C("e")
+	d = C("d")
+	x = d
+	print("end")
+	CODE
+	cat >"$dir/thread.sage" <<-'CODE'
+	import threading, time
+	class C:
+	    def __del__(self): print("del c")
+	c = C()
+	threading.Thread(target=lambda: (time.sleep(30r), print("daemon")), daemon=True).start()
+	print("end")
+	CODE
+	input_file=$dir/order.sage run_ss 0 run
+	expect_equal "$output" $'end\ndel a\ndel e\ndel d'
+	input_file=$dir/thread.sage run_ss 0 run
+	expect_equal "$output|$errors" "end|"
 	# Warm, in one container, the same.
 	cp "$dir/del.sage" "$dir/del2.sage"
-	jobs_of "$dir/del.sage" "$dir/del2.sage" >"$dir/jobs.jsonl"
+	jobs_of "$dir/del.sage" "$dir/del2.sage" "$dir/order.sage" "$dir/thread.sage" >"$dir/jobs.jsonl"
 	"$SAGE_SANDBOX" batch --jobs 1 "$dir/jobs.jsonl" >"$dir/out.jsonl"
 	expect_equal "$(field_of del.sage stdout)" "$expected"
 	expect_equal "$(field_of del2.sage stdout)" "$expected"
 	expect_match "$(field_of del2.sage stderr)" "Exception ignored in: <function Noisy.__del__"
+	expect_equal "$(field_of order.sage stdout)" $'end\ndel a\ndel e\ndel d'
+	expect_equal "$(field_of thread.sage stdout)|$(field_of thread.sage stderr)" "end|"
 }
 
 @test "fidelity - Python's own exit hooks run for the code: logging's handlers, weakref.finalize; a failed last flush exits 120; only an int is an exit code (Sage's Integer is printed, 1); cold and warm" {

@@ -4,6 +4,7 @@
 # code run as `sage FILE` runs it, with its exit
 # status and a traceback of the user's own lines.
 import contextlib
+import gc
 import io
 import linecache
 import os
@@ -12,6 +13,7 @@ import select
 import signal
 import subprocess
 import sys
+import textwrap
 import threading
 import time
 import traceback
@@ -2170,6 +2172,72 @@ class EndOfCodeTest(unittest.TestCase):
                              "del b _hidden\n", "unflushed"))
         self.assertIn("Exception ignored in: <function Noisy.__del__", err)
         self.assertIn("ValueError: in del", err)
+
+    # A class with a finaliser, and names of Sage's (e, x) bound before the code.
+    NOISY = "class C:\n    def __init__(s, n): s.n = n\n    def __del__(s): pass\n"
+
+    def code_bound(self, *pieces):
+        """A namespace where Sage had bound e and x, and each piece of code
+        run in it in turn, with a young collection between: as the code's
+        objects are made in a call, unmoved by a collection of Python's own."""
+        namespace = {"__builtins__": __builtins__, "e": "Sage's e", "x": "Sage's x"}
+        before = dict(namespace)
+        gc.collect()
+        gc.disable()
+        self.addCleanup(gc.enable)
+        for i, piece in enumerate(pieces):
+            if i:
+                gc.collect(0)  # what the code made so far: one generation older
+            exec(piece, namespace)
+        return namespace, before
+
+    def test_finalised_in_the_order_pythons_teardown_finalises_not_the_namespaces(self):
+        # e keeps the place Sage gave it in the namespace: first, where
+        # Python's teardown finalises what was made first (review of the
+        # attack helper's x5.sage: "del e" came before "del a").
+        namespace, before = self.code_bound(self.NOISY + "a = C('a')\ne = C('e')\nd = C('d')\nx = d\n")
+        self.assertEqual([v.n for v in child.held_by_the_code_alone(namespace, before)],
+                         ["a", "e", "d"])
+        # Its last collection takes the oldest generation, then the
+        # youngest, then the middle one: a made before a young collection
+        # comes after b, made after it.
+        namespace, before = self.code_bound(self.NOISY + "a = C('a')\n", "b = C('b')\n")
+        self.assertEqual([v.n for v in child.held_by_the_code_alone(namespace, before)],
+                         ["b", "a"])
+        # Two in the oldest, in the order they were made, before a young one.
+        namespace, before = self.code_bound(self.NOISY + "e = C('e')\na = C('a')\nx = a\n",
+                                            "__import__('gc').collect(1)\nb = C('b')\n")
+        self.assertEqual([v.n for v in child.held_by_the_code_alone(namespace, before)],
+                         ["e", "a", "b"])
+        namespace, before = self.code_bound(self.NOISY + "a = C('a')\ne = C('e')\n",
+                                            "__import__('gc').collect(1)\nb = C('b')\n")
+        self.assertEqual([v.n for v in child.held_by_the_code_alone(namespace, before)],
+                         ["a", "e", "b"])
+
+    def test_none_finalised_where_a_thread_still_running_holds_the_globals(self):
+        namespace, before = self.code_bound(self.NOISY + textwrap.dedent("""\
+            import threading
+            c = C('c')
+            go = threading.Event()
+            def wait(): go.wait(30)
+            t = threading.Thread(target=wait, daemon=True)
+            t.start()
+            """))
+        self.assertEqual(child.held_by_the_code_alone(namespace, before), [])
+        namespace["go"].set()
+        namespace["t"].join()
+        self.assertEqual([v.n for v in child.held_by_the_code_alone(namespace, before)], ["c"])
+        # One yet to run the code's function (a Timer waiting): the same.
+        exec("timer = threading.Timer(30, wait)\ntimer.start()\n", namespace)
+        self.assertEqual(child.held_by_the_code_alone(namespace, before), [])
+        namespace["timer"].cancel()
+        namespace["timer"].join()
+        # A thread running none of the code's functions holds nothing of it.
+        exec("t = threading.Thread(target=go.wait, args=(30,), daemon=True)\ngo.clear()\nt.start()\n",
+             namespace)
+        self.assertEqual([v.n for v in child.held_by_the_code_alone(namespace, before)], ["c"])
+        namespace["go"].set()
+        namespace["t"].join()
 
     def test_a_sessions_cells_and_what_else_refers_to_are_not_finalised(self):
         class Noisy:
