@@ -536,10 +536,16 @@ static void on_done(struct sandbox *sb, void *data)
 		int *failures = s->kind == SLOT_SERIAL ? &r->serial_failures : &r->warm_failures;
 		if (s->kind == SLOT_SERIAL || s->warm)
 			(*failures)++;
-		if (s->warm)
-			say(r, "a warm sandbox did not start (%s); next try in %lld s",
+		if (s->warm) {
+			/* None where warming stopped (mcp's end of input). */
+			char next_try[48] = "";
+			if (r->opt.warm)
+				snprintf(next_try, sizeof next_try, "; next try in %lld s",
+					(long long)(backoff_ms(*failures) / 1000));
+			say(r, "a warm sandbox did not start (%s)%s",
 				res->failed ? res->failure.message : "it ended before it was ready",
-				(long long)(backoff_ms(*failures) / 1000));
+				next_try);
+		}
 	}
 	if (s->kind == SLOT_SERIAL && res->ends_why[0])
 		say(r, "a container is replaced after a call: %s", res->ends_why);

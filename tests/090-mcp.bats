@@ -186,6 +186,16 @@ json.dump(profile, sys.stdout)' "$BATS_TEST_DIRNAME/../seccomp.json" >"$BATS_TES
 	output=$(grep '"id":1' "$BATS_TEST_TMPDIR/out")
 	expect_equal "$(json_get 'j["result"]["isError"]')" true
 	expect_match "$(json_get 'j["result"]["structuredContent"]["error"]')" "^Sage did not start in the sandbox"
+	# A call and the end of input at once: the pool's sandboxes that fail
+	# after it say so, but no next try: none comes once the server stops
+	# (it said "next try in 1 s" after "end of input", 4 times in 5).
+	call_line 2 'print(2)' | "$SAGE_SANDBOX" mcp --seccomp-profile "$BATS_TEST_TMPDIR/nofork.json" \
+		>"$BATS_TEST_TMPDIR/out" 2>"$BATS_TEST_TMPDIR/log"
+	cat "$BATS_TEST_TMPDIR/log"
+	expect_match "$(cat "$BATS_TEST_TMPDIR/log")" "end of input; answering the 1 call already read"
+	expect_no_match "$(sed -n '/end of input/,$p' "$BATS_TEST_TMPDIR/log")" "next try"
+	output=$(cat "$BATS_TEST_TMPDIR/out")
+	expect_match "$(json_get 'j["result"]["structuredContent"]["error"]')" "^Sage did not start in the sandbox"
 }
 
 @test "mcp: without the image a call gets podman's refusal with the fix; an image that appears later is found" {
