@@ -2201,8 +2201,27 @@ def begin_cell(tell_begun):
     try:
         cell_begins()
     finally:  # begun, though interrupted as it began (cell_begins)
-        tell_begun()
-        cell_is_interruptible()
+        landed = whole_though_interrupted(tell_begun, cell_is_interruptible)
+    if landed is not None:
+        raise landed
+
+
+def whole_though_interrupted(*steps):
+    """Each of steps done whole, though a KeyboardInterrupt (a SIGINT a
+    thread of the code's sends) lands in it: the step is done again (a
+    second BEGUN word reads as the first; the collector's steps are the
+    same twice). The first that landed is returned, for the caller to
+    raise once all are done: it is the cell's, as one in cell_begins is."""
+    landed = None
+    for step in steps:
+        while True:
+            try:
+                step()
+                break
+            except KeyboardInterrupt as e:
+                if landed is None:
+                    landed = e
+    return landed
 
 
 def cell_is_interruptible():

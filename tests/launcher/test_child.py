@@ -778,6 +778,34 @@ class SessionCollectorTest(unittest.TestCase):
 
         self.assertEqual(in_child(body), [True, True])
 
+    def test_an_interrupt_that_lands_as_the_launcher_is_told_still_tells_it(self):
+        # A thread's SIGINT landing in tell_begun skipped the BEGUN word
+        # and cell_is_interruptible (review helper 130): the collector
+        # stayed off in the cell. Now both are done whole, and the
+        # interrupt is the cell's, raised after.
+        import gc
+
+        def body():
+            child.run_cell(lambda: began() or 0)
+            told, seen = [], []
+
+            def tell():
+                told.append(1)
+                if len(told) == 1:
+                    raise KeyboardInterrupt
+
+            def cell():
+                try:
+                    child.begin_cell(tell)
+                except KeyboardInterrupt:
+                    seen.append("interrupted")
+                seen.append(gc.isenabled())
+                return 0
+            child.run_cell(cell)
+            return len(told), seen
+
+        self.assertEqual(in_child(body), (2, ["interrupted", True]))
+
     def test_a_cell_interrupted_as_it_ends_keeps_the_codes_choice(self):
         # The cell's own handler, run by signal.signal as between_cells
         # swaps it, raises: run_cell tries again, with the collector off by
