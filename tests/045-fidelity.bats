@@ -572,18 +572,34 @@ ValueError: v"
 	threading.Thread(target=lambda: (time.sleep(30r), print("daemon")), daemon=True).start()
 	print("end")
 	CODE
+	# Where nothing of the code's refers back to its globals (its class
+	# from a module), they are freed in their order, each value as its last
+	# name goes: e's place is Sage's, x's value is d's.
+	cat >"$dir/nocycle.sage" <<-'CODE'
+	import types, sys
+	m = types.ModuleType("mymod")
+	exec("class C:\n def __init__(self, n): self.n = n\n def __del__(self): print('del', self.n)", m.__dict__)
+	sys.modules["mymod"] = m
+	from mymod import C
+	a = C('a'); e = C('e'); d = C('d'); x = d
+	print("end")
+	CODE
 	input_file=$dir/order.sage run_ss 0 run
 	expect_equal "$output" $'end\ndel a\ndel e\ndel d'
+	input_file=$dir/nocycle.sage run_ss 0 run
+	expect_equal "$output" $'end\ndel e\ndel a\ndel d'
 	input_file=$dir/thread.sage run_ss 0 run
 	expect_equal "$output|$errors" "end|"
 	# Warm, in one container, the same.
 	cp "$dir/del.sage" "$dir/del2.sage"
-	jobs_of "$dir/del.sage" "$dir/del2.sage" "$dir/order.sage" "$dir/thread.sage" >"$dir/jobs.jsonl"
+	jobs_of "$dir/del.sage" "$dir/del2.sage" "$dir/order.sage" "$dir/nocycle.sage" "$dir/thread.sage" \
+		>"$dir/jobs.jsonl"
 	"$SAGE_SANDBOX" batch --jobs 1 "$dir/jobs.jsonl" >"$dir/out.jsonl"
 	expect_equal "$(field_of del.sage stdout)" "$expected"
 	expect_equal "$(field_of del2.sage stdout)" "$expected"
 	expect_match "$(field_of del2.sage stderr)" "Exception ignored in: <function Noisy.__del__"
 	expect_equal "$(field_of order.sage stdout)" $'end\ndel a\ndel e\ndel d'
+	expect_equal "$(field_of nocycle.sage stdout)" $'end\ndel e\ndel a\ndel d'
 	expect_equal "$(field_of thread.sage stdout)|$(field_of thread.sage stderr)" "end|"
 }
 

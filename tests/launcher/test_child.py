@@ -15,6 +15,7 @@ import subprocess
 import sys
 import textwrap
 import threading
+import types
 import time
 import traceback
 import unittest
@@ -2242,6 +2243,33 @@ class EndOfCodeTest(unittest.TestCase):
         self.assertEqual([v.n for v in child.held_by_the_code_alone(namespace, before)],
                          ["a", "e", "b"])
 
+    def test_where_nothing_of_the_codes_refers_to_its_globals_in_their_order(self):
+        # No function, class or lambda of the code's: its namespace is in
+        # no cycle, and is freed as its module goes, each value as its last
+        # name goes (a fresh Sage, for a class of a module of its own:
+        # del e, del a, del d; review helper 135).
+        class Outside:
+            def __init__(self, n):
+                self.n = n
+
+            def __del__(self):
+                pass
+        gc.collect()
+        gc.disable()  # each made in the youngest generation, in order
+        self.addCleanup(gc.enable)
+        module = types.ModuleType("__main__")
+        namespace = module.__dict__
+        namespace.update(__builtins__=__builtins__, e="Sage's e", x="Sage's x")
+        before = dict(namespace)
+        namespace.update(a=Outside("a"), e=Outside("e"), d=Outside("d"))
+        namespace["x"] = namespace["d"]
+        self.assertEqual([v.n for v in child.held_by_the_code_alone(namespace, before)],
+                         ["e", "a", "d"])
+        # A function of the code's refers back to it: the collector's order.
+        exec("def f(): pass\n", namespace)
+        self.assertEqual([v.n for v in child.held_by_the_code_alone(namespace, before)],
+                         ["a", "e", "d"])
+
     def test_none_finalised_where_a_thread_still_running_holds_the_globals(self):
         namespace, before = self.code_bound(self.NOISY + textwrap.dedent("""\
             import threading
@@ -2257,6 +2285,7 @@ class EndOfCodeTest(unittest.TestCase):
         self.assertEqual([v.n for v in child.held_by_the_code_alone(namespace, before)], ["c"])
         # One yet to run the code's function (a Timer waiting): the same.
         exec("timer = threading.Timer(30, wait)\ntimer.start()\n", namespace)
+        self.addCleanup(namespace["timer"].cancel)
         self.assertEqual(child.held_by_the_code_alone(namespace, before), [])
         namespace["timer"].cancel()
         namespace["timer"].join()
