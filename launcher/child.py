@@ -37,11 +37,11 @@ import sys
 import threading
 import tokenize
 import traceback
+import types
 import warnings
 import weakref
 from contextlib import nullcontext
 from importlib.machinery import SourceFileLoader
-import types
 from types import SimpleNamespace
 
 # This module's own os, signal, gc and builtins: their names as the launcher
@@ -1911,8 +1911,9 @@ def register_pythons_exit_hooks():
 def held_by_the_code_alone(namespace, before):
     """The values with a finaliser that the code bound (not as before),
     each once, that nothing but the namespace refers to, in the order
-    Python's teardown finalises them (in_collectors_order); none where a
-    thread still running holds the namespace (globals_in_use). Fast where
+    Python's teardown finalises them (the collector's, in_collectors_order,
+    where the namespace is in a cycle: in_a_cycle; else its own); none
+    where a thread still running holds it (globals_in_use). Fast where
     there are none (a call's usual end): one pass of identity checks over
     Sage's thousands of names."""
     candidates = {}  # id: value
@@ -1937,9 +1938,9 @@ def held_by_the_code_alone(namespace, before):
     if len(held) < 2:
         return held
     if not in_a_cycle(namespace):
-        # Let go of, the namespace is freed at once, each value as its last
-        # name goes, in the namespace's order (a fresh Sage's order where
-        # the code's C comes from a module of its own).
+        # Once its module goes, the namespace is freed at once: each value
+        # as its last name goes, in the namespace's order (a fresh Sage's,
+        # where the code's class comes from a module of its own).
         last_name = {id(v): i for i, v in enumerate(namespace.values()) if id(v) in names_of}
         return sorted(held, key=lambda v: last_name[id(v)])
     return in_collectors_order(held)
