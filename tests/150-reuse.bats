@@ -583,26 +583,34 @@ assert cpu <= cpus * (wall + 0.5) + eval(sys.argv[7]), sys.argv' \
 	# (a fork of Sage) while the kernel tears the job's down. Held at
 	# --cpus with the job (the cpu group's hold lasted to its X), 7 or 8
 	# of 8 print(n) jobs at --cpus 0.2 said throttled, and each took 200
-	# ms where its code takes 25 (helper probe; 160's measured_left_out
-	# had met it). Now the launcher's U and H frames leave that work out.
-	# Each job's own process (its start, its code, its exit) is about 20
-	# ms of CPU, the share of one 100 ms period: a slow host may see one
-	# or two held back. The watchdog, which spares the launcher, is asked
-	# the same (without_cpu_group). --memory below 1g: no warm-up step
-	# runs between the jobs.
-	# The next job's process makes itself ready after H, held, as
-	# the job's: its Singular seeding (reseed) took 8 ms of CPU on Sage
-	# 9.5 and 4 ms on 10, and 3 to 5 of 8 jobs here said throttled on 9.5
-	# (3 of 8 in a CI run on 10). The template now makes what it can of
-	# it (prepare_reseed): none of 35 on 9.5, 2 of 35 on 10.
+	# ms where its code takes 25 (helper probe). Now the launcher's U and
+	# H frames leave that work out. The watchdog, which spares the
+	# launcher, is asked the same (without_cpu_group). --memory below 1g:
+	# no warm-up step runs between the jobs.
+	# A job is held back where it says throttled, or where it took 70 ms
+	# or more: a hold waits for the next 100 ms period. With the U
+	# frame's lift undone, 7 of the 8 jobs after the first took 77 to 116
+	# ms (a median of 100, where the build's was 27) and none said
+	# throttled (the hold was counted anew at H): a count of throttled
+	# alone passed it. A job's own process (its start, its code, its
+	# exit) is about 20 ms of CPU, the whole share of one period, so a
+	# loaded host holds some back as it should (3 of 8 said throttled in
+	# one CI run on 9.5). So: at most half of the 11 jobs after the
+	# first, which waits for the container's start.
 	local how n
 	for how in grouped watchdog; do
 		[ "$how" = grouped ] || without_cpu_group
-		jobs_file p1 'print(1)' p2 'print(2)' p3 'print(3)' p4 'print(4)' p5 'print(5)' p6 'print(6)' p7 'print(7)' p8 'print(8)'
+		jobs_file p1 'print(1)' p2 'print(2)' p3 'print(3)' p4 'print(4)' p5 'print(5)' p6 'print(6)' \
+			p7 'print(7)' p8 'print(8)' p9 'print(9)' p10 'print(10)' p11 'print(11)' p12 'print(12)'
 		run_ss 0 batch --order input --jobs 1 --memory 768m --cpus 0.2 "$jobs"
-		n=$(printf '%s\n' "$output" | python3 -c 'import json, sys; print(sum(json.loads(l)["throttled"] for l in sys.stdin))')
-		[ "$n" -le 2 ] || { printf '# %s: %s of 8 jobs throttled\n' "$how" "$n" >&2; false; }
-		expect_equal "$(field p8 'j["stdout"]')" 8 "$how"
+		n=$(printf '%s\n' "$output" | python3 -c 'import json, sys
+jobs = [json.loads(line) for line in sys.stdin][1:]
+assert len(jobs) == 11
+held = [j["duration_ms"] for j in jobs if j["throttled"] or j["duration_ms"] >= 70]
+print(len(held), sorted(j["duration_ms"] for j in jobs))')
+		echo "# $how: held back, and every job's ms: $n" >&3
+		[ "${n%% *}" -le 5 ] || { printf '# %s: held back, and every job'"'"'s ms: %s\n' "$how" "$n" >&2; false; }
+		expect_equal "$(field p12 'j["stdout"]')" 12 "$how"
 		restore_cpu_group
 	done
 }
