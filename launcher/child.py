@@ -1963,24 +1963,89 @@ def in_a_cycle(namespace):
 def globals_in_use(namespace):
     """Whether a thread still running (a daemon, which Python leaves
     running) holds the code's globals: runs a function of the code's (a
-    frame on its stack), or is to (a Thread's target, a Timer's
-    function). Python's teardown then finds them all still reachable and
-    finalises none of them (a fresh Sage prints no __del__'s line)."""
+    frame on its stack), is to (a Thread's target, a Timer's function),
+    or holds what reaches them (a Thread subclass of the code's, a server
+    serving the code's handler class, an event loop with the code's
+    coroutine: reaches). Python's teardown then finds them all still
+    reachable and finalises none of them (a fresh Sage prints no
+    __del__'s line)."""
     me = _get_ident()
     frames = sys._current_frames()
     # This thread's own out first: kept in frames, a cycle (this frame's
     # locals) would hold the caller's frame, and the values in its locals.
     frames.pop(me, None)
+    # (A running frame's references are not gc's to give: walked here.)
     for frame in frames.values():
         while frame is not None:
             if frame.f_globals is namespace:
                 return True
             frame = frame.f_back
-    for thread in threading.enumerate():
+    mine = threading.current_thread()
+    others = [thread for thread in threading.enumerate() if thread is not mine]
+    for thread in others:
         for held in (getattr(thread, "_target", None), getattr(thread, "function", None)):
-            if thread.ident != me and getattr(held, "__globals__", None) is namespace:
+            if getattr(held, "__globals__", None) is namespace:
                 return True
+    return bool(others) and reaches(others, namespace)
+
+
+# How many references reaches follows at most: past it, the namespace
+# counts as reached (nothing finalised: what the thread holds is large,
+# most likely the code's too), rather than the call's end growing with it.
+REACHES_MOST = 1000000
+
+
+def reaches(held, namespace):
+    """Whether what is held (Thread objects) refers, in any number of
+    steps, to the namespace: through a function (its __globals__, closure,
+    defaults), an instance and its class, a bound method, a container, a
+    generator's or coroutine's frame. Not through a module, nor a class of
+    the library's (what they hold is the library's own, and reaches
+    everything): only the code's classes are looked into; nor through what
+    the collector does not track (numbers, strings: they hold nothing). A
+    read of each object's references (gc's), no reference counted, no
+    object's code run."""
+    dict_of = types.ModuleType.__dict__["__dict__"].__get__
+    module_dicts = {id(dict_of(module)) for module in list(sys.modules.values())
+                    if issubclass(type(module), types.ModuleType)}
+    # The code's classes' __module__: its __name__, as a class statement
+    # finds it (builtins' where the code deleted its own).
+    own = namespace.get("__name__", builtins.__name__)
+    seen = set()
+    left = REACHES_MOST
+    while held:
+        obj = held.pop()
+        if obj is namespace:
+            return True
+        kind = type(obj)
+        if (id(obj) in seen or id(obj) in module_dicts or issubclass(kind, types.ModuleType) or
+                (issubclass(kind, type) and not is_str(module_of(obj), own))):
+            continue
+        seen.add(id(obj))
+        # (A list of millions: not copied to be counted.)
+        if (kind is list or kind is tuple or kind is dict or kind is set) and len(obj) > left:
+            return True
+        referents = _get_referents(obj)
+        left -= len(referents) + 1
+        if left < 0:
+            return True
+        held += [referent for referent in referents if _is_tracked(referent)]
     return False
+
+
+def is_str(value, text):
+    """value is the str text (compared only as str: an __eq__ of the
+    code's is not run)."""
+    return type(value) is str and type(text) is str and value == text
+
+
+def module_of(cls):
+    """cls's __module__ as its dict has it: no property of a metaclass's
+    run (the code's could raise, or print)."""
+    try:
+        return type.__dict__["__module__"].__get__(cls)
+    except Exception:
+        return None
 
 
 def in_collectors_order(values):
@@ -2461,6 +2526,9 @@ _MISSING = object()
 # This thread's id, as the launcher's import found it: code that replaced
 # threading's or _thread's (gevent's monkey-patching) has the ids of its own.
 _get_ident = _thread.get_ident
+# The collector's, as the launcher's import found them: the code may
+# replace gc's (globals_in_use runs after it).
+_get_referents, _is_tracked = gc.get_referents, gc.is_tracked
 
 
 def at_code_depth(function, *args, here=None):

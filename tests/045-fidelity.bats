@@ -572,6 +572,54 @@ ValueError: v"
 	threading.Thread(target=lambda: (time.sleep(30r), print("daemon")), daemon=True).start()
 	print("end")
 	CODE
+	# Nor where a running thread holds what reaches them, running the
+	# library's code: a Thread subclass of the code's, a server with the
+	# code's handler class, an event loop with the code's coroutine (each
+	# printed "del c": review helper 135). One that holds nothing of the
+	# code's (libthread) leaves c to be finalised.
+	cat >"$dir/subclass.sage" <<-'CODE'
+	import threading
+	class C:
+	    def __del__(self): print("del c")
+	c = C()
+	go = threading.Event()
+	class Waiting(threading.Thread):
+	    def stop(self): go.set()
+	Waiting(target=go.wait, args=(30r,), daemon=True).start()
+	print("end")
+	CODE
+	cat >"$dir/server.sage" <<-'CODE'
+	import threading, socketserver
+	class C:
+	    def __del__(self): print("del c")
+	c = C()
+	class Echo(socketserver.BaseRequestHandler):
+	    def handle(self): pass
+	server = socketserver.UnixStreamServer("echo.sock", Echo)
+	threading.Thread(target=server.serve_forever, daemon=True).start()
+	print("end")
+	CODE
+	cat >"$dir/loop.sage" <<-'CODE'
+	import threading, asyncio, time
+	class C:
+	    def __del__(self): print("del c")
+	c = C()
+	loop = asyncio.new_event_loop()
+	async def nap(): await asyncio.sleep(30r)
+	threading.Thread(target=loop.run_forever, daemon=True).start()
+	task = asyncio.run_coroutine_threadsafe(nap(), loop)
+	time.sleep(0.2r)
+	print("end")
+	CODE
+	cat >"$dir/libthread.sage" <<-'CODE'
+	import threading
+	class C:
+	    def __del__(self): print("del c")
+	c = C()
+	go = threading.Event()
+	threading.Thread(target=go.wait, args=(30r,), daemon=True).start()
+	print("end")
+	CODE
 	# Where nothing of the code's refers back to its globals (its class
 	# from a module), they are freed in their order, each value as its last
 	# name goes: e's place is Sage's, x's value is d's.
@@ -590,10 +638,14 @@ ValueError: v"
 	expect_equal "$output" $'end\ndel e\ndel a\ndel d'
 	input_file=$dir/thread.sage run_ss 0 run
 	expect_equal "$output|$errors" "end|"
+	input_file=$dir/subclass.sage run_ss 0 run
+	expect_equal "$output|$errors" "end|"
+	input_file=$dir/server.sage run_ss 0 run
+	expect_equal "$output|$errors" "end|"
 	# Warm, in one container, the same.
 	cp "$dir/del.sage" "$dir/del2.sage"
 	jobs_of "$dir/del.sage" "$dir/del2.sage" "$dir/order.sage" "$dir/nocycle.sage" "$dir/thread.sage" \
-		>"$dir/jobs.jsonl"
+		"$dir/subclass.sage" "$dir/server.sage" "$dir/loop.sage" "$dir/libthread.sage" >"$dir/jobs.jsonl"
 	"$SAGE_SANDBOX" batch --jobs 1 "$dir/jobs.jsonl" >"$dir/out.jsonl"
 	expect_equal "$(field_of del.sage stdout)" "$expected"
 	expect_equal "$(field_of del2.sage stdout)" "$expected"
@@ -601,6 +653,10 @@ ValueError: v"
 	expect_equal "$(field_of order.sage stdout)" $'end\ndel a\ndel e\ndel d'
 	expect_equal "$(field_of nocycle.sage stdout)" $'end\ndel e\ndel a\ndel d'
 	expect_equal "$(field_of thread.sage stdout)|$(field_of thread.sage stderr)" "end|"
+	for id in subclass.sage server.sage loop.sage; do
+		expect_equal "$(field_of $id stdout)|$(field_of $id stderr)" "end|" "$id"
+	done
+	expect_equal "$(field_of libthread.sage stdout)|$(field_of libthread.sage stderr)" $'end\ndel c|'
 }
 
 @test "fidelity - Python's own exit hooks run for the code: logging's handlers, weakref.finalize; a failed last flush exits 120; only an int is an exit code (Sage's Integer is printed, 1); cold and warm" {

@@ -2296,6 +2296,86 @@ class EndOfCodeTest(unittest.TestCase):
         namespace["go"].set()
         namespace["t"].join()
 
+    def test_none_finalised_where_a_thread_holds_what_reaches_the_globals(self):
+        # None of them runs a function of the code's, nor is to: each
+        # holds what does (review helper 135). A fresh Sage prints no del.
+        namespace, before = self.code_bound(self.NOISY + textwrap.dedent("""\
+            import threading, time
+            c = C('c')
+            go = threading.Event()
+            class Waiting(threading.Thread):
+                def stop(self): go.set()
+            t = Waiting(target=go.wait, args=(30,), daemon=True)
+            t.start()
+            """))
+        self.addCleanup(namespace["go"].set)
+        self.assertEqual(child.held_by_the_code_alone(namespace, before), [])
+        namespace["go"].set()
+        namespace["t"].join()
+        self.assertEqual([v.n for v in child.held_by_the_code_alone(namespace, before)], ["c"])
+        # A server of the library's, serving the code's handler class.
+        exec(textwrap.dedent("""\
+            import socketserver
+            class Echo(socketserver.BaseRequestHandler):
+                def handle(self): pass
+            server = socketserver.TCPServer(("127.0.0.1", 0), Echo)
+            t = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
+            t.start()
+            """), namespace)
+        self.addCleanup(namespace["server"].server_close)
+        self.assertEqual(child.held_by_the_code_alone(namespace, before), [])
+        namespace["server"].shutdown()
+        namespace["t"].join()
+        namespace["server"].server_close()
+        # An event loop on a thread, with a coroutine of the code's.
+        exec(textwrap.dedent("""\
+            import asyncio
+            loop = asyncio.new_event_loop()
+            async def nap(): await asyncio.sleep(1.5)
+            t = threading.Thread(target=loop.run_forever, daemon=True)
+            t.start()
+            task = asyncio.run_coroutine_threadsafe(nap(), loop)
+            time.sleep(0.1)
+            """), namespace)
+        loop = namespace["loop"]  # held here too: not finalised with the code's
+
+        def stop_loop():
+            loop.call_soon_threadsafe(loop.stop)
+            namespace["t"].join()
+        self.addCleanup(lambda: loop.is_closed() or stop_loop())
+        self.assertEqual(child.held_by_the_code_alone(namespace, before), [])
+        namespace["task"].result(10)
+        stop_loop()
+        loop.close()
+        del namespace["task"]
+        self.assertEqual([v.n for v in child.held_by_the_code_alone(namespace, before)], ["c"])
+        # A thread of _thread's (no Thread object) running a function of
+        # the code's: its frame says so (gc gives no running frame's
+        # references: review helper 137).
+        exec(textwrap.dedent("""\
+            import _thread, queue
+            q = queue.Queue()
+            def worker(): q.get()
+            _thread.start_new_thread(worker, ())
+            time.sleep(0.1)
+            """), namespace)
+        self.addCleanup(namespace["q"].put, None)
+        self.assertEqual(child.held_by_the_code_alone(namespace, before), [])
+        namespace["q"].put(None)
+        time.sleep(0.1)
+        # A library's function holding much data, none of it the code's:
+        # c is finalised, and the look is not slowed by the data's size.
+        exec(textwrap.dedent("""\
+            full = queue.Queue(1)
+            full.put(None)
+            t = threading.Thread(target=full.put, args=([float(i) for i in range(300000)],),
+                                 daemon=True)
+            t.start()
+            """), namespace)
+        self.assertEqual([v.n for v in child.held_by_the_code_alone(namespace, before)], ["c"])
+        namespace["full"].get()
+        namespace["t"].join()
+
     def test_a_sessions_cells_and_what_else_refers_to_are_not_finalised(self):
         class Noisy:
             def __del__(self):
