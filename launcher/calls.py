@@ -140,6 +140,57 @@ def done_words(data, call_number):
     return began, status, unended[-MAX_WORD:]
 
 
+def processes():
+    """{pid: (state, ppid, controlling terminal, threads)} of every process
+    /proc lists now (this container's: its pid namespace's)."""
+    listed = {}
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open("/proc/%s/stat" % name, "rb") as f:
+                fields = f.read().rpartition(b")")[2].split()
+            listed[int(name)] = (fields[0], int(fields[1]), int(fields[4]), int(fields[17]))
+        except (OSError, IndexError, ValueError):
+            pass
+    return listed
+
+
+# A process's states (processes()) once stopped: by a signal, or traced.
+STOPPED = (b"T", b"t")
+
+
+def dead(state, threads):
+    """A zombie is dead unless threads of it live on: a process whose main
+    thread exited by itself shows Z while the rest of it runs."""
+    return state == b"Z" and threads <= 1
+
+
+def under_a_terminal(session, listed):
+    """The pids of listed (processes()) that descend from session's and
+    have a controlling terminal: what Sage runs under a pty (pexpect), its
+    interfaces to GAP, Maxima, Singular, gp and the rest, each with what
+    it started. A notebook's kernel keeps them between cells, and what a
+    cell defined there (gap('...'), maxima('a: 5')) with them. The
+    session's Sage has none (the container has no terminal), nor does what
+    it starts without one (subprocess, os.system): those are killed; so
+    is what shares a terminal the Sage made its own."""
+    kept = set()
+    # A terminal the Sage took for its own (a session leader, it gets the
+    # first it opens) is every child's it starts after: not an interface's.
+    own = listed.get(session, (0, 0, 0))[2]
+    for pid, (_, ppid, terminal, _) in listed.items():
+        if not terminal or terminal == own:
+            continue
+        seen = set()
+        while ppid not in (session, 0) and ppid in listed and ppid not in seen:
+            seen.add(ppid)
+            ppid = listed[ppid][1]
+        if ppid == session:
+            kept.add(pid)
+    return kept
+
+
 def interrupt(pid):
     """SIGINT to a session's child, its main thread alone (tgkill): that
     thread holds it from a cell's end to the next one's begin, and a
@@ -334,6 +385,11 @@ class Launcher:
         self.cpu_used = 0.0
         self.orphan_reaped_at = 0  # now_ms() when reap() last took an orphan
         self.frozen = False   # a session's child, stopped between cells
+        # Between a session's cells, the processes its Sage runs under a
+        # terminal (its interfaces': under_a_terminal), stopped with it,
+        # and how often each was found running (kill_running_interfaces).
+        self.interfaces = []
+        self.escapes = {}
         self.no_reset = None  # why the writable places could not be recorded (serial)
         self.unprepared = None  # why the next call's child could not be forked (serial)
 
@@ -448,30 +504,35 @@ class Launcher:
                 self.child_status = status
 
     def kill_all_but(self, spared):
-        """Between a session's cells: every process but this one and the
-        session's Sage, until none is left alive (a process may fork while
-        it is looked for; the nproc limit bounds how long that goes on)."""
+        """Between a session's cells, its Sage (spared) stopped: every
+        process but this one, the Sage and what it runs under a terminal
+        (under_a_terminal: its interfaces, kept in self.interfaces), until
+        none is left alive, and those stopped, until each is seen stopped
+        (not this process's children: no wait tells it). Stopped as found,
+        what they would fork meanwhile is found the next time round. The
+        nproc limit bounds how long forks go on."""
         me = os.getpid()
         for _ in range(1000):
-            alive = False
-            for name in os.listdir("/proc"):
-                if not name.isdigit() or int(name) in (me, spared):
+            alive = stopping = False
+            listed = processes()
+            kept = under_a_terminal(spared, listed)
+            for pid, (state, _, _, threads) in listed.items():
+                if pid in (me, spared) or dead(state, threads) or pid in kept and state in STOPPED:
                     continue
-                try:
-                    with open("/proc/%s/stat" % name, "rb") as f:
-                        fields = f.read().rpartition(b")")[2].split()
-                    # A zombie is dead unless threads of it live on: a
-                    # process whose main thread exited by itself shows Z
-                    # while the rest of it runs.
-                    if fields[0] == b"Z" and int(fields[17]) <= 1:
-                        continue
-                    os.kill(int(name), signal.SIGKILL)
+                if pid in kept:
+                    stopping = True
+                else:
                     alive = True
-                except (OSError, IndexError, ValueError):
+                try:
+                    os.kill(pid, signal.SIGSTOP if pid in kept else signal.SIGKILL)
+                except OSError:
                     pass
             self.reap()
-            if not alive:
+            if not alive and not stopping:
+                self.interfaces = sorted(kept)
                 return True
+            if not alive:
+                time.sleep(0.001)  # a stop under way (a process in D state)
         return False
 
     def child_cpu_seconds(self):
@@ -485,7 +546,8 @@ class Launcher:
 
     def freeze(self):
         """A session's Sage between cells: stopped, threads and all, so that
-        nothing of the cell runs after its answer."""
+        nothing of the cell runs after its answer (kill_all_but then stops
+        its interfaces)."""
         try:
             os.kill(self.child, signal.SIGSTOP)
             info = os.waitid(os.P_PID, self.child, os.WSTOPPED | os.WEXITED)
@@ -496,6 +558,12 @@ class Launcher:
 
     def thaw(self):
         self.frozen = False
+        self.escapes = {}
+        for pid in self.interfaces:
+            try:
+                os.kill(pid, signal.SIGCONT)
+            except OSError:
+                pass
         try:
             os.kill(self.child, signal.SIGCONT)
             os.waitid(os.P_PID, self.child, os.WCONTINUED | os.WEXITED)
@@ -530,6 +598,34 @@ class Launcher:
             return False
         return info is None
 
+    def kill_running_interfaces(self):
+        """A session's interface found running between cells is stopped
+        again, with what it forked meanwhile (kill_all_but), and killed the
+        MAX_ESCAPESth time: a real one waits for its Sage; a timer of its
+        own can send it SIGCONT (once can be the host's watchdog letting
+        go of one it had stopped as the cell ended). What it held is lost
+        then, as where its process dies."""
+        if not self.interfaces:
+            return
+        listed = processes()
+        escaped = []
+        for pid in self.interfaces:
+            state, _, _, threads = listed.get(pid, (b"Z", 0, 0, 0))
+            if not dead(state, threads) and state not in STOPPED + (b"D",):
+                escaped.append(pid)
+        if not escaped:
+            return
+        for pid in escaped:
+            self.escapes[pid] = self.escapes.get(pid, 0) + 1
+            if self.escapes[pid] >= MAX_ESCAPES:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except OSError:
+                    pass
+        if not self.kill_all_but(self.child):
+            self.kill_the_rest()
+            os._exit(0)
+
     # ---- a call's frames --------------------------------------------------------
 
     def wait_for_call(self):
@@ -545,6 +641,7 @@ class Launcher:
         poller.register(self.reader.fd, select.POLLIN)
         escapes = 0
         while not self.reader.inbox and not poller.poll(FROZEN_LOOK_MS):
+            self.kill_running_interfaces()
             if self.still_frozen():
                 continue
             escapes += 1
@@ -910,7 +1007,8 @@ class Launcher:
         ended = None
         session_goes_on = self.session and self.child_status is None
         if session_goes_on:
-            session_goes_on = self.kill_all_but(self.child) and self.freeze()
+            # Stopped first: the code's threads fork nothing meanwhile.
+            session_goes_on = self.freeze() and self.kill_all_but(self.child)
             if not session_goes_on:
                 self.kill_the_rest()
         elif self.mode == "serial" and self.recorded is not None:

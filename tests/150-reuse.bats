@@ -375,6 +375,38 @@ sched_setaffinity Operation not permitted"
 	expect_equal "$(sed -n 8p <<<"$out")" '{"exit": 0}'
 }
 
+@test "reuse - a session keeps Sage's interfaces between its cells (gap, maxima, singular objects), stopped until the next; a background process does not outlive its cell" {
+	# The launcher killed every process of the container but the session's
+	# Sage as each cell ended: the next cell found "Gap crashed or quit",
+	# "Maxima crashed -- automatically restarting", its objects gone
+	# (attack helper 136); a fresh Sage running both cells prints 6, 5, 7.
+	# What the Sage runs under a terminal (pexpect's pty) is kept, stopped
+	# between cells; what it starts without one is still killed.
+	calls=$BATS_TEST_TMPDIR/calls.json
+	python3 - >"$calls" <<-'EOF'
+	import json
+	# A process under a pty of its own writes the time every 10 ms: the
+	# longest gap between its lines, once the next cell runs, is the 2 s
+	# between the calls, where it was stopped.
+	first = "\n".join(["g = gap('SymmetricGroup(3)')", "print(g.Size())", "m = maxima('a1: 5')",
+	                   "print(maxima.eval('a1'))", "print(singular.eval('int k = 7; k'))",
+	                   "import subprocess, pty, time", "p = subprocess.Popen(['sleep', '100'])",
+	                   "if pty.fork()[0] == 0:",
+	                   "    while True: print(time.time(), file=open('stamps', 'a')); time.sleep(0.01r)",
+	                   "time.sleep(0.2r)"])
+	then = "print(g.Size())\nprint(maxima.eval('a1'))\nprint(singular.eval('k'))\nprint(p.poll())\n" \
+	       "time.sleep(0.2r)\nt = [float(l) for l in open('stamps')]\nprint(max(b - a for a, b in zip(t, t[1:])) > 1.5r)"
+	run = lambda code: {"name": "run_sagemath", "arguments": {"code": code, "session": "s", "timeout_seconds": 60}}
+	print(json.dumps([run(first), 2, run(then)]))
+	EOF
+	local out
+	out=$(timeout 200 python3 "$BATS_TEST_DIRNAME/mcp-calls.py" "$SAGE_SANDBOX" "$calls" 2>"$BATS_TEST_TMPDIR/stderr")
+	printf '# %s\n' "$out" >&3
+	expect_match "$(sed -n 1p <<<"$out")" '"exit_code": 0, .*"stdout": "6\\n5\\n7\\n"'
+	expect_match "$(sed -n 2p <<<"$out")" '"exit_code": 0, .*"stdout": "6\\n5\\n7\\n-9\\nTrue\\n", "stderr": ""'
+	expect_equal "$(sed -n 3p <<<"$out")" '{"exit": 0}'
+}
+
 # bats test_tags=any-sage
 @test "reuse - a session's cell with a syntax error leaves the next cells interruptible: a timed-out one keeps the session's state" {
 	# Told before the code began, the error left the launcher's SIGINT

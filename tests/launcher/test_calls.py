@@ -227,6 +227,61 @@ class SessionFinishTest(unittest.TestCase):
         self.assertEqual((trailer["container"], trailer["interrupted"]), ("lost", "cpu"))
 
 
+class UnderATerminalTest(unittest.TestCase):
+    """What a session's Sage runs under a pty (its interfaces) is kept
+    between its cells; the rest of what it started is not."""
+
+    def test_the_sessions_descendants_with_a_terminal(self):
+        pty, other_pty = 34816, 34817
+        listed = {
+            1: (b"S", 0, 0, 1),            # the launcher
+            10: (b"S", 1, 0, 3),           # the session's Sage: no terminal
+            11: (b"S", 10, pty, 1),        # gap, under its pty
+            12: (b"S", 11, pty, 1),        # what gap started
+            13: (b"S", 10, 0, 1),          # subprocess.Popen(["sleep", ...])
+            14: (b"S", 13, other_pty, 1),  # a pty below it: kept until 13 goes
+            15: (b"S", 1, other_pty, 1),   # an orphan with a terminal
+            16: (b"S", 15, other_pty, 1),
+        }
+        self.assertEqual(calls.under_a_terminal(10, listed), {11, 12, 14})
+        del listed[13]
+        listed[14] = (b"S", 1, other_pty, 1)  # its parent killed: now init's
+        self.assertEqual(calls.under_a_terminal(10, listed), {11, 12})
+
+    def test_a_cycle_of_parents_ends(self):
+        listed = {20: (b"S", 21, 5, 1), 21: (b"S", 20, 5, 1), 10: (b"S", 1, 0, 1)}
+        self.assertEqual(calls.under_a_terminal(10, listed), set())
+
+    def test_this_process_is_listed_with_its_parent(self):
+        listed = calls.processes()
+        self.assertEqual(listed[os.getpid()][1], os.getppid())
+
+    def test_an_interface_running_between_cells_is_stopped_again_then_killed(self):
+        import subprocess
+        stopped = subprocess.Popen(["sleep", "30"])
+        running = subprocess.Popen(["sleep", "30"])
+        for process in (stopped, running):
+            self.addCleanup(process.wait)
+            self.addCleanup(process.kill)
+        os.kill(stopped.pid, signal.SIGSTOP)
+        os.waitid(os.P_PID, stopped.pid, os.WSTOPPED)
+        launcher = object.__new__(calls.Launcher)
+        launcher.child, launcher.interfaces, launcher.escapes = 7, [stopped.pid, running.pid], {}
+        stops = []  # (kill_all_but lists the whole of /proc: not here)
+        launcher.kill_all_but = lambda spared: stops.append(spared) or True
+        for escape in range(1, calls.MAX_ESCAPES):
+            launcher.kill_running_interfaces()
+            self.assertEqual((stops, launcher.escapes), ([7] * escape, {running.pid: escape}))
+            self.assertIsNone(running.poll())
+        launcher.kill_running_interfaces()
+        self.assertEqual(running.wait(10), -signal.SIGKILL)
+        self.assertIsNone(stopped.poll())
+        # None running: nothing done.
+        launcher.interfaces = [stopped.pid]
+        launcher.kill_running_interfaces()
+        self.assertEqual(len(stops), calls.MAX_ESCAPES)
+
+
 class DoneWaitingTest(unittest.TestCase):
     # Looked at before a cell's SIGINT: a word not yet read, not a write
     # end the code closed.
