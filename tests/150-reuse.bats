@@ -619,16 +619,16 @@ assert cpu <= cpus * (wall + 0.5) + eval(sys.argv[7]), sys.argv' \
 	# H frames leave that work out. The watchdog, which spares the
 	# launcher, is asked the same (without_cpu_group). --memory below 1g:
 	# no warm-up step runs between the jobs.
-	# A job is held back where it says throttled, or where it took 70 ms
-	# or more: a hold waits for the next 100 ms period. With the U
-	# frame's lift undone, 7 of the 8 jobs after the first took 77 to 116
-	# ms (a median of 100, where the build's was 27) and none said
-	# throttled (the hold was counted anew at H): a count of throttled
-	# alone passed it. A job's own process (its start, its code, its
-	# exit) is about 20 ms of CPU, the whole share of one period, so a
-	# loaded host holds some back as it should (3 of 8 said throttled in
-	# one CI run on 9.5). So: at most half of the 11 jobs after the
-	# first, which waits for the container's start.
+	# A job is held back where it took 70 ms or more: a hold waits for
+	# the next 100 ms period. With the U frame's lift undone, all 11 jobs
+	# after the first took 82 to 116 ms (a median of 100, where the
+	# build's was 27) and none said throttled (the hold was counted anew
+	# at H): the count of throttled this test made passed it. A job's own
+	# process (its start, its code, its exit) is about 20 ms of CPU, the
+	# whole share of one period, so a loaded host holds some back as it
+	# should (3 of 8 said throttled in one CI run on 9.5). So: the median
+	# of the 11 jobs after the first (which waits for the container's
+	# start) is under 70 ms, at most 5 of them held.
 	local how n
 	for how in grouped watchdog; do
 		[ "$how" = grouped ] || without_cpu_group
@@ -638,7 +638,7 @@ assert cpu <= cpus * (wall + 0.5) + eval(sys.argv[7]), sys.argv' \
 		n=$(printf '%s\n' "$output" | python3 -c 'import json, sys
 jobs = [json.loads(line) for line in sys.stdin][1:]
 assert len(jobs) == 11
-held = [j["duration_ms"] for j in jobs if j["throttled"] or j["duration_ms"] >= 70]
+held = [j["duration_ms"] for j in jobs if j["duration_ms"] >= 70]
 print(len(held), sorted(j["duration_ms"] for j in jobs))')
 		echo "# $how: held back, and every job's ms: $n" >&3
 		[ "${n%% *}" -le 5 ] || { printf '# %s: held back, and every job'"'"'s ms: %s\n' "$how" "$n" >&2; false; }
