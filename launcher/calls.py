@@ -517,14 +517,15 @@ class Launcher:
             listed = processes()
             kept = under_a_terminal(spared, listed)
             for pid, (state, _, _, threads) in listed.items():
-                if pid in (me, spared) or dead(state, threads) or pid in kept and state in STOPPED:
+                interface = pid in kept
+                if pid in (me, spared) or dead(state, threads) or interface and state in STOPPED:
                     continue
-                if pid in kept:
+                if interface:
                     stopping = True
                 else:
                     alive = True
                 try:
-                    os.kill(pid, signal.SIGSTOP if pid in kept else signal.SIGKILL)
+                    os.kill(pid, signal.SIGSTOP if interface else signal.SIGKILL)
                 except OSError:
                     pass
             self.reap()

@@ -2003,15 +2003,17 @@ def reaches(held, namespace):
     the library's (what they hold is the library's own, and reaches
     everything): only the code's classes are looked into; nor through what
     the collector does not track (numbers, strings: they hold nothing). A
-    read of each object's references (gc's), no reference counted, no
-    object's code run."""
+    read of each object's references (gc's), no object's code run."""
     dict_of = types.ModuleType.__dict__["__dict__"].__get__
     module_dicts = {id(dict_of(module)) for module in list(sys.modules.values())
                     if issubclass(type(module), types.ModuleType)}
     # The code's classes' __module__: its __name__, as a class statement
     # finds it (builtins' where the code deleted its own).
     own = namespace.get("__name__", builtins.__name__)
-    seen = set()
+    # Each object looked at is held here, not its id alone: the other
+    # threads run meanwhile, and an object of theirs freed after its look
+    # could give its id to a new one the walk would then skip.
+    seen = {}
     left = REACHES_MOST
     while held:
         obj = held.pop()
@@ -2021,7 +2023,7 @@ def reaches(held, namespace):
         if (id(obj) in seen or id(obj) in module_dicts or issubclass(kind, types.ModuleType) or
                 (issubclass(kind, type) and not is_str(module_of(obj), own))):
             continue
-        seen.add(id(obj))
+        seen[id(obj)] = obj
         # (A list of millions: not copied to be counted.)
         if (kind is list or kind is tuple or kind is dict or kind is set) and len(obj) > left:
             return True
