@@ -2067,10 +2067,16 @@ def in_collectors_order(values):
         for obj in gc.get_objects(generation):
             if id(obj) in wanted:
                 order[id(obj)] = (place, len(order))
-    look_up(0, 1)
-    look_up(1, 2)
-    if len(values) - len(order) >= 2:
-        look_up(2, 0)
+    try:
+        look_up(0, 1)
+        look_up(1, 2)
+        if len(values) - len(order) >= 2:
+            look_up(2, 0)
+    except MemoryError:
+        # A generation's list of millions, past the data rlimit (the
+        # collector off, the code's objects all young): those not yet
+        # found keep their order among themselves, still finalised.
+        pass
     # One in none of the young lists is in the oldest: first (one the
     # collector does not track, a C type's, would come last).
     return sorted(values, key=lambda v: order.get(id(v), (0, 0)))

@@ -2243,6 +2243,20 @@ class EndOfCodeTest(unittest.TestCase):
         self.assertEqual([v.n for v in child.held_by_the_code_alone(namespace, before)],
                          ["a", "e", "b"])
 
+    def test_finalised_still_where_the_collectors_lists_cannot_be_had(self):
+        # The collector off and millions of young objects: the list of a
+        # generation may pass the data rlimit (review helper 135's 7).
+        # What a fresh Sage finalises still is, in the namespace's order.
+        namespace, before = self.code_bound(self.NOISY + "a = C('a')\nb = C('b')\nf = lambda: 0\n")
+        def out_of_memory(generation=None):
+            raise MemoryError
+        real, child.gc.get_objects = child.gc.get_objects, out_of_memory  # the launcher's own gc
+        try:
+            held = child.held_by_the_code_alone(namespace, before)
+        finally:
+            child.gc.get_objects = real
+        self.assertEqual([v.n for v in held], ["a", "b"])
+
     def test_where_nothing_of_the_codes_refers_to_its_globals_in_their_order(self):
         # No function, class or lambda of the code's: its namespace is in
         # no cycle, and is freed as its module goes, each value as its last
