@@ -44,6 +44,13 @@ INTERRUPT_AGAIN_MS = INTERRUPT_GRACE_MS // 2
 CPU_LOOK_MS = 100
 FROZEN_LOOK_MS = 200
 MAX_ESCAPES = 3
+# A stop of a session's Sage is looked for every 0.1 ms, up to STOP_LOOKS
+# times, and asked again up to STOP_TRIES times (about a second in all):
+# a SIGCONT from a process of the code's (a timer's, every millisecond)
+# cancels a SIGSTOP still pending, and ends a stop unseen by a wait for
+# it, which then waited for ever (attack helper 138).
+STOP_LOOKS = 100
+STOP_TRIES = 100
 # The longest word on the done pipe (child.done_word) kept unended.
 MAX_WORD = 32
 # How long an orphan of the call waits to be reaped, at most, while the
@@ -548,14 +555,43 @@ class Launcher:
     def freeze(self):
         """A session's Sage between cells: stopped, threads and all, so that
         nothing of the cell runs after its answer (kill_all_but then stops
-        its interfaces)."""
-        try:
-            os.kill(self.child, signal.SIGSTOP)
-            info = os.waitid(os.P_PID, self.child, os.WSTOPPED | os.WEXITED)
-        except (ProcessLookupError, ChildProcessError):
-            return False
-        self.frozen = info is not None and info.si_code == os.CLD_STOPPED
-        return self.frozen
+        its interfaces). False where it ended, or would not stay stopped
+        (STOP_TRIES): what continues it is still running."""
+        self.frozen = False
+        for _ in range(STOP_TRIES):
+            try:
+                os.kill(self.child, signal.SIGSTOP)
+            except ProcessLookupError:
+                return False
+            for _ in range(STOP_LOOKS):
+                try:
+                    info = os.waitid(os.P_PID, self.child, os.WSTOPPED | os.WEXITED | os.WNOHANG)
+                except ChildProcessError:
+                    return False
+                if info is not None:
+                    self.frozen = info.si_code == os.CLD_STOPPED
+                    return self.frozen
+                time.sleep(0.0001)
+        return False
+
+    def stop_between_cells(self):
+        """At a session's cell's end: its Sage stopped first, so that the
+        code's threads fork nothing meanwhile, then every other process
+        killed but its interfaces, stopped (kill_all_but). A process of
+        the code's that sends the Sage SIGCONT (a timer's) may keep it from
+        stopping, or continue it once stopped: that one is killed (or
+        stopped, an interface) with the rest, then the Sage stopped again
+        and what it forked meanwhile killed. False where it could not be
+        (the session is lost)."""
+        self.freeze()
+        for _ in range(MAX_ESCAPES):
+            if not self.kill_all_but(self.child):
+                return False
+            if self.frozen and self.still_frozen():
+                return True
+            if not self.freeze():
+                return False
+        return False
 
     def thaw(self):
         self.frozen = False
@@ -1008,8 +1044,7 @@ class Launcher:
         ended = None
         session_goes_on = self.session and self.child_status is None
         if session_goes_on:
-            # Stopped first: the code's threads fork nothing meanwhile.
-            session_goes_on = self.freeze() and self.kill_all_but(self.child)
+            session_goes_on = self.stop_between_cells()
             if not session_goes_on:
                 self.kill_the_rest()
         elif self.mode == "serial" and self.recorded is not None:

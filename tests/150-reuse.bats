@@ -407,6 +407,34 @@ sched_setaffinity Operation not permitted"
 	expect_equal "$(sed -n 3p <<<"$out")" '{"exit": 0}'
 }
 
+@test "reuse - a session's cell whose processes send its Sage SIGCONT every millisecond ends when its code does, its state kept" {
+	# The launcher's wait for the Sage's stop at the cell's end waited for
+	# ever: a SIGCONT cancelled the stop still pending. The cell, its code
+	# done, was told timed out at twice its deadline and the session lost
+	# (attack helper 138). One continuer forked plainly (killed at the
+	# cell's end), one under a pty (kept, stopped, and at work again in
+	# the next cell).
+	calls=$BATS_TEST_TMPDIR/calls.json
+	python3 - >"$calls" <<-'EOF'
+	import json
+	first = "\n".join(["x = 5", "import os, time, signal, pty", "def continuer():",
+	                   "    signal.signal(signal.SIGALRM, lambda *a: os.kill(os.getppid(), signal.SIGCONT))",
+	                   "    signal.setitimer(signal.ITIMER_REAL, 0.001r, 0.001r)",
+	                   "    while True: time.sleep(1r)",
+	                   "if os.fork() == 0: continuer()", "if pty.fork()[0] == 0: continuer()",
+	                   "time.sleep(0.3r)", "print('ok')"])
+	run = lambda code: {"name": "run_sagemath", "arguments": {"code": code, "session": "s", "timeout_seconds": 15}}
+	print(json.dumps([run(first), run("time.sleep(0.3r)\nprint(x)"), run("print(x + 1)")]))
+	EOF
+	local out
+	out=$(timeout 200 python3 "$BATS_TEST_DIRNAME/mcp-calls.py" "$SAGE_SANDBOX" "$calls" 2>"$BATS_TEST_TMPDIR/stderr")
+	printf '# %s\n' "$out" >&3
+	expect_match "$(sed -n 1p <<<"$out")" '"exit_code": 0, .*"stdout": "ok\\n", "stderr": "".*"state_kept": true'
+	expect_match "$(sed -n 2p <<<"$out")" '"exit_code": 0, .*"stdout": "5\\n", "stderr": "".*"state_kept": true'
+	expect_match "$(sed -n 3p <<<"$out")" '"exit_code": 0, .*"stdout": "6\\n", "stderr": "".*"state_kept": true'
+	expect_equal "$(sed -n 4p <<<"$out")" '{"exit": 0}'
+}
+
 # bats test_tags=any-sage
 @test "reuse - a session's cell with a syntax error leaves the next cells interruptible: a timed-out one keeps the session's state" {
 	# Told before the code began, the error left the launcher's SIGINT

@@ -8,6 +8,7 @@ import json
 import os
 import signal
 import stat
+import time
 import types
 import unittest
 
@@ -204,8 +205,7 @@ class SessionFinishTest(unittest.TestCase):
         launcher = object.__new__(calls.Launcher)
         launcher.mode, launcher.session, launcher.streams = "session", True, {}
         launcher.child, launcher.child_status, launcher.cpu_used = 7, wait_status, 0.0
-        launcher.kill_all_but = lambda pid: True
-        launcher.freeze = lambda: True
+        launcher.stop_between_cells = lambda: True
         launcher.kill_the_rest = lambda: None
         launcher.at_cpu_limit = lambda *_: False
         call = calls.Call.__new__(calls.Call)
@@ -225,6 +225,47 @@ class SessionFinishTest(unittest.TestCase):
     def test_lost_with_its_cause_though_never_interrupted(self):
         trailer = self.finish("cpu", False, wait_status=9)
         self.assertEqual((trailer["container"], trailer["interrupted"]), ("lost", "cpu"))
+
+
+class StopBetweenCellsTest(unittest.TestCase):
+    def test_stopped_though_a_process_of_the_codes_continues_it(self):
+        # A process of the code's sends the Sage SIGCONT every millisecond
+        # (attack helper 138's timer): the wait for its stop waited for
+        # ever, and the kept cell was told timed out at twice its deadline.
+        import subprocess
+        import sys
+        import threading
+        sage = subprocess.Popen(["sleep", "30"])
+        continuer = subprocess.Popen([sys.executable, "-c", (
+            "import os, time\n"
+            "while True:\n"
+            "    os.kill(%d, 18)\n"
+            "    time.sleep(0.001)\n") % sage.pid])
+        for process in (sage, continuer):
+            self.addCleanup(process.wait)
+            self.addCleanup(process.kill)
+        time.sleep(0.2)  # the continuer at work
+        launcher = object.__new__(calls.Launcher)
+        launcher.child = sage.pid
+        passes = []  # (kill_all_but lists the whole of /proc: not here)
+
+        def kill_all_but(spared):
+            passes.append(spared)
+            continuer.kill()
+            continuer.wait()
+            return True
+        launcher.kill_all_but = kill_all_but
+        stopped = []
+        stopping = threading.Thread(target=lambda: stopped.append(launcher.stop_between_cells()))
+        stopping.start()
+        stopping.join(20)
+        self.assertFalse(stopping.is_alive(), "the stop waited for ever")
+        self.assertEqual(stopped, [True])
+        self.assertTrue(launcher.frozen)
+        time.sleep(0.1)
+        self.assertEqual(calls.processes()[sage.pid][0], b"T")
+        self.assertIn(len(passes), (1, 2))
+        os.kill(sage.pid, signal.SIGCONT)
 
 
 class UnderATerminalTest(unittest.TestCase):
