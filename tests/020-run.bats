@@ -193,4 +193,11 @@ print(os.environ["HOME"], os.environ["DOT_SAGE"], os.environ["PYTHONNOUSERSITE"]
 	expect_no_match "$errors" "python"
 	expect_match "$errors" "^sage-sandbox: podman failed to start a container \(status 1\) and said nothing"
 	expect_equal "$(printf '%s\n' "$errors" | wc -l)" 1
+	# One that exits 0 for the probe and runs nothing (attack helper 138):
+	# the image was blamed, --python the fix.
+	sed -i 's/exit 1 ;;/exit 0 ;;/' "$BATS_TEST_TMPDIR/podman"
+	XDG_CACHE_HOME=$BATS_TEST_TMPDIR/cache SAGE_SANDBOX_PODMAN=$BATS_TEST_TMPDIR/podman \
+		sage 'print(1)' 125 run
+	expect_equal "$output" ""
+	expect_equal "$errors" "sage-sandbox: podman exited 0 but ran nothing: the image's /bin/sh printed no line (the image probe); run 'podman run --rm IMAGE true' as this user to see why; check 'sage-sandbox status'"
 }
