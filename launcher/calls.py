@@ -44,13 +44,15 @@ INTERRUPT_AGAIN_MS = INTERRUPT_GRACE_MS // 2
 CPU_LOOK_MS = 100
 FROZEN_LOOK_MS = 200
 MAX_ESCAPES = 3
-# A stop of a session's Sage is looked for every 0.1 ms, up to STOP_LOOKS
-# times, and asked again up to STOP_TRIES times (about a second in all):
-# a SIGCONT from a process of the code's (a timer's, every millisecond)
-# cancels a SIGSTOP still pending, and ends a stop unseen by a wait for
-# it, which then waited for ever (attack helper 138).
-STOP_LOOKS = 100
-STOP_TRIES = 100
+# A session's Sage's stop is asked for and looked for every 0.1 ms (0.2
+# with the timer slack) until it is seen: a SIGCONT from a process of the
+# code's (a timer's, every millisecond) cancels a SIGSTOP still pending,
+# and ends a stop unseen by a wait for it, which then waited for ever
+# (attack helper 138). At a cell's end the first try is short (that
+# process is killed next, and the Sage asked again); any other gives a
+# stop slowed by the host (a write throttled, a busy machine) seconds.
+FIRST_STOP_MS = 200
+STOP_MS = 5000
 # The longest word on the done pipe (child.done_word) kept unended.
 MAX_WORD = 32
 # How long an orphan of the call waits to be reaped, at most, while the
@@ -552,27 +554,30 @@ class Launcher:
         except (OSError, IndexError, ValueError):
             return 0.0
 
-    def freeze(self):
+    def freeze(self, within_ms=STOP_MS):
         """A session's Sage between cells: stopped, threads and all, so that
         nothing of the cell runs after its answer (kill_all_but then stops
-        its interfaces). False where it ended, or would not stay stopped
-        (STOP_TRIES): what continues it is still running."""
+        its interfaces). False where it ended (its status reaped, as
+        reap() takes it) or was not seen stopped within within_ms."""
         self.frozen = False
-        for _ in range(STOP_TRIES):
+        give_up = now_ms() + within_ms
+        while True:
             try:
                 os.kill(self.child, signal.SIGSTOP)
-            except ProcessLookupError:
+                info = os.waitid(os.P_PID, self.child,
+                                 os.WSTOPPED | os.WEXITED | os.WNOHANG | os.WNOWAIT)
+            except (ProcessLookupError, ChildProcessError):
                 return False
-            for _ in range(STOP_LOOKS):
-                try:
-                    info = os.waitid(os.P_PID, self.child, os.WSTOPPED | os.WEXITED | os.WNOHANG)
-                except ChildProcessError:
-                    return False
-                if info is not None:
-                    self.frozen = info.si_code == os.CLD_STOPPED
-                    return self.frozen
-                time.sleep(0.0001)
-        return False
+            if info is not None and info.si_code != os.CLD_STOPPED:
+                self.reap()
+                return False
+            if info is not None:
+                os.waitid(os.P_PID, self.child, os.WSTOPPED | os.WNOHANG)  # the stop seen
+                self.frozen = True
+                return True
+            if now_ms() >= give_up:
+                return False
+            time.sleep(0.0001)
 
     def stop_between_cells(self):
         """At a session's cell's end: its Sage stopped first, so that the
@@ -581,17 +586,20 @@ class Launcher:
         the code's that sends the Sage SIGCONT (a timer's) may keep it from
         stopping, or continue it once stopped: that one is killed (or
         stopped, an interface) with the rest, then the Sage stopped again
-        and what it forked meanwhile killed. False where it could not be
-        (the session is lost)."""
-        self.freeze()
-        for _ in range(MAX_ESCAPES):
+        and what it forked meanwhile killed. False where it could not be,
+        or was continued MAX_ESCAPES times (a timer of its own): the
+        session is lost, as between cells."""
+        stopped = self.freeze(FIRST_STOP_MS)
+        for escapes in range(1, MAX_ESCAPES + 1):
             if not self.kill_all_but(self.child):
                 return False
-            if self.frozen and self.still_frozen():
+            if stopped and self.still_frozen():
                 return True
-            if not self.freeze():
+            if escapes == MAX_ESCAPES:
                 return False
-        return False
+            stopped = self.freeze()
+            if not stopped:
+                return False
 
     def thaw(self):
         self.frozen = False
@@ -628,12 +636,15 @@ class Launcher:
 
     def still_frozen(self):
         """False when the stopped session came back by itself (a timer of
-        its own can send it SIGCONT) or ended."""
+        its own can send it SIGCONT) or ended (its status reaped, as
+        reap() takes it)."""
         try:
-            info = os.waitid(os.P_PID, self.child, os.WCONTINUED | os.WEXITED | os.WNOHANG)
+            if os.waitid(os.P_PID, self.child, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None:
+                self.reap()
+                return False
+            return os.waitid(os.P_PID, self.child, os.WCONTINUED | os.WNOHANG) is None
         except ChildProcessError:
             return False
-        return info is None
 
     def kill_running_interfaces(self):
         """A session's interface found running between cells is stopped

@@ -421,17 +421,19 @@ sched_setaffinity Operation not permitted"
 	                   "    signal.signal(signal.SIGALRM, lambda *a: os.kill(os.getppid(), signal.SIGCONT))",
 	                   "    signal.setitimer(signal.ITIMER_REAL, 0.001r, 0.001r)",
 	                   "    while True: time.sleep(1r)",
-	                   "if os.fork() == 0: continuer()", "if pty.fork()[0] == 0: continuer()",
-	                   "time.sleep(0.3r)", "print('ok')"])
+	                   "if os.fork() == 0: continuer()", "kept = pty.fork()[0]",
+	                   "if kept == 0: continuer()", "time.sleep(0.3r)", "print('ok')"])
+	# The one under a pty is there still, and running (S or R, not T).
+	state = "print(open('/proc/%d/stat' % kept).read().rpartition(')')[2].split()[0])"
 	run = lambda code: {"name": "run_sagemath", "arguments": {"code": code, "session": "s", "timeout_seconds": 15}}
-	print(json.dumps([run(first), run("time.sleep(0.3r)\nprint(x)"), run("print(x + 1)")]))
+	print(json.dumps([run(first), run("time.sleep(0.3r)\nprint(x)"), run("print(x + 1)\n" + state)]))
 	EOF
 	local out
 	out=$(timeout 200 python3 "$BATS_TEST_DIRNAME/mcp-calls.py" "$SAGE_SANDBOX" "$calls" 2>"$BATS_TEST_TMPDIR/stderr")
 	printf '# %s\n' "$out" >&3
 	expect_match "$(sed -n 1p <<<"$out")" '"exit_code": 0, .*"stdout": "ok\\n", "stderr": "".*"state_kept": true'
 	expect_match "$(sed -n 2p <<<"$out")" '"exit_code": 0, .*"stdout": "5\\n", "stderr": "".*"state_kept": true'
-	expect_match "$(sed -n 3p <<<"$out")" '"exit_code": 0, .*"stdout": "6\\n", "stderr": "".*"state_kept": true'
+	expect_match "$(sed -n 3p <<<"$out")" '"exit_code": 0, .*"stdout": "6\\n[SR]\\n", "stderr": "".*"state_kept": true'
 	expect_equal "$(sed -n 4p <<<"$out")" '{"exit": 0}'
 }
 

@@ -8,9 +8,12 @@ import json
 import os
 import signal
 import stat
+import subprocess
+import threading
 import time
 import types
 import unittest
+from unittest import mock
 
 from launcher import calls, child, frames
 from launcher.frames import ProtocolError
@@ -228,44 +231,81 @@ class SessionFinishTest(unittest.TestCase):
 
 
 class StopBetweenCellsTest(unittest.TestCase):
-    def test_stopped_though_a_process_of_the_codes_continues_it(self):
-        # A process of the code's sends the Sage SIGCONT every millisecond
-        # (attack helper 138's timer): the wait for its stop waited for
-        # ever, and the kept cell was told timed out at twice its deadline.
-        import subprocess
-        import sys
-        import threading
-        sage = subprocess.Popen(["sleep", "30"])
-        continuer = subprocess.Popen([sys.executable, "-c", (
-            "import os, time\n"
-            "while True:\n"
-            "    os.kill(%d, 18)\n"
-            "    time.sleep(0.001)\n") % sage.pid])
-        for process in (sage, continuer):
-            self.addCleanup(process.wait)
-            self.addCleanup(process.kill)
-        time.sleep(0.2)  # the continuer at work
-        launcher = object.__new__(calls.Launcher)
-        launcher.child = sage.pid
-        passes = []  # (kill_all_but lists the whole of /proc: not here)
+    """A session's Sage stopped at a cell's end though a process of the
+    code's sends it SIGCONT (attack helper 138's timer, every millisecond):
+    the wait for its stop waited for ever where one cancelled it, and the
+    kept cell was told timed out at twice its deadline."""
 
-        def kill_all_but(spared):
-            passes.append(spared)
-            continuer.kill()
-            continuer.wait()
-            return True
-        launcher.kill_all_but = kill_all_but
-        stopped = []
-        stopping = threading.Thread(target=lambda: stopped.append(launcher.stop_between_cells()))
-        stopping.start()
-        stopping.join(20)
-        self.assertFalse(stopping.is_alive(), "the stop waited for ever")
-        self.assertEqual(stopped, [True])
-        self.assertTrue(launcher.frozen)
+    def launcher_of(self, argv):
+        sage = subprocess.Popen(argv)
+        self.addCleanup(sage.wait)
+        self.addCleanup(sage.kill)
+        launcher = object.__new__(calls.Launcher)
+        launcher.child, launcher.child_status, launcher.cpu_used = sage.pid, None, 0.0
+        self.passes = []  # (kill_all_but lists the whole of /proc: not here)
+        launcher.kill_all_but = lambda spared: self.passes.append(spared) or True
+        return sage, launcher
+
+    def continued_after_each_stop(self, pid, times):
+        """os.kill as the launcher sees it, where the first times SIGSTOPs
+        it sends pid are each followed by a SIGCONT at once: cancelled, or
+        ended unseen."""
+        real, sent = os.kill, []
+
+        def kill(target, sig):
+            real(target, sig)
+            if target == pid and sig == signal.SIGSTOP and len(sent) < times:
+                sent.append(sig)
+                real(target, signal.SIGCONT)
+        patch = mock.patch.object(calls.os, "kill", kill)
+        patch.start()
+        self.addCleanup(patch.stop)
+
+    def in_a_thread(self, function):
+        """function's result, or a failure where it is still waiting in 20 s."""
+        got = []
+        waiting = threading.Thread(target=lambda: got.append(function()), daemon=True)
+        waiting.start()
+        waiting.join(20)
+        self.assertFalse(waiting.is_alive(), "the stop waited for ever")
+        return got[0]
+
+    def test_a_stop_cancelled_is_asked_again(self):
+        sage, launcher = self.launcher_of(["sleep", "30"])
+        self.continued_after_each_stop(sage.pid, 5)
+        self.assertTrue(self.in_a_thread(launcher.stop_between_cells))
+        self.assertEqual((launcher.frozen, self.passes), (True, [sage.pid]))
         time.sleep(0.1)
         self.assertEqual(calls.processes()[sage.pid][0], b"T")
-        self.assertIn(len(passes), (1, 2))
-        os.kill(sage.pid, signal.SIGCONT)
+
+    def test_continued_while_the_rest_is_killed_it_is_stopped_again(self):
+        sage, launcher = self.launcher_of(["sleep", "30"])
+
+        def kill_all_but(spared):  # the last SIGCONT of a continuer killed there
+            self.passes.append(spared)
+            if len(self.passes) == 1:
+                os.kill(sage.pid, signal.SIGCONT)
+            return True
+        launcher.kill_all_but = kill_all_but
+        self.assertTrue(self.in_a_thread(launcher.stop_between_cells))
+        self.assertEqual(self.passes, [sage.pid, sage.pid], "stopped again, then a pass for what it forked")
+        time.sleep(0.1)
+        self.assertEqual(calls.processes()[sage.pid][0], b"T")
+
+    def test_never_seen_stopped_it_is_given_up_within_its_bound(self):
+        sage, launcher = self.launcher_of(["sleep", "30"])
+        self.continued_after_each_stop(sage.pid, 10**9)
+        began = time.monotonic()
+        self.assertFalse(self.in_a_thread(lambda: launcher.freeze(100)))
+        self.assertLess(time.monotonic() - began, 5)
+        self.assertFalse(launcher.frozen)
+
+    def test_one_that_ended_keeps_its_status(self):
+        sage, launcher = self.launcher_of(["sh", "-c", "exit 3"])
+        while calls.processes().get(sage.pid, (b"Z",))[0] != b"Z":
+            time.sleep(0.01)
+        self.assertFalse(self.in_a_thread(launcher.stop_between_cells))
+        self.assertEqual(os.waitstatus_to_exitcode(launcher.child_status), 3)
 
 
 class UnderATerminalTest(unittest.TestCase):
