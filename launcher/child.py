@@ -2003,10 +2003,12 @@ def reaches(held, namespace):
     the library's (what they hold is the library's own, and reaches
     everything): only the code's classes are looked into; nor through what
     the collector does not track (numbers, strings: they hold nothing). A
-    read of each object's references (gc's), no object's code run."""
+    read of each object's references (gc's): the walk runs no object's
+    code (what another thread let go of meanwhile is finalised as the walk
+    lets go of it at its end)."""
     dict_of = types.ModuleType.__dict__["__dict__"].__get__
-    module_dicts = {id(dict_of(module)) for module in list(sys.modules.values())
-                    if issubclass(type(module), types.ModuleType)}
+    module_dicts = {id(dict_of(module)): dict_of(module) for module in list(sys.modules.values())
+                    if issubclass(type(module), types.ModuleType)}  # held, as seen below
     # The code's classes' __module__: its __name__, as a class statement
     # finds it (builtins' where the code deleted its own).
     own = namespace.get("__name__", builtins.__name__)
@@ -2075,7 +2077,8 @@ def in_collectors_order(values):
     except MemoryError:
         # A generation's list of millions, past the data rlimit (the
         # collector off, the code's objects all young): those not yet
-        # found keep their order among themselves, still finalised.
+        # found come first (as the oldest generation's), in the order
+        # given, and are still finalised.
         pass
     # One in none of the young lists is in the oldest: first (one the
     # collector does not track, a C type's, would come last).

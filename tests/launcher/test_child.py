@@ -2248,6 +2248,7 @@ class EndOfCodeTest(unittest.TestCase):
         # generation may pass the data rlimit (review helper 135's 7).
         # What a fresh Sage finalises still is, in the namespace's order.
         namespace, before = self.code_bound(self.NOISY + "a = C('a')\nb = C('b')\nf = lambda: 0\n")
+
         def out_of_memory(generation=None):
             raise MemoryError
         real, child.gc.get_objects = child.gc.get_objects, out_of_memory  # the launcher's own gc
