@@ -187,11 +187,11 @@ static int probe_answer(const struct capture *cap, const struct config *cfg,
 	/* The probe's first line is /bin/sh's: without it podman never ran the
 	 * image's shell, and a failure is podman's own, whatever the image
 	 * holds (a podman that fails without a word was reported as the
-	 * image's failure, with --python as the fix). So is a success with
-	 * nothing on stdout at all: the shell prints its line whatever else
-	 * fails (a podman that exits 0 and runs nothing, attack helper 138). */
+	 * image's failure, with --python as the fix). So is a success
+	 * without it: the shell prints that line whatever else fails (a podman
+	 * that exits 0 and runs nothing, attack helper 138). */
 	bool shell_ran = cap->out.data && strncmp(cap->out.data, "user ", 5) == 0;
-	if (!shell_ran && (cap->status != 0 || cap->out.len == 0)) {
+	if (!shell_ran) {
 		size_t len;
 		const char *last = last_line(errors, strlen(errors), &len);
 		if (len)
@@ -199,9 +199,11 @@ static int probe_answer(const struct capture *cap, const struct config *cfg,
 				"podman could not run a container of image '%s' (status %d): %.*s",
 				cfg->value[SET_IMAGE], cap->status, (int)len, last);
 		else if (cap->status == 0)
-			error_set(err, EXIT_REFUSED, podman_silent_hint,
-				"podman exited 0 but ran nothing: the image's /bin/sh printed no "
-				"line (the image probe)");
+			error_set(err, EXIT_REFUSED,
+				"run 'podman run --rm IMAGE /bin/sh -c id' as this user to see what "
+				"it does; check 'sage-sandbox status'",
+				"podman exited 0 without running the image's /bin/sh (the image "
+				"probe's first line is missing)");
 		else
 			error_set(err, EXIT_REFUSED, podman_silent_hint,
 				"podman failed to start a container (status %d) and said nothing",

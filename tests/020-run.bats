@@ -199,5 +199,5 @@ print(os.environ["HOME"], os.environ["DOT_SAGE"], os.environ["PYTHONNOUSERSITE"]
 	XDG_CACHE_HOME=$BATS_TEST_TMPDIR/cache SAGE_SANDBOX_PODMAN=$BATS_TEST_TMPDIR/podman \
 		sage 'print(1)' 125 run
 	expect_equal "$output" ""
-	expect_equal "$errors" "sage-sandbox: podman exited 0 but ran nothing: the image's /bin/sh printed no line (the image probe); run 'podman run --rm IMAGE true' as this user to see why; check 'sage-sandbox status'"
+	expect_equal "$errors" "sage-sandbox: podman exited 0 without running the image's /bin/sh (the image probe's first line is missing); run 'podman run --rm IMAGE /bin/sh -c id' as this user to see what it does; check 'sage-sandbox status'"
 }
