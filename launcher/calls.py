@@ -513,28 +513,31 @@ class Launcher:
                 self.child_status = status
 
     def kill_all_but(self, spared):
-        """Between a session's cells, its Sage (spared) stopped: every
-        process but this one, the Sage and what it runs under a terminal
-        (under_a_terminal: its interfaces, kept in self.interfaces), until
-        none is left alive, and those stopped, until each is seen stopped
-        (not this process's children: no wait tells it). Stopped as found,
-        what they would fork meanwhile is found the next time round. The
-        nproc limit bounds how long forks go on."""
+        """Between a session's cells: every process but this one, its Sage
+        (spared) and what that runs under a terminal (under_a_terminal: its
+        interfaces, kept in self.interfaces) killed, until none is left
+        alive, and those stopped, until each is seen stopped (not this
+        process's children: no wait tells it). The Sage is stopped in the
+        same pass as what would continue it (a process of the code's that
+        sends it SIGCONT) is killed, so it stops; what it or they would
+        fork meanwhile is found the next time round. The nproc limit
+        bounds how long forks go on, STOP_MS how long a stop may take."""
         me = os.getpid()
-        for _ in range(1000):
+        give_up = now_ms() + STOP_MS
+        while now_ms() < give_up:
             alive = stopping = False
             listed = processes()
             kept = under_a_terminal(spared, listed)
             for pid, (state, _, _, threads) in listed.items():
-                interface = pid in kept
-                if pid in (me, spared) or dead(state, threads) or interface and state in STOPPED:
+                held = pid == spared or pid in kept
+                if pid == me or dead(state, threads) or held and state in STOPPED:
                     continue
-                if interface:
+                if held:
                     stopping = True
                 else:
                     alive = True
                 try:
-                    os.kill(pid, signal.SIGSTOP if interface else signal.SIGKILL)
+                    os.kill(pid, signal.SIGSTOP if held else signal.SIGKILL)
                 except OSError:
                     pass
             self.reap()
@@ -580,15 +583,16 @@ class Launcher:
             time.sleep(0.0001)
 
     def stop_between_cells(self):
-        """At a session's cell's end: its Sage stopped first, so that the
-        code's threads fork nothing meanwhile, then every other process
-        killed but its interfaces, stopped (kill_all_but). A process of
-        the code's that sends the Sage SIGCONT (a timer's) may keep it from
-        stopping, or continue it once stopped: that one is killed (or
-        stopped, an interface) with the rest, then the Sage stopped again
-        and what it forked meanwhile killed. False where it could not be,
-        or was continued MAX_ESCAPES times (a timer of its own): the
-        session is lost, as between cells."""
+        """At a session's cell's end: its Sage stopped first, every thread
+        (freeze), so that the code's threads fork nothing meanwhile, then
+        every other process killed but its interfaces, stopped
+        (kill_all_but). A process of the code's that sends the Sage SIGCONT
+        (a timer's, or a thread's that forks such processes) may keep it
+        from stopping, or continue it once stopped: kill_all_but stops the
+        Sage too as it kills that one, then the Sage is stopped again, every
+        thread, and what it forked meanwhile killed. False where it could
+        not be, or was continued MAX_ESCAPES times (a timer of its own):
+        the session is lost, as between cells."""
         stopped = self.freeze(FIRST_STOP_MS)
         for escapes in range(1, MAX_ESCAPES + 1):
             if not self.kill_all_but(self.child):

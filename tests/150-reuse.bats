@@ -413,7 +413,10 @@ sched_setaffinity Operation not permitted"
 	# done, was told timed out at twice its deadline and the session lost
 	# (attack helper 138). One continuer forked plainly (killed at the
 	# cell's end), one under a pty (kept, stopped, and at work again in
-	# the next cell).
+	# the next cell), and a thread of the Sage's that forks ten that spin
+	# sending it SIGCONT, 20 ms apart, one after the cell's end (the
+	# Sage, running on, forked more as they were killed: attack helper
+	# 139).
 	calls=$BATS_TEST_TMPDIR/calls.json
 	python3 - >"$calls" <<-'EOF'
 	import json
@@ -422,7 +425,15 @@ sched_setaffinity Operation not permitted"
 	                   "    signal.setitimer(signal.ITIMER_REAL, 0.001r, 0.001r)",
 	                   "    while True: time.sleep(1r)",
 	                   "if os.fork() == 0: continuer()", "kept = pty.fork()[0]",
-	                   "if kept == 0: continuer()", "time.sleep(0.3r)", "print('ok')"])
+	                   "if kept == 0: continuer()", "import threading", "sage = os.getpid()",
+	                   "def spin():",
+	                   "    while True: os.kill(sage, signal.SIGCONT)",
+	                   "def forker():",
+	                   "    for i in range(10r):",
+	                   "        time.sleep(0.02r)",
+	                   "        if os.fork() == 0: spin()",
+	                   "threading.Thread(target=forker, daemon=True).start()",
+	                   "time.sleep(0.3r)", "print('ok')"])
 	# The one under a pty is there still, and running (S or R, not T).
 	state = "print(open('/proc/%d/stat' % kept).read().rpartition(')')[2].split()[0])"
 	run = lambda code: {"name": "run_sagemath", "arguments": {"code": code, "session": "s", "timeout_seconds": 15}}
