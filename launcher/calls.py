@@ -45,14 +45,17 @@ CPU_LOOK_MS = 100
 FROZEN_LOOK_MS = 200
 MAX_ESCAPES = 3
 # A session's Sage's stop is asked for and looked for every 0.1 ms (0.2
-# with the timer slack) until it is seen: a SIGCONT from a process of the
-# code's (a timer's, every millisecond) cancels a SIGSTOP still pending,
-# and ends a stop unseen by a wait for it, which then waited for ever
-# (attack helper 138). At a cell's end the first try is short (that
-# process is killed next, and the Sage asked again); any other gives a
-# stop slowed by the host (a write throttled, a busy machine) seconds.
+# with the timer slack) until it is seen (freeze): a SIGCONT from a
+# process of the code's (a timer's, every millisecond) cancels a SIGSTOP
+# still pending, and ends a stop unseen by a wait for it, which then
+# waited for ever (attack helper 138). At a cell's end the first try is
+# short (kill_all_but then stops the Sage as it kills such processes),
+# and the whole of the stop has STOP_MS: the host gives a session's call
+# 5 s past its deadline, a cell may end 2 s past it (its interrupt's
+# grace), and a stop the host slows (a write throttled, a busy machine)
+# may take a second.
 FIRST_STOP_MS = 200
-STOP_MS = 5000
+STOP_MS = 2500
 # The longest word on the done pipe (child.done_word) kept unended.
 MAX_WORD = 32
 # How long an orphan of the call waits to be reaped, at most, while the
@@ -169,6 +172,25 @@ def processes():
 STOPPED = (b"T", b"t")
 
 
+def threads_stopped(pid):
+    """Whether every thread of pid is stopped, a zombie or gone:
+    /proc/PID/stat shows its main thread's state alone, and a thread in
+    fork() stops only once its child is born."""
+    try:
+        tasks = os.listdir("/proc/%d/task" % pid)
+    except OSError:
+        return True
+    for task in tasks:
+        try:
+            with open("/proc/%d/task/%s/stat" % (pid, task), "rb") as f:
+                state = f.read().rpartition(b")")[2].split()[0]
+        except (OSError, IndexError):
+            continue  # gone
+        if state not in STOPPED and state not in (b"Z", b"X"):
+            return False
+    return True
+
+
 def dead(state, threads):
     """A zombie is dead unless threads of it live on: a process whose main
     thread exited by itself shows Z while the rest of it runs."""
@@ -187,7 +209,7 @@ def under_a_terminal(session, listed):
     kept = set()
     # A terminal the Sage took for its own (a session leader, it gets the
     # first it opens) is every child's it starts after: not an interface's.
-    own = listed.get(session, (0, 0, 0))[2]
+    own = listed.get(session, (0, 0, 0, 0))[2]
     for pid, (_, ppid, terminal, _) in listed.items():
         if not terminal or terminal == own:
             continue
@@ -512,25 +534,29 @@ class Launcher:
                 self.cpu_used = usage.ru_utime + usage.ru_stime
                 self.child_status = status
 
-    def kill_all_but(self, spared):
+    def kill_all_but(self, spared, give_up=None):
         """Between a session's cells: every process but this one, its Sage
         (spared) and what that runs under a terminal (under_a_terminal: its
         interfaces, kept in self.interfaces) killed, until none is left
-        alive, and those stopped, until each is seen stopped (not this
-        process's children: no wait tells it). The Sage is stopped in the
-        same pass as what would continue it (a process of the code's that
-        sends it SIGCONT) is killed, so it stops; what it or they would
-        fork meanwhile is found the next time round. The nproc limit
-        bounds how long forks go on, STOP_MS how long a stop may take."""
+        alive, and those stopped, every thread (threads_stopped), until a
+        pass finds nothing to do twice running: the second's listing began
+        after every thread was seen stopped, so it finds what a thread
+        forked before its stop (a fork under way is not stopped). The Sage
+        is stopped in the same pass as what would continue it (a process of
+        the code's that sends it SIGCONT) is killed. The nproc limit bounds
+        how long forks go on; give_up (now_ms(), STOP_MS from now unless
+        given) the whole: False then."""
         me = os.getpid()
-        give_up = now_ms() + STOP_MS
+        if give_up is None:
+            give_up = now_ms() + STOP_MS
+        clean = False  # the last pass found nothing to do
         while now_ms() < give_up:
             alive = stopping = False
             listed = processes()
             kept = under_a_terminal(spared, listed)
             for pid, (state, _, _, threads) in listed.items():
                 held = pid == spared or pid in kept
-                if pid == me or dead(state, threads) or held and state in STOPPED:
+                if pid == me or dead(state, threads) or held and threads_stopped(pid):
                     continue
                 if held:
                     stopping = True
@@ -542,8 +568,12 @@ class Launcher:
                     pass
             self.reap()
             if not alive and not stopping:
-                self.interfaces = sorted(kept)
-                return True
+                if clean:
+                    self.interfaces = sorted(kept)
+                    return True
+                clean = True
+                continue
+            clean = False
             if not alive:
                 time.sleep(0.001)  # a stop under way (a process in D state)
         return False
@@ -557,13 +587,16 @@ class Launcher:
         except (OSError, IndexError, ValueError):
             return 0.0
 
-    def freeze(self, within_ms=STOP_MS):
+    def freeze(self, give_up=None):
         """A session's Sage between cells: stopped, threads and all, so that
         nothing of the cell runs after its answer (kill_all_but then stops
-        its interfaces). False where it ended (its status reaped, as
-        reap() takes it) or was not seen stopped within within_ms."""
+        its interfaces), its stop's report taken (still_frozen reads a
+        later one). False where it ended (its status reaped, as reap()
+        takes it) or was not seen stopped by give_up (now_ms(), STOP_MS
+        from now unless given)."""
         self.frozen = False
-        give_up = now_ms() + within_ms
+        if give_up is None:
+            give_up = now_ms() + STOP_MS
         while True:
             try:
                 os.kill(self.child, signal.SIGSTOP)
@@ -591,17 +624,18 @@ class Launcher:
         from stopping, or continue it once stopped: kill_all_but stops the
         Sage too as it kills that one, then the Sage is stopped again, every
         thread, and what it forked meanwhile killed. False where it could
-        not be, or was continued MAX_ESCAPES times (a timer of its own):
-        the session is lost, as between cells."""
-        stopped = self.freeze(FIRST_STOP_MS)
+        not be within STOP_MS, or was continued MAX_ESCAPES times (a timer
+        of its own): the session is lost, as between cells."""
+        give_up = now_ms() + STOP_MS
+        stopped = self.freeze(min(give_up, now_ms() + FIRST_STOP_MS))
         for escapes in range(1, MAX_ESCAPES + 1):
-            if not self.kill_all_but(self.child):
+            if not self.kill_all_but(self.child, give_up):
                 return False
             if stopped and self.still_frozen():
                 return True
             if escapes == MAX_ESCAPES:
                 return False
-            stopped = self.freeze()
+            stopped = self.freeze(give_up)
             if not stopped:
                 return False
 
@@ -615,7 +649,11 @@ class Launcher:
                 pass
         try:
             os.kill(self.child, signal.SIGCONT)
-            os.waitid(os.P_PID, self.child, os.WCONTINUED | os.WEXITED)
+            info = os.waitid(os.P_PID, self.child, os.WCONTINUED | os.WEXITED | os.WNOWAIT)
+            if info is not None and info.si_code != os.CLD_CONTINUED:
+                self.reap()  # it ended: its status kept
+            else:
+                os.waitid(os.P_PID, self.child, os.WCONTINUED | os.WNOHANG)
         except (ProcessLookupError, ChildProcessError):
             pass
 
@@ -641,10 +679,14 @@ class Launcher:
     def still_frozen(self):
         """False when the stopped session came back by itself (a timer of
         its own can send it SIGCONT) or ended (its status reaped, as
-        reap() takes it)."""
+        reap() takes it). A stop's report there, its last one taken by
+        freeze, says it came back and was stopped again (by kill_all_but,
+        or itself): that stop erased the report of its continue."""
         try:
             if os.waitid(os.P_PID, self.child, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None:
                 self.reap()
+                return False
+            if os.waitid(os.P_PID, self.child, os.WSTOPPED | os.WNOHANG | os.WNOWAIT) is not None:
                 return False
             return os.waitid(os.P_PID, self.child, os.WCONTINUED | os.WNOHANG) is None
         except ChildProcessError:
@@ -683,9 +725,10 @@ class Launcher:
     def wait_for_call(self):
         """Blocks until the host's next frame. A session's stopped Sage is
         checked meanwhile: one that came back by itself (a timer of its
-        own can send it SIGCONT) is stopped again, and killed, with the
-        container, the third time: it is trying to run between calls.
-        (Once can be the host's watchdog letting go as the cell ended.)"""
+        own can send it SIGCONT) is stopped again, what it started
+        meanwhile killed (kill_all_but), and killed, with the container,
+        the third time: it is trying to run between calls. (Once can be
+        the host's watchdog letting go as the cell ended.)"""
         os.set_blocking(self.reader.fd, True)
         if not self.frozen:
             return
@@ -697,7 +740,7 @@ class Launcher:
             if self.still_frozen():
                 continue
             escapes += 1
-            if escapes >= MAX_ESCAPES or not self.freeze():
+            if escapes >= MAX_ESCAPES or not self.freeze() or not self.kill_all_but(self.child):
                 self.kill_the_rest()
                 os._exit(0)
 

@@ -413,10 +413,11 @@ sched_setaffinity Operation not permitted"
 	# done, was told timed out at twice its deadline and the session lost
 	# (attack helper 138). One continuer forked plainly (killed at the
 	# cell's end), one under a pty (kept, stopped, and at work again in
-	# the next cell), and a thread of the Sage's that forks ten that spin
-	# sending it SIGCONT, 20 ms apart, one after the cell's end (the
-	# Sage, running on, forked more as they were killed: attack helper
-	# 139).
+	# the next cell), and a thread of the Sage's that forks 25 that spin
+	# sending it SIGCONT, 20 ms apart, on past the cell's end (the Sage,
+	# running on, forked more as they were killed: attack helper 139),
+	# and into the next cell. Each later cell answers within 8 s (its
+	# code 0.3 s; a late one was told timed out at 20 s).
 	calls=$BATS_TEST_TMPDIR/calls.json
 	python3 - >"$calls" <<-'EOF'
 	import json
@@ -429,7 +430,7 @@ sched_setaffinity Operation not permitted"
 	                   "def spin():",
 	                   "    while True: os.kill(sage, signal.SIGCONT)",
 	                   "def forker():",
-	                   "    for i in range(10r):",
+	                   "    for i in range(25r):",
 	                   "        time.sleep(0.02r)",
 	                   "        if os.fork() == 0: spin()",
 	                   "threading.Thread(target=forker, daemon=True).start()",
@@ -446,6 +447,9 @@ sched_setaffinity Operation not permitted"
 	expect_match "$(sed -n 2p <<<"$out")" '"exit_code": 0, .*"stdout": "5\\n", "stderr": "".*"state_kept": true'
 	expect_match "$(sed -n 3p <<<"$out")" '"exit_code": 0, .*"stdout": "6\\n[SR]\\n", "stderr": "".*"state_kept": true'
 	expect_equal "$(sed -n 4p <<<"$out")" '{"exit": 0}'
+	local within
+	within=$(sed -n 2,3p <<<"$out" | python3 -c 'import json, sys; print(all(json.loads(l)["structuredContent"]["duration_ms"] < 8000 for l in sys.stdin))')
+	expect_equal "$within" True
 }
 
 # bats test_tags=any-sage
