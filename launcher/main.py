@@ -18,6 +18,7 @@
 # sage.all_cmdline, the preparser) are looked up here, at start-up: where
 # one moved, the sandbox says so in a K frame, never in a traceback mixed
 # into a run's output.
+import errno
 import os
 import signal
 import sys
@@ -39,6 +40,24 @@ def cannot_start(writer, why):
     """Sage cannot start here: the host refuses the run, naming the image."""
     writer.send(b"K", " ".join(why.split()).encode("utf-8", "replace")[:4000])
     os._exit(3)
+
+
+def ran_out_of_memory(e):
+    """Whether an exception from Sage's import is the memory limit's doing,
+    in any of the forms it takes there: a MemoryError; an OSError with
+    ENOMEM (Sage 10 at 256 MiB fails listing a package's directory); an
+    ImportError whose loader could not map a library; or an exception one of
+    these caused."""
+    seen = []
+    while e is not None and not any(e is s for s in seen):
+        seen.append(e)
+        if isinstance(e, MemoryError) or (isinstance(e, OSError) and e.errno == errno.ENOMEM):
+            return True
+        if isinstance(e, ImportError) and any(
+                sign in str(e) for sign in ("Cannot allocate memory", "failed to map segment")):
+            return True
+        e = e.__cause__ or e.__context__
+    return False
 
 
 def import_sage(writer):
@@ -68,8 +87,7 @@ def import_sage(writer):
         # Out of memory (Sage 10 needs more than 256 MiB to import, and a
         # library that cannot be mapped fails to load) is the memory
         # limit's doing, not the image's: the host says to raise it.
-        if isinstance(e, MemoryError) or (isinstance(e, ImportError) and any(
-                sign in str(e) for sign in ("Cannot allocate memory", "failed to map segment"))):
+        if ran_out_of_memory(e):
             cannot_start(writer, "memory: Sage's import ran out of memory under the memory limit")
         cannot_start(writer, "%s cannot import Sage: %s: %s" % (sys.executable, type(e).__name__, e))
     finally:
