@@ -152,6 +152,17 @@ def done_words(data, call_number):
     return began, status, unended[-MAX_WORD:]
 
 
+def stat_fields(path):
+    """The fields of a /proc stat file after the command's name (which may
+    hold spaces and parentheses): [state, ppid, ...], counted from 0 at the
+    state; [] where it is gone or cannot be read."""
+    try:
+        with open(path, "rb") as f:
+            return f.read().rpartition(b")")[2].split()
+    except OSError:
+        return []
+
+
 def processes():
     """{pid: (state, ppid, controlling terminal, threads)} of every process
     /proc lists now (this container's: its pid namespace's)."""
@@ -159,12 +170,11 @@ def processes():
     for name in os.listdir("/proc"):
         if not name.isdigit():
             continue
+        fields = stat_fields("/proc/%s/stat" % name)
         try:
-            with open("/proc/%s/stat" % name, "rb") as f:
-                fields = f.read().rpartition(b")")[2].split()
             listed[int(name)] = (fields[0], int(fields[1]), int(fields[4]), int(fields[17]))
-        except (OSError, IndexError, ValueError):
-            pass
+        except (IndexError, ValueError):
+            pass  # gone
     return listed
 
 
@@ -181,12 +191,8 @@ def threads_stopped(pid):
     except OSError:
         return True
     for task in tasks:
-        try:
-            with open("/proc/%d/task/%s/stat" % (pid, task), "rb") as f:
-                state = f.read().rpartition(b")")[2].split()[0]
-        except (OSError, IndexError):
-            continue  # gone
-        if state not in STOPPED and state not in (b"Z", b"X"):
+        state = stat_fields("/proc/%d/task/%s/stat" % (pid, task))[:1]
+        if state and state[0] not in STOPPED + (b"Z", b"X"):
             return False
     return True
 
@@ -578,13 +584,30 @@ class Launcher:
                 time.sleep(0.001)  # a stop under way (a process in D state)
         return False
 
+    def child_report(self, events, block=False):
+        """The session's Sage's report among events (os.WSTOPPED,
+        os.WCONTINUED) or its end, left pending: its si_code, None where
+        none is pending (block waits for one). Where it ended, its status is
+        reaped (as reap() takes it). ChildProcessError where it is gone."""
+        flags = events | os.WEXITED | os.WNOWAIT | (0 if block else os.WNOHANG)
+        info = os.waitid(os.P_PID, self.child, flags)
+        if info is None:
+            return None
+        if info.si_code in (os.CLD_EXITED, os.CLD_KILLED, os.CLD_DUMPED):
+            self.reap()
+        return info.si_code
+
+    def take_report(self, event):
+        """Takes the session's Sage's pending report of event (child_report
+        saw it)."""
+        os.waitid(os.P_PID, self.child, event | os.WNOHANG)
+
     def child_cpu_seconds(self):
         """The session's Sage's own CPU time so far, from /proc."""
+        fields = stat_fields("/proc/%d/stat" % self.child)
         try:
-            with open("/proc/%d/stat" % self.child, "rb") as f:
-                fields = f.read().rpartition(b")")[2].split()
             return (int(fields[11]) + int(fields[12])) / TICKS
-        except (OSError, IndexError, ValueError):
+        except (IndexError, ValueError):
             return 0.0
 
     def freeze(self, give_up=None):
@@ -600,17 +623,15 @@ class Launcher:
         while True:
             try:
                 os.kill(self.child, signal.SIGSTOP)
-                info = os.waitid(os.P_PID, self.child,
-                                 os.WSTOPPED | os.WEXITED | os.WNOHANG | os.WNOWAIT)
+                report = self.child_report(os.WSTOPPED)
             except (ProcessLookupError, ChildProcessError):
                 return False
-            if info is not None and info.si_code != os.CLD_STOPPED:
-                self.reap()
-                return False
-            if info is not None:
-                os.waitid(os.P_PID, self.child, os.WSTOPPED | os.WNOHANG)  # the stop seen
+            if report == os.CLD_STOPPED:
+                self.take_report(os.WSTOPPED)  # the stop seen
                 self.frozen = True
                 return True
+            if report is not None:
+                return False  # it ended (or is traced: no session of ours)
             if now_ms() >= give_up:
                 return False
             time.sleep(0.0001)
@@ -649,11 +670,8 @@ class Launcher:
                 pass
         try:
             os.kill(self.child, signal.SIGCONT)
-            info = os.waitid(os.P_PID, self.child, os.WCONTINUED | os.WEXITED | os.WNOWAIT)
-            if info is not None and info.si_code != os.CLD_CONTINUED:
-                self.reap()  # it ended: its status kept
-            else:
-                os.waitid(os.P_PID, self.child, os.WCONTINUED | os.WNOHANG)
+            if self.child_report(os.WCONTINUED, block=True) == os.CLD_CONTINUED:
+                self.take_report(os.WCONTINUED)
         except (ProcessLookupError, ChildProcessError):
             pass
 
@@ -683,12 +701,10 @@ class Launcher:
         freeze, says it came back and was stopped again (by kill_all_but,
         or itself): that stop erased the report of its continue."""
         try:
-            if os.waitid(os.P_PID, self.child, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None:
-                self.reap()
-                return False
-            if os.waitid(os.P_PID, self.child, os.WSTOPPED | os.WNOHANG | os.WNOWAIT) is not None:
-                return False
-            return os.waitid(os.P_PID, self.child, os.WCONTINUED | os.WNOHANG) is None
+            report = self.child_report(os.WSTOPPED | os.WCONTINUED)
+            if report == os.CLD_CONTINUED:
+                self.take_report(os.WCONTINUED)
+            return report is None
         except ChildProcessError:
             return False
 

@@ -2007,8 +2007,8 @@ def reaches(held, namespace):
     code (what another thread let go of meanwhile is finalised as the walk
     lets go of it at its end)."""
     dict_of = types.ModuleType.__dict__["__dict__"].__get__
-    module_dicts = {id(dict_of(module)): dict_of(module) for module in list(sys.modules.values())
-                    if issubclass(type(module), types.ModuleType)}  # held, as seen below
+    module_dicts = {id(d): d for d in (dict_of(module) for module in list(sys.modules.values())
+                                       if issubclass(type(module), types.ModuleType))}  # held, as seen below
     # The code's classes' __module__: its __name__, as a class statement
     # finds it (builtins' where the code deleted its own).
     own = namespace.get("__name__", builtins.__name__)
