@@ -19,7 +19,7 @@ from unittest import mock
 from launcher import calls, child, frames
 from launcher.frames import ProtocolError
 
-from .support import Pipe, as_root, snapshot, temporary_directory, write_file
+from .support import Pipe, as_root, in_child, snapshot, temporary_directory, write_file
 
 # As sandbox.c writes it.
 HOST_LIMITS = (b'{"cpu": 30, "deadline": 123456789, "inputs": 2, '
@@ -358,6 +358,170 @@ class StopBetweenCellsTest(unittest.TestCase):
             time.sleep(0.001)
         self.assertEqual(calls.processes()[worker.pid][0], b"T")
         os.kill(worker.pid, signal.SIGCONT)
+
+
+def sh(script):
+    """The pid of sh -c script, its stderr (a killed job's news) dropped:
+    reaped by wait(-1), as the launcher reaps, not by a Popen."""
+    return os.posix_spawn("/bin/sh", ["sh", "-c", script], os.environ,
+                          file_actions=[(os.POSIX_SPAWN_OPEN, 2, os.devnull, os.O_WRONLY, 0)])
+
+
+class KeptStoppedTest(unittest.TestCase):
+    """kill_all_but and wait_for_call's escapes on /bin/sh Sages, in a
+    forked child that is its processes' subreaper, as the launcher is its
+    container's init: /proc lists only what descends from it (the rest of
+    the host is no test's to kill)."""
+
+    OUTSIDE = set()  # the test's own continuers: not the cell's
+
+    def own_processes(self, real=calls.processes):
+        listed, mine = real(), {os.getpid()}
+        grew = True
+        while grew:
+            grew = False
+            for pid, (_, ppid, _, _) in listed.items():
+                if pid not in mine and ppid in mine and pid not in self.OUTSIDE:
+                    mine.add(pid)
+                    grew = True
+        return {pid: fields for pid, fields in listed.items() if pid in mine}
+
+    def in_a_subreaper(self, sage_script, body):
+        """body(launcher, sage's pid) in a forked child, subreaper of the
+        Sage (sh -c sage_script) and what it forks; what body returned, and
+        the states of the processes left besides the Sage."""
+        def run():
+            import ctypes
+            ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
+            sage = sh(sage_script)
+            launcher = object.__new__(calls.Launcher)
+            launcher.child, launcher.child_status, launcher.cpu_used = sage, None, 0.0
+            launcher.orphan_reaped_at, launcher.frozen = 0, False
+            launcher.interfaces, launcher.escapes = [], {}
+
+            def kill_all_others():
+                raise AssertionError("kill(-1) here kills the host's processes")
+            launcher.kill_the_rest = kill_all_others
+            try:
+                with mock.patch.object(calls, "processes", self.own_processes), \
+                        mock.patch.object(calls, "kill_all_others", kill_all_others):
+                    got = body(launcher, sage)
+                    left = {pid: state for pid, (state, _, _, threads) in calls.processes().items()
+                            if pid not in (os.getpid(), sage) and not calls.dead(state, threads)}
+                    return got, calls.threads_stopped(sage), left
+            finally:
+                while True:  # until wait() says none is left (a subreaper's: none anywhere)
+                    for pid in (set(self.own_processes()) | self.OUTSIDE) - {os.getpid()}:
+                        try:
+                            os.kill(pid, signal.SIGKILL)
+                        except ProcessLookupError:
+                            pass  # ended meanwhile
+                    try:
+                        while os.waitpid(-1, os.WNOHANG)[0]:
+                            pass
+                    except ChildProcessError:
+                        break
+                    time.sleep(0.01)
+        return in_child(run)
+
+    def outside_continuer(self, pid, pause=":"):
+        """A process of the test's, not listed, that sends pid SIGCONT
+        without end, pause (a command) between."""
+        self.OUTSIDE.add(sh("while kill -CONT %d 2>/dev/null; do %s; done" % (pid, pause)))
+
+    def tearDown(self):
+        self.OUTSIDE.clear()
+
+    def test_what_the_sage_forked_is_killed_and_it_is_held_stopped(self):
+        def body(launcher, sage):
+            time.sleep(0.3)  # its orphan and its children born
+            return launcher.kill_all_but(sage)
+        # An orphan (a double fork), a child in the background, a loop forking.
+        ok, stopped, left = self.in_a_subreaper(
+            "(sleep 30 &); sleep 30 & while :; do sleep 0.01; done", body)
+        self.assertTrue(ok)
+        self.assertTrue(stopped)
+        self.assertEqual(left, {})
+
+    def test_a_child_that_continues_the_sage_is_killed_as_it_is_stopped(self):
+        def body(launcher, sage):
+            time.sleep(0.3)
+            return launcher.kill_all_but(sage)
+        ok, stopped, left = self.in_a_subreaper(
+            "while kill -CONT $$ 2>/dev/null; do :; done & while :; do sleep 0.01; done", body)
+        self.assertTrue(ok)
+        self.assertTrue(stopped)
+        self.assertEqual(left, {})
+
+    def test_a_sage_never_held_is_given_up_at_the_bound(self):
+        def body(launcher, sage):
+            time.sleep(0.2)
+            began = calls.now_ms()
+            # Never seen stopped, every thread (a continuer outside would
+            # be, now and then, on a loaded machine).
+            with mock.patch.object(calls, "threads_stopped", lambda pid: False):
+                ok = launcher.kill_all_but(sage, began + 300)
+            return ok, calls.now_ms() - began
+        (ok, took), _, left = self.in_a_subreaper("while :; do sleep 0.01; done", body)
+        self.assertFalse(ok)
+        self.assertGreaterEqual(took, 300)
+        self.assertLess(took, 3000)
+
+    def waiting_for_a_call(self, launcher, continue_sage, look_ms):
+        """wait_for_call on a pipe the host writes to after look_ms, while
+        continue_sage() runs: the calls it made of kill_the_rest and
+        os._exit, and whether it returned."""
+        r, w = os.pipe()
+        launcher.reader = frames.Reader(r)
+        ended = []
+
+        class Exited(Exception):
+            pass
+
+        def exit(status):
+            ended.append(("_exit", status))
+            raise Exited()
+        launcher.kill_the_rest = lambda: ended.append(("kill_the_rest",))
+        threading.Timer(look_ms / 1000, os.write, (w, b"x")).start()
+        continue_sage()
+        with mock.patch.object(calls.os, "_exit", exit):
+            try:
+                launcher.wait_for_call()
+                returned = True
+            except Exited:
+                returned = False
+        os.close(r)
+        os.close(w)
+        return ended, returned
+
+    def test_an_escape_between_calls_is_stopped_again_and_what_it_forked_killed(self):
+        def body(launcher, sage):
+            time.sleep(0.2)
+            self.assertTrue(launcher.stop_between_cells())
+            # Once: the host's watchdog letting go as the cell ended.
+            ended, returned = self.waiting_for_a_call(
+                launcher, lambda: os.kill(sage, signal.SIGCONT), 1000)
+            return ended, returned, launcher.frozen
+        (ended, returned, frozen), stopped, left = self.in_a_subreaper(
+            "while :; do sleep 0.01; done", body)
+        self.assertEqual(ended, [])
+        self.assertTrue(returned)
+        self.assertTrue(frozen)
+        self.assertTrue(stopped)
+        self.assertEqual(left, {})
+
+    def test_a_sage_that_keeps_coming_back_ends_the_container(self):
+        def body(launcher, sage):
+            time.sleep(0.2)
+            self.assertTrue(launcher.stop_between_cells())
+            began = calls.now_ms()
+            ended, returned = self.waiting_for_a_call(
+                launcher, lambda: self.outside_continuer(sage, "sleep 0.05"), 10000)
+            return ended, returned, calls.now_ms() - began
+        (ended, returned, took), _, _ = self.in_a_subreaper("while :; do sleep 0.01; done", body)
+        self.assertFalse(returned)
+        self.assertEqual(ended, [("kill_the_rest",), ("_exit", 0)])
+        self.assertLess(took, 5000, "%d looks of %d ms" % (calls.MAX_ESCAPES, calls.FROZEN_LOOK_MS))
 
 
 class UnderATerminalTest(unittest.TestCase):
