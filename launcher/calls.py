@@ -588,13 +588,15 @@ class Launcher:
         """The session's Sage's report among events (os.WSTOPPED,
         os.WCONTINUED) or its end, left pending: its si_code, None where
         none is pending (block waits for one). Where it ended, its status is
-        reaped (as reap() takes it). ChildProcessError where it is gone."""
+        reaped (as reap() takes it). (A tracer, which a weakened profile can
+        let it have, sees its traps whatever it asks.) ChildProcessError
+        where it is gone."""
         flags = events | os.WEXITED | os.WNOWAIT | (0 if block else os.WNOHANG)
         info = os.waitid(os.P_PID, self.child, flags)
         if info is None:
             return None
-        if info.si_code in (os.CLD_EXITED, os.CLD_KILLED, os.CLD_DUMPED):
-            self.reap()
+        if info.si_code not in (os.CLD_STOPPED, os.CLD_CONTINUED):
+            self.reap()  # ended (or traced, which reap() lets be)
         return info.si_code
 
     def take_report(self, event):

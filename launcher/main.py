@@ -18,6 +18,7 @@
 # sage.all_cmdline, the preparser) are looked up here, at start-up: where
 # one moved, the sandbox says so in a K frame, never in a traceback mixed
 # into a run's output.
+import builtins
 import errno
 import os
 import signal
@@ -42,22 +43,37 @@ def cannot_start(writer, why):
     os._exit(3)
 
 
+# What a library's loader says where mapping it failed for want of memory.
+MAPPING_FAILED = ("Cannot allocate memory", "failed to map segment")
+
+
 def ran_out_of_memory(e):
     """Whether an exception from Sage's import is the memory limit's doing,
     in any of the forms it takes there: a MemoryError; an OSError with
     ENOMEM (Sage 10 at 256 MiB fails listing a package's directory); an
-    ImportError whose loader could not map a library; or an exception one of
-    these caused."""
-    seen = []
-    while e is not None and not any(e is s for s in seen):
-        seen.append(e)
-        if isinstance(e, MemoryError) or (isinstance(e, OSError) and e.errno == errno.ENOMEM):
-            return True
-        if isinstance(e, ImportError) and any(
-                sign in str(e) for sign in ("Cannot allocate memory", "failed to map segment")):
-            return True
-        e = e.__cause__ or e.__context__
-    return False
+    ImportError or OSError (ctypes') whose loader could not map a library;
+    or an exception one of these caused, or a group holding one. Asked with
+    the memory all but gone: a MemoryError while asking is an answer."""
+    group = getattr(builtins, "BaseExceptionGroup", ())  # Python 3.11 on
+    try:
+        pending, seen = [e], []
+        while pending:
+            e = pending.pop()
+            if e is None or any(e is s for s in seen):
+                continue
+            seen.append(e)
+            if isinstance(e, MemoryError) or (isinstance(e, OSError) and e.errno == errno.ENOMEM):
+                return True
+            if isinstance(e, (ImportError, OSError)) and any(sign in str(e) for sign in MAPPING_FAILED):
+                return True
+            pending += [e.__cause__, e.__context__]
+            if isinstance(e, group):
+                pending += e.exceptions
+        return False
+    except MemoryError:
+        return True
+    except Exception:
+        return False  # (a message that cannot be made)
 
 
 def import_sage(writer):
@@ -69,8 +85,9 @@ def import_sage(writer):
         pari_class = cypari2.Pari
         sizemax = int(os.environ["SAGE_SANDBOX_PARI_SIZEMAX"])
         cypari2.Pari = mpmain.bounded_pari(pari_class, sizemax)
-    except (ImportError, AttributeError, KeyError, ValueError):
-        # Without it Sage still runs; PARI may warn about its stack.
+    except Exception:
+        # Without it Sage still runs; PARI may warn about its stack. (Out
+        # of memory here, Sage's import then says so.)
         pari_class = sizemax = None
     try:
         # sage.all_cmdline is what `sage FILE` imports (9.5 and 10.x); an
@@ -84,9 +101,10 @@ def import_sage(writer):
             import sage.all  # noqa: F401
             sage_all = "sage.all"
     except BaseException as e:
-        # Out of memory (Sage 10 needs more than 256 MiB to import, and a
-        # library that cannot be mapped fails to load) is the memory
-        # limit's doing, not the image's: the host says to raise it.
+        # Out of memory (Sage 10 needs more than 256 MiB to import: where
+        # it runs out varies, a MemoryError, a directory that cannot be
+        # listed, a library that cannot be mapped) is the memory limit's
+        # doing, not the image's: the host says to raise it.
         if ran_out_of_memory(e):
             cannot_start(writer, "memory: Sage's import ran out of memory under the memory limit")
         cannot_start(writer, "%s cannot import Sage: %s: %s" % (sys.executable, type(e).__name__, e))

@@ -64,6 +64,45 @@ def in_child(function):
     return value
 
 
+CLONE_NEWNS, CLONE_NEWUSER, CLONE_NEWPID = 0x00020000, 0x10000000, 0x20000000
+MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REC, MS_PRIVATE = 2, 4, 8, 16384, 1 << 18
+PR_SET_PDEATHSIG = 1
+
+
+def as_init(function):
+    """function() as init of a pid namespace of its own, with /proc its
+    own, in a user namespace (as rootless podman makes a container's): what
+    the launcher does to every process but itself, kill(-1) too, reaches
+    none of the host's. Its namespace ends with it, whatever it left
+    running. What it returned; unittest.SkipTest where the kernel allows
+    no such namespace here."""
+    import ctypes
+    import unittest
+    libc = ctypes.CDLL(None, use_errno=True)
+
+    def init():
+        # Ended with the process that made the namespace (its timeout).
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        if os.getpid() != 1:
+            raise AssertionError("not the namespace's init: pid %d" % os.getpid())
+        for source, target, kind, flags in ((None, b"/", None, MS_REC | MS_PRIVATE),
+                                            (b"proc", b"/proc", b"proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)):
+            if libc.mount(source, target, kind, flags, None) != 0:
+                raise OSError(ctypes.get_errno(), "mount %s" % target.decode())
+        if os.readlink("/proc/self") != "1":
+            raise AssertionError("/proc is not the namespace's")
+        return function()
+
+    def maker():
+        if libc.unshare(CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID) != 0:
+            return ("skip", "unshare: " + os.strerror(ctypes.get_errno()))
+        return ("ok", in_child(init))
+    outcome, value = in_child(maker)
+    if outcome == "skip":
+        raise unittest.SkipTest(value)
+    return value
+
+
 class Pipe:
     """Both ends of a pipe, closed at the end of the test whatever it did."""
 

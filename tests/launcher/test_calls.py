@@ -19,7 +19,7 @@ from unittest import mock
 from launcher import calls, child, frames
 from launcher.frames import ProtocolError
 
-from .support import Pipe, as_root, in_child, snapshot, temporary_directory, write_file
+from .support import Pipe, as_init, as_root, snapshot, temporary_directory, write_file
 
 # As sandbox.c writes it.
 HOST_LIMITS = (b'{"cpu": 30, "deadline": 123456789, "inputs": 2, '
@@ -368,76 +368,33 @@ def sh(script):
 
 
 class KeptStoppedTest(unittest.TestCase):
-    """kill_all_but and wait_for_call's escapes on /bin/sh Sages, in a
-    forked child that is its processes' subreaper, as the launcher is its
-    container's init: /proc lists only what descends from it (the rest of
-    the host is no test's to kill)."""
+    """kill_all_but and wait_for_call's escapes on /bin/sh Sages, the test
+    the init of a pid namespace of its own (as_init), as the launcher is
+    its container's: what it kills and reaps is its namespace's alone."""
 
-    OUTSIDE = set()  # the test's own continuers: not the cell's
-
-    def own_processes(self, real=calls.processes):
-        listed, mine = real(), {os.getpid()}
-        grew = True
-        while grew:
-            grew = False
-            for pid, (_, ppid, _, _) in listed.items():
-                if pid not in mine and ppid in mine and pid not in self.OUTSIDE:
-                    mine.add(pid)
-                    grew = True
-        return {pid: fields for pid, fields in listed.items() if pid in mine}
-
-    def in_a_subreaper(self, sage_script, body):
-        """body(launcher, sage's pid) in a forked child, subreaper of the
-        Sage (sh -c sage_script) and what it forks; what body returned, and
-        the states of the processes left besides the Sage."""
+    def with_a_sage(self, sage_script, body):
+        """body(launcher, the Sage's pid), the Sage sh -c sage_script, as
+        init (as_init): what body returned, whether every thread of the
+        Sage is stopped then, and the other processes left alive
+        ({pid: state})."""
         def run():
-            import ctypes
-            ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
             sage = sh(sage_script)
             launcher = object.__new__(calls.Launcher)
             launcher.child, launcher.child_status, launcher.cpu_used = sage, None, 0.0
             launcher.orphan_reaped_at, launcher.frozen = 0, False
             launcher.interfaces, launcher.escapes = [], {}
-
-            def kill_all_others():
-                raise AssertionError("kill(-1) here kills the host's processes")
-            launcher.kill_the_rest = kill_all_others
-            try:
-                with mock.patch.object(calls, "processes", self.own_processes), \
-                        mock.patch.object(calls, "kill_all_others", kill_all_others):
-                    got = body(launcher, sage)
-                    left = {pid: state for pid, (state, _, _, threads) in calls.processes().items()
-                            if pid not in (os.getpid(), sage) and not calls.dead(state, threads)}
-                    return got, calls.threads_stopped(sage), left
-            finally:
-                while True:  # until wait() says none is left (a subreaper's: none anywhere)
-                    for pid in (set(self.own_processes()) | self.OUTSIDE) - {os.getpid()}:
-                        try:
-                            os.kill(pid, signal.SIGKILL)
-                        except ProcessLookupError:
-                            pass  # ended meanwhile
-                    try:
-                        while os.waitpid(-1, os.WNOHANG)[0]:
-                            pass
-                    except ChildProcessError:
-                        break
-                    time.sleep(0.01)
-        return in_child(run)
-
-    def outside_continuer(self, pid, pause=":"):
-        """A process of the test's, not listed, that sends pid SIGCONT
-        without end, pause (a command) between."""
-        self.OUTSIDE.add(sh("while kill -CONT %d 2>/dev/null; do %s; done" % (pid, pause)))
-
-    def tearDown(self):
-        self.OUTSIDE.clear()
+            got = body(launcher, sage)
+            left = {pid: state for pid, (state, _, _, threads) in calls.processes().items()
+                    if pid not in (os.getpid(), sage) and not calls.dead(state, threads)}
+            return got, calls.threads_stopped(sage), left
+        return as_init(run)
 
     def test_what_the_sage_forked_is_killed_and_it_is_held_stopped(self):
         def body(launcher, sage):
             time.sleep(0.3)  # its orphan and its children born
             return launcher.kill_all_but(sage)
         # An orphan (a double fork), a child in the background, a loop forking.
-        ok, stopped, left = self.in_a_subreaper(
+        ok, stopped, left = self.with_a_sage(
             "(sleep 30 &); sleep 30 & while :; do sleep 0.01; done", body)
         self.assertTrue(ok)
         self.assertTrue(stopped)
@@ -447,7 +404,7 @@ class KeptStoppedTest(unittest.TestCase):
         def body(launcher, sage):
             time.sleep(0.3)
             return launcher.kill_all_but(sage)
-        ok, stopped, left = self.in_a_subreaper(
+        ok, stopped, left = self.with_a_sage(
             "while kill -CONT $$ 2>/dev/null; do :; done & while :; do sleep 0.01; done", body)
         self.assertTrue(ok)
         self.assertTrue(stopped)
@@ -457,70 +414,84 @@ class KeptStoppedTest(unittest.TestCase):
         def body(launcher, sage):
             time.sleep(0.2)
             began = calls.now_ms()
-            # Never seen stopped, every thread (a continuer outside would
-            # be, now and then, on a loaded machine).
+            # Never seen stopped, every thread.
             with mock.patch.object(calls, "threads_stopped", lambda pid: False):
                 ok = launcher.kill_all_but(sage, began + 300)
             return ok, calls.now_ms() - began
-        (ok, took), _, left = self.in_a_subreaper("while :; do sleep 0.01; done", body)
+        (ok, took), _, _ = self.with_a_sage("while :; do sleep 0.01; done", body)
         self.assertFalse(ok)
         self.assertGreaterEqual(took, 300)
-        self.assertLess(took, 3000)
+        self.assertLess(took, 2000, "the bound given, not STOP_MS")
 
-    def waiting_for_a_call(self, launcher, continue_sage, look_ms):
-        """wait_for_call on a pipe the host writes to after look_ms, while
-        continue_sage() runs: the calls it made of kill_the_rest and
-        os._exit, and whether it returned."""
+    def waiting_for_a_call(self, launcher, sage, continue_every, host_writes_after):
+        """wait_for_call on a pipe the host writes to host_writes_after
+        seconds on, while a thread of this process's (kill_all_but spares
+        it, as it spares the host's watchdog) sends the Sage SIGCONT
+        every continue_every seconds, first at once: how often the Sage
+        was found escaped, whether wait_for_call returned or ended the
+        container (os._exit, after kill_the_rest), and the Sage's wait
+        status where it ended."""
         r, w = os.pipe()
         launcher.reader = frames.Reader(r)
-        ended = []
+        exits, escapes = [], []
 
         class Exited(Exception):
             pass
 
         def exit(status):
-            ended.append(("_exit", status))
+            exits.append(status)
             raise Exited()
-        launcher.kill_the_rest = lambda: ended.append(("kill_the_rest",))
-        threading.Timer(look_ms / 1000, os.write, (w, b"x")).start()
-        continue_sage()
-        with mock.patch.object(calls.os, "_exit", exit):
-            try:
+        still_frozen = launcher.still_frozen
+        launcher.still_frozen = lambda: still_frozen() or escapes.append(1) or False
+        done = threading.Event()
+
+        def continuer():
+            while not done.is_set():
+                try:
+                    os.kill(sage, signal.SIGCONT)
+                except ProcessLookupError:
+                    return
+                done.wait(continue_every)
+        threading.Thread(target=continuer, daemon=True).start()
+        host = threading.Timer(host_writes_after, os.write, (w, b"x"))
+        host.start()
+        try:
+            with mock.patch.object(calls.os, "_exit", exit):
                 launcher.wait_for_call()
-                returned = True
-            except Exited:
-                returned = False
-        os.close(r)
-        os.close(w)
-        return ended, returned
+            returned = True
+        except Exited:
+            returned = False
+        finally:
+            done.set()
+            host.cancel()
+        return len(escapes), returned, exits, launcher.child_status
 
     def test_an_escape_between_calls_is_stopped_again_and_what_it_forked_killed(self):
         def body(launcher, sage):
             time.sleep(0.2)
             self.assertTrue(launcher.stop_between_cells())
-            # Once: the host's watchdog letting go as the cell ended.
-            ended, returned = self.waiting_for_a_call(
-                launcher, lambda: os.kill(sage, signal.SIGCONT), 1000)
-            return ended, returned, launcher.frozen
-        (ended, returned, frozen), stopped, left = self.in_a_subreaper(
-            "while :; do sleep 0.01; done", body)
-        self.assertEqual(ended, [])
-        self.assertTrue(returned)
+            # Once: the host's watchdog letting go as the cell ended. Run
+            # on, it forks a child that would live on.
+            return self.waiting_for_a_call(launcher, sage, 1000, 1.0), launcher.frozen
+        ((escapes, returned, exits, _), frozen), stopped, left = self.with_a_sage(
+            "while :; do sleep 30 & sleep 0.01; done", body)
+        self.assertEqual((escapes, returned, exits), (1, True, []))
         self.assertTrue(frozen)
         self.assertTrue(stopped)
-        self.assertEqual(left, {})
+        self.assertEqual(left, {}, "what it forked while it ran")
 
     def test_a_sage_that_keeps_coming_back_ends_the_container(self):
         def body(launcher, sage):
             time.sleep(0.2)
             self.assertTrue(launcher.stop_between_cells())
             began = calls.now_ms()
-            ended, returned = self.waiting_for_a_call(
-                launcher, lambda: self.outside_continuer(sage, "sleep 0.05"), 10000)
-            return ended, returned, calls.now_ms() - began
-        (ended, returned, took), _, _ = self.in_a_subreaper("while :; do sleep 0.01; done", body)
-        self.assertFalse(returned)
-        self.assertEqual(ended, [("kill_the_rest",), ("_exit", 0)])
+            got = self.waiting_for_a_call(launcher, sage, 0.05, 10)
+            return got, calls.now_ms() - began
+        ((escapes, returned, exits, status), took), _, left = self.with_a_sage(
+            "while :; do sleep 0.01; done", body)
+        self.assertEqual((escapes, returned, exits), (calls.MAX_ESCAPES, False, [0]))
+        self.assertTrue(os.WIFSIGNALED(status), "the Sage killed, with the rest (kill(-1))")
+        self.assertEqual(left, {})
         self.assertLess(took, 5000, "%d looks of %d ms" % (calls.MAX_ESCAPES, calls.FROZEN_LOOK_MS))
 
 
