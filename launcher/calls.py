@@ -234,10 +234,16 @@ def interrupt(pid):
     thread the code left running, which runs in those moments (from the
     status until the freeze, from the thaw until the begin), does not
     take it there. A libc or seccomp profile without tgkill: the
-    process, where such a thread may take it again."""
+    process, where such a thread may take it again. A child the code
+    stopped (a process of its own sent it SIGSTOP) takes no signal until
+    it runs: it is continued, so that the interrupt ends the cell and the
+    session keeps its state, where a notebook's stopped kernel hangs
+    until killed (its cell told timed out either way)."""
     tgkill = getattr(parent.libc, "tgkill", None)
     if tgkill is None or tgkill(pid, pid, signal.SIGINT) != 0:
         os.kill(pid, signal.SIGINT)
+    if stat_fields("/proc/%d/stat" % pid)[:1] == [b"T"]:
+        os.kill(pid, signal.SIGCONT)
 
 
 def now_ms():

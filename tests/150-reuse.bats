@@ -474,6 +474,25 @@ sched_setaffinity Operation not permitted"
 	expect_equal "$(sed -n 5p <<<"$out")" '{"exit": 0}'
 }
 
+@test "reuse - a session's cell that a process of its own left stopped is interrupted at its timeout: the session's state is kept" {
+	# A child sends the Sage SIGSTOP and exits: the interrupt at the
+	# timeout was never taken, and the session was lost 2 s later
+	# (attack helper 143's 1). A cold run times out alike.
+	calls=$BATS_TEST_TMPDIR/calls.json
+	python3 - >"$calls" <<-'EOF'
+	import json
+	stop = "import os, signal, time\nsage = os.getpid()\nif os.fork() == 0:\n    os.kill(sage, signal.SIGSTOP)\n    os._exit(0)\ntime.sleep(1r)\nprint('not reached')"
+	run = lambda code, timeout=20: {"name": "run_sagemath", "arguments": {"code": code, "session": "s", "timeout_seconds": timeout}}
+	print(json.dumps([run("a = 5"), run(stop, 3), run("print(a)")]))
+	EOF
+	local out
+	out=$(timeout 120 python3 "$BATS_TEST_DIRNAME/mcp-calls.py" "$SAGE_SANDBOX" "$calls" 2>"$BATS_TEST_TMPDIR/stderr")
+	printf '# %s\n' "$out" >&3
+	expect_match "$(sed -n 2p <<<"$out")" '"exit_code": 124, .*"stdout": "", .*KeyboardInterrupt.*"state_kept": true, "interrupted": true'
+	expect_match "$(sed -n 3p <<<"$out")" '"exit_code": 0, .*"stdout": "5\\n"'
+	expect_equal "$(sed -n 4p <<<"$out")" '{"exit": 0}'
+}
+
 # bats test_tags=any-sage
 @test "reuse - a slow finalizer of a cycle a session's cell left is interrupted at the next cell's timeout, and that cell's code by a second interrupt: the session's state is kept" {
 	# Collected between cells, in the launcher's reading of the next call
