@@ -228,21 +228,25 @@ def under_a_terminal(session, listed):
     return kept
 
 
-def interrupt(pid):
+def interrupt(pid, wake=False):
     """SIGINT to a session's child, its main thread alone (tgkill): that
     thread holds it from a cell's end to the next one's begin, and a
     thread the code left running, which runs in those moments (from the
     status until the freeze, from the thaw until the begin), does not
     take it there. A libc or seccomp profile without tgkill: the
-    process, where such a thread may take it again. A child the code
-    stopped (a process of its own sent it SIGSTOP) takes no signal until
-    it runs: it is continued, so that the interrupt ends the cell and the
-    session keeps its state, where a notebook's stopped kernel hangs
-    until killed (its cell told timed out either way)."""
+    process, where such a thread may take it again. A stopped child
+    takes no signal until it runs: with wake (the second interrupt, a
+    second after the first), one still stopped is continued, so that the
+    interrupt ends the cell and the session keeps its state. The host's
+    CPU throttle, which stops and continues it in turns, had that second
+    to let it go (what it runs past it, the throttle charges and stops
+    again); a stop a process of the code's made is never undone but
+    here, where a notebook's stopped kernel hangs until it is killed (its
+    cell is told timed out either way)."""
     tgkill = getattr(parent.libc, "tgkill", None)
     if tgkill is None or tgkill(pid, pid, signal.SIGINT) != 0:
         os.kill(pid, signal.SIGINT)
-    if stat_fields("/proc/%d/stat" % pid)[:1] == [b"T"]:
+    if wake and stat_fields("/proc/%d/stat" % pid)[:1] == [b"T"]:
         os.kill(pid, signal.SIGCONT)
 
 
@@ -955,7 +959,7 @@ class Launcher:
                 sent, wait_ms = watch.look(now, lambda: self.child_cpu_seconds() - cpu_at_start,
                                            self.done_waiting)
                 if sent == signal.SIGINT:
-                    interrupt(self.child)
+                    interrupt(self.child, wake=watch.told == 2)
                 elif sent:
                     os.kill(self.child, sent)
             elif deadline and not killed_at_deadline:
