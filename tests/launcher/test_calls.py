@@ -389,26 +389,23 @@ class KeptStoppedTest(unittest.TestCase):
             return got, calls.threads_stopped(sage), left
         return as_init(run)
 
-    def test_what_the_sage_forked_is_killed_and_it_is_held_stopped(self):
+    def assert_all_but_the_sage_killed_and_it_held(self, sage_script):
         def body(launcher, sage):
-            time.sleep(0.3)  # its orphan and its children born
+            time.sleep(0.3)  # what it forks born
             return launcher.kill_all_but(sage)
-        # An orphan (a double fork), a child in the background, a loop forking.
-        ok, stopped, left = self.with_a_sage(
-            "(sleep 30 &); sleep 30 & while :; do sleep 0.01; done", body)
+        ok, stopped, left = self.with_a_sage(sage_script, body)
         self.assertTrue(ok)
         self.assertTrue(stopped)
         self.assertEqual(left, {})
 
+    def test_what_the_sage_forked_is_killed_and_it_is_held_stopped(self):
+        # An orphan (a double fork), a child in the background, a loop forking.
+        self.assert_all_but_the_sage_killed_and_it_held(
+            "(sleep 30 &); sleep 30 & while :; do sleep 0.01; done")
+
     def test_a_child_that_continues_the_sage_is_killed_as_it_is_stopped(self):
-        def body(launcher, sage):
-            time.sleep(0.3)
-            return launcher.kill_all_but(sage)
-        ok, stopped, left = self.with_a_sage(
-            "while kill -CONT $$ 2>/dev/null; do :; done & while :; do sleep 0.01; done", body)
-        self.assertTrue(ok)
-        self.assertTrue(stopped)
-        self.assertEqual(left, {})
+        self.assert_all_but_the_sage_killed_and_it_held(
+            "while kill -CONT $$ 2>/dev/null; do :; done & while :; do sleep 0.01; done")
 
     def test_a_sage_never_held_is_given_up_at_the_bound(self):
         def body(launcher, sage):
