@@ -681,9 +681,12 @@ def users_syntax_error(error, text, filename, lines_of=None, as_file=False, prep
         told = type(error)(msg, (filename, plain.lineno, plain.offset, plain.text))
         told.end_lineno, told.end_offset = plain.end_lineno, plain.end_offset
         return told
-    if an_f_strings_part(error, lines):
+    if not same and an_f_strings_part(error, lines):
         # Plain Python fails on the line's Sage first (R.<x> = QQ[]; ...):
         # the part as the preparser made it, as a fresh Sage quotes it.
+        # (In the same words, plain Python's text is the user's line: an
+        # error 3.11 quotes the whole line for, a conversion or a brace,
+        # is told below as any other.)
         return error
     offset = end_offset = None
     at = line_of_error(error, lines, group)

@@ -171,6 +171,12 @@ sys:1: UserWarning: v"
 	printf 'R.<t> = QQ[]\nx = f"{2^3 +}"\n' >"$dir/fstring.sage"
 	run_ss 1 run "$dir/fstring.sage"
 	expect_equal "$errors" "  File \"$dir/fstring.sage\", line 2"$'\n    (2^3 +)\n          ^\nSyntaxError: f-string: invalid syntax'
+	# One Python 3.11 quotes the whole line for (a conversion, a brace):
+	# the user's line, as python3 gives it for the same text, never the
+	# preparser's (attack helper 145).
+	printf 'x = 1\ny = f"{2^3 !x}"\n' >"$dir/fline.sage"
+	run_ss 1 run "$dir/fline.sage"
+	expect_equal "$errors" "  File \"$dir/fline.sage\", line 2"$'\n    y = f"{2^3 !x}"\n                   ^\nSyntaxError: f-string: invalid conversion character: expected \'s\', \'r\', or \'a\''
 	# A block expected at the end of the file: its last line, and no
 	# caret, as python3 reads a file (compile() of a string puts one).
 	printf 'y = 2^3\nif y:\n\n\n' >"$dir/end.sage"

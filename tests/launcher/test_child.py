@@ -1458,6 +1458,14 @@ class RunCodeTest(unittest.TestCase):
                        # preparser's (issue 33).
                        b'a = 1\nx = f"{a b}"\n', b'a = 1\nx = f"{a +}" + f"{2^3}"\n',
                        b'R.<t> = QQ[]\nx = f"{2^3 +}"\n',
+                       # One Python 3.11 quotes the whole line for: the
+                       # user's line, never the preparser's (attack helper
+                       # 145), with plain Python's caret.
+                       b'x = 1\ny = f"{2^3 !x}"\n', b'x = 1\ny = f"{2^3} }"\n',
+                       b'x = 1\ny = f"{2^3"\n', b'x = 1\ny = f"{2^3!}"\n',
+                       b'x = 1\ny = f"{2^3:{}}"\n', b'x = 1\ny = f"{2^3 #}"\n',
+                       b'x = 1\ny = f"{2^3:{2^3!k}}"\n', b"x = 1\ny = f'{2^3}' f'{2^3 !w}'\n",
+                       b'x = 1\ny = f"{2^3}{\'\\n\'}"\n',
                        # The line a message names, of a statement after
                        # lines that are a backslash alone: the statement's
                        # own, in the middle and at the end (reviewer).
