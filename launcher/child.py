@@ -2238,17 +2238,28 @@ SEEDED_INTERFACES = (("sage.interfaces.gap", "gap"), ("sage.interfaces.maxima", 
 
 
 def seed_interfaces(seed):
-    """Those programs seeded from seed as they start: --seed's same output
-    covers gap.Random() and maxima's random() too (Sage itself seeds them
-    from set_random_seed's state in doctests only). Its own number for
-    each (29 bits, as Sage's seeds for them), mixed from all of seed's."""
+    """Those programs seeded from seed: --seed's same output covers
+    gap.Random() and maxima's random() too (Sage itself seeds them from
+    set_random_seed's state in doctests only). Its own number for each (29
+    bits, as Sage's seeds for them), mixed from all of seed's. One not
+    running seeds itself as it starts (its _start ends in set_seed(_seed));
+    one a session's earlier cell started is seeded now, as its _start would
+    have, so that each call with a seed starts from it (attack helper 145:
+    a session's second cell drew on from the first's)."""
     for module, name in SEEDED_INTERFACES:
         # An image whose interface is missing or other is left as it is:
         # the seed must never stop the call.
         try:
             interface = getattr(importlib.import_module(module), name)
-            if interface._expect is None:  # not started: it seeds itself as it starts
-                interface._seed = seed_of(seed, name, 29)
+            own = seed_of(seed, name, 29)
+            running = interface._expect
+            # A program that died is started again at its next use, by
+            # _start, seeded there: asked now, Sage would say it crashed,
+            # in the cell's output.
+            if running is None or not running.isalive():
+                interface._seed = own
+            else:
+                interface.set_seed(own)
         except Exception:
             pass
 
