@@ -684,9 +684,10 @@ def users_syntax_error(error, text, filename, lines_of=None, as_file=False, prep
     if not same and an_f_strings_part(error, lines):
         # Plain Python fails on the line's Sage first (R.<x> = QQ[]; ...):
         # the part as the preparser made it, as a fresh Sage quotes it.
-        # (In the same words, plain Python's text is the user's line: an
-        # error 3.11 quotes the whole line for, a conversion or a brace,
-        # is told below as any other.)
+        # (In the same words, plain Python's text is the user's line, or
+        # the lines of the statement, taken above: an error 3.11 quotes
+        # the whole line for, a conversion or a brace, is told below as
+        # any other.)
         return error
     offset = end_offset = None
     at = line_of_error(error, lines, group)
@@ -734,8 +735,9 @@ def runs_off_its_line(error):
 
 
 def an_f_strings_part(error, users):
-    """error is one Python 3.11 gives in an f-string's expression: its
-    text is that expression's, not the user's line (3.12 quotes the line)."""
+    """error is one Python 3.11 gives in an f-string: its text is not the
+    user's line (that expression's, or the whole line as the preparser
+    made it; 3.12 quotes the line)."""
     return (error.msg or "").startswith("f-string") and error.text is not None and \
         0 < error.lineno <= len(users) and error.text.rstrip("\n") != users[error.lineno - 1]
 
@@ -2238,28 +2240,17 @@ SEEDED_INTERFACES = (("sage.interfaces.gap", "gap"), ("sage.interfaces.maxima", 
 
 
 def seed_interfaces(seed):
-    """Those programs seeded from seed: --seed's same output covers
-    gap.Random() and maxima's random() too (Sage itself seeds them from
-    set_random_seed's state in doctests only). Its own number for each (29
-    bits, as Sage's seeds for them), mixed from all of seed's. One not
-    running seeds itself as it starts (its _start ends in set_seed(_seed));
-    one a session's earlier cell started is seeded now, as its _start would
-    have, so that each call with a seed starts from it (attack helper 145:
-    a session's second cell drew on from the first's)."""
+    """Those programs seeded from seed as they start: --seed's same output
+    covers gap.Random() and maxima's random() too (Sage itself seeds them
+    from set_random_seed's state in doctests only). Its own number for
+    each (29 bits, as Sage's seeds for them), mixed from all of seed's."""
     for module, name in SEEDED_INTERFACES:
         # An image whose interface is missing or other is left as it is:
         # the seed must never stop the call.
         try:
             interface = getattr(importlib.import_module(module), name)
-            own = seed_of(seed, name, 29)
-            running = interface._expect
-            # A program that died is started again at its next use, by
-            # _start, seeded there: asked now, Sage would say it crashed,
-            # in the cell's output.
-            if running is None or not running.isalive():
-                interface._seed = own
-            else:
-                interface.set_seed(own)
+            if interface._expect is None:  # not started: it seeds itself as it starts
+                interface._seed = seed_of(seed, name, 29)
         except Exception:
             pass
 
