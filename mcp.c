@@ -273,9 +273,12 @@ static void answer(struct mcp_call *c, json_t *content_text, json_t *structured,
 	json_decref(more_content);
 }
 
+/* The object `run --json` prints, parsed back: a NUL the code printed is
+ * in it as \u0000, which jansson refuses without JSON_ALLOW_NUL (attack
+ * helper 146: the whole answer was lost). */
 static json_t *parsed(const char *text, size_t len)
 {
-	json_t *v = json_loadb(text, len, 0, NULL);
+	json_t *v = json_loadb(text, len, JSON_ALLOW_NUL, NULL);
 	return v ? v : json_object();
 }
 
@@ -297,17 +300,15 @@ static void answer_refusal(struct mcp_call *c, const struct error *err)
  * of that and no file came back, a sentence says so. */
 static json_t *run_text(const struct printed *p, json_t *object, bool files_came_back)
 {
-	const char *out = json_string_value(json_object_get(object, "stdout"));
-	const char *err = json_string_value(json_object_get(object, "stderr"));
+	/* By their lengths: a NUL the code printed is text like any other. */
+	json_t *out = json_object_get(object, "stdout"), *err = json_object_get(object, "stderr");
 	struct buffer text = {0};
 	size_t len;
-	out = out ? out : "";
-	err = err ? err : "";
-	buffer_append(&text, out, strlen(out));
-	if (*err) {
+	buffer_append(&text, json_string_value(out), json_string_length(out));
+	if (json_string_length(err)) {
 		if (text.len && text.data[text.len - 1] != '\n')
 			buffer_append(&text, "\n", 1);
-		buffer_append(&text, err, strlen(err));
+		buffer_append(&text, json_string_value(err), json_string_length(err));
 	}
 	char *stop = print_to_memory(print_stop_line, p, &len);
 	if (len && text.len && text.data[text.len - 1] != '\n')

@@ -264,14 +264,15 @@ PY
 	expect_equal "$(json_get 'j["result"]["structuredContent"]["stdout"]')" first
 }
 
-@test "mcp: U+2028 and U+2029 the code prints are written escaped, never raw, in text and structuredContent" {
-	mcp_answer 'print("a\u2028b\u2029c")' --warm 0
+@test "mcp: U+2028 and U+2029 the code prints are written escaped, never raw, in text and structuredContent; a NUL comes through" {
+	# (A NUL lost the whole answer: attack helper 146.)
+	mcp_answer 'print("a\u2028b\u2029c\x00d")' --warm 0
 	python3 -c '
 import sys
 raw = open(sys.argv[1], "rb").read()
 assert b"\xe2\x80\xa8" not in raw and b"\xe2\x80\xa9" not in raw, "raw U+2028 or U+2029: %r" % raw
-assert raw.count(b"a\\u2028b\\u2029c") == 2, "not escaped in both: %r" % raw' "$BATS_TEST_TMPDIR/answer"
-	expect_equal "$(json_get 'j["result"]["structuredContent"]["stdout"] == "a\u2028b\u2029c\n" and j["result"]["content"][0]["text"] == "a\u2028b\u2029c\n"')" true
+assert raw.count(b"a\\u2028b\\u2029c\\u0000d") == 2, "not escaped in both: %r" % raw' "$BATS_TEST_TMPDIR/answer"
+	expect_equal "$(json_get 'j["result"]["structuredContent"]["stdout"] == "a\u2028b\u2029c\x00d\n" and j["result"]["content"][0]["text"] == "a\u2028b\u2029c\x00d\n" and j["result"]["structuredContent"]["exit_code"] == 0')" true
 }
 
 @test "mcp: an image declaring more than 16 megapixels is named as not shown, never sent; a plot still is" {
