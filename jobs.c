@@ -156,6 +156,14 @@ static int open_jobs_file(const struct job_source *s, int i, struct error *err)
 	int fd = s->fds ? reopen_nonblocking(s->fds[i], O_RDONLY) :
 		strcmp(name, "-") == 0 ? reopen_nonblocking(0, O_RDONLY) :
 		open(name, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+	struct stat st;
+	/* A directory opens, and fails only at its first read: refused here,
+	 * before any job runs, as a missing file is (attack helper 146). */
+	if (fd >= 0 && fstat(fd, &st) == 0 && S_ISDIR(st.st_mode)) {
+		close(fd);
+		fd = -1;
+		errno = EISDIR;
+	}
 	if (fd < 0)
 		error_set(err, EXIT_REFUSED, "name a readable JSON Lines file, or - for stdin",
 			"cannot read jobs from %s: %s", strcmp(name, "-") ? name : "standard input",

@@ -42,6 +42,10 @@ for i in range(int(sys.argv[1])):
 	expect_equal "$errors" "sage-sandbox: option --json is not for batch; drop it: batch always writes one JSON object a line"
 	run_ss 125 batch /nonexistent/jobs.jsonl
 	expect_equal "$errors" "sage-sandbox: cannot read jobs from /nonexistent/jobs.jsonl: No such file or directory; name a readable JSON Lines file, or - for stdin"
+	# A directory, refused as a missing file is, not read as a bad line
+	# with status 1 (attack helper 146).
+	run_ss 125 batch "$BATS_TEST_TMPDIR"
+	expect_equal "$errors" "sage-sandbox: cannot read jobs from $BATS_TEST_TMPDIR: Is a directory; name a readable JSON Lines file, or - for stdin"
 	run_ss 125 batch --resume /nonexistent/out.jsonl
 	expect_match "$errors" "^sage-sandbox: cannot read --resume /nonexistent/out.jsonl: No such file"
 	expect_equal "$output" ""
