@@ -835,8 +835,10 @@ static int check_envelope(struct server *s, json_t *id, json_t *params, struct c
 		send_error(s, id, INVALID_PARAMS, "tools/call needs params.name, a tool's name");
 		return -1;
 	}
+	/* (By length too: a NUL would end the name early for strcmp.) */
 	for (r->tool = 0; r->tool < TOOL_COUNT; r->tool++)
-		if (strcmp(json_string_value(name), tool_names[r->tool]) == 0)
+		if (strcmp(json_string_value(name), tool_names[r->tool]) == 0 &&
+		    json_string_length(name) == strlen(tool_names[r->tool]))
 			break;
 	if (r->tool == TOOL_COUNT) {
 		send_error(s, id, INVALID_PARAMS, "unknown tool '%s'; tools/list lists them",
@@ -855,6 +857,11 @@ static int check_envelope(struct server *s, json_t *id, json_t *params, struct c
 	r->overwrite = json_is_object(meta) ? json_object_get(meta, META_OUTPUT_OVERWRITE) : NULL;
 	if (r->out_dir && (!json_is_string(r->out_dir) || json_string_value(r->out_dir)[0] != '/')) {
 		send_error(s, id, INVALID_PARAMS, "_meta." META_OUTPUT_DIR " is an absolute path");
+		return -1;
+	}
+	/* A NUL would cut the path short, to another directory (review 148). */
+	if (r->out_dir && strlen(json_string_value(r->out_dir)) != json_string_length(r->out_dir)) {
+		send_error(s, id, INVALID_PARAMS, "_meta." META_OUTPUT_DIR " contains a NUL byte");
 		return -1;
 	}
 	if (r->overwrite && !json_is_boolean(r->overwrite)) {

@@ -84,6 +84,12 @@ expect_error(b'{"jsonrpc":"2.0","id":8,"method":42}\n', -32600, 8)
 expect_error(b'{"jsonrpc":"2.0","id":9,"method":"resources/list"}\n', -32601, 9, "resources/list")
 expect_error(b'{"jsonrpc":"2.0","id":10,"method":"tools/call","params":[1]}\n', -32602, 10)
 expect_error(b'{"jsonrpc":"2.0","id":11,"method":"tools/call","params":{}}\n', -32602, 11, "name")
+# A NUL ends neither a tool's name nor an output directory early (review 148).
+expect_error(b'{"jsonrpc":"2.0","id":111,"method":"tools/call","params":'
+             b'{"name":"sage_sandbox_status\\u0000x"}}\n', -32602, 111, "unknown tool")
+expect_error(b'{"jsonrpc":"2.0","id":112,"method":"tools/call","params":{"name":"run_sagemath",'
+             b'"arguments":{"code":"1"},"_meta":{"sage-sandbox/output-dir":"/tmp\\u0000/x"}}}\n',
+             -32602, 112, "NUL")
 expect_error(b'{"jsonrpc":"2.0","id":12,"method":"tools/call","params":{"name":"run_sagemath"}}\n',
              -32602, 12, "code")
 expect_error(b'{"jsonrpc":"2.0","id":13,"method":"tools/call","params":{"name":"run_sagemath",'
