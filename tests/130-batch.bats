@@ -46,6 +46,7 @@ for i in range(int(sys.argv[1])):
 	# with status 1 (attack helper 146).
 	run_ss 125 batch "$BATS_TEST_TMPDIR"
 	expect_equal "$errors" "sage-sandbox: cannot read jobs from $BATS_TEST_TMPDIR: Is a directory; name a readable JSON Lines file, or - for stdin"
+	expect_equal "$output" "" "no result line for a directory"
 	run_ss 125 batch --resume /nonexistent/out.jsonl
 	expect_match "$errors" "^sage-sandbox: cannot read --resume /nonexistent/out.jsonl: No such file"
 	expect_equal "$output" ""
