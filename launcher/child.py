@@ -23,7 +23,6 @@ import fcntl
 import functools
 import gc
 import hashlib
-import importlib
 import inspect
 import io
 import linecache
@@ -41,6 +40,8 @@ import types
 import warnings
 import weakref
 from contextlib import nullcontext
+# Taken as the launcher starts: a session's cell may replace importlib's.
+from importlib import import_module
 from importlib.machinery import SourceFileLoader
 from types import SimpleNamespace
 
@@ -74,7 +75,7 @@ __builtins__ = dict(vars(builtins))  # what this module's functions look up
 # which Python's ignore). Read here, as the launcher starts.
 PYTHONS_FILTERS = tuple(warnings.filters)
 
-from launcher import deferred, display, mpmain, parent, warm  # noqa: E402
+from launcher import deferred, display, mpmain, onimport, parent, warm  # noqa: E402
 
 CALL_HEADER = struct.Struct(">IIIIIq")
 # A call's display flags: show its last expression's value; its files come
@@ -2121,45 +2122,76 @@ def reseed(seed=None):
     programs of Sage's interfaces, as they start: seed_interfaces): the
     same code with the same seed prints the same, cold or warm, first
     call or later (GAP's and PARI's own generators, used directly, start
-    where a fresh Sage's do: warm.py puts them back). Raises where what
-    it calls was broken (a session's earlier cell set random.seed = None):
-    child_main then runs no code (tell_unseeded)."""
+    where a fresh Sage's do: warm.py puts them back). A module not yet
+    imported is seeded as the code's import of it ends (onimport). Raises
+    where what it calls was broken (a session's earlier cell set
+    random.seed = None): child_main then runs no code (tell_unseeded)."""
+    onimport.forget()  # what a session's last cell's seed left waiting
     random.seed(seed)
-    # numpy's global generator and sympy's: seeded now (imported if need
-    # be: their seeding at import draws from the kernel), or fresh where
-    # they are already imported (each fork would repeat the launcher's).
-    numpy = sys.modules.get("numpy")
-    if seed is not None:
-        try:
-            import numpy
-        except ImportError:  # an image without it (the launcher's unit tests)
-            pass
-        try:
-            import sympy.core.random  # noqa: F401
-        except ImportError:
-            pass
-    if numpy is not None:
-        numpy.random.seed(None if seed is None else [seed & 0xFFFFFFFF, seed >> 32])
-    for module, path in KERNEL_SEEDED:
+    # numpy's global generator and sympy's: seeded now, or as they are
+    # imported (their seeding at import draws from the kernel); fresh
+    # where they are already imported (each fork would repeat the
+    # launcher's).
+    seed_at_import("numpy.random", seed_numpy, seed)
+    for module in dict.fromkeys(module for module, _ in KERNEL_SEEDED):
+        seed_at_import(module, functools.partial(seed_generators, module), seed)
+    seed_sages(seed)
+
+
+def seed_at_import(module, seed_it, seed):
+    """seed_it(seed) now where module is imported; else, with a seed, as
+    the code's import of it ends (without one, its import draws from the
+    kernel: fresh)."""
+    if module in sys.modules:
+        seed_it(seed)
+    elif seed is not None:
+        onimport.after_import(module, functools.partial(seed_it, seed))
+
+
+def seed_numpy(seed):
+    sys.modules["numpy.random"].seed(None if seed is None else [seed & 0xFFFFFFFF, seed >> 32])
+
+
+def seed_generators(module, seed):
+    """module's generators of KERNEL_SEEDED, each its own seed; sympy's
+    Dummy symbols' first number, which its module draws once, as it is
+    imported."""
+    for name, path in KERNEL_SEEDED:
+        if name != module:
+            continue
         generator = sys.modules.get(module)
         try:
-            for name in path.split(".") if generator is not None else ():
-                generator = getattr(generator, name)
+            for part in path.split(".") if generator is not None else ():
+                generator = getattr(generator, part)
             if isinstance(generator, random.Random):
                 generator.seed(None if seed is None else seed_of(seed, module + "." + path, 64))
         except Exception:
             pass  # another version of the library: its generator as it is
-    # sympy's Dummy symbols number themselves from an index drawn once, as
-    # its module is imported.
-    dummy = getattr(sys.modules.get("sympy.core.symbol"), "Dummy", None)
-    try:
-        dummy._base_dummy_index = dummy._prng.randint(10**6, 9*10**6)
-    except Exception:
-        pass
-    try:
-        from sage.misc.randstate import randstate, set_random_seed
-    except ImportError:  # no Sage: the launcher's unit tests
-        return
+    if module == "sympy.core.symbol":
+        dummy = getattr(sys.modules.get(module), "Dummy", None)
+        try:
+            dummy._base_dummy_index = dummy._prng.randint(10**6, 9*10**6)
+        except Exception:
+            pass
+
+
+# Sage's randstate and set_random_seed, taken before the code runs (the
+# child's first reseed()): a session's cell that replaced them in their
+# module left later seeded cells unseeded, and said nothing (attack helper).
+_sages_seeding = None
+
+
+def seed_sages(seed):
+    """Sage's random state, libc's, ECL's, the programs of Sage's
+    interfaces and Singular's."""
+    global _sages_seeding
+    if _sages_seeding is None:
+        try:
+            from sage.misc.randstate import randstate, set_random_seed
+        except ImportError:  # no Sage: the launcher's unit tests
+            return
+        _sages_seeding = randstate, set_random_seed
+    randstate, set_random_seed = _sages_seeding
     # libc's rand(): where Sage's import left it unseeded (note_sages_import),
     # as glibc starts it, as in a fresh Sage; else (or with a seed) from a
     # randstate of its own, so that the call's (Sage's own sequence for
@@ -2172,8 +2204,7 @@ def reseed(seed=None):
     else:
         randstate(seed).set_seed_libc(True)
     set_random_seed(seed)
-    if seed is not None:
-        seed_interfaces(seed)
+    seed_interfaces(seed)
     if "sage.interfaces.maxima_lib" in sys.modules:
         from sage.libs.ecl import ecl_eval
         ecl_eval("(setq *random-state* (make-random-state t))")
@@ -2207,7 +2238,7 @@ _singular_system = None
 
 def singular_system():
     """Singular's system() function, through Sage's module of them."""
-    return importlib.import_module("sage.libs.singular.function").singular_function("system")
+    return import_module("sage.libs.singular.function").singular_function("system")
 
 
 def prepare_reseed():
@@ -2243,16 +2274,21 @@ def seed_interfaces(seed):
     """Those programs seeded from seed as they start: --seed's same output
     covers gap.Random() and maxima's random() too (Sage itself seeds them
     from set_random_seed's state in doctests only). Its own number for
-    each (29 bits, as Sage's seeds for them), mixed from all of seed's."""
+    each (29 bits, as Sage's seeds for them), mixed from all of seed's.
+    Without a seed, fresh: a session's earlier seeded cell set them."""
     for module, name in SEEDED_INTERFACES:
-        # An image whose interface is missing or other is left as it is:
-        # the seed must never stop the call.
-        try:
-            interface = getattr(importlib.import_module(module), name)
-            if interface._expect is None:  # not started: it seeds itself as it starts
-                interface._seed = seed_of(seed, name, 29)
-        except Exception:
-            pass
+        seed_at_import(module, functools.partial(seed_interface, module, name), seed)
+
+
+def seed_interface(module, name, seed):
+    # An image whose interface is missing or other is left as it is: the
+    # seed must never stop the call.
+    try:
+        interface = getattr(sys.modules[module], name)
+        if interface._expect is None:  # not started: it seeds itself as it starts
+            interface._seed = None if seed is None else seed_of(seed, name, 29)
+    except Exception:
+        pass
 
 
 def unblock_signals(held=()):

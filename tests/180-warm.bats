@@ -376,6 +376,28 @@ assert outs == [sys.argv[1]] * 3, outs' "$seeded
 "
 }
 
+@test "warm - a seed imports nothing the code does not: seeded at --memory 300m as unseeded" {
+	# The seed imported numpy and sympy to seed them, which a fresh Sage
+	# does not: at --memory 300m numpy's OpenBLAS could not start, and the
+	# run failed with only its message (attack helper). Seeded as the
+	# code's own import of them ends, the same for the same seed.
+	local code='import sys
+print(randint(1, 10^9), "numpy" in sys.modules, "sympy" in sys.modules)'
+	sage "$code" 0 run --seed 5 --memory 300m
+	local seeded=$output
+	expect_match "$seeded" '^[0-9]+ False False$'
+	sage "$code" 0 run --seed 5 --memory 300m
+	expect_equal "$output" "$seeded"
+	code='import numpy, sympy
+print(randint(1, 10^9), numpy.random.randint(10^9), sympy.Dummy("d").dummy_index)'
+	sage "$code" 0 run --seed 5
+	seeded=$output
+	sage "$code" 0 run --seed 5
+	expect_equal "$output" "$seeded"
+	sage "$code" 0 run --seed 6
+	[ "$output" != "$seeded" ]
+}
+
 @test "warm - a seed out of range is refused, with the fix: flag, environment, batch job, MCP" {
 	sage 'print(1)' 125 run --seed -1
 	expect_equal "$errors" "sage-sandbox: invalid --seed '-1': allowed is none, or an integer from 0 to 4294967295; see sage-sandbox --help"

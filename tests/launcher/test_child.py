@@ -21,7 +21,7 @@ import traceback
 import unittest
 from unittest import mock
 
-from launcher import child
+from launcher import child, onimport
 from launcher.frames import write_all
 
 from .support import Pipe, in_child, temporary_directory
@@ -164,9 +164,10 @@ class SeedInterfacesTest(unittest.TestCase):
         # Stand-ins for Sage's interface modules: gp not started, gap
         # running (a session's: its state is the session's), singular one
         # that refuses the attribute (as Sage 10's R object does: the seed
-        # must not stop the call), the rest absent.
+        # must not stop the call), maxima imported only later, by the code.
         gp = mock.Mock(_expect=None, _seed=None)
         gap = mock.Mock(_expect=object(), _seed=5)
+        maxima = mock.Mock(_expect=None, _seed=None)
 
         class Refusing:
             def __getattr__(self, name):
@@ -174,17 +175,24 @@ class SeedInterfacesTest(unittest.TestCase):
         modules = {"sage.interfaces.gp": mock.Mock(gp=gp),
                    "sage.interfaces.gap": mock.Mock(gap=gap),
                    "sage.interfaces.singular": mock.Mock(singular=Refusing())}
-
-        def import_module(name):
-            if name not in modules:
-                raise ImportError(name)
-            return modules[name]
-        with mock.patch("importlib.import_module", side_effect=import_module):
+        self.addCleanup(onimport.forget)
+        # What a cell does to importlib reaches none of it (attack helper).
+        with mock.patch.dict(sys.modules, modules), \
+                mock.patch("importlib.import_module", side_effect=AssertionError):
             child.seed_interfaces(42)
             first = gp._seed
+            # The code's import of maxima's module ends: seeded from 42.
+            sys.modules["sage.interfaces.maxima"] = mock.Mock(maxima=maxima)
+            onimport._imported()
+            later = maxima._seed
             child.seed_interfaces(43)
+            other = gp._seed
+            # A later cell without a seed: fresh, not the last cell's.
+            child.seed_interfaces(None)
         self.assertTrue(0 <= first < 1 << 29)
-        self.assertNotEqual(first, gp._seed)
+        self.assertEqual(later, child.seed_of(42, "maxima", 29))
+        self.assertNotEqual(first, other)
+        self.assertIsNone(gp._seed)
         self.assertEqual(gap._seed, 5)
 
 
@@ -207,6 +215,24 @@ class ReseedTest(unittest.TestCase):
         self.assertNotEqual(in_child(draw), in_child(draw))
         self.assertEqual(in_child(lambda: draw(5)), in_child(lambda: draw(5)))
         self.assertNotEqual(in_child(lambda: draw(5)), in_child(lambda: draw(6)))
+
+    def test_sages_seeding_is_taken_before_the_code_runs(self):
+        # A session's cell that replaced set_random_seed in its module
+        # left every later seeded cell unseeded, silently (attack helper).
+        import types
+        seeds = []
+        randstate = types.ModuleType("sage.misc.randstate")
+        randstate.randstate = lambda seed=None: mock.Mock()
+        randstate.set_random_seed = seeds.append
+        self.addCleanup(sys.modules.pop, randstate.__name__, None)
+        sys.modules[randstate.__name__] = randstate
+
+        def cells():
+            child.reseed()  # the child's, before any code
+            randstate.set_random_seed = lambda seed=None: None  # the code's
+            child.reseed(5)
+            return seeds
+        self.assertEqual(in_child(cells), [None, 5])
 
     def test_singular_seeded_in_each_child_whether_the_template_made_its_function_or_not(self):
         # A Sage of modules that record what reseed() asks of them:
