@@ -33,13 +33,19 @@ static int add_file(struct infiles *in, const char *name, int fd, uint64_t size,
 		const char *other = in->files[i].name;
 		size_t n = strlen(other);
 		size_t shorter = n < len ? n : len;
-		if (strncmp(name, other, shorter) == 0 &&
-		    (n == len || (n < len ? name[n] : other[len]) == '/')) {
+		if (strncmp(name, other, shorter) != 0 ||
+		    (n != len && (n < len ? name[n] : other[len]) != '/'))
+			continue;
+		/* Each named as it was given, and the sandbox's path they share. */
+		if (n == len)
 			error_set(err, EXIT_REFUSED, "give each input its own name",
-				"inputs %s and %s would have the same path in the sandbox", shown,
-				other);
-			return -1;
-		}
+				"inputs %s and %s would both be %s in the sandbox",
+				in->files[i].shown, shown, name);
+		else
+			error_set(err, EXIT_REFUSED, "give each input its own name",
+				"inputs %s and %s cannot both be in the sandbox: %.*s would be "
+				"a file and a directory", in->files[i].shown, shown, (int)shorter, name);
+		return -1;
 	}
 	if (in->count >= INFILES_MAX_FILES) {
 		error_set(err, EXIT_REFUSED, "name fewer files, or pack them into one",
@@ -54,7 +60,10 @@ static int add_file(struct infiles *in, const char *name, int fd, uint64_t size,
 	in->files = realloc(in->files, (in->count + 1) * sizeof *in->files);
 	if (!in->files)
 		abort();
-	in->files[in->count++] = (struct infile){.name = strdup(name), .fd = fd, .size = size};
+	struct infile *file = &in->files[in->count++];
+	*file = (struct infile){.name = strdup(name), .shown = strdup(shown), .fd = fd, .size = size};
+	if (!file->name || !file->shown)
+		abort();
 	in->total += size;
 	return 0;
 }
@@ -241,6 +250,7 @@ void infiles_free(struct infiles *in)
 {
 	for (size_t i = 0; i < in->count; i++) {
 		free(in->files[i].name);
+		free(in->files[i].shown);
 		if (in->files[i].fd >= 0)
 			close(in->files[i].fd);
 	}

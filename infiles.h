@@ -16,6 +16,7 @@
 
 struct infile {
 	char *name;    /* below the sandbox's working directory */
+	char *shown;   /* as the user named it: a host path, or an MCP file's key */
 	int fd;        /* open since it was checked: what was checked is sent */
 	uint64_t size; /* as checked; no more than this is sent */
 };

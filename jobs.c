@@ -278,9 +278,11 @@ static int take_limit(struct job *j, json_t *value, enum setting_id id, const ch
 	long most = j->cfg.number[id];
 	if (!json_is_integer(value) || json_integer_value(value) < 1 ||
 	    json_integer_value(value) > most) {
+		/* "timeout": "5" is a number written as a string, not a raise. */
 		j->bad = true;
-		error_set(&j->err, EXIT_REFUSED, "a job may lower the batch's limits, never raise "
-			"them: lower the job's, or raise the batch's",
+		error_set(&j->err, EXIT_REFUSED, json_is_integer(value) ?
+			"a job may lower the batch's limits, never raise them: lower the job's, "
+			"or raise the batch's" : "write it as a JSON number, without quotes",
 			"%s: %s must be an integer from 1 to %ld (the batch's %s)", where, key, most,
 			settings[id].flag);
 		return -1;

@@ -278,8 +278,18 @@ static void answer(struct mcp_call *c, json_t *content_text, json_t *structured,
  * helper 146: the whole answer was lost). */
 static json_t *parsed(const char *text, size_t len)
 {
-	json_t *v = json_loadb(text, len, JSON_ALLOW_NUL, NULL);
-	return v ? v : json_object();
+	json_error_t why;
+	json_t *v = json_loadb(text, len, JSON_ALLOW_NUL, &why);
+	if (v)
+		return v;
+	/* Our own writer's text: a failure here is a bug of ours. Said, in
+	 * the log and in the answer, never an empty result that reads as
+	 * "the code printed nothing" (review helper 148). */
+	fprintf(stderr, "sage-sandbox mcp: internal error: a result that is not JSON (%s, at "
+		"byte %d); please report it\n", why.text, why.position);
+	return json_pack("{s:b, s:s}", "ok", 0, "error", "sage-sandbox could not read back its "
+		"own result (an internal error, logged on the server's stderr); run it again, "
+		"and report it");
 }
 
 /* Nothing ran: the refusal's object, and its sentence for the model. */
@@ -302,6 +312,8 @@ static json_t *run_text(const struct printed *p, json_t *object, bool files_came
 {
 	/* By their lengths: a NUL the code printed is text like any other. */
 	json_t *out = json_object_get(object, "stdout"), *err = json_object_get(object, "stderr");
+	if (!out) /* parsed()'s object for a result it could not read: its error */
+		out = json_object_get(object, "error");
 	struct buffer text = {0};
 	size_t len;
 	buffer_append(&text, json_string_value(out), json_string_length(out));

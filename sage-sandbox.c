@@ -372,8 +372,9 @@ static int parse_options(int argc, char **argv, bool takes_file, bool server, bo
 			return -1;
 		}
 		if (settings[id].server && !server) {
-			error_set(err, EXIT_REFUSED, usage_hint, "option %s is for sage-sandbox mcp only",
-				settings[id].flag);
+			/* serve takes a --warm of its own (serve_options). */
+			error_set(err, EXIT_REFUSED, usage_hint, "option %s is for sage-sandbox mcp%s only",
+				settings[id].flag, id == SET_WARM ? " and serve" : "");
 			return -1;
 		}
 		if (has_value) {

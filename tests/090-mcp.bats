@@ -98,7 +98,9 @@ mcp_answer() {
 	run_ss 125 mcp --json
 	[[ $errors == *"--json is not for mcp"* ]]
 	run_ss 125 run --warm 2
-	[[ $errors == *"option --warm is for sage-sandbox mcp only"* ]]
+	expect_equal "$errors" "sage-sandbox: option --warm is for sage-sandbox mcp and serve only; see sage-sandbox --help"
+	run_ss 125 batch --concurrency 2
+	expect_equal "$errors" "sage-sandbox: option --concurrency is for sage-sandbox mcp only; see sage-sandbox --help"
 	run_ss 0 mcp --help
 	[[ $output == *"--warm N"* && $output == *"--concurrency N"* ]]
 	run_ss 0 help mcp

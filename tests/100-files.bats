@@ -288,10 +288,12 @@ module
 	mkdir -p "$BATS_TEST_TMPDIR/other/tree" "$BATS_TEST_TMPDIR/third"
 	printf 'b' >"$BATS_TEST_TMPDIR/other/tree/a.txt"
 	run_ss 125 run --input "$BATS_TEST_TMPDIR/tree" --input "$BATS_TEST_TMPDIR/other/tree" "$p"
-	expect_match "$errors" "inputs .*other/tree/a.txt and tree/a.txt would have the same path in the sandbox"
+	# Each named as it was given (the first was named by its path in
+	# the sandbox), and the path they share (attack helper).
+	expect_equal "$errors" "sage-sandbox: inputs $BATS_TEST_TMPDIR/tree/a.txt and $BATS_TEST_TMPDIR/other/tree/a.txt would both be tree/a.txt in the sandbox; give each input its own name"
 	printf 'c' >"$BATS_TEST_TMPDIR/third/tree"
 	run_ss 125 run --input "$BATS_TEST_TMPDIR/tree" --input "$BATS_TEST_TMPDIR/third/tree" "$p"
-	expect_match "$errors" "would have the same path in the sandbox"
+	expect_equal "$errors" "sage-sandbox: inputs $BATS_TEST_TMPDIR/tree/a.txt and $BATS_TEST_TMPDIR/third/tree cannot both be in the sandbox: tree would be a file and a directory; give each input its own name"
 	mkdir "$BATS_TEST_TMPDIR/lots"
 	for i in $(seq 101); do : >"$BATS_TEST_TMPDIR/lots/$i"; done
 	run_ss 125 run --json --input "$BATS_TEST_TMPDIR/lots" "$p"

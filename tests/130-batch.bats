@@ -77,6 +77,7 @@ for i in range(int(sys.argv[1])):
 	{"id": "loud", "code": "print(1)", "output_limit": 9999}
 	[1, 2]
 	{"id": "also-good", "code": "import sys; print(sys.stdin.read()[::-1], sys.argv[1:])", "stdin": "olleh", "args": ["x", "y"]}
+	{"id": "quoted", "code": "print(1)", "timeout": "5"}
 	EOF
 	run_ss 1 batch --order input --jobs 1 "$jobs"
 	printf '%s\n' "$output" >"$BATS_TEST_TMPDIR/out.jsonl"
@@ -90,12 +91,18 @@ None 7 125 line 7 of $jobs: the job has no id
 nul 8 125 code from line 8 of $jobs contains a NUL byte at offset 8
 loud 9 125 line 9 of $jobs: output_limit must be an integer from 1 to 256 (the batch's --output-limit)
 None 10 125 line 10 of $jobs: not a JSON object
-also-good 11 0 None"
+also-good 11 0 None
+quoted 12 125 line 12 of $jobs: timeout must be an integer from 1 to 60 (the batch's --timeout)"
+	# A number in quotes is told how to write it, not to raise a limit
+	# (attack helper).
+	expect_equal "$(results "$BATS_TEST_TMPDIR/out.jsonl" '"%s: %s" % (j["id"], j.get("hint"))' | grep -E '^(slow|quoted):')" \
+"slow: a job may lower the batch's limits, never raise them: lower the job's, or raise the batch's
+quoted: write it as a JSON number, without quotes"
 	expect_equal "$(results "$BATS_TEST_TMPDIR/out.jsonl" 'j["stdout"].strip() if j["ok"] else j["hint"] != ""' | sort -u)" \
 "42
 True
 hello ['x', 'y']"
-	expect_match "$errors" "sage-sandbox batch: 10 jobs in [0-9.]+ s \([0-9.]+ jobs/s\): 2 ok, 0 failed, 8 bad lines, 0 not run; 0 retried, 0 skipped"
+	expect_match "$errors" "sage-sandbox batch: 11 jobs in [0-9.]+ s \([0-9.]+ jobs/s\): 2 ok, 0 failed, 9 bad lines, 0 not run; 0 retried, 0 skipped"
 }
 
 @test "batch - a repeated id is refused naming both lines, in one file or across files; the first runs; status 1; --resume skips it" {
