@@ -95,7 +95,9 @@ static int add_tree(struct infiles *in, int tree_fd, const char *name, const cha
 			continue;
 		char child[4096], child_shown[4096];
 		snprintf(child, sizeof child, "%s/%s", name, e->d_name);
-		snprintf(child_shown, sizeof child_shown, "%s/%s", shown, e->d_name);
+		size_t shown_len = strlen(shown); /* "data/" as given: data/a.txt, not data//a.txt */
+		snprintf(child_shown, sizeof child_shown, "%s%s%s", shown,
+			shown_len && shown[shown_len - 1] == '/' ? "" : "/", e->d_name);
 		if (!name_part_allowed(e->d_name, strlen(e->d_name)) ||
 		    strlen(child) > NAMES_MAX_PATH_BYTES) {
 			error_set(err, EXIT_REFUSED, "rename it to printable UTF-8",

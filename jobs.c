@@ -271,6 +271,16 @@ void job_where(const char *source, long line, char *buf, size_t size)
 		snprintf(buf, size, "%s", name);
 }
 
+/* A number a job wrote as a string ("timeout": "5"). */
+static const char quoted_hint[] = "write it as a JSON number, without quotes";
+
+static bool quoted_number(json_t *value)
+{
+	const char *text = json_string_value(value);
+	size_t len = json_string_length(value);
+	return text && len && len <= 20 && strspn(text, "0123456789") == len;
+}
+
 /* Limits a line may lower, never raise. */
 static int take_limit(struct job *j, json_t *value, enum setting_id id, const char *key,
 		const char *where, char *text, size_t text_size)
@@ -278,11 +288,13 @@ static int take_limit(struct job *j, json_t *value, enum setting_id id, const ch
 	long most = j->cfg.number[id];
 	if (!json_is_integer(value) || json_integer_value(value) < 1 ||
 	    json_integer_value(value) > most) {
-		/* "timeout": "5" is a number written as a string, not a raise. */
+		/* Only a number past the batch's is a raise: "5" is a number in
+		 * quotes, 5.5 or 0 no limit at all. */
 		j->bad = true;
-		error_set(&j->err, EXIT_REFUSED, json_is_integer(value) ?
+		error_set(&j->err, EXIT_REFUSED, quoted_number(value) ? quoted_hint :
+			json_is_integer(value) && json_integer_value(value) > most ?
 			"a job may lower the batch's limits, never raise them: lower the job's, "
-			"or raise the batch's" : "write it as a JSON number, without quotes",
+			"or raise the batch's" : "give a whole number, at least 1",
 			"%s: %s must be an integer from 1 to %ld (the batch's %s)", where, key, most,
 			settings[id].flag);
 		return -1;
@@ -310,7 +322,8 @@ static void take_seed(struct job *j, json_t *value, const char *where)
 	}
 	if (!json_is_integer(value) || json_integer_value(value) < 0 ||
 	    json_integer_value(value) > SEED_MAX) {
-		refuse(j, where, "give a seed from 0 to 4294967295, or null for fresh random state",
+		refuse(j, where, quoted_number(value) ? quoted_hint :
+			"give a seed from 0 to 4294967295, or null for fresh random state",
 			"seed must be an integer from 0 to 4294967295 or null");
 		return;
 	}

@@ -253,8 +253,32 @@ static void answer(struct mcp_call *c, json_t *content_text, json_t *structured,
 	loop_timer_cancel(&c->progress_timer);
 	c->answered = true;
 	if (!c->cancelled) {
-		json_t *result = json_pack("{s:[{s:s, s:o}], s:o, s:b}", "content", "type", "text",
-			"text", content_text, "structuredContent", structured, "isError", is_error);
+		if (!structured) {
+			/* parsed() could not read our own result back: said, after
+			 * the text there is, as an error with no structuredContent
+			 * (which a tool's schema does not ask of an error), never
+			 * an empty result that reads as "the code printed nothing"
+			 * (review helper 148). */
+			static const char unread[] = "sage-sandbox could not read back its own "
+				"result (an internal error, logged on the server's stderr); try "
+				"again, and report it";
+			struct buffer text = {0};
+			if (json_string_length(content_text)) {
+				buffer_append(&text, json_string_value(content_text),
+					json_string_length(content_text));
+				buffer_append(&text, "\n", 1);
+			}
+			buffer_append(&text, unread, sizeof unread - 1);
+			json_decref(content_text);
+			content_text = text_value(text.data, text.len);
+			buffer_free(&text);
+			is_error = true;
+		}
+		json_t *result = structured ?
+			json_pack("{s:[{s:s, s:o}], s:o, s:b}", "content", "type", "text", "text",
+				content_text, "structuredContent", structured, "isError", is_error) :
+			json_pack("{s:[{s:s, s:o}], s:b}", "content", "type", "text", "text",
+				content_text, "isError", is_error);
 		json_t *content = json_object_get(result, "content");
 		/* Nothing printed, and files came back: they are the answer. */
 		if (more_content && json_array_size(more_content) &&
@@ -280,16 +304,10 @@ static json_t *parsed(const char *text, size_t len)
 {
 	json_error_t why;
 	json_t *v = json_loadb(text, len, JSON_ALLOW_NUL, &why);
-	if (v)
-		return v;
-	/* Our own writer's text: a failure here is a bug of ours. Said, in
-	 * the log and in the answer, never an empty result that reads as
-	 * "the code printed nothing" (review helper 148). */
-	fprintf(stderr, "sage-sandbox mcp: internal error: a result that is not JSON (%s, at "
-		"byte %d); please report it\n", why.text, why.position);
-	return json_pack("{s:b, s:s}", "ok", 0, "error", "sage-sandbox could not read back its "
-		"own result (an internal error, logged on the server's stderr); run it again, "
-		"and report it");
+	if (!v) /* (where, not jansson's words: they may quote the code's output) */
+		fprintf(stderr, "sage-sandbox mcp: internal error: a result that is not JSON (at "
+			"byte %d); please report it\n", why.position);
+	return v;
 }
 
 /* Nothing ran: the refusal's object, and its sentence for the model. */
@@ -312,8 +330,6 @@ static json_t *run_text(const struct printed *p, json_t *object, bool files_came
 {
 	/* By their lengths: a NUL the code printed is text like any other. */
 	json_t *out = json_object_get(object, "stdout"), *err = json_object_get(object, "stderr");
-	if (!out) /* parsed()'s object for a result it could not read: its error */
-		out = json_object_get(object, "error");
 	struct buffer text = {0};
 	size_t len;
 	buffer_append(&text, json_string_value(out), json_string_length(out));
@@ -556,9 +572,12 @@ static void answer_run(struct mcp_call *c)
 		char *text = print_to_memory(print_run_object, &p, &len);
 		json_t *object = parsed(text, len);
 		free(text);
-		json_t *content = run_text(&p, object, c->out_open && c->out.count > 0);
-		if (c->session_name[0] && call_session_calls(c->run))
-			add_session(c, r, object, &content);
+		json_t *content = NULL; /* none to tell where it is not read back: answer() says so */
+		if (object) {
+			content = run_text(&p, object, c->out_open && c->out.count > 0);
+			if (c->session_name[0] && call_session_calls(c->run))
+				add_session(c, r, object, &content);
+		}
 		answer(c, content, object, r->exit_code != 0, file_content(c, object));
 		return;
 	}
@@ -657,8 +676,8 @@ static void answer_status(struct mcp_call *c)
 		s->runner ? runner_running(s->runner) : 0, "waiting",
 		s->runner ? runner_waiting(s->runner) : 0, "sessions",
 		s->runner ? runner_sessions(s->runner) : 0));
-	char *pretty = json_dumps(object, JSON_INDENT(2));
-	answer(c, text_value(pretty, strlen(pretty)), object, false, NULL);
+	char *pretty = object ? json_dumps(object, JSON_INDENT(2)) : NULL;
+	answer(c, pretty ? text_value(pretty, strlen(pretty)) : NULL, object, false, NULL);
 	free(pretty);
 	free_call(c);
 }

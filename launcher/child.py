@@ -2102,6 +2102,10 @@ KERNEL_SEEDED = (("sympy.core.random", "rng"), ("sympy.core.random", "_assumptio
                  ("sage.rings.polynomial.pbori.interpolate", "generator"))
 
 
+# Taken as the launcher starts, before any code could replace it.
+RANDOM_SEED = random.Random.seed
+
+
 def seed_of(seed, name, bits):
     """A seed of bits bits for the generator name, mixed from all of
     seed's: each generator its own, the same for the same seed."""
@@ -2123,11 +2127,11 @@ def reseed(seed=None):
     same code with the same seed prints the same, cold or warm, first
     call or later (GAP's and PARI's own generators, used directly, start
     where a fresh Sage's do: warm.py puts them back). A module not yet
-    imported is seeded as the code's import of it ends (onimport). Raises
-    where what it calls was broken (a session's earlier cell set
-    random.seed = None): child_main then runs no code (tell_unseeded)."""
-    onimport.forget()  # what a session's last cell's seed left waiting
-    random.seed(seed)
+    imported is seeded as the code's import of it ends (onimport). What
+    seeds each is taken as first seen (seeder). Raises where seeding
+    fails anyway: child_main then runs no code (tell_unseeded)."""
+    onimport.forget()  # what a session's earlier seeded cell left waiting
+    seeder("random.seed", lambda: random.seed)(seed)
     # numpy's global generator and sympy's: seeded now, or as they are
     # imported (their seeding at import draws from the kernel); fresh
     # where they are already imported (each fork would repeat the
@@ -2138,18 +2142,50 @@ def reseed(seed=None):
     seed_sages(seed)
 
 
+def forget_last_seed():
+    """What a session's earlier seeded cell left for the cells after it:
+    its seeds waiting for imports, and those of the interfaces' programs
+    not yet started. A cell without a seed has them fresh."""
+    onimport.forget()
+    seed_interfaces(None)
+
+
+# What seeding calls, by its dotted name, as the launcher first saw it:
+# before the code (the child's first reseed(): random.seed, Sage's), or as
+# the code's import of numpy ended, before the code had it, else at the
+# first seeded cell after an unseeded one imported it (numpy's, taken from
+# numpy.random.mtrand, which numpy.random's seed is). A session's cell
+# that replaced one left later seeded cells unseeded, saying nothing where
+# the replacement did not raise, and ran the code's replacement as the
+# launcher seeded (attack helpers).
+_seeders = {}
+
+
+def seeder(name, get):
+    """What seeds name: get() the first time it is asked for (a cell that
+    deleted it since fails no later seed)."""
+    if name not in _seeders:
+        _seeders[name] = get()
+    return _seeders[name]
+
+
 def seed_at_import(module, seed_it, seed):
     """seed_it(seed) now where module is imported; else, with a seed, as
     the code's import of it ends (without one, its import draws from the
     kernel: fresh)."""
-    if module in sys.modules:
+    if onimport.imported(module):
         seed_it(seed)
     elif seed is not None:
         onimport.after_import(module, functools.partial(seed_it, seed))
 
 
 def seed_numpy(seed):
-    sys.modules["numpy.random"].seed(None if seed is None else [seed & 0xFFFFFFFF, seed >> 32])
+    """numpy's global generator (numpy.random.rand() and the rest), from
+    64 bits of seed: through mtrand's seed, which numpy.random's is, and
+    which a cell that replaces numpy.random.seed before the launcher first
+    sees it does not reach."""
+    seeder("numpy.random.mtrand.seed", lambda: sys.modules["numpy.random.mtrand"].seed)(
+        None if seed is None else [seed & 0xFFFFFFFF, seed >> 32])
 
 
 def seed_generators(module, seed):
@@ -2164,7 +2200,10 @@ def seed_generators(module, seed):
             for part in path.split(".") if generator is not None else ():
                 generator = getattr(generator, part)
             if isinstance(generator, random.Random):
-                generator.seed(None if seed is None else seed_of(seed, module + "." + path, 64))
+                # Random's own seed, not the generator's attribute, which
+                # a session's cell may have replaced (attack helper).
+                RANDOM_SEED(generator, None if seed is None else
+                            seed_of(seed, module + "." + path, 64))
         except Exception:
             pass  # another version of the library: its generator as it is
     if module == "sympy.core.symbol":
@@ -2175,23 +2214,16 @@ def seed_generators(module, seed):
             pass
 
 
-# Sage's randstate and set_random_seed, taken before the code runs (the
-# child's first reseed()): a session's cell that replaced them in their
-# module left later seeded cells unseeded, and said nothing (attack helper).
-_sages_seeding = None
-
-
 def seed_sages(seed):
     """Sage's random state, libc's, ECL's, the programs of Sage's
     interfaces and Singular's."""
-    global _sages_seeding
-    if _sages_seeding is None:
-        try:
-            from sage.misc.randstate import randstate, set_random_seed
-        except ImportError:  # no Sage: the launcher's unit tests
-            return
-        _sages_seeding = randstate, set_random_seed
-    randstate, set_random_seed = _sages_seeding
+    try:
+        randstate = seeder("sage.misc.randstate.randstate", lambda: import_module(
+            "sage.misc.randstate").randstate)
+        set_random_seed = seeder("sage.misc.randstate.set_random_seed", lambda: import_module(
+            "sage.misc.randstate").set_random_seed)
+    except ImportError:  # no Sage: the launcher's unit tests
+        return
     # libc's rand(): where Sage's import left it unseeded (note_sages_import),
     # as glibc starts it, as in a fresh Sage; else (or with a seed) from a
     # randstate of its own, so that the call's (Sage's own sequence for
@@ -2206,8 +2238,8 @@ def seed_sages(seed):
     set_random_seed(seed)
     seed_interfaces(seed)
     if "sage.interfaces.maxima_lib" in sys.modules:
-        from sage.libs.ecl import ecl_eval
-        ecl_eval("(setq *random-state* (make-random-state t))")
+        seeder("sage.libs.ecl.ecl_eval", lambda: import_module("sage.libs.ecl").ecl_eval)(
+            "(setq *random-state* (make-random-state t))")
     # Singular's (its random(), Sage's libsingular functions, and factory's
     # under it), which Singular seeds at Sage's import from the clock, in
     # seconds: every child of a template repeated it.
@@ -2484,7 +2516,9 @@ _cell_began = False
 def tell_unseeded(seed, error, session):
     """A call that cannot be seeded (reseed raised) does not run: why, on
     its stderr; status 1, as its own error's. (In a session, an earlier
-    cell may have replaced what seeding calls: random.seed.)"""
+    cell may have broken what seeding reaches that the launcher did not
+    take before the code: numpy's modules in sys.modules, the launcher's
+    own.)"""
     try:
         why = "%s: %s" % (type(error).__name__, error)
     except BaseException:  # an error whose str raises
@@ -2822,9 +2856,14 @@ def child_main(pipes, handlers, namespace, preparse_file, session, stale=()):
             try:
                 reseed(seed)
             except BaseException as e:
-                # A session's earlier cell replaced what seeding calls
-                # (random.seed, a builtin): this cell does not run unseeded.
+                # A session's earlier cell broke what seeding needs
+                # (tell_unseeded): this cell does not run unseeded.
                 unseeded = e
+        else:
+            try:
+                forget_last_seed()
+            except Exception:
+                pass  # the same: a cell without a seed runs whatever it finds
         display.configure(bool(flags & FILES_BACK), bool(flags & LATEX), first_show)
         if first_call and not session:
             # The call's CPU time, where it is less than the container's:

@@ -8,110 +8,118 @@
 # module not yet imported is seeded as its import ends, if the code
 # imports it at all.
 #
-# While an action waits, a finder sits first in sys.meta_path: it finds a
-# waited-for module (and its top-level package) as the finders after it
-# do, and gives its spec a loader that runs the module's own loader, then
-# the actions whose modules are imported. Not before the top-level
-# package's import ends: sympy's and numpy's __init__ import the modules
-# whose generators are seeded, and what the rest of that import draws
-# from them is drawn before the seed, as where the package was imported
-# before the call (a warm template's). The module's __loader__ and its
-# spec's are its own loader again before it runs. What the code can see
-# of this: the finder in sys.meta_path until the last action has run, and
-# one more frame in a traceback that an import raises through.
+# Every import of a module not yet in sys.modules, Python's or C's
+# (Cython's), a statement or importlib.import_module, goes through
+# importlib's _find_and_load, which the interpreter looks up on importlib's
+# module at each import. While an action waits, that function is wrapped:
+# as each import ends, the actions of the modules whose import has ended
+# run. Not before the top-level package's import ends: sympy's and
+# numpy's __init__ import the modules whose generators are seeded, and
+# what the rest of that import draws from them is drawn before the seed,
+# as where the package was imported before the call (a warm template's).
+# (A library that imports numpy or sympy and then draws from their
+# generators in its own import would draw after the seed in a cold call,
+# before it in a warm one: none of the images' is known to. Nor does
+# another thread that imports the module while this one's import is under
+# way: it waits for the module, and goes on as its import ends, before
+# the actions run.) Nothing the code puts in sys.meta_path or
+# sys.path_hooks comes before it, and no finder or loader of the code's
+# sees anything else; a _find_and_load of the code's own is wrapped, and
+# put back. The wrapper's frame is importlib's to Python (its file is
+# named importlib's): tracebacks and warnings pass over it as over
+# importlib's own. What the code can see of this: _find_and_load is the
+# wrapper until the last module waited for is imported (with Sage's
+# interfaces among them, in most seeded calls to the end), one frame more
+# in each import (a traceback the code prints itself of
+# importlib.import_module, a stack it walks, a recursion within one frame
+# of the limit).
+import os
 import sys
 import threading
 
+from launcher import deferred
+
+_bootstrap = sys.modules["_frozen_importlib"]  # what the interpreter imports through
+_importlibs = _bootstrap._find_and_load
+# What the wrapper wraps: importlib's, or the code's own where a session's
+# cell put one there (it is put back as found).
+_wrapped = _importlibs
+# The names each thread's wrapper is importing: a hook of the code's that
+# took the wrapper for importlib's own calls it again for the same name,
+# and gets importlib's (not the hook again, without end).
+_importing_here = threading.local()
 _pending = {}  # module name -> the actions that wait for its import to end
-_tops_importing = set()  # top-level packages whose import (through the finder) is under way
-_lock = threading.Lock()  # the code's threads may import at once
+# The code's threads may import at once; a finalizer or signal handler
+# that imports may run while this thread holds it.
+_lock = threading.RLock()
 
 
-def _top(name):
-    return name.partition(".")[0]
+def _find_and_load(name, import_):
+    names = _importing_here.__dict__.setdefault("names", set())
+    if name in names:
+        return _importlibs(name, import_)
+    names.add(name)
+    try:
+        module = _wrapped(name, import_)
+    finally:
+        names.discard(name)
+    if _pending:
+        _run_ready()
+    return module
 
 
-class _Finder:
-    """In sys.meta_path while actions wait: the spec the other finders
-    give a waited-for module or its top-level package, with a _Telling
-    loader."""
-
-    def find_spec(self, name, path=None, target=None):
-        with _lock:
-            watched = name in _pending or name in {_top(n) for n in _pending}
-        if not watched:
-            return None
-        for finder in list(sys.meta_path):
-            find = getattr(finder, "find_spec", None)
-            if finder is self or find is None:
-                continue
-            spec = find(name, path, target)
-            if spec is not None:
-                break
-        else:
-            return None
-        if spec.loader is not None and hasattr(spec.loader, "exec_module"):
-            spec.loader = _Telling(spec.loader)
-        return spec
+def _importing(module):
+    return getattr(getattr(module, "__spec__", None), "_initializing", False)
 
 
-class _Telling:
-    """A module's loader, which runs the actions its import ends."""
-
-    def __init__(self, loader):
-        self.loader = loader
-
-    def create_module(self, spec):
-        return self.loader.create_module(spec)
-
-    def exec_module(self, module):
-        spec = module.__spec__
-        spec.loader = module.__loader__ = self.loader
-        name = spec.name
-        top = name == _top(name)
-        if top:
-            _tops_importing.add(name)
-        try:
-            self.loader.exec_module(module)
-        finally:
-            if top:
-                _tops_importing.discard(name)
-        if top or _top(name) not in _tops_importing:
-            _imported()
+def imported(name):
+    """Whether module name's import has ended, and its top-level
+    package's: a module is in sys.modules while it runs (this thread's
+    import of its package under way, or another thread's of it)."""
+    module = sys.modules.get(name)
+    top = sys.modules.get(name.partition(".")[0])
+    return module is not None and not _importing(module) and not _importing(top)
 
 
-_finder = _Finder()
-
-
-def _imported():
-    """The actions of the modules now imported, each once; the finder
-    leaves sys.meta_path with the last."""
+def _run_ready():
+    """The actions of the modules whose import has ended, each once; the
+    wrapper leaves importlib with the last."""
+    actions = []
     with _lock:
-        ready = [name for name in _pending if name in sys.modules]
-        actions = [action for name in ready for action in _pending.pop(name)]
+        for name in list(_pending):  # (a loop: a comprehension is a frame more)
+            if imported(name):
+                actions += _pending.pop(name, ())
         if not _pending:
-            _leave()
+            _unwrap()
+    # Each runs, whatever the one before raised: a seed never fails the
+    # code's import, and an interrupt (a timeout's) is raised once all
+    # have run, the module imported.
+    interrupted = None
     for action in actions:
         try:
             action()
         except Exception:
-            pass  # a seed must never fail the code's import
+            pass
+        except BaseException as e:
+            interrupted = interrupted or e
+    if interrupted is not None:
+        raise interrupted
 
 
-def _leave():
-    try:
-        sys.meta_path.remove(_finder)
-    except ValueError:
-        pass  # the code took it out: nothing more waits anyway
+def _unwrap():
+    if _bootstrap._find_and_load is _find_and_load:  # else the code put its own over it
+        _bootstrap._find_and_load = _wrapped
 
 
 def after_import(name, action):
     """action() once the import of module name ends (its top-level
     package's, where that imports it), in the importing thread."""
+    global _wrapped
     with _lock:
         _pending.setdefault(name, []).append(action)
-        if _finder not in sys.meta_path:
-            sys.meta_path.insert(0, _finder)
+        if _bootstrap._find_and_load is not _find_and_load:
+            _wrapped = _bootstrap._find_and_load
+            _bootstrap._find_and_load = _find_and_load
 
 
 def forget():
@@ -119,4 +127,24 @@ def forget():
     own, or none."""
     with _lock:
         _pending.clear()
-        _leave()
+        _unwrap()
+
+
+# Named as importlib's own file: CPython leaves the wrapper's frame out of
+# an import's traceback, and warnings' stacklevel passes over it; the
+# launcher's own tracebacks leave out its frames and those it calls (an
+# interrupt can land in any: deferred.not_shown).
+_find_and_load.__code__ = _find_and_load.__code__.replace(
+    co_filename="<frozen importlib._bootstrap>")
+deferred.not_shown(_find_and_load.__code__, _importing.__code__, imported.__code__,
+                   _run_ready.__code__, _unwrap.__code__)
+
+
+def _after_fork_in_child():
+    """A fork while another thread held the lock leaves it held for good
+    in the child: a new one."""
+    global _lock
+    _lock = threading.RLock()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)

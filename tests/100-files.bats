@@ -287,7 +287,7 @@ module
 	rm "$BATS_TEST_TMPDIR/tree/fifo"
 	mkdir -p "$BATS_TEST_TMPDIR/other/tree" "$BATS_TEST_TMPDIR/third"
 	printf 'b' >"$BATS_TEST_TMPDIR/other/tree/a.txt"
-	run_ss 125 run --input "$BATS_TEST_TMPDIR/tree" --input "$BATS_TEST_TMPDIR/other/tree" "$p"
+	run_ss 125 run --input "$BATS_TEST_TMPDIR/tree/" --input "$BATS_TEST_TMPDIR/other/tree" "$p"
 	# Each named as it was given (the first was named by its path in
 	# the sandbox), and the path they share (attack helper).
 	expect_equal "$errors" "sage-sandbox: inputs $BATS_TEST_TMPDIR/tree/a.txt and $BATS_TEST_TMPDIR/other/tree/a.txt would both be tree/a.txt in the sandbox; give each input its own name"

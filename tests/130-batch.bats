@@ -78,6 +78,9 @@ for i in range(int(sys.argv[1])):
 	[1, 2]
 	{"id": "also-good", "code": "import sys; print(sys.stdin.read()[::-1], sys.argv[1:])", "stdin": "olleh", "args": ["x", "y"]}
 	{"id": "quoted", "code": "print(1)", "timeout": "5"}
+	{"id": "zero", "code": "print(1)", "timeout": 0}
+	{"id": "seed", "code": "print(1)", "seed": "5"}
+	{"id": "word", "code": "print(1)", "seed": "none"}
 	EOF
 	run_ss 1 batch --order input --jobs 1 "$jobs"
 	printf '%s\n' "$output" >"$BATS_TEST_TMPDIR/out.jsonl"
@@ -92,17 +95,23 @@ nul 8 125 code from line 8 of $jobs contains a NUL byte at offset 8
 loud 9 125 line 9 of $jobs: output_limit must be an integer from 1 to 256 (the batch's --output-limit)
 None 10 125 line 10 of $jobs: not a JSON object
 also-good 11 0 None
-quoted 12 125 line 12 of $jobs: timeout must be an integer from 1 to 60 (the batch's --timeout)"
+quoted 12 125 line 12 of $jobs: timeout must be an integer from 1 to 60 (the batch's --timeout)
+zero 13 125 line 13 of $jobs: timeout must be an integer from 1 to 60 (the batch's --timeout)
+seed 14 125 line 14 of $jobs: seed must be an integer from 0 to 4294967295 or null
+word 15 125 line 15 of $jobs: seed must be an integer from 0 to 4294967295 or null"
 	# A number in quotes is told how to write it, not to raise a limit
 	# (attack helper).
-	expect_equal "$(results "$BATS_TEST_TMPDIR/out.jsonl" '"%s: %s" % (j["id"], j.get("hint"))' | grep -E '^(slow|quoted):')" \
+	expect_equal "$(results "$BATS_TEST_TMPDIR/out.jsonl" '"%s: %s" % (j["id"], j.get("hint"))' | grep -E '^(slow|quoted|zero|seed|word):')" \
 "slow: a job may lower the batch's limits, never raise them: lower the job's, or raise the batch's
-quoted: write it as a JSON number, without quotes"
+quoted: write it as a JSON number, without quotes
+zero: give a whole number, at least 1
+seed: write it as a JSON number, without quotes
+word: give a seed from 0 to 4294967295, or null for fresh random state"
 	expect_equal "$(results "$BATS_TEST_TMPDIR/out.jsonl" 'j["stdout"].strip() if j["ok"] else j["hint"] != ""' | sort -u)" \
 "42
 True
 hello ['x', 'y']"
-	expect_match "$errors" "sage-sandbox batch: 11 jobs in [0-9.]+ s \([0-9.]+ jobs/s\): 2 ok, 0 failed, 9 bad lines, 0 not run; 0 retried, 0 skipped"
+	expect_match "$errors" "sage-sandbox batch: 14 jobs in [0-9.]+ s \([0-9.]+ jobs/s\): 2 ok, 0 failed, 12 bad lines, 0 not run; 0 retried, 0 skipped"
 }
 
 @test "batch - a repeated id is refused naming both lines, in one file or across files; the first runs; status 1; --resume skips it" {

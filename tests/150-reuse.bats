@@ -539,7 +539,8 @@ sched_setaffinity Operation not permitted"
 	# timeout, os.write or os.read at the cell's end (exit 70 or 137); a
 	# module it imported there, set to None in sys.modules, hung the cell
 	# or failed every later one; random.seed = None ended it at the next
-	# seeded cell.
+	# seeded cell, and then kept that cell from running: what seeds is
+	# now taken before the code, and the seed holds.
 	calls=$BATS_TEST_TMPDIR/calls.json
 	python3 - >"$calls" <<-'EOF'
 	import json
@@ -553,9 +554,10 @@ sched_setaffinity Operation not permitted"
 	sys.modules["ast"] = sys.modules["linecache"] = sys.modules["ctypes"] = None
 	ctypes.c_char = contextlib.nullcontext = random.seed = None"""
 	run = lambda code, timeout=20: {"name": "run_sagemath", "arguments": {"code": code, "session": "s", "timeout_seconds": timeout}}
-	seeded = run("print(v)")
+	seeded = run("print(v, random.random())")
 	seeded["arguments"]["seed"] = 5
-	print(json.dumps([run(replaces), run(breaks), run("while True: pass", 3), seeded, run("print(v, os.getpid())")]))
+	fresh = {"name": "run_sagemath", "arguments": {"code": "import random\nprint(7, random.random())", "session": "t", "seed": 5}}
+	print(json.dumps([run(replaces), run(breaks), run("while True: pass", 3), seeded, run("print(v, os.getpid())"), fresh]))
 	EOF
 	local out
 	out=$(timeout 120 python3 "$BATS_TEST_DIRNAME/mcp-calls.py" "$SAGE_SANDBOX" "$calls" 2>"$BATS_TEST_TMPDIR/stderr")
@@ -563,10 +565,12 @@ sched_setaffinity Operation not permitted"
 	expect_match "$(sed -n 1p <<<"$out")" '"exit_code": 0, .*"state_kept": true'
 	expect_match "$(sed -n 2p <<<"$out")" '"exit_code": 0, .*"state_kept": true'
 	expect_match "$(sed -n 3p <<<"$out")" '"exit_code": 124, .*KeyboardInterrupt.*"state_kept": true, "interrupted": true'
-	# A cell that cannot be seeded does not run, and says why.
-	expect_match "$(sed -n 4p <<<"$out")" '"exit_code": 1, .*"stdout": "", "stderr": "sage-sandbox: the code did not run: its seed 5 could not be set \(TypeError: .*"state_kept": true'
+	# Seeded as a fresh session's first cell is.
+	expect_match "$(sed -n 4p <<<"$out")" '"exit_code": 0, .*"stdout": "7 0\.[0-9]+\\n".*"state_kept": true'
+	local stdout='import json, sys; print(json.loads(sys.stdin.read())["structuredContent"]["stdout"], end="")'
+	expect_equal "$(sed -n 4p <<<"$out" | python3 -c "$stdout")" "$(sed -n 6p <<<"$out" | python3 -c "$stdout")"
 	expect_match "$(sed -n 5p <<<"$out")" '"exit_code": 0, .*"stdout": "7 1\\n"'
-	expect_equal "$(sed -n 6p <<<"$out")" '{"exit": 0}'
+	expect_equal "$(sed -n 7p <<<"$out")" '{"exit": 0}'
 }
 
 # bats test_tags=any-sage

@@ -383,6 +383,8 @@ assert outs == [sys.argv[1]] * 3, outs' "$seeded
 	# code's own import of them ends, the same for the same seed.
 	local code='import sys
 print(randint(1, 10^9), "numpy" in sys.modules, "sympy" in sys.modules)'
+	sage "$code" 0 run --memory 300m
+	expect_match "$output" '^[0-9]+ False False$'
 	sage "$code" 0 run --seed 5 --memory 300m
 	local seeded=$output
 	expect_match "$seeded" '^[0-9]+ False False$'
@@ -396,6 +398,22 @@ print(randint(1, 10^9), numpy.random.randint(10^9), sympy.Dummy("d").dummy_index
 	expect_equal "$output" "$seeded"
 	sage "$code" 0 run --seed 6
 	[ "$output" != "$seeded" ]
+	# Finders of the code's own first, as a tuple: the seed's finder was
+	# passed over (unseeded), recursed into one that asks the others, or
+	# failed on the tuple (attack helper).
+	sage 'import sys, importlib.machinery
+class Own:
+    def find_spec(self, name, path=None, target=None):
+        return importlib.machinery.PathFinder.find_spec(name, path, target)
+class Asking:
+    def find_spec(self, name, path=None, target=None):
+        for finder in sys.meta_path:
+            spec = finder.find_spec(name, path, target) if finder is not self else None
+            if spec is not None:
+                return spec
+sys.meta_path = tuple([Asking(), Own()] + sys.meta_path)
+'"$code" 0 run --seed 5
+	expect_equal "$output" "$seeded"
 }
 
 @test "warm - a seed out of range is refused, with the fix: flag, environment, batch job, MCP" {

@@ -176,19 +176,17 @@ class SeedInterfacesTest(unittest.TestCase):
                    "sage.interfaces.gap": mock.Mock(gap=gap),
                    "sage.interfaces.singular": mock.Mock(singular=Refusing())}
         self.addCleanup(onimport.forget)
-        # What a cell does to importlib reaches none of it (attack helper).
-        with mock.patch.dict(sys.modules, modules), \
-                mock.patch("importlib.import_module", side_effect=AssertionError):
+        with mock.patch.dict(sys.modules, modules):
             child.seed_interfaces(42)
             first = gp._seed
             # The code's import of maxima's module ends: seeded from 42.
             sys.modules["sage.interfaces.maxima"] = mock.Mock(maxima=maxima)
-            onimport._imported()
+            onimport._run_ready()
             later = maxima._seed
             child.seed_interfaces(43)
             other = gp._seed
             # A later cell without a seed: fresh, not the last cell's.
-            child.seed_interfaces(None)
+            child.forget_last_seed()
         self.assertTrue(0 <= first < 1 << 29)
         self.assertEqual(later, child.seed_of(42, "maxima", 29))
         self.assertNotEqual(first, other)
@@ -687,10 +685,38 @@ class SessionChildTest(unittest.TestCase):
                 os.close(fd)
         return told, os.waitstatus_to_exitcode(wait_status)
 
+    def test_a_cell_that_replaced_random_seed_changes_no_later_cells_seed(self):
+        # Replaced by None, the later seeded cell did not run; by a
+        # function, it was called as the launcher seeded, and the
+        # generator left unseeded (attack helpers).
+        # (What each cell prints on stderr is what cells() collects.)
+        told, exited = self.cells([(b"import random, sys\nrandom.seed = None\nv = 7", None),
+                                   (b"print(v, random.random(), file=sys.stderr)", 5),
+                                   (b"random.seed = lambda *a: print('replaced', file=sys.stderr)",
+                                    None),
+                                   (b"print(random.random(), file=sys.stderr)", 6)])
+        import random
+        self.assertEqual(told, [(True, 0, ""), (True, 0, "7 %r\n" % random.Random(5).random()),
+                                (True, 0, ""), (True, 0, "%r\n" % random.Random(6).random())])
+        self.assertEqual(exited, 0)
+
+    def test_a_cell_without_a_seed_drops_what_an_earlier_seed_left_waiting(self):
+        # A seeded cell that imported none of the modules its seed waits
+        # for (sympy's, Sage's interfaces') left them waiting: a later
+        # unseeded cell's import was seeded from it (review helper).
+        probe = (b"import sys\nprint(bool(sys.modules['launcher.onimport']._pending), "
+                 b"file=sys.stderr)")
+        told, exited = self.cells([(probe, 5), (probe, None)])
+        self.assertEqual(told, [(True, 0, "True\n"), (True, 0, "False\n")])
+        self.assertEqual(exited, 0)
+
     def test_a_cell_whose_seeding_an_earlier_cell_broke_does_not_run_and_says_why(self):
         # reseed raised out of child_main: the session ended (exit 70),
-        # its state lost (review helper 118).
-        told, exited = self.cells([(b"import random\nrandom.seed = None\nv = 7", None),
+        # its state lost (review helper 118). (What the code can reach of
+        # seeding is taken before it runs: only the launcher's own module,
+        # broken, still fails it.)
+        told, exited = self.cells([(b"import sys\nsys.modules['launcher.child'].seed_sages = None\n"
+                                    b"v = 7", None),
                                    (b"print(v)", 5),
                                    (b"import sys\nprint(v, file=sys.stderr)", None)])
         self.assertEqual(told[0], (True, 0, ""))
