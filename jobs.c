@@ -271,14 +271,18 @@ void job_where(const char *source, long line, char *buf, size_t size)
 		snprintf(buf, size, "%s", name);
 }
 
-/* A number a job wrote as a string ("timeout": "5"). */
+/* A number a job wrote as a string ("timeout": "5"), which would be
+ * taken without its quotes (min to max): told to drop them. */
 static const char quoted_hint[] = "write it as a JSON number, without quotes";
 
-static bool quoted_number(json_t *value)
+static bool quoted_number(json_t *value, long min, long max)
 {
 	const char *text = json_string_value(value);
 	size_t len = json_string_length(value);
-	return text && len && len <= 20 && strspn(text, "0123456789") == len;
+	if (!text || len == 0 || len > 10 || strspn(text, "0123456789") != len)
+		return false;
+	long long n = strtoll(text, NULL, 10);
+	return n >= min && n <= max;
 }
 
 /* Limits a line may lower, never raise. */
@@ -291,7 +295,7 @@ static int take_limit(struct job *j, json_t *value, enum setting_id id, const ch
 		/* Only a number past the batch's is a raise: "5" is a number in
 		 * quotes, 5.5 or 0 no limit at all. */
 		j->bad = true;
-		error_set(&j->err, EXIT_REFUSED, quoted_number(value) ? quoted_hint :
+		error_set(&j->err, EXIT_REFUSED, quoted_number(value, 1, most) ? quoted_hint :
 			json_is_integer(value) && json_integer_value(value) > most ?
 			"a job may lower the batch's limits, never raise them: lower the job's, "
 			"or raise the batch's" : "give a whole number, at least 1",
@@ -322,7 +326,7 @@ static void take_seed(struct job *j, json_t *value, const char *where)
 	}
 	if (!json_is_integer(value) || json_integer_value(value) < 0 ||
 	    json_integer_value(value) > SEED_MAX) {
-		refuse(j, where, quoted_number(value) ? quoted_hint :
+		refuse(j, where, quoted_number(value, 0, SEED_MAX) ? quoted_hint :
 			"give a seed from 0 to 4294967295, or null for fresh random state",
 			"seed must be an integer from 0 to 4294967295 or null");
 		return;

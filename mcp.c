@@ -299,7 +299,8 @@ static void answer(struct mcp_call *c, json_t *content_text, json_t *structured,
 
 /* The object `run --json` prints, parsed back: a NUL the code printed is
  * in it as \u0000, which jansson refuses without JSON_ALLOW_NUL (attack
- * helper 146: the whole answer was lost). */
+ * helper 146: the whole answer was lost). NULL where it cannot be read
+ * (a bug of ours, logged): answer() says so. */
 static json_t *parsed(const char *text, size_t len)
 {
 	json_error_t why;

@@ -2313,6 +2313,8 @@ def seed_interfaces(seed):
 
 
 def seed_interface(module, name, seed):
+    """The seed interface name's program starts from, where it is not
+    started (None: fresh)."""
     # An image whose interface is missing or other is left as it is: the
     # seed must never stop the call.
     try:
@@ -2321,6 +2323,12 @@ def seed_interface(module, name, seed):
             interface._seed = None if seed is None else seed_of(seed, name, 29)
     except Exception:
         pass
+
+
+# An interrupt (a session's timeout) can land in a seed an import ran
+# (onimport): its traceback shows none of these, as a cold call's has none.
+deferred.not_shown(seeder.__code__, seed_numpy.__code__, seed_generators.__code__,
+                   seed_interface.__code__)
 
 
 def unblock_signals(held=()):

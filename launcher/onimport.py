@@ -19,10 +19,9 @@
 # as where the package was imported before the call (a warm template's).
 # (A library that imports numpy or sympy and then draws from their
 # generators in its own import would draw after the seed in a cold call,
-# before it in a warm one: none of the images' is known to. Nor does
-# another thread that imports the module while this one's import is under
-# way: it waits for the module, and goes on as its import ends, before
-# the actions run.) Nothing the code puts in sys.meta_path or
+# before it in a warm one: none of the images' is known to. Another
+# thread that imports the module meanwhile may draw before the actions
+# run: it waits for this thread's import, and goes on as it ends.) Nothing the code puts in sys.meta_path or
 # sys.path_hooks comes before it, and no finder or loader of the code's
 # sees anything else; a _find_and_load of the code's own is wrapped, and
 # put back. The wrapper's frame is importlib's to Python (its file is
@@ -41,12 +40,14 @@ from launcher import deferred
 
 _bootstrap = sys.modules["_frozen_importlib"]  # what the interpreter imports through
 _importlibs = _bootstrap._find_and_load
-# What the wrapper wraps: importlib's, or the code's own where a session's
-# cell put one there (it is put back as found).
-_wrapped = _importlibs
-# The names each thread's wrapper is importing: a hook of the code's that
-# took the wrapper for importlib's own calls it again for the same name,
-# and gets importlib's (not the hook again, without end).
+# What the wrapper was put over each time, the last last: importlib's, or
+# a hook of the code's own (a session's cell's), which may call the
+# wrapper in turn (it took the wrapper for importlib's). Each is called
+# once an import: the wrapper, called again for the same name from inside
+# the last, calls the one before it (attack and review helpers: a hook
+# was dropped, or called twice, or without end).
+_chain = []
+# How deep each thread's wrapper is in each name's import, along _chain.
 _importing_here = threading.local()
 _pending = {}  # module name -> the actions that wait for its import to end
 # The code's threads may import at once; a finalizer or signal handler
@@ -55,15 +56,17 @@ _lock = threading.RLock()
 
 
 def _find_and_load(name, import_):
-    names = _importing_here.__dict__.setdefault("names", set())
-    if name in names:
-        return _importlibs(name, import_)
-    names.add(name)
+    depths = _importing_here.__dict__.setdefault("depths", {})
+    depth = depths.get(name, 0)
     try:
-        module = _wrapped(name, import_)
+        depths[name] = depth + 1
+        module = (_chain[-1 - depth] if depth < len(_chain) else _importlibs)(name, import_)
     finally:
-        names.discard(name)
-    if _pending:
+        if depth:
+            depths[name] = depth
+        else:
+            depths.pop(name, None)
+    if _pending and depth == 0:
         _run_ready()
     return module
 
@@ -84,13 +87,19 @@ def imported(name):
 def _run_ready():
     """The actions of the modules whose import has ended, each once; the
     wrapper leaves importlib with the last."""
+    # Not waited for: another thread holding it may wait for a module this
+    # thread is importing (a finalizer's import). The next import runs them.
+    if not _lock.acquire(blocking=False):
+        return
     actions = []
-    with _lock:
+    try:
         for name in list(_pending):  # (a loop: a comprehension is a frame more)
             if imported(name):
                 actions += _pending.pop(name, ())
         if not _pending:
             _unwrap()
+    finally:
+        _lock.release()
     # Each runs, whatever the one before raised: a seed never fails the
     # code's import, and an interrupt (a timeout's) is raised once all
     # have run, the module imported.
@@ -107,18 +116,20 @@ def _run_ready():
 
 
 def _unwrap():
-    if _bootstrap._find_and_load is _find_and_load:  # else the code put its own over it
-        _bootstrap._find_and_load = _wrapped
+    """What the wrapper was last put over, back; where the code put its own
+    over the wrapper, that stays (and calls the wrapper, which does
+    nothing more while nothing waits)."""
+    if _bootstrap._find_and_load is _find_and_load:
+        _bootstrap._find_and_load = _chain.pop() if _chain else _importlibs
 
 
 def after_import(name, action):
     """action() once the import of module name ends (its top-level
     package's, where that imports it), in the importing thread."""
-    global _wrapped
     with _lock:
         _pending.setdefault(name, []).append(action)
         if _bootstrap._find_and_load is not _find_and_load:
-            _wrapped = _bootstrap._find_and_load
+            _chain.append(_bootstrap._find_and_load)
             _bootstrap._find_and_load = _find_and_load
 
 

@@ -130,34 +130,49 @@ class AfterImportTest(unittest.TestCase):
         self.assertEqual(self.importing(body),
                          ("SourceFileLoader", random.Random(5).random(), False))
 
-    def test_a_hook_of_the_codes_own_stays_and_is_called(self):
-        # A session's cell put its own _find_and_load there: a seeded cell
-        # replaced it, and the next cell put importlib's back (attack
-        # helper). One that took the wrapper for importlib's, wrapped again
-        # by a later seed, must not call itself without end.
+    def test_hooks_of_the_codes_own_stay_and_each_is_called_once(self):
+        # A session's cells put their own _find_and_load there, under the
+        # wrapper and over it: a seeded cell replaced one, and the next
+        # cell put importlib's back; one was dropped, one called twice,
+        # and one that took the wrapper for importlib's called itself
+        # without end (attack and review helpers).
         def body(name):
             bootstrap = sys.modules["_frozen_importlib"]
             seen = []
 
-            def hook_over(original):
+            def hook_over(tag, original):
                 def hook(module, import_):
-                    seen.append(module)
+                    if module.startswith(name):
+                        seen.append((tag, module.rpartition(".")[2]))
                     return original(module, import_)
                 return hook
-            codes = hook_over(bootstrap._find_and_load)
-            bootstrap._find_and_load = codes
+            codes = bootstrap._find_and_load = hook_over("codes", bootstrap._find_and_load)
             onimport.after_import(name + ".gen", lambda: sys.modules[name + ".gen"].rng.seed(5))
             __import__(name + ".gen")
             onimport.forget()
             kept = bootstrap._find_and_load is codes
-            # The next cell's hook over the wrapper, then another seed.
+            # A seed that waits on, a hook over the wrapper, and another seed.
             onimport.after_import(name + ".absent", lambda: None)
-            bootstrap._find_and_load = hook_over(bootstrap._find_and_load)
+            bootstrap._find_and_load = hook_over("over", bootstrap._find_and_load)
+            onimport.forget()
             onimport.after_import(name + ".lazy", lambda: sys.modules[name + ".lazy"].rng.seed(6))
+            del seen[:]
             __import__(name + ".lazy")
-            return kept, name + ".gen" in seen, sys.modules[name + ".lazy"].rng.random()
+            lazy = list(seen)
+            onimport.forget()
+            del seen[:]
+            import importlib
+            try:
+                importlib.import_module(name + ".slow_absent")
+            except ImportError:
+                pass
+            return kept, lazy, seen, sys.modules[name + ".lazy"].rng.random()
         import random
-        self.assertEqual(self.importing(body), (True, True, random.Random(6).random()))
+        kept, lazy, after, drawn = self.importing(body)
+        self.assertTrue(kept)
+        self.assertEqual(lazy, [("over", "lazy"), ("codes", "lazy")])
+        self.assertEqual(after, [("over", "slow_absent"), ("codes", "slow_absent")])
+        self.assertEqual(drawn, random.Random(6).random())
 
     def test_a_failed_import_shows_no_frame_of_its_own_and_the_action_waits(self):
         def body(name):
