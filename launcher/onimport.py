@@ -21,17 +21,17 @@
 # generators in its own import would draw after the seed in a cold call,
 # before it in a warm one: none of the images' is known to. Another
 # thread that imports the module meanwhile may draw before the actions
-# run: it waits for this thread's import, and goes on as it ends.) Nothing the code puts in sys.meta_path or
-# sys.path_hooks comes before it, and no finder or loader of the code's
-# sees anything else; a _find_and_load of the code's own is wrapped, and
-# put back. The wrapper's frame is importlib's to Python (its file is
-# named importlib's): tracebacks and warnings pass over it as over
-# importlib's own. What the code can see of this: _find_and_load is the
-# wrapper until the last module waited for is imported (with Sage's
-# interfaces among them, in most seeded calls to the end), one frame more
-# in each import (a traceback the code prints itself of
-# importlib.import_module, a stack it walks, a recursion within one frame
-# of the limit).
+# run: it waits for this thread's import, and goes on as it ends.)
+# Nothing the code puts in sys.meta_path or sys.path_hooks comes before
+# it, and no finder or loader of the code's sees anything else; a
+# _find_and_load of the code's own is wrapped, and put back. The
+# wrapper's frame is importlib's to Python (its file is named
+# importlib's): tracebacks and warnings pass over it as over importlib's
+# own. What the code can see of this: _find_and_load is the wrapper until
+# the last module waited for is imported (with Sage's interfaces among
+# them, in most seeded calls to the end), one frame more at each level of
+# an import (a traceback the code prints itself of
+# importlib.import_module, a stack it walks, a recursion near the limit).
 import os
 import sys
 import threading
