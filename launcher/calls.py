@@ -39,6 +39,16 @@ INTERRUPT_GRACE_MS = 2000
 # KeyboardInterrupt Python only reports), and the code then ran on to the
 # kill, losing the session (attack helper 122).
 INTERRUPT_AGAIN_MS = INTERRUPT_GRACE_MS // 2
+# A Sage still stopped this long after its first interrupt is continued
+# (wake_if_stopped), or it could not take it. Not at the second interrupt:
+# a Sage that a process of the code's stopped then had at most the rest of
+# the grace, a second less the launcher's lag, to raise, print its
+# traceback and say its status, and a loaded machine took longer: the
+# cell was killed and its session lost (a CI run). The host's CPU throttle,
+# whose stop this may undo, has this long to let it go itself (its looks
+# come every 100 ms or less); what it runs past it, the throttle charges
+# and stops again.
+INTERRUPT_WAKE_MS = 400
 # How often a session's cell's CPU time is looked at, and how often a
 # stopped session is checked between cells.
 CPU_LOOK_MS = 100
@@ -91,15 +101,20 @@ class CellWatch:
     the next one's begin (child.run_cell), and one sent before the begin
     would be thrown away there, leaving the cell to run on to its kill.
     The kill comes at the interrupt's grace whatever was said; a second
-    interrupt before it (INTERRUPT_AGAIN_MS)."""
+    interrupt before it (INTERRUPT_AGAIN_MS), and before that a SIGCONT
+    where it is stopped (INTERRUPT_WAKE_MS). A status that waits unread
+    at the kill spares the cell once: it is read first (the cell ended
+    in its grace, its session kept)."""
 
     def __init__(self, deadline, cpu_seconds):
         self.deadline, self.cpu_seconds = deadline, cpu_seconds
-        self.began = False  # the child said the code began
-        self.why = None     # why the cell is interrupted: timeout, cpu
-        self.since = 0      # since when
-        self.told = 0       # SIGINTs sent: at most 2
-        self.told_at = 0    # when the last was
+        self.began = False   # the child said the code began
+        self.why = None      # why the cell is interrupted: timeout, cpu
+        self.since = 0       # since when
+        self.told = 0        # SIGINTs sent: at most 2
+        self.told_at = 0     # when the last was
+        self.woken = False   # the wake after the first was sent
+        self.spared = False  # the kill was put off for a status unread
 
     def look(self, now, cpu_used, status_unread=lambda: False):
         """The signal to send the child now (or None), and how long until
@@ -117,13 +132,21 @@ class CellWatch:
                 self.since = now
         if self.why:
             if now >= self.since + INTERRUPT_GRACE_MS:
+                if not self.spared and status_unread():
+                    self.spared = True
+                    return None, 0
                 return signal.SIGKILL, None
             wait_ms = self.since + INTERRUPT_GRACE_MS - now
+            if self.told == 1 and not self.woken:
+                if now >= self.told_at + INTERRUPT_WAKE_MS:
+                    self.woken = True
+                    return signal.SIGCONT, min(wait_ms, self.told_at + INTERRUPT_AGAIN_MS - now)
+                return None, min(wait_ms, self.told_at + INTERRUPT_WAKE_MS - now)
             if self.told == 1 and now < self.told_at + INTERRUPT_AGAIN_MS:
                 return None, min(wait_ms, self.told_at + INTERRUPT_AGAIN_MS - now)
             if self.began and self.told < 2 and not status_unread():
                 self.told, self.told_at = self.told + 1, now
-                return signal.SIGINT, wait_ms if self.told == 2 else min(wait_ms, INTERRUPT_AGAIN_MS)
+                return signal.SIGINT, wait_ms if self.told == 2 else min(wait_ms, INTERRUPT_WAKE_MS)
             return None, wait_ms
         wait_ms = CPU_LOOK_MS if self.cpu_seconds else None
         if self.deadline:
@@ -234,19 +257,23 @@ def interrupt(pid, wake=False):
     thread the code left running, which runs in those moments (from the
     status until the freeze, from the thaw until the begin), does not
     take it there. A libc or seccomp profile without tgkill: the
-    process, where such a thread may take it again. A stopped child
-    takes no signal until it runs: with wake (the second interrupt, a
-    second after the first), one still stopped is continued, so that the
-    interrupt ends the cell and the session keeps its state. The host's
-    CPU throttle, which stops and continues it in turns, had that second
-    to let it go (what it runs past it, the throttle charges and stops
-    again); a stop a process of the code's made is never undone but
-    here, where a notebook's stopped kernel hangs until it is killed (its
-    cell is told timed out either way)."""
+    process, where such a thread may take it again. With wake (the
+    second interrupt), wake_if_stopped too."""
     tgkill = getattr(parent.libc, "tgkill", None)
     if tgkill is None or tgkill(pid, pid, signal.SIGINT) != 0:
         os.kill(pid, signal.SIGINT)
-    if wake and stat_fields("/proc/%d/stat" % pid)[:1] == [b"T"]:
+    if wake:
+        wake_if_stopped(pid)
+
+
+def wake_if_stopped(pid):
+    """A stopped child takes no signal until it runs: one still stopped
+    after its interrupt (CellWatch's wake, and its second interrupt) is
+    continued, so that the interrupt ends the cell and the session keeps
+    its state. A stop a process of the code's made is never undone but
+    here, where a notebook's stopped kernel hangs until it is killed (its
+    cell is told timed out either way)."""
+    if stat_fields("/proc/%d/stat" % pid)[:1] == [b"T"]:
         os.kill(pid, signal.SIGCONT)
 
 
@@ -960,6 +987,8 @@ class Launcher:
                                            self.done_waiting)
                 if sent == signal.SIGINT:
                     interrupt(self.child, wake=watch.told == 2)
+                elif sent == signal.SIGCONT:
+                    wake_if_stopped(self.child)
                 elif sent:
                     os.kill(self.child, sent)
             elif deadline and not killed_at_deadline:

@@ -73,8 +73,8 @@ class CellWatchTest(unittest.TestCase):
         self.assertEqual(watch.look(1000, None), (None, calls.INTERRUPT_GRACE_MS))
         self.assertEqual(watch.why, "timeout")
         watch.began = True
-        self.assertEqual(watch.look(1500, None), (signal.SIGINT, calls.INTERRUPT_AGAIN_MS))
-        self.assertEqual(watch.look(1600, None), (None, calls.INTERRUPT_AGAIN_MS - 100))
+        self.assertEqual(watch.look(1500, None), (signal.SIGINT, calls.INTERRUPT_WAKE_MS))
+        self.assertEqual(watch.look(1600, None), (None, calls.INTERRUPT_WAKE_MS - 100))
         self.assertEqual(watch.look(1000 + calls.INTERRUPT_GRACE_MS, None), (signal.SIGKILL, None))
 
     def test_one_still_running_is_interrupted_again_before_its_kill(self):
@@ -82,8 +82,10 @@ class CellWatchTest(unittest.TestCase):
         # finalizer's KeyboardInterrupt is only reported).
         again, grace = calls.INTERRUPT_AGAIN_MS, calls.INTERRUPT_GRACE_MS
         watch = calls.CellWatch(deadline=1000, cpu_seconds=0)
+        wake = calls.INTERRUPT_WAKE_MS
         watch.began = True
-        self.assertEqual(watch.look(1000, None), (signal.SIGINT, again))
+        self.assertEqual(watch.look(1000, None), (signal.SIGINT, wake))
+        self.assertEqual(watch.look(1000 + wake, None), (signal.SIGCONT, again - wake))
         self.assertEqual(watch.look(1000 + again - 1, None), (None, 1))
         self.assertEqual(watch.look(1000 + again, None, lambda: True), (None, grace - again))
         self.assertEqual(watch.look(1000 + again + 1, None), (signal.SIGINT, grace - again - 1))
@@ -95,8 +97,30 @@ class CellWatchTest(unittest.TestCase):
         watch.began = True
         self.assertEqual(watch.look(1000, None, lambda: True), (None, calls.INTERRUPT_GRACE_MS))
         self.assertEqual(watch.look(1010, None, lambda: False),
-                         (signal.SIGINT, calls.INTERRUPT_AGAIN_MS))
+                         (signal.SIGINT, calls.INTERRUPT_WAKE_MS))
         self.assertEqual(watch.told, 1)
+
+    def test_a_stopped_sage_is_woken_well_before_its_kill(self):
+        # Woken only at the second interrupt, a Sage that a process of the
+        # code's stopped had less than the rest of the grace (a second) to
+        # raise and say its status; a loaded machine took longer.
+        watch = calls.CellWatch(deadline=1000, cpu_seconds=0)
+        watch.began = True
+        self.assertEqual(watch.look(1000, None)[0], signal.SIGINT)
+        self.assertEqual(watch.look(1000 + calls.INTERRUPT_WAKE_MS - 1, None), (None, 1))
+        sent, _ = watch.look(1000 + calls.INTERRUPT_WAKE_MS, None)
+        self.assertEqual(sent, signal.SIGCONT)
+        self.assertGreaterEqual(calls.INTERRUPT_GRACE_MS - calls.INTERRUPT_WAKE_MS, 1500)
+        self.assertEqual(watch.look(1000 + calls.INTERRUPT_WAKE_MS + 1, None)[0], None)
+
+    def test_a_status_waiting_unread_at_the_kill_is_read_first_once(self):
+        grace = calls.INTERRUPT_GRACE_MS
+        watch = calls.CellWatch(deadline=1000, cpu_seconds=0)
+        watch.began = True
+        watch.look(1000, None)
+        self.assertEqual(watch.look(1000 + grace, None, lambda: True), (None, 0))
+        # What the code writes there for ever puts it off no longer.
+        self.assertEqual(watch.look(1000 + grace + 1, None, lambda: True), (signal.SIGKILL, None))
 
     def test_one_that_never_says_it_began_is_killed_at_the_grace(self):
         watch = calls.CellWatch(deadline=1000, cpu_seconds=0)
@@ -109,10 +133,10 @@ class CellWatchTest(unittest.TestCase):
         watch = calls.CellWatch(deadline=0, cpu_seconds=2)
         watch.began = True
         self.assertEqual(watch.look(10, lambda: used.append(1) or 1.5), (None, calls.CPU_LOOK_MS))
-        self.assertEqual(watch.look(20, lambda: 2.0), (signal.SIGINT, calls.INTERRUPT_AGAIN_MS))
+        self.assertEqual(watch.look(20, lambda: 2.0), (signal.SIGINT, calls.INTERRUPT_WAKE_MS))
         self.assertEqual(watch.why, "cpu")
         self.assertEqual(watch.look(30, lambda: self.fail("read after the interrupt")),
-                         (None, calls.INTERRUPT_AGAIN_MS - 10))
+                         (None, calls.INTERRUPT_WAKE_MS - 10))
         self.assertEqual(calls.CellWatch(0, 0).look(10, lambda: self.fail("no limit")), (None, None))
         self.assertEqual(used, [1])
 
