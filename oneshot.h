@@ -56,7 +56,7 @@ struct oneshot {
 	 * one place (release() in oneshot.c). */
 	struct loop_scope scope;
 	struct loop *loop;       /* hosting's, or its own */
-	struct queue *sink[2];
+	struct queue *sink[2];   /* stdout's, stderr's: one where they meet (2>&1) */
 	bool escape[2]; /* that stream is a terminal: the code's controls are shown */
 	struct terminal_filter filter[2];
 	struct stop_signals *signals;

@@ -119,6 +119,20 @@ print(2 +)')
 	expect_equal "$errors" "0"
 }
 
+@test "run - standard output and error that meet (2>&1, a file) keep the order the code wrote them in" {
+	# The host drained the two streams from two queues, in the order epoll
+	# reported them writable: "3" came before "main" one time in two
+	# (attack helper 154). A fresh Sage at a terminal prints main first.
+	local code=$BATS_TEST_TMPDIR/order.sage both=$BATS_TEST_TMPDIR/both.txt
+	printf '%s\n' 'print("main")' 'sys.exit(3)' >"$code"
+	for try in 1 2 3; do
+		run "$SAGE_SANDBOX" run --no-server "$code" # bats: 2>&1 into one pipe
+		expect_equal "$status|$output" "1|main"$'\n'"3" "try $try, a pipe"
+	done
+	"$SAGE_SANDBOX" run --no-server "$code" >"$both" 2>&1 || true
+	expect_equal "$(cat "$both")" "main"$'\n'"3" "a file"
+}
+
 @test "run - load() of a file that is only on the host fails with a hint" {
 	sage 'load("other.sage")' 1 run
 	expect_match "$errors" "OSError: did not find file 'other.sage' to load or attach"
