@@ -168,14 +168,30 @@ void image_forget(const struct config *cfg)
 
 /* The probe's answer from podman's: podman's own refusals (no image) in
  * the same words a run gives. */
-static int probe_answer(const struct capture *cap, const struct config *cfg,
-		struct sage_image *image, struct error *err)
+static int probe_answer(const struct capture *cap, int64_t waited_ms,
+		const struct config *cfg, struct sage_image *image, struct error *err)
 {
 	const char *errors = cap->err.data ? cap->err.data : "";
+	/* The probe's first line is /bin/sh's: without it podman never ran the
+	 * image's shell, and a failure is podman's own, whatever the image
+	 * holds (a podman that fails without a word was reported as the
+	 * image's failure, with --python as the fix). So is a success
+	 * without it: the shell prints that line whatever else fails (a podman
+	 * that exits 0 and runs nothing, attack helper 138). So is a wait
+	 * for it that timed out (a podman that hangs, attack helper 157). */
+	bool shell_ran = cap->out.data && strncmp(cap->out.data, "user ", 5) == 0;
+	char hint[512];
+	podman_silent_hint(hint, sizeof hint, cfg->value[SET_PODMAN], cfg->value[SET_IMAGE]);
+	if (cap->timed_out && !shell_ran) {
+		error_set(err, EXIT_REFUSED, hint,
+			"podman did not start a container of image '%s' within %d s",
+			cfg->value[SET_IMAGE], (int)((waited_ms + 500) / 1000));
+		return -1;
+	}
 	if (cap->timed_out) {
 		char why[96];
 		snprintf(why, sizeof why, "the image probe did not answer within %d s",
-			PROBE_TIMEOUT_MS / 1000);
+			(int)((waited_ms + 500) / 1000));
 		image_refusal(err, cfg, why);
 		return -1;
 	}
@@ -184,30 +200,25 @@ static int probe_answer(const struct capture *cap, const struct config *cfg,
 			"image '%s' is not present locally (runs never pull)", cfg->value[SET_IMAGE]);
 		return -1;
 	}
-	/* The probe's first line is /bin/sh's: without it podman never ran the
-	 * image's shell, and a failure is podman's own, whatever the image
-	 * holds (a podman that fails without a word was reported as the
-	 * image's failure, with --python as the fix). So is a success
-	 * without it: the shell prints that line whatever else fails (a podman
-	 * that exits 0 and runs nothing, attack helper 138). */
-	bool shell_ran = cap->out.data && strncmp(cap->out.data, "user ", 5) == 0;
 	if (!shell_ran) {
 		size_t len;
 		const char *last = last_line(errors, strlen(errors), &len);
-		if (len)
+		if (len) {
 			error_set(err, EXIT_REFUSED, "see podman's message; check 'sage-sandbox status'",
 				"podman could not run a container of image '%s' (status %d): %.*s",
 				cfg->value[SET_IMAGE], cap->status, (int)len, last);
-		else if (cap->status == 0)
-			error_set(err, EXIT_REFUSED,
-				"run 'podman run --rm IMAGE /bin/sh -c id' as this user to see what "
-				"it does; check 'sage-sandbox status'",
+		} else if (cap->status == 0) {
+			snprintf(hint, sizeof hint, "run '%s run --rm %s /bin/sh -c id' as this "
+				"user to see what it does", cfg->value[SET_PODMAN],
+				cfg->value[SET_IMAGE]);
+			error_set(err, EXIT_REFUSED, hint,
 				"podman exited 0 without running the image's /bin/sh (the image "
 				"probe's first line is missing)");
-		else
-			error_set(err, EXIT_REFUSED, podman_silent_hint,
+		} else {
+			error_set(err, EXIT_REFUSED, hint,
 				"podman failed to start a container (status %d) and said nothing",
 				cap->status);
+		}
 		return -1;
 	}
 	if (cap->status != 0) {
@@ -231,6 +242,7 @@ struct image_query {
 	const struct podman_host *host;
 	image_callback *done;
 	void *data;
+	int64_t started; /* when the probe did (loop_now_ms()) */
 };
 
 /* The one end of a query: answered, cancelled or never started. */
@@ -250,11 +262,11 @@ void image_cancel(struct image_query **slot)
 }
 
 /* The probe's answer, cached when positive. */
-static int probe_answer_cached(const struct capture *cap, const char *podman,
+static int probe_answer_cached(const struct capture *cap, int64_t waited_ms, const char *podman,
 		const struct config *cfg, const struct podman_host *host, struct sage_image *image,
 		struct error *err)
 {
-	int rc = probe_answer(cap, cfg, image, err);
+	int rc = probe_answer(cap, waited_ms, cfg, image, err);
 	if (rc == 0) {
 		struct buffer key = {0};
 		char name[64];
@@ -271,7 +283,8 @@ static void probe_answered(struct capture *cap, void *data)
 	struct image_query *q = data;
 	struct sage_image image;
 	struct error err;
-	int rc = probe_answer_cached(cap, q->podman, q->cfg, q->host, &image, &err);
+	int rc = probe_answer_cached(cap, loop_now_ms() - q->started, q->podman, q->cfg, q->host,
+		&image, &err);
 	capture_free(cap);
 	image_callback *done = q->done;
 	void *done_data = q->data;
@@ -317,7 +330,8 @@ int image_check(struct loop *loop, struct image_query **slot, const char *podman
 	q->done = done;
 	q->data = data;
 	probe_args(&q->args, podman, cfg);
-	int64_t limit = loop_now_ms() + PROBE_TIMEOUT_MS;
+	q->started = loop_now_ms();
+	int64_t limit = q->started + PROBE_TIMEOUT_MS;
 	if (capture_start(loop, &q->probe, q->args.arg, podman_environment(),
 		    deadline < limit ? deadline : limit, probe_answered, q) < 0) {
 		int saved = errno;
@@ -337,12 +351,13 @@ int image_probe_now(const char *podman, const struct config *cfg,
 	struct capture cap;
 	int rc;
 	probe_args(&args, podman, cfg);
+	int64_t started = loop_now_ms();
 	if (capture_command(args.arg, podman_environment(), PROBE_TIMEOUT_MS, &cap) < 0) {
 		error_set(err, EXIT_REFUSED, podman_install_hint, "cannot execute podman %s: %s",
 			podman, strerror(cap.exec_errno));
 		rc = -1;
 	} else {
-		rc = probe_answer_cached(&cap, podman, cfg, host, image, err);
+		rc = probe_answer_cached(&cap, loop_now_ms() - started, podman, cfg, host, image, err);
 	}
 	capture_free(&cap);
 	args_free(&args);

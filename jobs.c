@@ -95,8 +95,9 @@ int parse_shard(const char *text, long long *index, long long *count, struct err
 		const char *k8s = getenv("JOB_COMPLETION_INDEX");
 		long long n = 0, k;
 		if (text[4] == '/') {
+			errno = 0;
 			n = strtoll(text + 5, &end, 10);
-			if (*end || n < 1) {
+			if (end == text + 5 || *end || errno == ERANGE || n < 1) {
 				error_set(err, EXIT_REFUSED, hint, "--shard %s: N is not a count", text);
 				return -1;
 			}
@@ -132,14 +133,15 @@ int parse_shard(const char *text, long long *index, long long *count, struct err
 		*count = n;
 		return 0;
 	}
+	errno = 0;
 	long long k = strtoll(text, &end, 10);
-	if (end == text || *end != '/') {
+	if (end == text || *end != '/' || errno == ERANGE) {
 		error_set(err, EXIT_REFUSED, hint, "--shard '%s' is not K/N", text);
 		return -1;
 	}
 	const char *rest = end + 1;
 	long long n = strtoll(rest, &end, 10);
-	if (end == rest || *end || n < 1 || k < 0 || k >= n) {
+	if (end == rest || *end || errno == ERANGE || n < 1 || k < 0 || k >= n) {
 		error_set(err, EXIT_REFUSED, hint, "--shard '%s' is not K/N with 0 <= K < N", text);
 		return -1;
 	}

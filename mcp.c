@@ -1425,7 +1425,7 @@ void mcp_take_line_offline(const char *line, size_t len)
 	if (!s.loop) {
 		const char *flags[SETTING_COUNT] = {[SET_PODMAN] = "/nonexistent/podman"};
 		char why[256];
-		if (config_init(&cfg, flags, why, sizeof why) < 0)
+		if (config_init(&cfg, flags, true, why, sizeof why) < 0)
 			abort();
 		s.cfg = &cfg;
 		s.loop = loop_new();

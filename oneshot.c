@@ -172,7 +172,11 @@ static void time_out(struct oneshot *o)
 		call_refuse_waiting(o->call, &err);
 		return;
 	}
-	error_set(&o->err, EXIT_TIMEOUT, "close standard input, name a FILE, or raise --timeout",
+	/* Reading the code waits for our caller; checking podman, for podman
+	 * and the image's probe (a podman that hangs: attack helper 157). */
+	error_set(&o->err, EXIT_TIMEOUT, o->code_watch ?
+		"close standard input, name a FILE, or raise --timeout" :
+		"see what podman answers with 'sage-sandbox status', or raise --timeout",
 		"timed out after %ld s %s; nothing was run", o->cfg->number[SET_TIMEOUT],
 		o->code_watch ? "reading the code" : "checking podman");
 	refuse(o);

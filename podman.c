@@ -123,9 +123,12 @@ const char podman_install_hint[] =
 const char image_hint[] =
 	"put it in this user's podman storage with './setup.sh image' in the sage-sandbox "
 	"source tree (as this user; it uses sudo where it must), or pull one and pass --image";
-/* Said where podman failed to run a container and said nothing. */
-const char podman_silent_hint[] =
-	"run 'podman run --rm IMAGE true' as this user to see why; check 'sage-sandbox status'";
+/* Said where podman failed to run a container and said nothing, or never
+ * started it: the command to see why, with the podman and image in use. */
+void podman_silent_hint(char *out, size_t size, const char *podman, const char *image)
+{
+	snprintf(out, size, "run '%s run --rm %s true' as this user to see why", podman, image);
+}
 const char as_root_hint[] =
 	"run it as the account that has the image: sudo -iu sage-sandbox sage-sandbox status "
 	"(the account setup.sh made), or as your own user after './setup.sh image'";

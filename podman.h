@@ -94,7 +94,7 @@ char *find_executable(const char *name);
 /* How to fix a missing podman or a missing image. */
 extern const char podman_install_hint[];
 extern const char image_hint[];
-extern const char podman_silent_hint[];
+void podman_silent_hint(char *out, size_t size, const char *podman, const char *image);
 extern const char as_root_hint[];
 /* Where podman info failed without naming its own repair. */
 extern const char podman_info_hint[];

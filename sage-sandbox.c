@@ -183,8 +183,8 @@ static void print_usage(FILE *out, const struct command_help *command)
 	if (command && strcmp(command->name, "batch") == 0) {
 		fprintf(out,
 			"\nJobs: one JSON object a line, {\"id\", \"code\", \"stdin\", \"args\",\n"
-			"\"files\", \"timeout\", \"output_limit\"}, or .sage files (the id is the\n"
-			"name); a line whose id an earlier one has is refused as a bad line.\n"
+			"\"files\", \"timeout\", \"output_limit\", \"seed\"}, or .sage files (the id\n"
+			"is the name); a line whose id an earlier one has is refused as a bad line.\n"
 			"Results: one line per job, `run --json`'s object with id, source,\n"
 			"line and attempts. Exit status: 0 every job ran (its own failure is in its\n"
 			"line); %d some lines were bad or some jobs could not run; %d the batch\n"
@@ -388,7 +388,7 @@ static int parse_options(int argc, char **argv, bool takes_file, bool server, bo
 		}
 	}
 
-	if (config_init(&o->cfg, flag_value, why, sizeof why) < 0) {
+	if (config_init(&o->cfg, flag_value, server, why, sizeof why) < 0) {
 		error_set(err, EXIT_REFUSED, usage_hint, "%s", why);
 		return -1;
 	}

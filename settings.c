@@ -385,8 +385,8 @@ static int file_values(const char *values[SETTING_COUNT], int line[SETTING_COUNT
 	return 0;
 }
 
-int config_init(struct config *cfg, const char *const flag_value[SETTING_COUNT], char *why,
-		size_t why_size)
+int config_init(struct config *cfg, const char *const flag_value[SETTING_COUNT], bool server,
+		char *why, size_t why_size)
 {
 	const char *file[SETTING_COUNT], *file_name;
 	int line[SETTING_COUNT];
@@ -398,6 +398,8 @@ int config_init(struct config *cfg, const char *const flag_value[SETTING_COUNT],
 		int rc;
 		if (flag_value[id]) {
 			rc = setting_set(cfg, id, flag_value[id], FROM_FLAG, why, why_size);
+		} else if (settings[id].server && !server) {
+			rc = setting_set(cfg, id, settings[id].fallback, FROM_DEFAULT, why, why_size);
 		} else if (env && *env) {
 			rc = setting_set(cfg, id, env, FROM_ENVIRONMENT, why, why_size);
 		} else if (file[id]) {

@@ -127,9 +127,11 @@ int setting_set(struct config *cfg, enum setting_id id, const char *text,
 /* Fills every setting from its flag (flag_value[id] non-NULL), else its
  * environment variable (unset or empty: not given), else the settings
  * file, else its default. A value that one of higher rank overrides is not
- * checked; the file itself is, whole. */
-int config_init(struct config *cfg, const char *const flag_value[SETTING_COUNT], char *why,
-		size_t why_size);
+ * checked; the file itself is, whole. Without server, mcp's own settings
+ * take their defaults: a command that does not use them does not check
+ * them (SAGE_SANDBOX_WARM=9 refused every run: attack helper 157). */
+int config_init(struct config *cfg, const char *const flag_value[SETTING_COUNT], bool server,
+		char *why, size_t why_size);
 
 /* A size as sage-sandbox writes it: "1g", "1536m", "300k", "1000b". */
 void size_text(long bytes, char *buf, size_t size);

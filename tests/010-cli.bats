@@ -125,6 +125,22 @@ refuse() {
 	expect_equal "$(json_get 'j["settings"]["timeout_seconds"]["value"], j["settings"]["timeout_seconds"]["source"]')" '[60, "flag"]'
 }
 
+@test "run - mcp's own settings are checked by mcp alone: run and batch take no notice of them" {
+	# SAGE_SANDBOX_WARM=9 refused every run and batch (attack helper 157).
+	local settings=$BATS_TEST_TMPDIR/settings
+	printf 'sessions = x\n' >"$settings"
+	input_file=$BATS_TEST_TMPDIR/code.sage
+	printf 'print(6*7)\n' >"$input_file"
+	SAGE_SANDBOX_WARM=9 SAGE_SANDBOX_SETTINGS=$settings run_ss 0 run --no-server
+	expect_equal "$output" 42
+	printf '%s\n' '{"id": "a", "code": "print(6*7)"}' >"$input_file"
+	SAGE_SANDBOX_SESSIONS=x SAGE_SANDBOX_SETTINGS=$settings run_ss 0 batch --no-server
+	expect_match "$output" '"stdout":"42\\n"'
+	input_file=
+	SAGE_SANDBOX_WARM=9 refuse "invalid SAGE_SANDBOX_WARM '9': allowed is an integer from 0 to 8" mcp
+	SAGE_SANDBOX_SETTINGS=$settings refuse "invalid sessions 'x'.*settings file $settings, line 1" mcp
+}
+
 @test "run - unknown option, missing value, a value for a switch, extra argument are refused" {
 	refuse "unknown option '--memmory'" run --memmory 1g
 	refuse "unknown option '-t'" run -t 5

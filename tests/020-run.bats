@@ -191,7 +191,7 @@ print(os.environ["HOME"], os.environ["DOT_SAGE"], os.environ["PYTHONNOUSERSITE"]
 		sage 'print(1)' 125 run
 	expect_equal "$output" ""
 	expect_no_match "$errors" "python"
-	expect_match "$errors" "^sage-sandbox: podman failed to start a container \(status 1\) and said nothing"
+	expect_match "$errors" "^sage-sandbox: podman failed to start a container \(status 1\) and said nothing; run '$BATS_TEST_TMPDIR/podman run --rm $IMAGE true' as this user to see why$"
 	expect_equal "$(printf '%s\n' "$errors" | wc -l)" 1
 	# One that exits 0 for the probe and runs nothing (attack helper 138):
 	# the image was blamed, --python the fix.
@@ -199,5 +199,19 @@ print(os.environ["HOME"], os.environ["DOT_SAGE"], os.environ["PYTHONNOUSERSITE"]
 	XDG_CACHE_HOME=$BATS_TEST_TMPDIR/cache SAGE_SANDBOX_PODMAN=$BATS_TEST_TMPDIR/podman \
 		sage 'print(1)' 125 run
 	expect_equal "$output" ""
-	expect_equal "$errors" "sage-sandbox: podman exited 0 without running the image's /bin/sh (the image probe's first line is missing); run 'podman run --rm IMAGE /bin/sh -c id' as this user to see what it does; check 'sage-sandbox status'"
+	expect_equal "$errors" "sage-sandbox: podman exited 0 without running the image's /bin/sh (the image probe's first line is missing); run '$BATS_TEST_TMPDIR/podman run --rm $IMAGE /bin/sh -c id' as this user to see what it does"
+	# One that hangs (attack helper 157): the image was blamed, --python
+	# the fix, and batch's wait was told as 70 s where it was 30.
+	sed -i 's/exit 0 ;;/exec sleep 200 ;;/' "$BATS_TEST_TMPDIR/podman"
+	XDG_CACHE_HOME=$BATS_TEST_TMPDIR/cache SAGE_SANDBOX_PODMAN=$BATS_TEST_TMPDIR/podman \
+		sage 'print(1)' 124 run --timeout 2
+	expect_equal "$errors" "sage-sandbox: timed out after 2 s checking podman; nothing was run; see what podman answers with 'sage-sandbox status', or raise --timeout"
+	input_file=$BATS_TEST_TMPDIR/jobs.jsonl
+	printf '%s\n' '{"id": "a", "code": "print(1)"}' >"$input_file"
+	XDG_CACHE_HOME=$BATS_TEST_TMPDIR/cache SAGE_SANDBOX_PODMAN=$BATS_TEST_TMPDIR/podman \
+		run_ss 125 batch --no-server
+	input_file=
+	expect_no_match "$errors" "python"
+	expect_match "$errors" "podman did not start a container of image '$IMAGE' within 30 s; run '$BATS_TEST_TMPDIR/podman run --rm $IMAGE true' as this user to see why"
+	expect_equal "$(pgrep -u "$(id -u)" -f 'sleep 200' || true)" "" "the hanging podmans left"
 }

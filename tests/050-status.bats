@@ -164,11 +164,21 @@ load helpers
 	expect_equal "$(json_get 'j["ok"]')" false
 }
 
-@test "run --seccomp-profile - an unreadable profile is refused before anything runs" {
+@test "run --seccomp-profile - an unreadable profile, or one that is no JSON object, is refused before anything runs" {
 	sage 'print(1)' 125 run --seccomp-profile /nonexistent/profile.json
 	expect_equal "$errors" "sage-sandbox: cannot read seccomp profile /nonexistent/profile.json: No such file or directory; give a readable seccomp profile of at most 1 MiB, or builtin"
 	SAGE_SANDBOX_SECCOMP_PROFILE=/nonexistent/p.json sage 'print(1)' 125 run --json
 	expect_match "$(json_get 'j["error"]')" "cannot read seccomp profile /nonexistent/p.json"
+	# Podman's own word named neither the file nor the option (attack
+	# helper 157).
+	local bad=$BATS_TEST_TMPDIR/bad.json
+	printf '{bad' >"$bad"
+	sage 'print(1)' 125 run --no-server --seccomp-profile "$bad"
+	expect_equal "$errors" "sage-sandbox: seccomp profile $bad is not JSON: string or '}' expected near 'bad' (line 1); give --seccomp-profile a profile in podman's JSON format (an object), or builtin"
+	printf '[]' >"$bad"
+	sage 'print(1)' 125 run --no-server --seccomp-profile "$bad"
+	expect_equal "$errors" "sage-sandbox: seccomp profile $bad is not a JSON object; give --seccomp-profile a profile in podman's JSON format (an object), or builtin"
+	expect_equal "$(podman ps -aq --filter "$LABEL_FILTER")" "" "containers left"
 }
 
 @test "run --seccomp-profile builtin and a copy of it as a file behave the same" {

@@ -654,7 +654,7 @@ release() {
 		status=$?
 		set -e
 		expect_equal "$status" 124 "run $n's status"
-		expect_match "$(cat "$BATS_TEST_TMPDIR/err")" "^sage-sandbox: timed out after 1 s (reading the code|checking podman); nothing was run; close standard input, name a FILE, or raise --timeout$"
+		expect_match "$(cat "$BATS_TEST_TMPDIR/err")" "^sage-sandbox: timed out after 1 s (reading the code; nothing was run; close standard input, name a FILE, or raise --timeout|checking podman; nothing was run; see what podman answers with 'sage-sandbox status', or raise --timeout)$"
 		expect_equal "$(cat "$BATS_TEST_TMPDIR/out")" ""
 		kill -0 "$server_pid"
 	done
@@ -684,7 +684,7 @@ release() {
 		send_request "$BATS_TEST_TMPDIR/req-1s" stale
 		expect_match "$output" "server: exit 124"
 		# Once: the old server said it twice, then used freed memory.
-		expect_match "$output" "stderr: sage-sandbox: timed out after 1 s (reading the code|checking podman); nothing was run; close standard input, name a FILE, or raise --timeout"$'\n'"sage-sandbox serve: run [0-9]+ for pid [0-9]+: exit 124 after [0-9]+ ms$"
+		expect_match "$output" "stderr: sage-sandbox: timed out after 1 s (reading the code; nothing was run; close standard input, name a FILE, or raise --timeout|checking podman; nothing was run; see what podman answers with 'sage-sandbox status', or raise --timeout)"$'\n'"sage-sandbox serve: run [0-9]+ for pid [0-9]+: exit 124 after [0-9]+ ms$"
 		kill -0 "$server_pid"
 	done
 	# A start from the future gains no time; it runs as from now.

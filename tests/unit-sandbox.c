@@ -473,8 +473,10 @@ static void podman_exits_early(void)
 	r = settled_run(&w, &f, "exit-silent", "run exit-early\n");
 	check(r->failed && r->failure.status == EXIT_REFUSED &&
 		strcmp(r->failure.message, "podman could not run the container (status 125) and "
-			"said nothing") == 0 && has(r->failure.hint, "podman run --rm IMAGE true"),
-		"run - podman exits 125 without a word: said so, with how to see why");
+			"said nothing") == 0 && has(r->failure.hint, f.podman) &&
+		has(r->failure.hint, " run --rm ") && !has(r->failure.hint, "IMAGE"),
+		"run - podman exits 125 without a word: said so, with how to see why (the podman "
+		"and image in use)");
 	finish(&w, "run - exit silent");
 
 	r = settled_run(&w, &f, "no-image", "run exit-early Error: localhost/sage: image not known\n");
@@ -1817,7 +1819,7 @@ int main(int argc, char **argv)
 	/* Only what the cases set: none of the caller's SAGE_SANDBOX_*. */
 	for (int id = 0; id < SETTING_COUNT; id++)
 		unsetenv(settings[id].env);
-	if (config_init(&cfg, (const char *[SETTING_COUNT]){0}, why, sizeof why) < 0) {
+	if (config_init(&cfg, (const char *[SETTING_COUNT]){0}, false, why, sizeof why) < 0) {
 		printf("Bail out! %s\n", why);
 		return 2;
 	}

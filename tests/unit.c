@@ -360,6 +360,11 @@ static void test_jobs(void)
 	check(parse_shard("5/5", &k, &n, &err) < 0 && parse_shard("-1/3", &k, &n, &err) < 0 &&
 		parse_shard("1/0", &k, &n, &err) < 0 && parse_shard("1/2x", &k, &n, &err) < 0 &&
 		parse_shard("x", &k, &n, &err) < 0, "shard: K >= N, negatives, junk refused");
+	/* N past 64 bits was taken as the largest: a shard of nothing, exit 0. */
+	check(parse_shard("1/99999999999999999999", &k, &n, &err) < 0 &&
+		parse_shard("99999999999999999999/3", &k, &n, &err) < 0 &&
+		parse_shard("auto/99999999999999999999", &k, &n, &err) < 0 &&
+		parse_shard("auto/", &k, &n, &err) < 0, "shard: numbers past 64 bits refused");
 	setenv("SLURM_ARRAY_TASK_ID", "14", 1);
 	setenv("SLURM_ARRAY_TASK_MIN", "10", 1);
 	setenv("SLURM_ARRAY_TASK_STEP", "2", 1);
@@ -387,7 +392,7 @@ static void test_jobs(void)
 	close(fd);
 	struct config cfg;
 	char why[256];
-	config_init(&cfg, (const char *[SETTING_COUNT]){0}, why, sizeof why);
+	config_init(&cfg, (const char *[SETTING_COUNT]){0}, false, why, sizeof why);
 	char *files[] = {path};
 	struct job_source *src = job_source_open(files, 1, &cfg, 0, 0, true, NULL, &err);
 	check(src && job_source_total(src) == 6, "jobs: six non-blank lines counted ahead");
@@ -742,7 +747,7 @@ static void test_describe_stop(void)
 {
 	struct config cfg;
 	char why[256], said[512];
-	config_init(&cfg, (const char *[SETTING_COUNT]){0}, why, sizeof why);
+	config_init(&cfg, (const char *[SETTING_COUNT]){0}, false, why, sizeof why);
 	struct run_result r = {.after = AFTER_KEPT, .cell_interrupted = true, .timed_out = true};
 	check(describe_stop(&r, &cfg, NULL, said, sizeof said) &&
 		strstr(said, "before the code began") && strstr(said, "nothing was run") &&
