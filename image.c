@@ -180,18 +180,19 @@ static int probe_answer(const struct capture *cap, int64_t waited_ms,
 	 * that exits 0 and runs nothing, attack helper 138). So is a wait
 	 * for it that timed out (a podman that hangs, attack helper 157). */
 	bool shell_ran = cap->out.data && strncmp(cap->out.data, "user ", 5) == 0;
+	int waited_s = waited_ms < 1500 ? 1 : (int)((waited_ms + 500) / 1000);
 	char hint[512];
 	podman_silent_hint(hint, sizeof hint, cfg->value[SET_PODMAN], cfg->value[SET_IMAGE]);
 	if (cap->timed_out && !shell_ran) {
 		error_set(err, EXIT_REFUSED, hint,
 			"podman did not start a container of image '%s' within %d s",
-			cfg->value[SET_IMAGE], (int)((waited_ms + 500) / 1000));
+			cfg->value[SET_IMAGE], waited_s);
 		return -1;
 	}
 	if (cap->timed_out) {
 		char why[96];
 		snprintf(why, sizeof why, "the image probe did not answer within %d s",
-			(int)((waited_ms + 500) / 1000));
+			waited_s);
 		image_refusal(err, cfg, why);
 		return -1;
 	}

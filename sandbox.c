@@ -174,12 +174,12 @@ static int seccomp_profile_fd(const struct config *cfg, struct error *err)
 		 * the option (attack helper 157). */
 		json_error_t bad;
 		json_t *profile = json_loadb(file.data, file.len, 0, &bad);
-		bool object = json_is_object(profile);
+		bool parsed = profile != NULL, object = json_is_object(profile);
 		json_decref(profile);
 		if (!object) {
 			static const char hint[] = "give --seccomp-profile a profile in podman's "
 				"JSON format (an object), or builtin";
-			if (profile)
+			if (parsed)
 				error_set(err, EXIT_REFUSED, hint,
 					"seccomp profile %s is not a JSON object", path);
 			else

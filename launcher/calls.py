@@ -44,10 +44,11 @@ INTERRUPT_AGAIN_MS = INTERRUPT_GRACE_MS // 2
 # a Sage that a process of the code's stopped then had at most the rest of
 # the grace, a second less the launcher's lag, to raise, print its
 # traceback and say its status, and a loaded machine took longer: the
-# cell was killed and its session lost (a CI run). The host's CPU throttle,
-# whose stop this may undo, has this long to let it go itself (its looks
-# come every 100 ms or less); what it runs past it, the throttle charges
-# and stops again.
+# cell was killed and its session lost (a CI run). The host's watchdog,
+# whose stop this may undo (its CPU throttle's, or its memory freeze's),
+# has this long to let it go itself (its looks come every 100 ms or
+# less); what it runs or grows past it, the watchdog charges at its next
+# look and stops it again.
 INTERRUPT_WAKE_MS = 400
 # How often a session's cell's CPU time is looked at, and how often a
 # stopped session is checked between cells.
@@ -137,7 +138,9 @@ class CellWatch:
                     return None, 0
                 return signal.SIGKILL, None
             wait_ms = self.since + INTERRUPT_GRACE_MS - now
-            if self.told == 1 and not self.woken:
+            # (A look later than the second interrupt's time sends that,
+            # which wakes too: review helper 158.)
+            if self.told == 1 and not self.woken and now < self.told_at + INTERRUPT_AGAIN_MS:
                 if now >= self.told_at + INTERRUPT_WAKE_MS:
                     self.woken = True
                     return signal.SIGCONT, min(wait_ms, self.told_at + INTERRUPT_AGAIN_MS - now)

@@ -84,7 +84,7 @@ int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size)
 	static struct seen cut_seen, whole_seen;
 	if (!ready) {
 		char why[256];
-		if (!mkdtemp(directory) || config_init(&cfg, (const char *[SETTING_COUNT]){0}, why,
+		if (!mkdtemp(directory) || config_init(&cfg, (const char *[SETTING_COUNT]){0}, false, why,
 				sizeof why) < 0)
 			abort();
 		atexit(remove_directory);

@@ -14,7 +14,7 @@ int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size)
 	static bool ready;
 	if (!ready) {
 		char why[256];
-		if (config_init(&cfg, (const char *[SETTING_COUNT]){0}, why, sizeof why) < 0)
+		if (config_init(&cfg, (const char *[SETTING_COUNT]){0}, false, why, sizeof why) < 0)
 			abort();
 		ready = true;
 	}

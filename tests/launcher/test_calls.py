@@ -113,6 +113,19 @@ class CellWatchTest(unittest.TestCase):
         self.assertGreaterEqual(calls.INTERRUPT_GRACE_MS - calls.INTERRUPT_WAKE_MS, 1500)
         self.assertEqual(watch.look(1000 + calls.INTERRUPT_WAKE_MS + 1, None)[0], None)
 
+    def test_a_look_late_past_the_second_interrupt_s_time_sends_it_never_a_negative_wait(self):
+        # The wake's wait, counted to the second interrupt, was negative
+        # for a look that came after it: poll() waited for ever.
+        watch = calls.CellWatch(deadline=1000, cpu_seconds=0)
+        watch.began = True
+        watch.look(1000, None)
+        late = 1000 + calls.INTERRUPT_AGAIN_MS + 100
+        self.assertEqual(watch.look(late, None),
+                         (signal.SIGINT, calls.INTERRUPT_GRACE_MS - calls.INTERRUPT_AGAIN_MS - 100))
+        self.assertEqual(watch.told, 2)
+        for now in range(late, 1000 + calls.INTERRUPT_GRACE_MS, 50):
+            self.assertGreaterEqual(watch.look(now, None)[1], 0)
+
     def test_a_status_waiting_unread_at_the_kill_is_read_first_once(self):
         grace = calls.INTERRUPT_GRACE_MS
         watch = calls.CellWatch(deadline=1000, cpu_seconds=0)
