@@ -1,6 +1,7 @@
 /* settings.c: the settings table, parsing and checking each value, and the
  * rlimits derived from the settings. */
 #include "settings.h"
+#include "names.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -306,9 +307,13 @@ int settings_file_parse(char *text, size_t len, const char *name,
 			    strncmp(settings[id].flag + 2, key, key_len) == 0)
 				break;
 		if (id == SETTING_COUNT) {
-			snprintf(why, why_size, "settings file %s, line %d: unknown setting '%.*s'; the "
+			/* Shown escaped: a name of other bytes came out raw
+			 * (attack helper 157). */
+			char *shown = printable_name(key, key_len < 64 ? key_len : 64);
+			snprintf(why, why_size, "settings file %s, line %d: unknown setting '%s'; the "
 				"names are the options of sage-sandbox --help without their dashes", name,
-				number, (int)(key_len < 64 ? key_len : 64), key);
+				number, shown);
+			free(shown);
 			return -1;
 		}
 		if (values[id]) {

@@ -449,6 +449,10 @@ static void test_settings_file(void)
 	check(settings_file_parse(unknown, sizeof unknown - 1, "f", values, line, why, sizeof why) < 0 &&
 		strncmp(why, "settings file f, line 3: unknown setting 'speed'", 48) == 0,
 		"settings file: an unknown name is refused, with its line");
+	char bytes[] = "\xff\xfe = 1\n";
+	check(settings_file_parse(bytes, sizeof bytes - 1, "f", values, line, why, sizeof why) < 0 &&
+		strncmp(why, "settings file f, line 1: unknown setting '\\xff\\xfe'", 50) == 0,
+		"settings file: an unknown name of other bytes is shown escaped");
 	char no_equals[] = "timeout 30\n";
 	check(settings_file_parse(no_equals, sizeof no_equals - 1, "f", values, line, why, sizeof why) < 0 &&
 		strcmp(why, "settings file f, line 1: not NAME = VALUE") == 0,
