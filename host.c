@@ -58,8 +58,9 @@ static void finish(struct host_check *q)
 
 static void cannot_execute(struct host_check *q)
 {
-	error_set(&q->h->refusal, EXIT_REFUSED, podman_install_hint, "cannot execute podman %s: %s",
-		q->h->podman, strerror(errno));
+	int exec_errno = errno;
+	error_set(&q->h->refusal, EXIT_REFUSED, podman_exec_hint(q->h->podman, exec_errno),
+		"cannot execute podman %s: %s", q->h->podman, strerror(exec_errno));
 	finish(q);
 }
 
@@ -107,7 +108,7 @@ static void find_podman(struct host_check *q)
 	const char *named = q->cfg->value[SET_PODMAN];
 	if (!podman && strchr(named, '/') && access(named, F_OK) == 0) {
 		/* There, but not a program this user may run. */
-		error_set(&h->refusal, EXIT_REFUSED, podman_install_hint,
+		error_set(&h->refusal, EXIT_REFUSED, podman_exec_hint(named, EACCES),
 			"cannot execute podman %s: %s", named, strerror(EACCES));
 		finish(q);
 		return;

@@ -354,8 +354,8 @@ int image_probe_now(const char *podman, const struct config *cfg,
 	probe_args(&args, podman, cfg);
 	int64_t started = loop_now_ms();
 	if (capture_command(args.arg, podman_environment(), PROBE_TIMEOUT_MS, &cap) < 0) {
-		error_set(err, EXIT_REFUSED, podman_install_hint, "cannot execute podman %s: %s",
-			podman, strerror(cap.exec_errno));
+		error_set(err, EXIT_REFUSED, podman_exec_hint(podman, cap.exec_errno),
+			"cannot execute podman %s: %s", podman, strerror(cap.exec_errno));
 		rc = -1;
 	} else {
 		rc = probe_answer_cached(&cap, loop_now_ms() - started, podman, cfg, host, image, err);

@@ -5,12 +5,14 @@
 #include "embedded.h"
 #include "image.h"
 
+#include <errno.h>
 #include <nettle/sha2.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 static const char *const controller_names[CONTROLLER_COUNT] = {
@@ -117,6 +119,16 @@ char *find_executable(const char *name)
 
 const char podman_install_hint[] =
 	"install podman (apt-get install podman runc uidmap) or name it with --podman PATH";
+
+const char *podman_exec_hint(const char *path, int exec_errno)
+{
+	/* A file there that this user may not run (attack helper 157); a
+	 * directory is no podman to make executable. */
+	struct stat st;
+	return exec_errno == EACCES && stat(path, &st) == 0 && !S_ISDIR(st.st_mode) ?
+		"make it executable for this user (chmod +x), or name another with --podman PATH" :
+		podman_install_hint;
+}
 /* Said to the user who lacks the image, in their own storage: setup.sh
  * image, run as that user, builds or copies it there (with sudo for the
  * steps that need root). */

@@ -93,6 +93,8 @@ char *find_executable(const char *name);
 
 /* How to fix a missing podman or a missing image. */
 extern const char podman_install_hint[];
+/* How to fix a podman at path that could not be executed (exec's errno). */
+const char *podman_exec_hint(const char *path, int exec_errno);
 extern const char image_hint[];
 void podman_silent_hint(char *out, size_t size, const char *podman, const char *image);
 extern const char as_root_hint[];

@@ -1128,8 +1128,8 @@ static int spawn_podman(struct sandbox *sb, struct error *err)
 		return -1;
 	}
 	if (spawned < 0) {
-		error_set(err, EXIT_REFUSED, podman_install_hint, "cannot execute podman %s: %s",
-			opt->podman, strerror(spawn_errno));
+		error_set(err, EXIT_REFUSED, podman_exec_hint(opt->podman, spawn_errno),
+			"cannot execute podman %s: %s", opt->podman, strerror(spawn_errno));
 		return -1;
 	}
 	if (loop_watch(&sb->scope, &sb->out_watch, sb->podman.stdout_fd, LOOP_READ,

@@ -144,10 +144,10 @@ check "run --json - ... and one error object: ok false, exit_code 125, error and
 touch "$scratch/not-executable"
 ss run --podman "$scratch/not-executable"
 check "run - --podman a file that is not executable: 125, one line naming it and the fix" \
-	refused 125 "^sage-sandbox: cannot execute podman $scratch/not-executable: Permission denied$no_podman_fix"
+	refused 125 "^sage-sandbox: cannot execute podman $scratch/not-executable: Permission denied; make it executable for this user \\(chmod \\+x\\), or name another with --podman PATH$"
 SAGE_SANDBOX_PODMAN=$scratch/not-executable ss run
 check "run - SAGE_SANDBOX_PODMAN a file that is not executable: the same" \
-	refused 125 "^sage-sandbox: cannot execute podman $scratch/not-executable: Permission denied$no_podman_fix"
+	refused 125 "^sage-sandbox: cannot execute podman $scratch/not-executable: Permission denied; make it executable for this user \\(chmod \\+x\\), or name another with --podman PATH$"
 ss run --json --podman "$scratch/not-executable"
 check "run --json - ... the error object" \
 	json_is 'j["ok"] is False and j["exit_code"] == 125 and "not-executable" in j["error"] and

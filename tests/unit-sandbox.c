@@ -432,8 +432,8 @@ static void podman_not_executable(void)
 	err = (struct error){0};
 	sb = sandbox_start(loop, &opt, &err);
 	check(!sb && err.status == EXIT_REFUSED && has(err.message, "cannot execute podman") &&
-		has(err.message, "Permission denied"),
-		"run - a podman that is not executable: status 125, EACCES named");
+		has(err.message, "Permission denied") && has(err.hint, "chmod +x"),
+		"run - a podman that is not executable: status 125, EACCES named, chmod the fix");
 	loop_free(loop);
 	check(nothing_left(&f), "run - not executable: nothing left running");
 }
