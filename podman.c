@@ -122,10 +122,11 @@ const char podman_install_hint[] =
 
 const char *podman_exec_hint(const char *path, int exec_errno)
 {
-	/* A file there that this user may not run (attack helper 157); a
-	 * directory is no podman to make executable. */
+	/* A file there that nobody may run (attack helper 157); not one that
+	 * has its bits but is on a noexec mount, nor a directory. */
 	struct stat st;
-	return exec_errno == EACCES && stat(path, &st) == 0 && !S_ISDIR(st.st_mode) ?
+	return exec_errno == EACCES && stat(path, &st) == 0 && S_ISREG(st.st_mode) &&
+		(st.st_mode & 0111) == 0 ?
 		"make it executable for this user (chmod +x), or name another with --podman PATH" :
 		podman_install_hint;
 }

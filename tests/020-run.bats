@@ -208,8 +208,8 @@ podman_wrapper() {
 	expect_equal "$errors" "sage-sandbox: podman exited 0 without running the image's /bin/sh (the image probe's first line is missing); run '$BATS_TEST_TMPDIR/podman run --rm $IMAGE /bin/sh -c id' as this user to see what it does"
 }
 
-# (Our words for what the wrapper does, whichever podman it wraps: its 30 s
-# wait is not spent again in podman 5's pass.)
+# Tagged any-podman: what it proves is ours, whichever podman the wrapper
+# wraps, so podman 5's pass does not spend its 30 s wait again.
 # bats test_tags=any-podman
 @test "run - a podman that hangs is named as podman's, not the image's" {
 	# The image was blamed, --python the fix, and batch's wait was told as

@@ -451,7 +451,7 @@ static void test_settings_file(void)
 		"settings file: an unknown name is refused, with its line");
 	char bytes[] = "\xff\xfe = 1\n";
 	check(settings_file_parse(bytes, sizeof bytes - 1, "f", values, line, why, sizeof why) < 0 &&
-		strncmp(why, "settings file f, line 1: unknown setting '\\xff\\xfe'", 50) == 0,
+		strncmp(why, "settings file f, line 1: unknown setting '\\xff\\xfe';", 52) == 0,
 		"settings file: an unknown name of other bytes is shown escaped");
 	char no_equals[] = "timeout 30\n";
 	check(settings_file_parse(no_equals, sizeof no_equals - 1, "f", values, line, why, sizeof why) < 0 &&
