@@ -182,8 +182,8 @@ static int probe_answer(const struct capture *cap, int64_t waited_ms,
 	bool shell_ran = cap->out.data && strncmp(cap->out.data, "user ", 5) == 0;
 	int waited_s = waited_ms < 1500 ? 1 : (int)((waited_ms + 500) / 1000);
 	char hint[512];
-	podman_silent_hint(hint, sizeof hint, cfg->value[SET_PODMAN], cfg->value[SET_IMAGE]);
 	if (cap->timed_out && !shell_ran) {
+		podman_silent_hint(hint, sizeof hint, cfg->value[SET_PODMAN], cfg->value[SET_IMAGE]);
 		error_set(err, EXIT_REFUSED, hint,
 			"podman did not start a container of image '%s' within %d s",
 			cfg->value[SET_IMAGE], waited_s);
@@ -216,6 +216,8 @@ static int probe_answer(const struct capture *cap, int64_t waited_ms,
 				"podman exited 0 without running the image's /bin/sh (the image "
 				"probe's first line is missing)");
 		} else {
+			podman_silent_hint(hint, sizeof hint, cfg->value[SET_PODMAN],
+				cfg->value[SET_IMAGE]);
 			error_set(err, EXIT_REFUSED, hint,
 				"podman failed to start a container (status %d) and said nothing",
 				cap->status);

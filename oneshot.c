@@ -14,11 +14,11 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/kcmp.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <linux/kcmp.h>
 #include <sys/signalfd.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>

@@ -897,14 +897,14 @@ static void finish_result(struct sandbox *sb)
 			const char *before = "";
 			if (podman_said_runtime_failed(tail, len) && tail > errors)
 				before = last_line(errors, (size_t)(tail - errors), &before_len);
-			if (len)
+			if (len) {
 				error_set(&r->failure, EXIT_REFUSED,
 					podman_failed_hint(errors,
 						"see podman's message; check 'sage-sandbox status'"),
 					"podman could not run the container (status %d): %.*s%s%.*s",
 					sb->podman.status, (int)len, tail,
 					before_len ? "; before it: " : "", (int)before_len, before);
-			else {
+			} else {
 				char hint[512];
 				podman_silent_hint(hint, sizeof hint, sb->opt.cfg->value[SET_PODMAN],
 					sb->opt.cfg->value[SET_IMAGE]);

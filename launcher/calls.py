@@ -140,13 +140,14 @@ class CellWatch:
             wait_ms = self.since + INTERRUPT_GRACE_MS - now
             # (A look later than the second interrupt's time sends that,
             # which wakes too: review helper 158.)
-            if self.told == 1 and not self.woken and now < self.told_at + INTERRUPT_AGAIN_MS:
+            if self.told == 1 and now < self.told_at + INTERRUPT_AGAIN_MS:
+                again_ms = self.told_at + INTERRUPT_AGAIN_MS - now
+                if self.woken:
+                    return None, min(wait_ms, again_ms)
                 if now >= self.told_at + INTERRUPT_WAKE_MS:
                     self.woken = True
-                    return signal.SIGCONT, min(wait_ms, self.told_at + INTERRUPT_AGAIN_MS - now)
+                    return signal.SIGCONT, min(wait_ms, again_ms)
                 return None, min(wait_ms, self.told_at + INTERRUPT_WAKE_MS - now)
-            if self.told == 1 and now < self.told_at + INTERRUPT_AGAIN_MS:
-                return None, min(wait_ms, self.told_at + INTERRUPT_AGAIN_MS - now)
             if self.began and self.told < 2 and not status_unread():
                 self.told, self.told_at = self.told + 1, now
                 return signal.SIGINT, wait_ms if self.told == 2 else min(wait_ms, INTERRUPT_WAKE_MS)
