@@ -104,18 +104,8 @@ static void find_podman(struct host_check *q)
 		if (v && *v)
 			snprintf(h->remote, sizeof h->remote, "%s=%s", remote_variables[i], v);
 	}
-	char *podman = find_executable(q->cfg->value[SET_PODMAN]);
-	const char *named = q->cfg->value[SET_PODMAN];
-	if (!podman && strchr(named, '/') && access(named, F_OK) == 0) {
-		/* There, but not a program this user may run. */
-		error_set(&h->refusal, EXIT_REFUSED, podman_exec_hint(named, EACCES),
-			"cannot execute podman %s: %s", named, strerror(EACCES));
-		finish(q);
-		return;
-	}
+	char *podman = podman_executable(q->cfg->value[SET_PODMAN], &h->refusal);
 	if (!podman) {
-		error_set(&h->refusal, EXIT_REFUSED, podman_install_hint,
-			"podman executable '%s' not found", named);
 		finish(q);
 		return;
 	}

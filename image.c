@@ -205,13 +205,16 @@ static int probe_answer(const struct capture *cap, int64_t waited_ms,
 		size_t len;
 		const char *last = last_line(errors, strlen(errors), &len);
 		if (len) {
-			error_set(err, EXIT_REFUSED, "see podman's message; check 'sage-sandbox status'",
+			/* Not "check sage-sandbox status": status says this
+			 * itself (attack helper 157). */
+			podman_silent_hint(hint, sizeof hint, cfg->value[SET_PODMAN],
+				cfg->value[SET_IMAGE]);
+			error_set(err, EXIT_REFUSED, hint,
 				"podman could not run a container of image '%s' (status %d): %.*s",
 				cfg->value[SET_IMAGE], cap->status, (int)len, last);
 		} else if (cap->status == 0) {
-			snprintf(hint, sizeof hint, "run '%s run --rm %s /bin/sh -c id' as this "
-				"user to see what it does", cfg->value[SET_PODMAN],
-				cfg->value[SET_IMAGE]);
+			podman_try_hint(hint, sizeof hint, cfg->value[SET_PODMAN],
+				cfg->value[SET_IMAGE], "/bin/sh -c id", "to see what it does");
 			error_set(err, EXIT_REFUSED, hint,
 				"podman exited 0 without running the image's /bin/sh (the image "
 				"probe's first line is missing)");
@@ -345,24 +348,4 @@ int image_check(struct loop *loop, struct image_query **slot, const char *podman
 	q->slot = slot;
 	*slot = q;
 	return 0;
-}
-
-int image_probe_now(const char *podman, const struct config *cfg,
-		const struct podman_host *host, struct sage_image *image, struct error *err)
-{
-	struct argv_builder args = {0};
-	struct capture cap;
-	int rc;
-	probe_args(&args, podman, cfg);
-	int64_t started = loop_now_ms();
-	if (capture_command(args.arg, podman_environment(), PROBE_TIMEOUT_MS, &cap) < 0) {
-		error_set(err, EXIT_REFUSED, podman_exec_hint(podman, cap.exec_errno),
-			"cannot execute podman %s: %s", podman, strerror(cap.exec_errno));
-		rc = -1;
-	} else {
-		rc = probe_answer_cached(&cap, loop_now_ms() - started, podman, cfg, host, image, err);
-	}
-	capture_free(&cap);
-	args_free(&args);
-	return rc;
 }

@@ -39,10 +39,6 @@ int image_check(struct loop *loop, struct image_query **slot, const char *podman
 		const struct config *cfg, const struct podman_host *host, int64_t deadline,
 		image_callback *done, void *data);
 void image_cancel(struct image_query **slot);
-/* The same without reading the cache, to its end (status): a positive
- * answer is cached, so a run right after it asks nothing. 0, or -1 with err. */
-int image_probe_now(const char *podman, const struct config *cfg,
-		const struct podman_host *host, struct sage_image *image, struct error *err);
 /* The cache's key of cfg's image: podman, its configuration, the image's
  * name, --python and the storage's image index (rewritten whenever an
  * image is added, removed or tagged). The server keys its warm sandboxes

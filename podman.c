@@ -130,17 +130,77 @@ const char *podman_exec_hint(const char *path, int exec_errno)
 		"make it executable for this user (chmod +x), or name another with --podman PATH" :
 		podman_install_hint;
 }
+char *podman_executable(const char *named, struct error *err)
+{
+	char *podman = find_executable(named);
+	if (podman)
+		return podman;
+	if (strchr(named, '/') && access(named, F_OK) == 0)
+		error_set(err, EXIT_REFUSED, podman_exec_hint(named, EACCES),
+			"cannot execute podman %s: %s", named, strerror(EACCES));
+	else
+		error_set(err, EXIT_REFUSED, podman_install_hint, "podman executable '%s' not found",
+			named);
+	return NULL;
+}
+
 /* Said to the user who lacks the image, in their own storage: setup.sh
  * image, run as that user, builds or copies it there (with sudo for the
  * steps that need root). */
 const char image_hint[] =
 	"put it in this user's podman storage with './setup.sh image' in the sage-sandbox "
 	"source tree (as this user; it uses sudo where it must), or pull one and pass --image";
-/* Said where podman failed to run a container and said nothing, or never
- * started it: the command to see why, with the podman and image in use. */
+/* Whether word is one shell word as it is, needing no quotes. */
+static bool shell_safe(const char *word)
+{
+	return *word && !word[strspn(word, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+					   "0123456789_@%+=:,./-")];
+}
+
+/* word as one shell word in single quotes (each ' as '\''); false where
+ * it does not fit in out. */
+static bool shell_quote(char *out, size_t size, const char *word)
+{
+	size_t n = 0;
+	if (size < 3)
+		return false;
+	out[n++] = '\'';
+	for (; *word; word++) {
+		const char *piece = *word == '\'' ? "'\\''" : word;
+		size_t len = *word == '\'' ? 4 : 1;
+		if (n + len + 2 > size)
+			return false;
+		memcpy(out + n, piece, len);
+		n += len;
+	}
+	out[n++] = '\'';
+	out[n] = '\0';
+	return true;
+}
+
+void podman_try_hint(char *out, size_t size, const char *podman, const char *image,
+		const char *command, const char *purpose)
+{
+	/* The command, to paste into a shell: its words quoted where they
+	 * need it (review helper 158), and named in words where a path is
+	 * too long to show whole. */
+	char quoted_podman[256], quoted_image[256];
+	if (shell_safe(podman) && shell_safe(image) &&
+			(size_t)snprintf(out, size, "run '%s run --rm %s %s' as this user %s", podman,
+				image, command, purpose) < size)
+		return;
+	if (shell_quote(quoted_podman, sizeof quoted_podman, podman) &&
+			shell_quote(quoted_image, sizeof quoted_image, image) &&
+			(size_t)snprintf(out, size, "%s, run as this user: %s run --rm %s %s", purpose,
+				quoted_podman, quoted_image, command) < size)
+		return;
+	snprintf(out, size, "%s, run the podman and image named here as this user: "
+		"PODMAN run --rm IMAGE %s", purpose, command);
+}
+
 void podman_silent_hint(char *out, size_t size, const char *podman, const char *image)
 {
-	snprintf(out, size, "run '%s run --rm %s true' as this user to see why", podman, image);
+	podman_try_hint(out, size, podman, image, "true", "to see why");
 }
 const char as_root_hint[] =
 	"run it as the account that has the image: sudo -iu sage-sandbox sage-sandbox status "

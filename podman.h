@@ -90,12 +90,22 @@ extern const char *const podman_environment_names[];
 
 /* Resolves an executable name through PATH; returns a malloc'd path or NULL. */
 char *find_executable(const char *name);
+struct error;
+/* find_executable(), or NULL with err saying why: not found (install it),
+ * or a path there that this user may not run (chmod +x, or another). */
+char *podman_executable(const char *named, struct error *err);
 
 /* How to fix a missing podman or a missing image. */
 extern const char podman_install_hint[];
 /* How to fix a podman at path that could not be executed (exec's errno). */
 const char *podman_exec_hint(const char *path, int exec_errno);
 extern const char image_hint[];
+/* Where podman failed to run a container and said nothing, or never
+ * started it: "run 'PODMAN run --rm IMAGE COMMAND' as this user PURPOSE",
+ * with the podman and image in use, quoted for the shell where they must
+ * be. podman_silent_hint's COMMAND is true, its PURPOSE "to see why". */
+void podman_try_hint(char *out, size_t size, const char *podman, const char *image,
+		const char *command, const char *purpose);
 void podman_silent_hint(char *out, size_t size, const char *podman, const char *image);
 extern const char as_root_hint[];
 /* Where podman info failed without naming its own repair. */

@@ -541,12 +541,9 @@ static int cmd_cleanup(int argc, char **argv)
 		print_usage(stdout, find_help("cleanup"));
 		return 0;
 	}
-	char *podman = find_executable(o.cfg.value[SET_PODMAN]);
-	if (!podman) {
-		error_set(&err, EXIT_REFUSED, podman_install_hint, "podman executable '%s' not found",
-			o.cfg.value[SET_PODMAN]);
+	char *podman = podman_executable(o.cfg.value[SET_PODMAN], &err);
+	if (!podman)
 		return report_error(&err, o.json, &o.cfg);
-	}
 	int count = sandbox_cleanup(podman, &removed, &err);
 	free(podman);
 	if (count < 0)

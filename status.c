@@ -182,6 +182,9 @@ static const char *problem(const struct status_report *s, const char **hint)
 	const struct podman_host *ph = &s->host.podman_host;
 	*hint = s->host.refusal.hint;
 	if (!s->host.podman[0]) {
+		/* Not found, or not a program this user may run (podman_executable). */
+		if (s->host.refusal.status)
+			return s->host.refusal.message;
 		*hint = podman_install_hint;
 		return "podman was not found";
 	}
