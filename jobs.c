@@ -4,6 +4,7 @@
 #include "jobs.h"
 #include "buffer.h"
 #include "loop.h"
+#include "names.h"
 #include "sandbox.h"
 
 #include <errno.h>
@@ -84,6 +85,28 @@ static long long count_lines(int fd)
 	return n < 0 ? -1 : lines + filled;
 }
 
+/* The whole number in environment variable name, where it is set: 0, or
+ * -1 with err naming the variable (not atoll's 0 for anything else). */
+static int shard_variable(const char *name, long long *value, const char *text,
+		const char *hint, struct error *err)
+{
+	const char *v = getenv(name);
+	if (!v || !*v)
+		return 0;
+	char *end;
+	errno = 0;
+	long long n = strtoll(v, &end, 10);
+	if (end == v || *end || errno == ERANGE) {
+		char *shown = printable_name(v, strnlen(v, 64));
+		error_set(err, EXIT_REFUSED, hint, "--shard %s: %s='%s' is not a whole number",
+			text, name, shown);
+		free(shown);
+		return -1;
+	}
+	*value = n;
+	return 0;
+}
+
 /* Long: the three forms of --shard, each checked for its own mistakes. */
 int parse_shard(const char *text, long long *index, long long *count, struct error *err)
 {
@@ -93,7 +116,7 @@ int parse_shard(const char *text, long long *index, long long *count, struct err
 	if (strncmp(text, "auto", 4) == 0 && (text[4] == '\0' || text[4] == '/')) {
 		const char *id = getenv("SLURM_ARRAY_TASK_ID");
 		const char *k8s = getenv("JOB_COMPLETION_INDEX");
-		long long n = 0, k;
+		long long n = 0, k = 0;
 		if (text[4] == '/') {
 			errno = 0;
 			n = strtoll(text + 5, &end, 10);
@@ -104,20 +127,23 @@ int parse_shard(const char *text, long long *index, long long *count, struct err
 		}
 		if (id && *id) {
 			/* An array of --array=MIN-MAX[:STEP] has tasks MIN, MIN+STEP, ... */
-			const char *min = getenv("SLURM_ARRAY_TASK_MIN"),
-				*step = getenv("SLURM_ARRAY_TASK_STEP"),
-				*tasks = getenv("SLURM_ARRAY_TASK_COUNT");
-			long long s = step && *step ? atoll(step) : 1;
-			k = (atoll(id) - (min ? atoll(min) : 0)) / (s > 0 ? s : 1);
+			long long task = 0, min = 0, step = 1, tasks = 0;
+			if (shard_variable("SLURM_ARRAY_TASK_ID", &task, text, hint, err) < 0 ||
+			    shard_variable("SLURM_ARRAY_TASK_MIN", &min, text, hint, err) < 0 ||
+			    shard_variable("SLURM_ARRAY_TASK_STEP", &step, text, hint, err) < 0 ||
+			    shard_variable("SLURM_ARRAY_TASK_COUNT", &tasks, text, hint, err) < 0)
+				return -1;
+			k = (task - min) / (step > 0 ? step : 1);
 			if (!n)
-				n = tasks ? atoll(tasks) : 0;
+				n = tasks;
 			if (n < 1) {
 				error_set(err, EXIT_REFUSED, hint, "--shard auto: SLURM_ARRAY_TASK_COUNT "
 					"is not set; give auto/N");
 				return -1;
 			}
 		} else if (k8s && *k8s && n) {
-			k = atoll(k8s);
+			if (shard_variable("JOB_COMPLETION_INDEX", &k, text, hint, err) < 0)
+				return -1;
 		} else {
 			error_set(err, EXIT_REFUSED, hint, "--shard %s: %s", text, n ?
 				"neither SLURM_ARRAY_TASK_ID nor JOB_COMPLETION_INDEX is set" :

@@ -309,7 +309,11 @@ int settings_file_parse(char *text, size_t len, const char *name,
 		if (id == SETTING_COUNT) {
 			/* Shown escaped: a name of other bytes came out raw
 			 * (attack helper 157). */
-			char *shown = printable_name(key, key_len < 64 ? key_len : 64);
+			size_t shown_len = key_len < 64 ? key_len : 64;
+			while (shown_len < key_len && shown_len > 0 &&
+			       ((unsigned char)key[shown_len] & 0xc0) == 0x80)
+				shown_len--; /* not in a character's middle */
+			char *shown = printable_name(key, shown_len);
 			snprintf(why, why_size, "settings file %s, line %d: unknown setting '%s'; the "
 				"names are the options of sage-sandbox --help without their dashes", name,
 				number, shown);

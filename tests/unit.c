@@ -10,6 +10,7 @@
 #include "mcp.h"
 #include "names.h"
 #include "outfiles.h"
+#include "podman.h"
 #include "result.h"
 #include "sandbox.h"
 #include "sniff.h"
@@ -371,11 +372,23 @@ static void test_jobs(void)
 	setenv("SLURM_ARRAY_TASK_COUNT", "4", 1);
 	check(parse_shard("auto", &k, &n, &err) == 0 && k == 2 && n == 4,
 		"shard: auto from a Slurm array of --array=10-16:2");
+	/* atoll took "4x" as 4 and "x" as 0: a shard from a misread number. */
+	setenv("SLURM_ARRAY_TASK_COUNT", "4x", 1);
+	check(parse_shard("auto", &k, &n, &err) < 0 &&
+		strstr(err.message, "SLURM_ARRAY_TASK_COUNT='4x' is not a whole number"),
+		"shard: a Slurm variable that is not a number is refused, by name");
+	setenv("SLURM_ARRAY_TASK_COUNT", "4", 1);
+	setenv("SLURM_ARRAY_TASK_ID", "x", 1);
+	check(parse_shard("auto", &k, &n, &err) < 0 && strstr(err.message, "SLURM_ARRAY_TASK_ID"),
+		"shard: ... the task's id too");
 	unsetenv("SLURM_ARRAY_TASK_ID");
 	setenv("JOB_COMPLETION_INDEX", "3", 1);
 	check(parse_shard("auto/4", &k, &n, &err) == 0 && k == 3 && n == 4 &&
 		parse_shard("auto", &k, &n, &err) < 0 && parse_shard("auto/3", &k, &n, &err) < 0,
 		"shard: auto/N from a Kubernetes index; an index past N refused");
+	setenv("JOB_COMPLETION_INDEX", "1e3", 1);
+	check(parse_shard("auto/4", &k, &n, &err) < 0 && strstr(err.message, "JOB_COMPLETION_INDEX"),
+		"shard: a Kubernetes index that is not a number is refused");
 	unsetenv("JOB_COMPLETION_INDEX");
 
 	char path[] = "/tmp/sage-sandbox-unit-jobs-XXXXXX";
@@ -809,6 +822,39 @@ static void test_describe_stop(void)
 		"describe_stop: ... and one lost with its session");
 }
 
+/* The hints that name a podman: pasteable however its path is spelled;
+ * a file this user may not run is told chmod +x, not to install podman. */
+static void test_podman_hints(void)
+{
+	char hint[512], dir[] = "/tmp/unit-podman-XXXXXX", path[64], *found;
+	struct error err = {0};
+	podman_silent_hint(hint, sizeof hint, "/usr/bin/podman", "localhost/sage:10");
+	check(strcmp(hint, "run '/usr/bin/podman run --rm localhost/sage:10 true' as this user "
+		"to see why") == 0, "silent hint: plain words as they are");
+	podman_silent_hint(hint, sizeof hint, "/opt/my podman/it's", "img");
+	check(strcmp(hint, "to see why, run as this user: '/opt/my podman/it'\\''s' run --rm 'img' "
+		"true") == 0, "silent hint: a space and a quote quoted for the shell");
+	char long_path[600];
+	memset(long_path, 'p', sizeof long_path - 1);
+	long_path[0] = '/';
+	long_path[sizeof long_path - 1] = '\0';
+	podman_silent_hint(hint, sizeof hint, long_path, "img");
+	check(strstr(hint, "PODMAN run --rm IMAGE true") && !strstr(hint, "ppp"),
+		"silent hint: a path too long to show is named in words, not cut");
+	check(mkdtemp(dir) != NULL, "podman hints: a scratch directory");
+	snprintf(path, sizeof path, "%s/podman", dir);
+	close(open(path, O_WRONLY | O_CREAT, 0644));
+	found = podman_executable(path, &err);
+	check(!found && err.status == EXIT_REFUSED && strstr(err.hint, "chmod +x") &&
+		strstr(err.message, "cannot execute podman"),
+		"podman_executable: a file without execute bits is told chmod +x");
+	unlink(path);
+	found = podman_executable(path, &err);
+	check(!found && strstr(err.hint, "install podman") && strstr(err.message, "not found"),
+		"podman_executable: a missing one is told to install podman");
+	rmdir(dir);
+}
+
 int main(void)
 {
 	check_string("plain", 5, "\"plain\"", "plain ASCII is copied");
@@ -1063,6 +1109,7 @@ int main(void)
 	test_cpugroup();
 	test_uid_claim();
 	test_describe_stop();
+	test_podman_hints();
 
 	printf("1..%d\n", test_number);
 	return failures ? 1 : 0;
