@@ -403,7 +403,8 @@ static void read_code(struct oneshot *o)
 
 /* Whether the code's standard output and error land in one place (2>&1,
  * one terminal): the same pipe or device, or, for a file, the same open
- * file (its offset shared; a file opened twice is written as two). */
+ * file (its offset shared) or two that both append (a file opened twice
+ * at its own offsets is written as two). */
 static bool one_destination(int out, int err)
 {
 	struct stat a, b;
@@ -411,6 +412,11 @@ static bool one_destination(int out, int err)
 	    a.st_ino != b.st_ino)
 		return false;
 	if (!S_ISREG(a.st_mode))
+		return true;
+	/* Two opens of the file, both appending (>>f 2>>f): each write lands
+	 * at its end, in the order made, as through one (review helper 158). */
+	int out_flags = fcntl(out, F_GETFL), err_flags = fcntl(err, F_GETFL);
+	if (out_flags >= 0 && err_flags >= 0 && (out_flags & err_flags & O_APPEND))
 		return true;
 	pid_t self = getpid();
 	return syscall(SYS_kcmp, self, self, KCMP_FILE, out, err) == 0;

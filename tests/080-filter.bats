@@ -131,6 +131,12 @@ print(2 +)')
 	done
 	"$SAGE_SANDBOX" run --no-server "$code" >"$both" 2>&1 || true
 	expect_equal "$(cat "$both")" "main"$'\n'"3" "a file"
+	# One file opened twice, both appending: one queue too.
+	: >"$both"
+	for try in 1 2; do
+		"$SAGE_SANDBOX" run --no-server "$code" >>"$both" 2>>"$both" || true
+	done
+	expect_equal "$(cat "$both")" "main"$'\n'"3"$'\n'"main"$'\n'"3" ">>f 2>>f"
 }
 
 @test "run - load() of a file that is only on the host fails with a hint" {
