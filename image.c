@@ -209,7 +209,7 @@ static int probe_answer(const struct capture *cap, int64_t waited_ms,
 			 * itself (attack helper 157). */
 			podman_silent_hint(hint, sizeof hint, cfg->value[SET_PODMAN],
 				cfg->value[SET_IMAGE]);
-			error_set(err, EXIT_REFUSED, hint,
+			error_set(err, EXIT_REFUSED, podman_failed_hint(errors, hint),
 				"podman could not run a container of image '%s' (status %d): %.*s",
 				cfg->value[SET_IMAGE], cap->status, (int)len, last);
 		} else if (cap->status == 0) {

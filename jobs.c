@@ -7,6 +7,7 @@
 #include "names.h"
 #include "sandbox.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
@@ -96,7 +97,9 @@ static int shard_variable(const char *name, long long *value, const char *text,
 	char *end;
 	errno = 0;
 	long long n = strtoll(v, &end, 10);
-	if (end == v || *end || errno == ERANGE) {
+	/* Digits alone, a sign allowed: strtoll skips leading blanks. */
+	if (end == v || *end || errno == ERANGE || !(isdigit((unsigned char)*v) || *v == '-' ||
+						     *v == '+')) {
 		char *shown = printable_name(v, strnlen(v, 64));
 		error_set(err, EXIT_REFUSED, hint, "--shard %s: %s='%s' is not a whole number",
 			text, name, shown);
@@ -131,9 +134,13 @@ int parse_shard(const char *text, long long *index, long long *count, struct err
 			if (shard_variable("SLURM_ARRAY_TASK_ID", &task, text, hint, err) < 0 ||
 			    shard_variable("SLURM_ARRAY_TASK_MIN", &min, text, hint, err) < 0 ||
 			    shard_variable("SLURM_ARRAY_TASK_STEP", &step, text, hint, err) < 0 ||
-			    shard_variable("SLURM_ARRAY_TASK_COUNT", &tasks, text, hint, err) < 0)
+			    (!n && shard_variable("SLURM_ARRAY_TASK_COUNT", &tasks, text, hint,
+				    err) < 0))
 				return -1;
-			k = (task - min) / (step > 0 ? step : 1);
+			long long offset;
+			/* Past 64 bits: an index no task has, refused below. */
+			k = __builtin_sub_overflow(task, min, &offset) ? -1 :
+				offset / (step > 0 ? step : 1);
 			if (!n)
 				n = tasks;
 			if (n < 1) {

@@ -130,6 +130,7 @@ const char *podman_exec_hint(const char *path, int exec_errno)
 		"make it executable for this user (chmod +x), or name another with --podman PATH" :
 		podman_install_hint;
 }
+
 char *podman_executable(const char *named, struct error *err)
 {
 	char *podman = find_executable(named);
@@ -150,18 +151,22 @@ char *podman_executable(const char *named, struct error *err)
 const char image_hint[] =
 	"put it in this user's podman storage with './setup.sh image' in the sage-sandbox "
 	"source tree (as this user; it uses sudo where it must), or pull one and pass --image";
-/* Whether word is one shell word as it is, needing no quotes. */
+/* Whether word is one shell word as it is, needing no quotes (nor read
+ * as an option, nor expanded by zsh's =word). */
 static bool shell_safe(const char *word)
 {
-	return *word && !word[strspn(word, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
-					   "0123456789_@%+=:,./-")];
+	return *word && *word != '-' && *word != '=' &&
+		!word[strspn(word, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+				   "0123456789_@%+=:,./-")];
 }
 
-/* word as one shell word in single quotes (each ' as '\''); false where
- * it does not fit in out. */
-static bool shell_quote(char *out, size_t size, const char *word)
+/* word as one shell word: as it is where it is safe, else in single
+ * quotes (each ' as '\''); false where it does not fit in out. */
+static bool shell_word(char *out, size_t size, const char *word)
 {
 	size_t n = 0;
+	if (shell_safe(word))
+		return (size_t)snprintf(out, size, "%s", word) < size;
 	if (size < 3)
 		return false;
 	out[n++] = '\'';
@@ -189,13 +194,13 @@ void podman_try_hint(char *out, size_t size, const char *podman, const char *ima
 			(size_t)snprintf(out, size, "run '%s run --rm %s %s' as this user %s", podman,
 				image, command, purpose) < size)
 		return;
-	if (shell_quote(quoted_podman, sizeof quoted_podman, podman) &&
-			shell_quote(quoted_image, sizeof quoted_image, image) &&
+	if (shell_word(quoted_podman, sizeof quoted_podman, podman) &&
+			shell_word(quoted_image, sizeof quoted_image, image) &&
 			(size_t)snprintf(out, size, "%s, run as this user: %s run --rm %s %s", purpose,
 				quoted_podman, quoted_image, command) < size)
 		return;
-	snprintf(out, size, "%s, run the podman and image named here as this user: "
-		"PODMAN run --rm IMAGE %s", purpose, command);
+	snprintf(out, size, "%s, run as this user: PODMAN run --rm IMAGE %s (PODMAN and IMAGE "
+		"being the --podman and --image in use)", purpose, command);
 }
 
 void podman_silent_hint(char *out, size_t size, const char *podman, const char *image)

@@ -310,9 +310,11 @@ int settings_file_parse(char *text, size_t len, const char *name,
 			/* Shown escaped: a name of other bytes came out raw
 			 * (attack helper 157). */
 			size_t shown_len = key_len < 64 ? key_len : 64;
-			while (shown_len < key_len && shown_len > 0 &&
-			       ((unsigned char)key[shown_len] & 0xc0) == 0x80)
-				shown_len--; /* not in a character's middle */
+			/* Not in a character's middle (at most 3 bytes back:
+			 * continuation bytes alone are no character). */
+			for (int back = 0; back < 3 && shown_len < key_len &&
+			     ((unsigned char)key[shown_len] & 0xc0) == 0x80; back++)
+				shown_len--;
 			char *shown = printable_name(key, shown_len);
 			snprintf(why, why_size, "settings file %s, line %d: unknown setting '%s'; the "
 				"names are the options of sage-sandbox --help without their dashes", name,

@@ -182,11 +182,9 @@ static const char *problem(const struct status_report *s, const char **hint)
 	const struct podman_host *ph = &s->host.podman_host;
 	*hint = s->host.refusal.hint;
 	if (!s->host.podman[0]) {
-		/* Not found, or not a program this user may run (podman_executable). */
-		if (s->host.refusal.status)
-			return s->host.refusal.message;
-		*hint = podman_install_hint;
-		return "podman was not found";
+		/* Not found, or not a program this user may run: the host
+		 * check's refusal (podman_executable) says which. */
+		return s->host.refusal.message;
 	}
 	if (ph->as_root) {
 		*hint = as_root_hint;
@@ -213,7 +211,10 @@ static const char *problem(const struct status_report *s, const char **hint)
 	if (s->host.refusal.status)
 		return s->host.refusal.message;
 	if (s->sage_asked && !s->sage_starts) {
-		*hint = s->sage_refusal.hint;
+		/* A run's refusal may send its user here; status is here. */
+		*hint = strstr(s->sage_refusal.hint, "'sage-sandbox status'") ?
+			"podman and the image passed the checks above: see the message, and what a "
+			"--seccomp-profile of your own refuses" : s->sage_refusal.hint;
 		return s->sage_refusal.message;
 	}
 	*hint = NULL;

@@ -148,6 +148,17 @@ check "run - --podman a file that is not executable: 125, one line naming it and
 SAGE_SANDBOX_PODMAN=$scratch/not-executable ss run
 check "run - SAGE_SANDBOX_PODMAN a file that is not executable: the same" \
 	refused 125 "^sage-sandbox: cannot execute podman $scratch/not-executable: Permission denied; make it executable for this user \\(chmod \\+x\\), or name another with --podman PATH$"
+# cleanup and status said "install podman" for it (review helper 159).
+ss cleanup --podman "$scratch/not-executable"
+check "cleanup - --podman a file that is not executable: 125, the chmod +x fix" \
+	refused 125 "^sage-sandbox: cannot execute podman $scratch/not-executable: Permission denied; make it executable for this user \\(chmod \\+x\\), or name another with --podman PATH$"
+ss status --podman "$scratch/not-executable"
+check "status - --podman a file that is not executable: 1, not ready, the chmod +x fix" \
+	eval '[ "$status" -eq 1 ] && grep -q "^ready: *no: cannot execute podman $scratch/not-executable" "$out" &&
+		grep -q "^fix: *make it executable for this user (chmod +x)" "$out"'
+ss status --json --podman "$scratch/not-executable"
+check "status --json - ... the same error and hint" \
+	json_is '"cannot execute podman" in j["error"] and "chmod +x" in j["hint"]'
 ss run --json --podman "$scratch/not-executable"
 check "run --json - ... the error object" \
 	json_is 'j["ok"] is False and j["exit_code"] == 125 and "not-executable" in j["error"] and

@@ -381,6 +381,18 @@ static void test_jobs(void)
 	setenv("SLURM_ARRAY_TASK_ID", "x", 1);
 	check(parse_shard("auto", &k, &n, &err) < 0 && strstr(err.message, "SLURM_ARRAY_TASK_ID"),
 		"shard: ... the task's id too");
+	setenv("SLURM_ARRAY_TASK_ID", " 12", 1);
+	check(parse_shard("auto", &k, &n, &err) < 0, "shard: ... with a blank before it too");
+	setenv("SLURM_ARRAY_TASK_COUNT", "x", 1);
+	setenv("SLURM_ARRAY_TASK_ID", "12", 1);
+	check(parse_shard("auto/4", &k, &n, &err) == 0 && k == 1 && n == 4,
+		"shard: auto/N does not read SLURM_ARRAY_TASK_COUNT");
+	setenv("SLURM_ARRAY_TASK_COUNT", "4", 1);
+	setenv("SLURM_ARRAY_TASK_ID", "9223372036854775807", 1);
+	setenv("SLURM_ARRAY_TASK_MIN", "-5", 1);
+	check(parse_shard("auto", &k, &n, &err) < 0, "shard: an id less its minimum past 64 bits "
+		"is refused");
+	setenv("SLURM_ARRAY_TASK_MIN", "10", 1);
 	unsetenv("SLURM_ARRAY_TASK_ID");
 	setenv("JOB_COMPLETION_INDEX", "3", 1);
 	check(parse_shard("auto/4", &k, &n, &err) == 0 && k == 3 && n == 4 &&
@@ -466,6 +478,17 @@ static void test_settings_file(void)
 	check(settings_file_parse(bytes, sizeof bytes - 1, "f", values, line, why, sizeof why) < 0 &&
 		strncmp(why, "settings file f, line 1: unknown setting '\\xff\\xfe';", 52) == 0,
 		"settings file: an unknown name of other bytes is shown escaped");
+	char long_name[200];
+	snprintf(long_name, sizeof long_name, "%s\xc3\xa9xyz = 1\n",
+		"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"); /* 63 */
+	check(settings_file_parse(long_name, strlen(long_name), "f", values, line, why,
+		sizeof why) < 0 && strstr(why, "'aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa';"),
+		"settings file: a long unknown name is cut before the character at byte 64, not in it");
+	memset(long_name, 0x80, 100);
+	snprintf(long_name + 100, sizeof long_name - 100, " = 1\n");
+	check(settings_file_parse(long_name, strlen(long_name), "f", values, line, why,
+		sizeof why) < 0 && strstr(why, "'\\x80\\x80"),
+		"settings file: a name of continuation bytes alone is shown escaped, not empty");
 	char no_equals[] = "timeout 30\n";
 	check(settings_file_parse(no_equals, sizeof no_equals - 1, "f", values, line, why, sizeof why) < 0 &&
 		strcmp(why, "settings file f, line 1: not NAME = VALUE") == 0,
@@ -832,14 +855,18 @@ static void test_podman_hints(void)
 	check(strcmp(hint, "run '/usr/bin/podman run --rm localhost/sage:10 true' as this user "
 		"to see why") == 0, "silent hint: plain words as they are");
 	podman_silent_hint(hint, sizeof hint, "/opt/my podman/it's", "img");
-	check(strcmp(hint, "to see why, run as this user: '/opt/my podman/it'\\''s' run --rm 'img' "
-		"true") == 0, "silent hint: a space and a quote quoted for the shell");
+	check(strcmp(hint, "to see why, run as this user: '/opt/my podman/it'\\''s' run --rm img "
+		"true") == 0, "silent hint: a space and a quote quoted for the shell, the rest as is");
+	podman_silent_hint(hint, sizeof hint, "podman", "-i");
+	check(strcmp(hint, "to see why, run as this user: podman run --rm '-i' true") == 0,
+		"silent hint: a word that reads as an option is quoted");
 	char long_path[600];
 	memset(long_path, 'p', sizeof long_path - 1);
 	long_path[0] = '/';
 	long_path[sizeof long_path - 1] = '\0';
 	podman_silent_hint(hint, sizeof hint, long_path, "img");
-	check(strstr(hint, "PODMAN run --rm IMAGE true") && !strstr(hint, "ppp"),
+	check(strstr(hint, "PODMAN run --rm IMAGE true (PODMAN and IMAGE being the --podman and "
+		"--image in use)") && !strstr(hint, "ppp"),
 		"silent hint: a path too long to show is named in words, not cut");
 	check(mkdtemp(dir) != NULL, "podman hints: a scratch directory");
 	snprintf(path, sizeof path, "%s/podman", dir);
