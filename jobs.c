@@ -123,7 +123,7 @@ int parse_shard(const char *text, long long *index, long long *count, struct err
 		if (text[4] == '/') {
 			errno = 0;
 			n = strtoll(text + 5, &end, 10);
-			if (end == text + 5 || *end || errno == ERANGE || n < 1) {
+			if (!isdigit((unsigned char)text[5]) || *end || errno == ERANGE || n < 1) {
 				error_set(err, EXIT_REFUSED, hint, "--shard %s: N is not a count", text);
 				return -1;
 			}
@@ -138,9 +138,13 @@ int parse_shard(const char *text, long long *index, long long *count, struct err
 				    err) < 0))
 				return -1;
 			long long offset;
-			/* Past 64 bits: an index no task has, refused below. */
-			k = __builtin_sub_overflow(task, min, &offset) ? -1 :
-				offset / (step > 0 ? step : 1);
+			if (__builtin_sub_overflow(task, min, &offset) || offset < 0) {
+				error_set(err, EXIT_REFUSED, hint, "--shard %s: SLURM_ARRAY_TASK_ID %lld "
+					"is not an array task from SLURM_ARRAY_TASK_MIN %lld", text, task,
+					min);
+				return -1;
+			}
+			k = offset / (step > 0 ? step : 1);
 			if (!n)
 				n = tasks;
 			if (n < 1) {
@@ -168,13 +172,13 @@ int parse_shard(const char *text, long long *index, long long *count, struct err
 	}
 	errno = 0;
 	long long k = strtoll(text, &end, 10);
-	if (end == text || *end != '/' || errno == ERANGE) {
+	if (!isdigit((unsigned char)*text) || *end != '/' || errno == ERANGE) {
 		error_set(err, EXIT_REFUSED, hint, "--shard '%s' is not K/N", text);
 		return -1;
 	}
 	const char *rest = end + 1;
 	long long n = strtoll(rest, &end, 10);
-	if (end == rest || *end || errno == ERANGE || n < 1 || k < 0 || k >= n) {
+	if (!isdigit((unsigned char)*rest) || *end || errno == ERANGE || n < 1 || k < 0 || k >= n) {
 		error_set(err, EXIT_REFUSED, hint, "--shard '%s' is not K/N with 0 <= K < N", text);
 		return -1;
 	}

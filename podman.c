@@ -151,13 +151,12 @@ char *podman_executable(const char *named, struct error *err)
 const char image_hint[] =
 	"put it in this user's podman storage with './setup.sh image' in the sage-sandbox "
 	"source tree (as this user; it uses sudo where it must), or pull one and pass --image";
-/* Whether word is one shell word as it is, needing no quotes (nor read
- * as an option, nor expanded by zsh's =word). */
+/* Whether word is one shell word as it is, needing no quotes: no '='
+ * (a command's first word NAME=x is an assignment; zsh expands =word). */
 static bool shell_safe(const char *word)
 {
-	return *word && *word != '-' && *word != '=' &&
-		!word[strspn(word, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
-				   "0123456789_@%+=:,./-")];
+	return *word && !word[strspn(word, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+					   "0123456789_@%+:,./-")];
 }
 
 /* word as one shell word: as it is where it is safe, else in single

@@ -224,6 +224,9 @@ static void take_output(struct sandbox *sb, int stream, const char *data, size_t
 	}
 }
 
+const char launcher_ended_hint[] = "check the image with 'sage-sandbox status', and what a "
+	"--seccomp-profile of your own refuses";
+
 /* The launcher broke the protocol: not something the code can do (it has
  * no way to the frame stream), so the image or the launcher is broken. */
 static void protocol_broken(struct sandbox *sb, const char *what)
@@ -937,8 +940,7 @@ static void finish_result(struct sandbox *sb)
 			killed ? "nothing of the image is to blame: run it again, and find what "
 				 "removes this user's containers (podman rm, kill or stop) or ran the "
 				 "kernel's OOM killer" :
-				 "check the image with 'sage-sandbox status', and what a "
-				 "--seccomp-profile of your own refuses",
+				 launcher_ended_hint,
 			"Sage did not start in the sandbox: %s before Sage was ready%s%.*s", ended,
 			len ? ": " : "", (int)len, last);
 		return;

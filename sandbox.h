@@ -234,4 +234,8 @@ int sandbox_cleanup(const char *podman, struct buffer *removed, struct error *er
 int setting_enforcement(enum setting_id id, const struct podman_host *host,
 		const char *by[MAX_ENFORCERS]);
 
+/* The hint of a run whose launcher ended before Sage was ready: it sends
+ * the user to status, which says otherwise itself. */
+extern const char launcher_ended_hint[];
+
 #endif

@@ -196,6 +196,8 @@ static const char *problem(const struct status_report *s, const char **hint)
 		*hint = "run sage-sandbox as an unprivileged user (not root, not sudo)";
 		return "podman is not rootless for this user";
 	}
+	if (ph->rootless == ROOTLESS_UNKNOWN && s->host.refusal.status && !ph->detail[0])
+		return s->host.refusal.message; /* podman could not be started (cannot_execute) */
 	if (ph->rootless == ROOTLESS_UNKNOWN) {
 		*hint = podman_failed_hint(ph->detail, podman_info_hint);
 		return "podman did not answer";
@@ -211,8 +213,8 @@ static const char *problem(const struct status_report *s, const char **hint)
 	if (s->host.refusal.status)
 		return s->host.refusal.message;
 	if (s->sage_asked && !s->sage_starts) {
-		/* A run's refusal may send its user here; status is here. */
-		*hint = strstr(s->sage_refusal.hint, "'sage-sandbox status'") ?
+		/* That run's hint sends its user here; status is here. */
+		*hint = strcmp(s->sage_refusal.hint, launcher_ended_hint) == 0 ?
 			"podman and the image passed the checks above: see the message, and what a "
 			"--seccomp-profile of your own refuses" : s->sage_refusal.hint;
 		return s->sage_refusal.message;

@@ -361,6 +361,9 @@ static void test_jobs(void)
 	check(parse_shard("5/5", &k, &n, &err) < 0 && parse_shard("-1/3", &k, &n, &err) < 0 &&
 		parse_shard("1/0", &k, &n, &err) < 0 && parse_shard("1/2x", &k, &n, &err) < 0 &&
 		parse_shard("x", &k, &n, &err) < 0, "shard: K >= N, negatives, junk refused");
+	check(parse_shard(" 1/4", &k, &n, &err) < 0 && parse_shard("1/ 4", &k, &n, &err) < 0 &&
+		parse_shard("+1/4", &k, &n, &err) < 0 && parse_shard("auto/ 4", &k, &n, &err) < 0,
+		"shard: a blank or a sign before a number refused");
 	/* N past 64 bits was taken as the largest: a shard of nothing, exit 0. */
 	check(parse_shard("1/99999999999999999999", &k, &n, &err) < 0 &&
 		parse_shard("99999999999999999999/3", &k, &n, &err) < 0 &&
@@ -392,6 +395,10 @@ static void test_jobs(void)
 	setenv("SLURM_ARRAY_TASK_MIN", "-5", 1);
 	check(parse_shard("auto", &k, &n, &err) < 0, "shard: an id less its minimum past 64 bits "
 		"is refused");
+	setenv("SLURM_ARRAY_TASK_ID", "9", 1);
+	setenv("SLURM_ARRAY_TASK_MIN", "10", 1);
+	check(parse_shard("auto", &k, &n, &err) < 0 && strstr(err.message, "is not an array task"),
+		"shard: an id below its minimum is refused, by name");
 	setenv("SLURM_ARRAY_TASK_MIN", "10", 1);
 	unsetenv("SLURM_ARRAY_TASK_ID");
 	setenv("JOB_COMPLETION_INDEX", "3", 1);
@@ -857,9 +864,9 @@ static void test_podman_hints(void)
 	podman_silent_hint(hint, sizeof hint, "/opt/my podman/it's", "img");
 	check(strcmp(hint, "to see why, run as this user: '/opt/my podman/it'\\''s' run --rm img "
 		"true") == 0, "silent hint: a space and a quote quoted for the shell, the rest as is");
-	podman_silent_hint(hint, sizeof hint, "podman", "-i");
-	check(strcmp(hint, "to see why, run as this user: podman run --rm '-i' true") == 0,
-		"silent hint: a word that reads as an option is quoted");
+	podman_silent_hint(hint, sizeof hint, "/opt/a=b/podman", "img");
+	check(strcmp(hint, "to see why, run as this user: '/opt/a=b/podman' run --rm img true") == 0,
+		"silent hint: a path with '=', a shell assignment as a first word, is quoted");
 	char long_path[600];
 	memset(long_path, 'p', sizeof long_path - 1);
 	long_path[0] = '/';
