@@ -86,6 +86,17 @@ static long long count_lines(int fd)
 	return n < 0 ? -1 : lines + filled;
 }
 
+/* The decimal at text (a sign first where sign_allowed): its value, and
+ * *end after it; false without a digit first, which strtoll would take
+ * after blanks, or past 64 bits. */
+static bool decimal(const char *text, bool sign_allowed, long long *value, char **end)
+{
+	const char *digits = text + (sign_allowed && (*text == '-' || *text == '+'));
+	errno = 0;
+	*value = strtoll(text, end, 10);
+	return isdigit((unsigned char)*digits) && errno != ERANGE;
+}
+
 /* The whole number in environment variable name, where it is set: 0, or
  * -1 with err naming the variable (not atoll's 0 for anything else). */
 static int shard_variable(const char *name, long long *value, const char *text,
@@ -95,11 +106,8 @@ static int shard_variable(const char *name, long long *value, const char *text,
 	if (!v || !*v)
 		return 0;
 	char *end;
-	errno = 0;
-	long long n = strtoll(v, &end, 10);
-	/* Digits alone, a sign allowed: strtoll skips leading blanks. */
-	if (end == v || *end || errno == ERANGE || !(isdigit((unsigned char)*v) || *v == '-' ||
-						     *v == '+')) {
+	long long n;
+	if (!decimal(v, true, &n, &end) || *end) {
 		char *shown = printable_name(v, strnlen(v, 64));
 		error_set(err, EXIT_REFUSED, hint, "--shard %s: %s='%s' is not a whole number",
 			text, name, shown);
@@ -121,9 +129,7 @@ int parse_shard(const char *text, long long *index, long long *count, struct err
 		const char *k8s = getenv("JOB_COMPLETION_INDEX");
 		long long n = 0, k = 0;
 		if (text[4] == '/') {
-			errno = 0;
-			n = strtoll(text + 5, &end, 10);
-			if (!isdigit((unsigned char)text[5]) || *end || errno == ERANGE || n < 1) {
+			if (!decimal(text + 5, false, &n, &end) || *end || n < 1) {
 				error_set(err, EXIT_REFUSED, hint, "--shard %s: N is not a count", text);
 				return -1;
 			}
@@ -170,15 +176,12 @@ int parse_shard(const char *text, long long *index, long long *count, struct err
 		*count = n;
 		return 0;
 	}
-	errno = 0;
-	long long k = strtoll(text, &end, 10);
-	if (!isdigit((unsigned char)*text) || *end != '/' || errno == ERANGE) {
+	long long k, n;
+	if (!decimal(text, false, &k, &end) || *end != '/') {
 		error_set(err, EXIT_REFUSED, hint, "--shard '%s' is not K/N", text);
 		return -1;
 	}
-	const char *rest = end + 1;
-	long long n = strtoll(rest, &end, 10);
-	if (!isdigit((unsigned char)*rest) || *end || errno == ERANGE || n < 1 || k < 0 || k >= n) {
+	if (!decimal(end + 1, false, &n, &end) || *end || n < 1 || k < 0 || k >= n) {
 		error_set(err, EXIT_REFUSED, hint, "--shard '%s' is not K/N with 0 <= K < N", text);
 		return -1;
 	}

@@ -196,9 +196,9 @@ static const char *problem(const struct status_report *s, const char **hint)
 		*hint = "run sage-sandbox as an unprivileged user (not root, not sudo)";
 		return "podman is not rootless for this user";
 	}
-	if (ph->rootless == ROOTLESS_UNKNOWN && s->host.refusal.status && !ph->detail[0])
-		return s->host.refusal.message; /* podman could not be started (cannot_execute) */
 	if (ph->rootless == ROOTLESS_UNKNOWN) {
+		if (s->host.refusal.status && !ph->detail[0])
+			return s->host.refusal.message; /* podman could not be started */
 		*hint = podman_failed_hint(ph->detail, podman_info_hint);
 		return "podman did not answer";
 	}

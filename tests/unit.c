@@ -369,37 +369,39 @@ static void test_jobs(void)
 		parse_shard("99999999999999999999/3", &k, &n, &err) < 0 &&
 		parse_shard("auto/99999999999999999999", &k, &n, &err) < 0 &&
 		parse_shard("auto/", &k, &n, &err) < 0, "shard: numbers past 64 bits refused");
-	setenv("SLURM_ARRAY_TASK_ID", "14", 1);
-	setenv("SLURM_ARRAY_TASK_MIN", "10", 1);
-	setenv("SLURM_ARRAY_TASK_STEP", "2", 1);
-	setenv("SLURM_ARRAY_TASK_COUNT", "4", 1);
-	check(parse_shard("auto", &k, &n, &err) == 0 && k == 2 && n == 4,
-		"shard: auto from a Slurm array of --array=10-16:2");
-	/* atoll took "4x" as 4 and "x" as 0: a shard from a misread number. */
-	setenv("SLURM_ARRAY_TASK_COUNT", "4x", 1);
-	check(parse_shard("auto", &k, &n, &err) < 0 &&
-		strstr(err.message, "SLURM_ARRAY_TASK_COUNT='4x' is not a whole number"),
-		"shard: a Slurm variable that is not a number is refused, by name");
-	setenv("SLURM_ARRAY_TASK_COUNT", "4", 1);
-	setenv("SLURM_ARRAY_TASK_ID", "x", 1);
-	check(parse_shard("auto", &k, &n, &err) < 0 && strstr(err.message, "SLURM_ARRAY_TASK_ID"),
-		"shard: ... the task's id too");
-	setenv("SLURM_ARRAY_TASK_ID", " 12", 1);
-	check(parse_shard("auto", &k, &n, &err) < 0, "shard: ... with a blank before it too");
-	setenv("SLURM_ARRAY_TASK_COUNT", "x", 1);
-	setenv("SLURM_ARRAY_TASK_ID", "12", 1);
-	check(parse_shard("auto/4", &k, &n, &err) == 0 && k == 1 && n == 4,
-		"shard: auto/N does not read SLURM_ARRAY_TASK_COUNT");
-	setenv("SLURM_ARRAY_TASK_COUNT", "4", 1);
-	setenv("SLURM_ARRAY_TASK_ID", "9223372036854775807", 1);
-	setenv("SLURM_ARRAY_TASK_MIN", "-5", 1);
-	check(parse_shard("auto", &k, &n, &err) < 0, "shard: an id less its minimum past 64 bits "
-		"is refused");
-	setenv("SLURM_ARRAY_TASK_ID", "9", 1);
-	setenv("SLURM_ARRAY_TASK_MIN", "10", 1);
-	check(parse_shard("auto", &k, &n, &err) < 0 && strstr(err.message, "is not an array task"),
-		"shard: an id below its minimum is refused, by name");
-	setenv("SLURM_ARRAY_TASK_MIN", "10", 1);
+	/* --shard auto from Slurm's variables; n 0: refused, saying says. */
+	static const struct {
+		const char *id, *min, *step, *count, *shard;
+		long long k, n;
+		const char *says, *what;
+	} slurm[] = {
+		{"14", "10", "2", "4", "auto", 2, 4, NULL,
+		 "shard: auto from a Slurm array of --array=10-16:2"},
+		/* atoll took "4x" as 4 and "x" as 0: a shard from a misread number. */
+		{"14", "10", "2", "4x", "auto", 0, 0, "SLURM_ARRAY_TASK_COUNT='4x' is not a whole number",
+		 "shard: a Slurm variable that is not a number is refused, by name"},
+		{"x", "10", "2", "4", "auto", 0, 0, "SLURM_ARRAY_TASK_ID",
+		 "shard: ... the task's id too"},
+		{" 12", "10", "2", "4", "auto", 0, 0, NULL, "shard: ... with a blank before it too"},
+		{"12", "10", "2", "x", "auto/4", 1, 4, NULL,
+		 "shard: auto/N does not read SLURM_ARRAY_TASK_COUNT"},
+		{"9223372036854775807", "-5", "2", "4", "auto", 0, 0, NULL,
+		 "shard: an id less its minimum past 64 bits is refused"},
+		{"9", "10", "2", "4", "auto", 0, 0, "is not an array task",
+		 "shard: an id below its minimum is refused, by name"},
+	};
+	for (size_t i = 0; i < sizeof slurm / sizeof *slurm; i++) {
+		setenv("SLURM_ARRAY_TASK_ID", slurm[i].id, 1);
+		setenv("SLURM_ARRAY_TASK_MIN", slurm[i].min, 1);
+		setenv("SLURM_ARRAY_TASK_STEP", slurm[i].step, 1);
+		setenv("SLURM_ARRAY_TASK_COUNT", slurm[i].count, 1);
+		int rc = parse_shard(slurm[i].shard, &k, &n, &err);
+		check(slurm[i].n ? rc == 0 && k == slurm[i].k && n == slurm[i].n :
+			rc < 0 && (!slurm[i].says || strstr(err.message, slurm[i].says)), slurm[i].what);
+	}
+	unsetenv("SLURM_ARRAY_TASK_MIN");
+	unsetenv("SLURM_ARRAY_TASK_STEP");
+	unsetenv("SLURM_ARRAY_TASK_COUNT");
 	unsetenv("SLURM_ARRAY_TASK_ID");
 	setenv("JOB_COMPLETION_INDEX", "3", 1);
 	check(parse_shard("auto/4", &k, &n, &err) == 0 && k == 3 && n == 4 &&
