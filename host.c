@@ -82,7 +82,7 @@ static void on_rootless(const struct podman_host *podman_answer, void *data)
 	h->podman_host = *podman_answer;
 	if (podman_answer->remote && !h->remote[0])
 		snprintf(h->remote, sizeof h->remote, "podman's configuration (its service is remote)");
-	if (rootless_verdict(podman_answer, &h->refusal) < 0 || !q->with_image) {
+	if (rootless_verdict(podman_answer, h->podman, &h->refusal) < 0 || !q->with_image) {
 		finish(q);
 		return;
 	}

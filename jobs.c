@@ -108,9 +108,10 @@ static int shard_variable(const char *name, long long *value, const char *text,
 	char *end;
 	long long n;
 	if (!decimal(v, true, &n, &end) || *end) {
-		char *shown = printable_name(v, strnlen(v, 64));
-		error_set(err, EXIT_REFUSED, hint, "--shard %s: %s='%s' is not a whole number",
-			text, name, shown);
+		bool too_large = errno == ERANGE;
+		char *shown = printable_name(v, strlen(v), 64);
+		error_set(err, EXIT_REFUSED, hint, "--shard %s: %s='%s' is not a whole number%s",
+			text, name, shown, too_large ? " of 64 bits" : "");
 		free(shown);
 		return -1;
 	}
@@ -136,28 +137,38 @@ int parse_shard(const char *text, long long *index, long long *count, struct err
 		}
 		if (id && *id) {
 			/* An array of --array=MIN-MAX[:STEP] has tasks MIN, MIN+STEP, ... */
-			long long task = 0, min = 0, step = 1, tasks = 0;
+			long long task = 0, min = 0, step = 1, tasks = -1;
 			if (shard_variable("SLURM_ARRAY_TASK_ID", &task, text, hint, err) < 0 ||
 			    shard_variable("SLURM_ARRAY_TASK_MIN", &min, text, hint, err) < 0 ||
 			    shard_variable("SLURM_ARRAY_TASK_STEP", &step, text, hint, err) < 0 ||
 			    (!n && shard_variable("SLURM_ARRAY_TASK_COUNT", &tasks, text, hint,
 				    err) < 0))
 				return -1;
-			long long offset;
-			if (__builtin_sub_overflow(task, min, &offset) || offset < 0) {
-				error_set(err, EXIT_REFUSED, hint, "--shard %s: SLURM_ARRAY_TASK_ID %lld "
-					"is not an array task from SLURM_ARRAY_TASK_MIN %lld", text, task,
-					min);
+			if (step < 1) {
+				error_set(err, EXIT_REFUSED, hint, "--shard %s: SLURM_ARRAY_TASK_STEP %lld "
+					"is not a step of 1 or more", text, step);
 				return -1;
 			}
-			k = offset / (step > 0 ? step : 1);
+			long long offset;
+			if (__builtin_sub_overflow(task, min, &offset) || offset < 0 || offset % step) {
+				error_set(err, EXIT_REFUSED, hint, "--shard %s: SLURM_ARRAY_TASK_ID %lld "
+					"is not an array task from SLURM_ARRAY_TASK_MIN %lld by "
+					"SLURM_ARRAY_TASK_STEP %lld", text, task, min, step);
+				return -1;
+			}
+			k = offset / step;
+			if (!n && tasks < 0) {
+				error_set(err, EXIT_REFUSED, hint, "--shard auto: SLURM_ARRAY_TASK_COUNT "
+					"is not set");
+				return -1;
+			}
+			if (!n && tasks < 1) {
+				error_set(err, EXIT_REFUSED, hint, "--shard auto: SLURM_ARRAY_TASK_COUNT "
+					"%lld is not a count of 1 or more", tasks);
+				return -1;
+			}
 			if (!n)
 				n = tasks;
-			if (n < 1) {
-				error_set(err, EXIT_REFUSED, hint, "--shard auto: SLURM_ARRAY_TASK_COUNT "
-					"is not set; give auto/N");
-				return -1;
-			}
 		} else if (k8s && *k8s && n) {
 			if (shard_variable("JOB_COMPLETION_INDEX", &k, text, hint, err) < 0)
 				return -1;

@@ -6,6 +6,7 @@
 #include "json.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* Characters that change how the text around them reads without being
@@ -61,23 +62,72 @@ bool relative_path_allowed(const char *p, size_t len)
 	}
 }
 
-char *printable_name(const char *p, size_t len)
+/* Characters that are not seen at all: the zero-width space, non-joiner
+ * and joiner (U+200B-U+200D), the word joiner and invisible operators
+ * (U+2060-U+2064), the byte order mark (U+FEFF) and the soft hyphen
+ * (U+00AD). A name may hold them (a joiner in an emoji, a non-joiner in
+ * Persian), but a message that shows one raw shows two different names
+ * alike (attack helper 162). */
+static bool unseen(const unsigned char *s, size_t n)
 {
-	struct buffer b = {0};
-	for (size_t i = 0; i < len && b.len < 200;) {
+	if (n == 2)
+		return s[0] == 0xC2 && s[1] == 0xAD;
+	if (n != 3)
+		return false;
+	return (s[0] == 0xE2 && s[1] == 0x80 && s[2] >= 0x8B && s[2] <= 0x8D) ||
+		(s[0] == 0xE2 && s[1] == 0x81 && s[2] >= 0xA0 && s[2] <= 0xA4) ||
+		(s[0] == 0xEF && s[1] == 0xBB && s[2] == 0xBF);
+}
+
+/* The characters from p[0] shown into out within limit bytes (and a NUL);
+ * *used tells how many bytes of p they took. */
+static size_t printable_part(char *out, size_t limit, const char *p, size_t len,
+		bool escape_backslash, size_t *used)
+{
+	size_t at = 0, i = 0;
+	while (i < len) {
 		const unsigned char *u = (const unsigned char *)p + i;
 		size_t n = printable_char_length(u, len - i);
-		if (n == 0 || *u == '\\') {
-			char esc[8];
-			snprintf(esc, sizeof esc, "\\x%02x", *u);
-			buffer_append(&b, esc, 4);
-			i++;
-		} else {
-			buffer_append(&b, p + i, n);
-			i += n;
-		}
+		/* An unseen character is escaped whole, \xNN per byte; any
+		 * other byte that is no printable character, alone. */
+		bool escaped = n == 0 || unseen(u, n) || (escape_backslash && *u == '\\');
+		size_t take = n ? n : 1, width = escaped ? 4 * take : take;
+		if (width > limit - at)
+			break;
+		if (escaped)
+			for (size_t k = 0; k < take; k++)
+				snprintf(out + at + 4 * k, 5, "\\x%02x", u[k]);
+		else
+			memcpy(out + at, u, take);
+		at += width;
+		i += take;
 	}
-	if (!b.data)
-		buffer_append(&b, "", 0);
-	return b.data;
+	out[at] = '\0';
+	*used = i;
+	return at;
+}
+
+size_t printable_copy(char *out, size_t size, const char *p, size_t len, bool escape_backslash)
+{
+	static const char ellipsis[] = "\xe2\x80\xa6"; /* "…" */
+	const size_t ellipsis_len = sizeof ellipsis - 1;
+	size_t used;
+	if (size == 0)
+		return 0;
+	size_t at = printable_part(out, size - 1, p, len, escape_backslash, &used);
+	if (used == len || size - 1 < ellipsis_len)
+		return at;
+	/* Cut: again, with room for the "…" that says so. */
+	at = printable_part(out, size - 1 - ellipsis_len, p, len, escape_backslash, &used);
+	memcpy(out + at, ellipsis, ellipsis_len + 1);
+	return at + ellipsis_len;
+}
+
+char *printable_name(const char *p, size_t len, size_t max)
+{
+	char *shown = malloc(max + 1);
+	if (!shown)
+		abort();
+	printable_copy(shown, max + 1, p, len, true);
+	return shown;
 }

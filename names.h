@@ -22,9 +22,14 @@ bool name_part_allowed(const char *p, size_t len);
 /* A relative path of allowed parts joined by '/', at most
  * NAMES_MAX_PATH_BYTES long and NAMES_MAX_DEPTH directories deep. */
 bool relative_path_allowed(const char *p, size_t len);
-/* The bytes as text anyone can read: printable UTF-8 kept, every other
- * byte (and the backslash) written as \xNN; at most 200 bytes of it. A
- * malloc'd string. */
-char *printable_name(const char *p, size_t len);
+/* The bytes as text anyone can read, on one line: printable UTF-8 kept,
+ * every other byte, each byte of a character that is not seen (a
+ * zero-width space, a byte order mark) and, where escape_backslash, the
+ * backslash written as \xNN. Into out, NUL-terminated, at most size - 1
+ * bytes, cut before a whole character and then ended by "…". Its length. */
+size_t printable_copy(char *out, size_t size, const char *p, size_t len, bool escape_backslash);
+/* A name as printable_copy shows it (backslashes escaped, so that the
+ * escapes cannot be mistaken), at most max bytes. A malloc'd string. */
+char *printable_name(const char *p, size_t len, size_t max);
 
 #endif

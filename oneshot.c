@@ -175,7 +175,8 @@ static void time_out(struct oneshot *o)
 	/* Reading the code waits for our caller; checking podman, for podman
 	 * and the image's probe (a podman that hangs: attack helper 157). */
 	error_set(&o->err, EXIT_TIMEOUT, o->code_watch ?
-		"close standard input, name a FILE, or raise --timeout" :
+		"close standard input, name a FILE, or raise --timeout" : o->for_status ?
+		"see podman's answers above, or raise --timeout" :
 		"see what podman answers with 'sage-sandbox status', or raise --timeout",
 		"timed out after %ld s %s; nothing was run", o->cfg->number[SET_TIMEOUT],
 		o->code_watch ? "reading the code" : "checking podman");
@@ -272,7 +273,7 @@ static void start_call(struct oneshot *o, struct runner *runner)
 		o->argv[1 + i] = o->args[i];
 	if (!runner) {
 		struct runner_options ro = {.loop = o->loop, .host = &o->host, .cfg = o->cfg,
-			.who = "run", .running_max = 1};
+			.who = "run", .running_max = 1, .for_status = o->for_status};
 		runner = o->runner = runner_new(&ro);
 	}
 	struct call_spec spec = {.program = {.code = o->code, .code_len = o->code_len,

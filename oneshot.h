@@ -45,6 +45,8 @@ struct oneshot {
 	/* Nothing more is written (the server's client is gone, as a killed
 	 * run of its own would write nothing more). */
 	bool mute;
+	/* `status`'s run (sandbox_options): never hosted. */
+	bool for_status;
 
 	/* out, once finished */
 	bool failed;            /* nothing ran: see err */

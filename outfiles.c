@@ -100,7 +100,7 @@ static void drop(struct outfiles *o, const char *name, size_t len, const char *f
 		return;
 	struct dropped_file *d = &o->dropped[o->dropped_count - 1];
 	va_list ap;
-	d->name = printable_name(name, len);
+	d->name = printable_name(name, len, 200);
 	va_start(ap, fmt);
 	vsnprintf(d->reason, sizeof d->reason, fmt, ap);
 	va_end(ap);

@@ -97,10 +97,18 @@ char *const *podman_environment(void)
 	return env;
 }
 
+/* A file this user may run: a directory has its x bits too, and exec
+ * refuses it, as execvp passes over one in PATH. */
+static bool runnable(const char *path)
+{
+	struct stat st;
+	return access(path, X_OK) == 0 && stat(path, &st) == 0 && !S_ISDIR(st.st_mode);
+}
+
 char *find_executable(const char *name)
 {
 	if (strchr(name, '/'))
-		return access(name, X_OK) == 0 ? strdup(name) : NULL;
+		return runnable(name) ? strdup(name) : NULL;
 	const char *path = getenv("PATH");
 	if (!path || !*path)
 		path = "/usr/local/bin:/usr/bin:/bin";
@@ -109,7 +117,7 @@ char *find_executable(const char *name)
 		char *candidate;
 		if (asprintf(&candidate, "%.*s/%s", (int)(len ? len : 1), len ? dir : ".", name) < 0)
 			abort();
-		if (access(candidate, X_OK) == 0)
+		if (runnable(candidate))
 			return candidate;
 		free(candidate);
 		dir += len + (dir[len] == ':');
@@ -122,13 +130,21 @@ const char podman_install_hint[] =
 
 const char *podman_exec_hint(const char *path, int exec_errno)
 {
-	/* A file there that nobody may run (attack helper 157); not one that
-	 * has its bits but is on a noexec mount, nor a directory. */
+	/* Install podman only where there is nothing there to fix (attack
+	 * helpers 157 and 162): a file nobody may run (not one on a noexec
+	 * mount), a directory, a script whose #! interpreter or a program
+	 * whose loader is missing (exec's ENOENT for a file that is there). */
 	struct stat st;
-	return exec_errno == EACCES && stat(path, &st) == 0 && S_ISREG(st.st_mode) &&
-		(st.st_mode & 0111) == 0 ?
-		"make it executable for this user (chmod +x), or name another with --podman PATH" :
-		podman_install_hint;
+	if (stat(path, &st) < 0)
+		return podman_install_hint;
+	if (S_ISDIR(st.st_mode))
+		return "that is a directory: name the podman program itself with --podman PATH";
+	if (exec_errno == EACCES && S_ISREG(st.st_mode) && (st.st_mode & 0111) == 0)
+		return "make it executable for this user (chmod +x), or name another with --podman PATH";
+	if (exec_errno == ENOENT)
+		return "the file is there, but its #! interpreter or its loader is not: fix its first "
+		       "line, or name another with --podman PATH";
+	return podman_install_hint;
 }
 
 char *podman_executable(const char *named, struct error *err)
@@ -136,12 +152,23 @@ char *podman_executable(const char *named, struct error *err)
 	char *podman = find_executable(named);
 	if (podman)
 		return podman;
-	if (strchr(named, '/') && access(named, F_OK) == 0)
+	if (!strchr(named, '/')) {
+		error_set(err, EXIT_REFUSED, podman_install_hint,
+			"podman executable '%s' not found in PATH", named);
+		return NULL;
+	}
+	if (access(named, F_OK) == 0) {
 		error_set(err, EXIT_REFUSED, podman_exec_hint(named, EACCES),
 			"cannot execute podman %s: %s", named, strerror(EACCES));
-	else
+	} else if (errno == EACCES) {
+		/* A directory on the way that this user may not search. */
+		error_set(err, EXIT_REFUSED, "let this user search each directory on its path "
+			"(chmod o+x), or name another with --podman PATH",
+			"cannot reach podman %s: a directory on its path is closed to this user", named);
+	} else {
 		error_set(err, EXIT_REFUSED, podman_install_hint, "podman executable '%s' not found",
 			named);
+	}
 	return NULL;
 }
 
@@ -155,8 +182,10 @@ const char image_hint[] =
  * (a command's first word NAME=x is an assignment; zsh expands =word). */
 static bool shell_safe(const char *word)
 {
-	return *word && !word[strspn(word, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
-					   "0123456789_@%+:,./-")];
+	/* '%' not first: bash takes a command %1 for fg %1 (attack helper 162). */
+	return *word && *word != '%' &&
+		!word[strspn(word, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+				   "0123456789_@%+:,./-")];
 }
 
 /* word as one shell word: as it is where it is safe, else in single
@@ -187,19 +216,21 @@ void podman_try_hint(char *out, size_t size, const char *podman, const char *ima
 {
 	/* The command, to paste into a shell: its words quoted where they
 	 * need it (review helper 158), and named in words where a path is
-	 * too long to show whole. */
+	 * too long to show whole. --pull=never as the sandbox runs it: for a
+	 * missing image, pasted, it says so, where podman's default would
+	 * pull one from a registry (attack helper 162). */
 	char quoted_podman[256], quoted_image[256];
 	if (shell_safe(podman) && shell_safe(image) &&
-			(size_t)snprintf(out, size, "run '%s run --rm %s %s' as this user %s", podman,
-				image, command, purpose) < size)
+			(size_t)snprintf(out, size, "run '%s run --rm --pull=never %s %s' as this user %s",
+				podman, image, command, purpose) < size)
 		return;
 	if (shell_word(quoted_podman, sizeof quoted_podman, podman) &&
 			shell_word(quoted_image, sizeof quoted_image, image) &&
-			(size_t)snprintf(out, size, "%s, run as this user: %s run --rm %s %s", purpose,
-				quoted_podman, quoted_image, command) < size)
+			(size_t)snprintf(out, size, "%s, run as this user: %s run --rm --pull=never %s %s",
+				purpose, quoted_podman, quoted_image, command) < size)
 		return;
-	snprintf(out, size, "%s, run as this user: PODMAN run --rm IMAGE %s (PODMAN and IMAGE "
-		"being the --podman and --image in use)", purpose, command);
+	snprintf(out, size, "%s, run as this user: PODMAN run --rm --pull=never IMAGE %s (PODMAN "
+		"and IMAGE being the --podman and --image in use)", purpose, command);
 }
 
 void podman_silent_hint(char *out, size_t size, const char *podman, const char *image)
@@ -210,7 +241,14 @@ const char as_root_hint[] =
 	"run it as the account that has the image: sudo -iu sage-sandbox sage-sandbox status "
 	"(the account setup.sh made), or as your own user after './setup.sh image'";
 
-const char podman_info_hint[] = "check that podman works for this user: podman info";
+void podman_works_hint(char *out, size_t size, const char *podman, const char *subcommand)
+{
+	char quoted[256];
+	if (!shell_word(quoted, sizeof quoted, podman))
+		snprintf(quoted, sizeof quoted, "PODMAN");
+	snprintf(out, size, "check that podman works for this user: %s %s%s", quoted, subcommand,
+		strcmp(quoted, "PODMAN") == 0 ? " (PODMAN being the --podman in use)" : "");
+}
 
 const char *podman_failed_hint(const char *said, const char *probe)
 {

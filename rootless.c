@@ -175,7 +175,7 @@ void rootless_query_now(const char *podman, struct podman_host *host)
 	args_free(&args);
 }
 
-int rootless_verdict(const struct podman_host *host, struct error *err)
+int rootless_verdict(const struct podman_host *host, const char *podman, struct error *err)
 {
 	if (host->remote) {
 		error_set(err, EXIT_REFUSED,
@@ -202,10 +202,12 @@ int rootless_verdict(const struct podman_host *host, struct error *err)
 			"refusing to run: podman is not rootless (%s)",
 			host->detail[0] ? host->detail : "it runs as root");
 		return -1;
-	default:
-		error_set(err, EXIT_REFUSED,
-			podman_failed_hint(host->detail, podman_info_hint),
+	default: {
+		char works[512];
+		podman_works_hint(works, sizeof works, podman, "info");
+		error_set(err, EXIT_REFUSED, podman_failed_hint(host->detail, works),
 			"refusing to run: cannot confirm podman is rootless: %s", host->detail);
 		return -1;
+	}
 	}
 }

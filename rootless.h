@@ -25,7 +25,7 @@ int rootless_check(struct loop *loop, struct rootless_query **slot, const char *
 		int64_t deadline, rootless_callback *done, void *data);
 void rootless_cancel(struct rootless_query **slot);
 /* 0 when host is rootless and local; else -1 with the refusal in err. */
-int rootless_verdict(const struct podman_host *host, struct error *err);
+int rootless_verdict(const struct podman_host *host, const char *podman, struct error *err);
 /* The same question without reading the cache (status): one `podman
  * info`, whose positive answer is cached for the runs after it. */
 void rootless_query_now(const char *podman, struct podman_host *host);

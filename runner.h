@@ -56,6 +56,7 @@ struct runner_options {
 	bool overflow;
 	int sessions_max;         /* sessions open at once */
 	long session_idle_seconds;
+	bool for_status;          /* its sandboxes' (sandbox_options) */
 };
 
 /* One call: owned by the runner from runner_submit until call_free, which

@@ -224,16 +224,25 @@ static void take_output(struct sandbox *sb, int stream, const char *data, size_t
 	}
 }
 
-const char launcher_ended_hint[] = "check the image with 'sage-sandbox status', and what a "
-	"--seccomp-profile of your own refuses";
+/* A hint that sends its user to `status`, or, in the run status made
+ * (for_status), says what is left to look at once status has checked
+ * podman and the image: a status that printed "check 'sage-sandbox
+ * status'" as its own fix sent its user in a circle (attack helper 157). */
+static const char *status_or(const struct sandbox *sb, const char *to_status,
+		const char *in_status)
+{
+	return sb->opt.for_status ? in_status : to_status;
+}
 
 /* The launcher broke the protocol: not something the code can do (it has
  * no way to the frame stream), so the image or the launcher is broken. */
 static void protocol_broken(struct sandbox *sb, const char *what)
 {
 	sb->result.failed = true;
-	error_set(&sb->result.failure, EXIT_REFUSED,
+	error_set(&sb->result.failure, EXIT_REFUSED, status_or(sb,
 		"check the image with 'sage-sandbox status' (see IMAGES in sage-sandbox(1))",
+		"the image passed the checks above, but not what its Sage and the launcher need: "
+		"see IMAGES in sage-sandbox(1)"),
 		"the container's launcher broke its protocol: %s", what);
 	sandbox_stop(sb, STOP_SIGNAL, 0);
 }
@@ -902,8 +911,9 @@ static void finish_result(struct sandbox *sb)
 				before = last_line(errors, (size_t)(tail - errors), &before_len);
 			if (len) {
 				error_set(&r->failure, EXIT_REFUSED,
-					podman_failed_hint(errors,
-						"see podman's message; check 'sage-sandbox status'"),
+					podman_failed_hint(errors, status_or(sb,
+						"see podman's message; check 'sage-sandbox status'",
+						"see podman's message")),
 					"podman could not run the container (status %d): %.*s%s%.*s",
 					sb->podman.status, (int)len, tail,
 					before_len ? "; before it: " : "", (int)before_len, before);
@@ -939,8 +949,11 @@ static void finish_result(struct sandbox *sb)
 		error_set(&r->failure, EXIT_REFUSED,
 			killed ? "nothing of the image is to blame: run it again, and find what "
 				 "removes this user's containers (podman rm, kill or stop) or ran the "
-				 "kernel's OOM killer" :
-				 launcher_ended_hint,
+				 "kernel's OOM killer" : status_or(sb,
+				 "check the image with 'sage-sandbox status', and what a "
+				 "--seccomp-profile of your own refuses",
+				 "podman and the image passed the checks above: see the message, and "
+				 "what a --seccomp-profile of your own refuses"),
 			"Sage did not start in the sandbox: %s before Sage was ready%s%.*s", ended,
 			len ? ": " : "", (int)len, last);
 		return;
@@ -1479,10 +1492,17 @@ static int list_orphans(const char *podman, struct buffer *names, struct error *
 	if (capture_command(list.arg, podman_environment(), 30000, &cap) < 0 || cap.status != 0) {
 		size_t said_len;
 		const char *said = last_line(cap.err.data ? cap.err.data : "", cap.err.len, &said_len);
-		error_set(err, EXIT_REFUSED,
-			podman_failed_hint(cap.err.data, "check that podman works for this user: podman ps"),
-			"podman ps failed (status %d)%s%.*s", cap.status, said_len ? ": " : "",
-			(int)said_len, said);
+		char works[512];
+		podman_works_hint(works, sizeof works, podman, "ps");
+		if (cap.exec_errno) /* not "status -1" (attack helper 162) */
+			error_set(err, EXIT_REFUSED, podman_exec_hint(podman, cap.exec_errno),
+				"cannot execute podman %s: %s", podman, strerror(cap.exec_errno));
+		else if (cap.timed_out)
+			error_set(err, EXIT_REFUSED, works, "podman ps did not answer in 30 s");
+		else
+			error_set(err, EXIT_REFUSED, podman_failed_hint(cap.err.data, works),
+				"podman ps failed (status %d)%s%.*s", cap.status, said_len ? ": " : "",
+				(int)said_len, said);
 		capture_free(&cap);
 		args_free(&list);
 		return -1;

@@ -144,6 +144,9 @@ struct sandbox_options {
 	/* No warm-up, where one would be granted (podman_warms): the runner
 	 * saw one kill its launcher. */
 	bool cold;
+	/* Made by `status` to see Sage start: its refusals' hints say what is
+	 * left to look at, not "check 'sage-sandbox status'". */
+	bool for_status;
 	struct sandbox_callbacks cb;
 };
 
@@ -233,9 +236,5 @@ int sandbox_cleanup(const char *podman, struct buffer *removed, struct error *er
 #define MAX_ENFORCERS 4
 int setting_enforcement(enum setting_id id, const struct podman_host *host,
 		const char *by[MAX_ENFORCERS]);
-
-/* The hint of a run whose launcher ended before Sage was ready: it sends
- * the user to status, which says otherwise itself. */
-extern const char launcher_ended_hint[];
 
 #endif

@@ -22,7 +22,7 @@ const struct setting settings[SETTING_COUNT] = {
 		NULL, "auto, or an absolute path inside the image", "auto",
 		"Sage's Python in the image; auto: the one `sage -python` runs"},
 	[SET_PODMAN] = {"--podman", "SAGE_SANDBOX_PODMAN", "PATH", "podman", KIND_PATH, 0, 0, NULL,
-		"an executable name or path", "podman", "podman executable"},
+		"an executable name or path, with no white space", "podman", "podman executable"},
 	[SET_TIMEOUT] = {"--timeout", "SAGE_SANDBOX_TIMEOUT", "SECONDS", "timeout_seconds",
 		KIND_INTEGER, 1, 600, NULL, "an integer from 1 to 600", "60",
 		"wall-clock limit for the whole run, container start included"},
@@ -307,15 +307,10 @@ int settings_file_parse(char *text, size_t len, const char *name,
 			    strncmp(settings[id].flag + 2, key, key_len) == 0)
 				break;
 		if (id == SETTING_COUNT) {
-			/* Shown escaped: a name of other bytes came out raw
-			 * (attack helper 157). */
-			size_t shown_len = key_len < 64 ? key_len : 64;
-			/* Not in a character's middle (at most 3 bytes back:
-			 * continuation bytes alone are no character). */
-			for (int back = 0; back < 3 && shown_len < key_len &&
-			     ((unsigned char)key[shown_len] & 0xc0) == 0x80; back++)
-				shown_len--;
-			char *shown = printable_name(key, shown_len);
+			/* Shown escaped (a name of other bytes came out raw:
+			 * attack helper 157), and short enough that the rest of
+			 * the message fits (attack helper 162). */
+			char *shown = printable_name(key, key_len, 64);
 			snprintf(why, why_size, "settings file %s, line %d: unknown setting '%s'; the "
 				"names are the options of sage-sandbox --help without their dashes", name,
 				number, shown);

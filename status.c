@@ -69,7 +69,7 @@ static void try_sage(struct status_report *s)
 {
 	static const char nothing[] = "pass\n";
 	struct oneshot run = {.cfg = s->cfg, .started_at = loop_now_ms(), .code = nothing,
-		.code_len = sizeof nothing - 1};
+		.code_len = sizeof nothing - 1, .for_status = true};
 	s->sage_asked = true;
 	if (oneshot_begin(&run) < 0 || oneshot_run(&run) < 0)
 		s->sage_refusal = run.err;
@@ -196,27 +196,28 @@ static const char *problem(const struct status_report *s, const char **hint)
 		*hint = "run sage-sandbox as an unprivileged user (not root, not sudo)";
 		return "podman is not rootless for this user";
 	}
+	/* With the podman in use, not a bare "podman info" (attack helper 162). */
+	static char works[512];
+	podman_works_hint(works, sizeof works, s->host.podman, "info");
 	if (ph->rootless == ROOTLESS_UNKNOWN) {
 		if (s->host.refusal.status && !ph->detail[0])
 			return s->host.refusal.message; /* podman could not be started */
-		*hint = podman_failed_hint(ph->detail, podman_info_hint);
-		return "podman did not answer";
+		*hint = podman_failed_hint(ph->detail, works);
+		/* What it did: it may have answered, with a failure. */
+		return ph->detail[0] ? ph->detail : "podman did not answer";
 	}
 	if (s->image_asked && !s->image_present) {
 		*hint = image_hint;
 		return "the image is not in this user's podman storage";
 	}
 	if (s->image_failure[0]) {
-		*hint = "run it as this user to see why, and check that podman works: podman info";
+		*hint = works;
 		return s->image_failure;
 	}
 	if (s->host.refusal.status)
 		return s->host.refusal.message;
 	if (s->sage_asked && !s->sage_starts) {
-		/* That run's hint sends its user here; status is here. */
-		*hint = strcmp(s->sage_refusal.hint, launcher_ended_hint) == 0 ?
-			"podman and the image passed the checks above: see the message, and what a "
-			"--seccomp-profile of your own refuses" : s->sage_refusal.hint;
+		*hint = s->sage_refusal.hint;
 		return s->sage_refusal.message;
 	}
 	*hint = NULL;
@@ -288,7 +289,10 @@ void status_print_text(FILE *out, const struct status_report *s)
 	static const char *const rootless_text[] = {"yes", "no", "unknown"};
 	const struct podman_host *ph = &s->host.podman_host;
 	const char *hint, *why = problem(s, &hint);
-	fprintf(out, "podman:    %s%s%s%s\n", s->host.podman[0] ? s->host.podman : "NOT FOUND",
+	/* Not found, or there and not a program this user may run: the
+	 * refusal says which (attack helper 162). */
+	fprintf(out, "podman:    %s%s%s%s\n", s->host.podman[0] ? s->host.podman :
+		s->host.refusal.status ? s->host.refusal.message : "NOT FOUND",
 		s->podman_version[0] ? " (version " : "", s->podman_version,
 		s->podman_version[0] ? ")" : "");
 	if (s->host.remote[0])

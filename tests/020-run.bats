@@ -197,7 +197,7 @@ podman_wrapper() {
 		sage 'print(1)' 125 run
 	expect_equal "$output" ""
 	expect_no_match "$errors" "python"
-	expect_match "$errors" "^sage-sandbox: podman failed to start a container \(status 1\) and said nothing; run '$BATS_TEST_TMPDIR/podman run --rm $IMAGE true' as this user to see why$"
+	expect_match "$errors" "^sage-sandbox: podman failed to start a container \(status 1\) and said nothing; run '$BATS_TEST_TMPDIR/podman run --rm --pull=never $IMAGE true' as this user to see why$"
 	expect_equal "$(printf '%s\n' "$errors" | wc -l)" 1
 	# One that exits 0 for the probe and runs nothing (attack helper 138):
 	# the image was blamed, --python the fix.
@@ -205,7 +205,7 @@ podman_wrapper() {
 	XDG_CACHE_HOME=$BATS_TEST_TMPDIR/cache SAGE_SANDBOX_PODMAN=$BATS_TEST_TMPDIR/podman \
 		sage 'print(1)' 125 run
 	expect_equal "$output" ""
-	expect_equal "$errors" "sage-sandbox: podman exited 0 without running the image's /bin/sh (the image probe's first line is missing); run '$BATS_TEST_TMPDIR/podman run --rm $IMAGE /bin/sh -c id' as this user to see what it does"
+	expect_equal "$errors" "sage-sandbox: podman exited 0 without running the image's /bin/sh (the image probe's first line is missing); run '$BATS_TEST_TMPDIR/podman run --rm --pull=never $IMAGE /bin/sh -c id' as this user to see what it does"
 }
 
 # Tagged any-podman: what it proves is ours, whichever podman the wrapper
@@ -224,6 +224,6 @@ podman_wrapper() {
 		run_ss 125 batch --no-server
 	input_file=
 	expect_no_match "$errors" "python"
-	expect_match "$errors" "podman did not start a container of image '$IMAGE' within 30 s; run '$BATS_TEST_TMPDIR/podman run --rm $IMAGE true' as this user to see why"
+	expect_match "$errors" "podman did not start a container of image '$IMAGE' within 30 s; run '$BATS_TEST_TMPDIR/podman run --rm --pull=never $IMAGE true' as this user to see why"
 	expect_equal "$(pgrep -u "$(id -u)" -f 'sleep 200' || true)" "" "the hanging podmans left"
 }

@@ -203,4 +203,8 @@ json.dump(profile, sys.stdout)' "$BATS_TEST_DIRNAME/../seccomp.json" >"$BATS_TES
 	expect_match "$errors" "^sage-sandbox: Sage did not start in the sandbox: the launcher ended with status [1-9][0-9]* before Sage was ready: .+; check the image with 'sage-sandbox status', and what a --seccomp-profile of your own refuses$"
 	sage 'print(1)' 125 run --json --seccomp-profile "$BATS_TEST_TMPDIR/nofork.json"
 	expect_equal "$(json_get 'j["ok"], "stdout" in j')" '[false, false]'
+	# status, which made that run, does not send its user to status.
+	run_ss 1 status --seccomp-profile "$BATS_TEST_TMPDIR/nofork.json"
+	expect_match "$output" $'\nfix: +podman and the image passed the checks above: see the message, and what a --seccomp-profile of your own refuses(\n|$)'
+	expect_no_match "$output" "sage-sandbox status" "status pointing at itself"
 }

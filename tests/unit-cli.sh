@@ -167,7 +167,26 @@ check "run --json - ... the error object" \
 mkdir "$scratch/a-directory"
 ss run --podman "$scratch/a-directory"
 check "run - --podman a directory: 125, one line: cannot execute it, why, and the fix" \
-	refused 125 "^sage-sandbox: cannot execute podman $scratch/a-directory: Permission denied$no_podman_fix"
+	refused 125 "^sage-sandbox: cannot execute podman $scratch/a-directory: Permission denied; that is a directory: name the podman program itself with --podman PATH\$"
+
+# Attack helper 162: each was told to install podman, or echoed raw.
+ss status --podman "$scratch/not-executable"
+check "status - --podman a file that cannot be run: its podman line says so, not NOT FOUND" \
+	eval 'grep -qx "podman: *cannot execute podman $scratch/not-executable: Permission denied" "$out"'
+printf '#!/nonexistent/interpreter\n' > "$scratch/no-interpreter"
+chmod +x "$scratch/no-interpreter"
+ss run --podman "$scratch/no-interpreter"
+check "run - --podman a script whose interpreter is missing: 125, its #! line named" \
+	refused 125 "^sage-sandbox: cannot execute podman $scratch/no-interpreter: No such file or directory; the file is there, but its #! interpreter or its loader is not: fix its first line, or name another with --podman PATH\$"
+ss cleanup --podman "$scratch/no-interpreter"
+check "cleanup - ... the same, not 'podman ps failed (status -1)'" \
+	refused 125 "^sage-sandbox: cannot execute podman $scratch/no-interpreter: No such file or directory; the file is there"
+ss batch --shard $'1/4\n\e[31mred' "$scratch/code.sage"
+check "batch - a --shard with a newline and a terminal escape: 125, one line, both shown escaped" \
+	refused 125 "^sage-sandbox: --shard '1/4\\\\x0a\\\\x1b\\[31mred' is not K/N with 0 <= K < N; give"
+SAGE_SANDBOX_TIMEOUT=$'9\r\e]0;title\a' ss run
+check "run - a setting's value with a carriage return and an escape: 125, one line, escaped" \
+	refused 125 "^sage-sandbox: invalid SAGE_SANDBOX_TIMEOUT '9\\\\x0d\\\\x1b\\]0;title\\\\x07': allowed is"
 
 ss batch --podman /nonexistent/podman "$scratch/code.sage"
 check "batch - --podman that does not exist: 125, one line, no result line" \
@@ -224,14 +243,14 @@ else
 	fake_case info-fails 'info fails WARN[0000] a warning first\\nError: fake podman: cannot connect\n'
 	ss run --podman "$podman"
 	check "run - podman info exits 125: 125, one line: rootless not confirmed" \
-		refused 125 "^sage-sandbox: refusing to run: cannot confirm podman is rootless: podman info exited with status 125: .*; check that podman works for this user: podman info\$"
+		refused 125 "^sage-sandbox: refusing to run: cannot confirm podman is rootless: podman info exited with status 125: .*; check that podman works for this user: $podman info\$"
 	check "run - ... the line carries podman's last stderr line, its error" \
 		eval 'grep -q ": Error: fake podman: cannot connect;" "$err"'
 
 	fake_case ps-fails 'ps fails Error: fake podman: database is locked\n'
 	ss cleanup --podman "$podman"
 	check "cleanup - podman ps exits 125: 125, one line" \
-		refused 125 "^sage-sandbox: podman ps failed \(status 125\): Error: fake podman: database is locked; check that podman works for this user: podman ps\$"
+		refused 125 "^sage-sandbox: podman ps failed \(status 125\): Error: fake podman: database is locked; check that podman works for this user: $podman ps\$"
 	check "cleanup - ... the line carries podman's message" \
 		eval 'grep -q "database is locked" "$err"'
 	input=

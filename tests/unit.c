@@ -274,9 +274,33 @@ static void test_names(void)
 	check(!relative_path_allowed(deep, strlen(deep)), "names: 17 directories deep are refused");
 	check(!relative_path_allowed("a//b", 4) && !relative_path_allowed("/a", 2) &&
 		!relative_path_allowed("a/../b", 6), "names: paths with empty or '..' parts are refused");
-	char *shown = printable_name("a\nb\\\xff\xc3\xa9", 7);
+	char *shown = printable_name("a\nb\\\xff\xc3\xa9", 7, 200);
 	check(strcmp(shown, "a\\x0ab\\x5c\\xff\xc3\xa9") == 0, "names: a refused name shown as \\xNN");
 	free(shown);
+	/* Attack helper 162: unseen characters were shown raw, a cut had no
+	 * mark of it. */
+	shown = printable_name("a\xe2\x80\x8b" "b\xef\xbb\xbf", 8, 200);
+	check(strcmp(shown, "a\\xe2\\x80\\x8bb\\xef\\xbb\\xbf") == 0,
+		"names: a zero-width space and a byte order mark shown as \\xNN");
+	free(shown);
+	shown = printable_name("abcd\xc3\xa9" "fgh", 9, 7);
+	check(strcmp(shown, "abcd\xe2\x80\xa6") == 0, "names: a cut ends in an ellipsis, "
+		"before a whole character");
+	free(shown);
+	shown = printable_name("abcdefg", 7, 7);
+	check(strcmp(shown, "abcdefg") == 0, "names: a name that just fits is not cut");
+	free(shown);
+	struct error e;
+	error_set(&e, 125, "fix\tit", "bad '%s'", "x\n\x1b[31my\\");
+	check(strcmp(e.message, "bad 'x\\x0a\\x1b[31my\\'") == 0 && strcmp(e.hint, "fix\\x09it") == 0,
+		"error: a message and a hint are one line, escapes shown, backslashes kept");
+	char long_value[700];
+	memset(long_value, 'v', sizeof long_value - 1);
+	long_value[sizeof long_value - 1] = '\0';
+	error_set(&e, 125, NULL, "bad %s", long_value);
+	check(strlen(e.message) == sizeof e.message - 1 &&
+		strcmp(e.message + strlen(e.message) - 3, "\xe2\x80\xa6") == 0,
+		"error: a message past 512 bytes ends in an ellipsis");
 }
 
 /* The receiver against a hostile sender, in a directory of its own. */
@@ -389,6 +413,19 @@ static void test_jobs(void)
 		 "shard: an id less its minimum past 64 bits is refused"},
 		{"9", "10", "2", "4", "auto", 0, 0, "is not an array task",
 		 "shard: an id below its minimum is refused, by name"},
+		/* Attack helper 162: a step of 0 was taken as 1; an id off
+		 * the array's grid was rounded down to a task; a count of 0 was
+		 * "not set"; a number past 64 bits "not a whole number". */
+		{"12", "10", "0", "4", "auto", 0, 0, "SLURM_ARRAY_TASK_STEP 0 is not a step",
+		 "shard: a step of 0 is refused"},
+		{"12", "10", "-2", "4", "auto", 0, 0, "SLURM_ARRAY_TASK_STEP -2 is not a step",
+		 "shard: a negative step is refused"},
+		{"13", "10", "2", "4", "auto", 0, 0, "is not an array task from",
+		 "shard: an id between the array's tasks is refused"},
+		{"12", "10", "2", "0", "auto", 0, 0, "SLURM_ARRAY_TASK_COUNT 0 is not a count",
+		 "shard: a count of 0 is refused as 0, not as unset"},
+		{"99999999999999999999", "10", "2", "4", "auto", 0, 0, "not a whole number of 64 bits",
+		 "shard: an id past 64 bits is said to be"},
 	};
 	for (size_t i = 0; i < sizeof slurm / sizeof *slurm; i++) {
 		setenv("SLURM_ARRAY_TASK_ID", slurm[i].id, 1);
@@ -491,8 +528,9 @@ static void test_settings_file(void)
 	snprintf(long_name, sizeof long_name, "%s\xc3\xa9xyz = 1\n",
 		"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"); /* 63 */
 	check(settings_file_parse(long_name, strlen(long_name), "f", values, line, why,
-		sizeof why) < 0 && strstr(why, "'aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa';"),
-		"settings file: a long unknown name is cut before the character at byte 64, not in it");
+		sizeof why) < 0 && strstr(why, " 'aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\xe2\x80\xa6';"),
+		"settings file: a long unknown name is cut to 64 bytes, before a whole character, "
+		"ending in an ellipsis");
 	memset(long_name, 0x80, 100);
 	snprintf(long_name + 100, sizeof long_name - 100, " = 1\n");
 	check(settings_file_parse(long_name, strlen(long_name), "f", values, line, why,
@@ -861,20 +899,23 @@ static void test_podman_hints(void)
 	char hint[512], dir[] = "/tmp/unit-podman-XXXXXX", path[64], *found;
 	struct error err = {0};
 	podman_silent_hint(hint, sizeof hint, "/usr/bin/podman", "localhost/sage:10");
-	check(strcmp(hint, "run '/usr/bin/podman run --rm localhost/sage:10 true' as this user "
+	check(strcmp(hint, "run '/usr/bin/podman run --rm --pull=never localhost/sage:10 true' as "
+		"this user "
 		"to see why") == 0, "silent hint: plain words as they are");
 	podman_silent_hint(hint, sizeof hint, "/opt/my podman/it's", "img");
-	check(strcmp(hint, "to see why, run as this user: '/opt/my podman/it'\\''s' run --rm img "
-		"true") == 0, "silent hint: a space and a quote quoted for the shell, the rest as is");
+	check(strcmp(hint, "to see why, run as this user: '/opt/my podman/it'\\''s' run --rm "
+		"--pull=never img true") == 0, "silent hint: a space and a quote quoted for the shell, the rest as is");
 	podman_silent_hint(hint, sizeof hint, "/opt/a=b/podman", "img");
-	check(strcmp(hint, "to see why, run as this user: '/opt/a=b/podman' run --rm img true") == 0,
+	check(strcmp(hint, "to see why, run as this user: '/opt/a=b/podman' run --rm --pull=never img "
+		"true") == 0,
 		"silent hint: a path with '=', a shell assignment as a first word, is quoted");
 	char long_path[600];
 	memset(long_path, 'p', sizeof long_path - 1);
 	long_path[0] = '/';
 	long_path[sizeof long_path - 1] = '\0';
 	podman_silent_hint(hint, sizeof hint, long_path, "img");
-	check(strstr(hint, "PODMAN run --rm IMAGE true (PODMAN and IMAGE being the --podman and "
+	check(strstr(hint, "PODMAN run --rm --pull=never IMAGE true (PODMAN and IMAGE being the "
+		"--podman and "
 		"--image in use)") && !strstr(hint, "ppp"),
 		"silent hint: a path too long to show is named in words, not cut");
 	check(mkdtemp(dir) != NULL, "podman hints: a scratch directory");
@@ -888,6 +929,24 @@ static void test_podman_hints(void)
 	found = podman_executable(path, &err);
 	check(!found && strstr(err.hint, "install podman") && strstr(err.message, "not found"),
 		"podman_executable: a missing one is told to install podman");
+	/* Attack helper 162: each was told to install podman. */
+	found = podman_executable(dir, &err);
+	check(!found && strstr(err.hint, "is a directory") && strstr(err.message, "cannot execute"),
+		"podman_executable: a directory is said to be one");
+	int fd = open(path, O_WRONLY | O_CREAT, 0755);
+	check(fd >= 0 && write(fd, "#!/nonexistent/sh\n", 18) == 18, "podman hints: a script");
+	close(fd);
+	check(strstr(podman_exec_hint(path, ENOENT), "#! interpreter"),
+		"podman_exec_hint: a file there that exec calls missing: its interpreter named");
+	unlink(path);
+	check(strstr(podman_exec_hint(path, ENOENT), "install podman") != NULL,
+		"podman_exec_hint: ... and a file not there: install podman");
+	podman_silent_hint(hint, sizeof hint, "%1", "img");
+	check(strncmp(hint, "to see why, run as this user: '%1' run", 38) == 0,
+		"silent hint: a word starting with '%' (bash's job) is quoted");
+	podman_works_hint(hint, sizeof hint, "/opt/my podman", "ps");
+	check(strcmp(hint, "check that podman works for this user: '/opt/my podman' ps") == 0,
+		"works hint: the podman in use, quoted");
 	rmdir(dir);
 }
 
@@ -1068,12 +1127,12 @@ int main(void)
 	podman_info_parse("true\nv1\n[]\nrunc\nvfs\ntrue\n", 0, false, NULL, &host);
 	check(host.remote && !host.controller[CONTROLLER_MEMORY], "podman info: a remote service is seen");
 	podman_info_parse("false\nv1\n[]\nrunc\noverlay\nfalse\n", 0, false, NULL, &host);
-	check(host.rootless == ROOTLESS_FALSE && rootless_verdict(&host, &err) < 0 &&
+	check(host.rootless == ROOTLESS_FALSE && rootless_verdict(&host, "podman", &err) < 0 &&
 		      strstr(err.message, "not rootless"), "podman info: rootful is refused");
 	podman_info_parse("", 125, false, "WARN[0000] a warning\nError: cannot connect\n", &host);
 	check(host.rootless == ROOTLESS_UNKNOWN &&
 		      strcmp(host.detail, "podman info exited with status 125: Error: cannot connect") == 0 &&
-		      rootless_verdict(&host, &err) < 0,
+		      rootless_verdict(&host, "podman", &err) < 0,
 		"podman info: a failure is unknown, with podman's last line (its error), and refused");
 	podman_info_parse("maybe\n", 0, false, NULL, &host);
 	check(host.rootless == ROOTLESS_UNKNOWN, "podman info: an answer that is not true or false is unknown");
