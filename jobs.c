@@ -88,13 +88,16 @@ static long long count_lines(int fd)
 
 /* The decimal at text (a sign first where sign_allowed): its value, and
  * *end after it; false without a digit first, which strtoll would take
- * after blanks, or past 64 bits. */
+ * after blanks, or past 64 bits (errno ERANGE, and only then). */
 static bool decimal(const char *text, bool sign_allowed, long long *value, char **end)
 {
 	const char *digits = text + (sign_allowed && (*text == '-' || *text == '+'));
 	errno = 0;
+	*end = (char *)text;
+	if (!isdigit((unsigned char)*digits))
+		return false;
 	*value = strtoll(text, end, 10);
-	return isdigit((unsigned char)*digits) && errno != ERANGE;
+	return errno != ERANGE;
 }
 
 /* The whole number in environment variable name, where it is set: 0, or
@@ -108,7 +111,7 @@ static int shard_variable(const char *name, long long *value, const char *text,
 	char *end;
 	long long n;
 	if (!decimal(v, true, &n, &end) || *end) {
-		bool too_large = errno == ERANGE;
+		bool too_large = errno == ERANGE && !*end; /* digits alone, too many */
 		char *shown = printable_name(v, strlen(v), 64);
 		error_set(err, EXIT_REFUSED, hint, "--shard %s: %s='%s' is not a whole number%s",
 			text, name, shown, too_large ? " of 64 bits" : "");
@@ -137,7 +140,8 @@ int parse_shard(const char *text, long long *index, long long *count, struct err
 		}
 		if (id && *id) {
 			/* An array of --array=MIN-MAX[:STEP] has tasks MIN, MIN+STEP, ... */
-			long long task = 0, min = 0, step = 1, tasks = -1;
+			long long task = 0, min = 0, step = 1, tasks = 0;
+			const char *count_set = getenv("SLURM_ARRAY_TASK_COUNT");
 			if (shard_variable("SLURM_ARRAY_TASK_ID", &task, text, hint, err) < 0 ||
 			    shard_variable("SLURM_ARRAY_TASK_MIN", &min, text, hint, err) < 0 ||
 			    shard_variable("SLURM_ARRAY_TASK_STEP", &step, text, hint, err) < 0 ||
@@ -157,7 +161,7 @@ int parse_shard(const char *text, long long *index, long long *count, struct err
 				return -1;
 			}
 			k = offset / step;
-			if (!n && tasks < 0) {
+			if (!n && (!count_set || !*count_set)) {
 				error_set(err, EXIT_REFUSED, hint, "--shard auto: SLURM_ARRAY_TASK_COUNT "
 					"is not set");
 				return -1;
@@ -172,6 +176,11 @@ int parse_shard(const char *text, long long *index, long long *count, struct err
 		} else if (k8s && *k8s && n) {
 			if (shard_variable("JOB_COMPLETION_INDEX", &k, text, hint, err) < 0)
 				return -1;
+			if (k < 0) {
+				error_set(err, EXIT_REFUSED, hint, "--shard %s: JOB_COMPLETION_INDEX %lld "
+					"is not an index from 0", text, k);
+				return -1;
+			}
 		} else {
 			error_set(err, EXIT_REFUSED, hint, "--shard %s: %s", text, n ?
 				"neither SLURM_ARRAY_TASK_ID nor JOB_COMPLETION_INDEX is set" :
@@ -188,12 +197,16 @@ int parse_shard(const char *text, long long *index, long long *count, struct err
 		return 0;
 	}
 	long long k, n;
-	if (!decimal(text, false, &k, &end) || *end != '/') {
-		error_set(err, EXIT_REFUSED, hint, "--shard '%s' is not K/N", text);
+	bool k_read = decimal(text, false, &k, &end);
+	if (!k_read || *end != '/') {
+		error_set(err, EXIT_REFUSED, hint, "--shard '%s' is not K/N%s", text,
+			errno == ERANGE ? " (K is past 64 bits)" : "");
 		return -1;
 	}
-	if (!decimal(end + 1, false, &n, &end) || *end || n < 1 || k < 0 || k >= n) {
-		error_set(err, EXIT_REFUSED, hint, "--shard '%s' is not K/N with 0 <= K < N", text);
+	bool n_read = decimal(end + 1, false, &n, &end);
+	if (!n_read || *end || n < 1 || k < 0 || k >= n) {
+		error_set(err, EXIT_REFUSED, hint, "--shard '%s' is not K/N with 0 <= K < N%s", text,
+			!n_read && errno == ERANGE ? " (N is past 64 bits)" : "");
 		return -1;
 	}
 	*index = k;

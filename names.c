@@ -62,21 +62,47 @@ bool relative_path_allowed(const char *p, size_t len)
 	}
 }
 
-/* Characters that are not seen at all: the zero-width space, non-joiner
- * and joiner (U+200B-U+200D), the word joiner and invisible operators
- * (U+2060-U+2064), the byte order mark (U+FEFF) and the soft hyphen
- * (U+00AD). A name may hold them (a joiner in an emoji, a non-joiner in
- * Persian), but a message that shows one raw shows two different names
- * alike (attack helper 162). */
+/* Characters that are not seen at all: the soft hyphen, the combining
+ * grapheme joiner, Hangul fillers, the Mongolian vowel separator, the
+ * zero-width space, non-joiner and joiner, the word joiner, invisible
+ * operators and deprecated format controls, variation selectors, the byte
+ * order mark, interlinear annotation controls, invisible musical format
+ * controls, and the tag characters (U+E0000-U+E007F: text a reader never
+ * sees and a model reads). A name may hold some of them (a joiner in an
+ * emoji, a non-joiner in Persian), but a message that shows one raw shows
+ * two different names alike (attack helpers 162 and 164). */
+static const struct {
+	unsigned long first, last;
+} unseen_ranges[] = {
+	{0x00AD, 0x00AD}, {0x034F, 0x034F}, {0x115F, 0x1160}, {0x180E, 0x180E},
+	{0x200B, 0x200D}, {0x2060, 0x206F}, {0x3164, 0x3164}, {0xFE00, 0xFE0F},
+	{0xFEFF, 0xFEFF}, {0xFFA0, 0xFFA0}, {0xFFF9, 0xFFFB}, {0x1D173, 0x1D17A},
+	{0xE0000, 0xE007F},
+};
+
+/* s: one well-formed UTF-8 character of n bytes. */
 static bool unseen(const unsigned char *s, size_t n)
 {
-	if (n == 2)
-		return s[0] == 0xC2 && s[1] == 0xAD;
-	if (n != 3)
-		return false;
-	return (s[0] == 0xE2 && s[1] == 0x80 && s[2] >= 0x8B && s[2] <= 0x8D) ||
-		(s[0] == 0xE2 && s[1] == 0x81 && s[2] >= 0xA0 && s[2] <= 0xA4) ||
-		(s[0] == 0xEF && s[1] == 0xBB && s[2] == 0xBF);
+	static const unsigned char lead_mask[] = {0, 0x7F, 0x1F, 0x0F, 0x07};
+	unsigned long c = s[0] & lead_mask[n];
+	for (size_t i = 1; i < n; i++)
+		c = c << 6 | (s[i] & 0x3F);
+	for (size_t i = 0; i < sizeof unseen_ranges / sizeof *unseen_ranges; i++)
+		if (c >= unseen_ranges[i].first && c <= unseen_ranges[i].last)
+			return true;
+	return false;
+}
+
+bool shown_as_is(const char *p, size_t len)
+{
+	for (size_t i = 0; i < len;) {
+		const unsigned char *u = (const unsigned char *)p + i;
+		size_t n = printable_char_length(u, len - i);
+		if (n == 0 || unseen(u, n))
+			return false;
+		i += n;
+	}
+	return true;
 }
 
 /* The characters from p[0] shown into out within limit bytes (and a NUL);

@@ -28,6 +28,9 @@ bool relative_path_allowed(const char *p, size_t len);
  * backslash written as \xNN. Into out, NUL-terminated, at most size - 1
  * bytes, cut before a whole character and then ended by "…". Its length. */
 size_t printable_copy(char *out, size_t size, const char *p, size_t len, bool escape_backslash);
+/* Whether printable_copy shows these bytes as they are (backslashes
+ * aside): printable UTF-8, nothing unseen. */
+bool shown_as_is(const char *p, size_t len);
 /* A name as printable_copy shows it (backslashes escaped, so that the
  * escapes cannot be mistaken), at most max bytes. A malloc'd string. */
 char *printable_name(const char *p, size_t len, size_t max);

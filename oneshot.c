@@ -174,8 +174,11 @@ static void time_out(struct oneshot *o)
 	}
 	/* Reading the code waits for our caller; checking podman, for podman
 	 * and the image's probe (a podman that hangs: attack helper 157). */
-	error_set(&o->err, EXIT_TIMEOUT, o->code_watch ?
-		"close standard input, name a FILE, or raise --timeout" : o->for_status ?
+	bool from_stdin = !o->file || strcmp(o->file, "-") == 0;
+	error_set(&o->err, EXIT_TIMEOUT, o->code_watch ? (from_stdin ?
+		"close standard input, name a FILE, or raise --timeout" :
+		"name a FILE that ends (a FIFO ends when its writer closes it), or raise --timeout") :
+		o->for_status ?
 		"see podman's answers above, or raise --timeout" :
 		"see what podman answers with 'sage-sandbox status', or raise --timeout",
 		"timed out after %ld s %s; nothing was run", o->cfg->number[SET_TIMEOUT],

@@ -131,20 +131,31 @@ const char podman_install_hint[] =
 const char *podman_exec_hint(const char *path, int exec_errno)
 {
 	/* Install podman only where there is nothing there to fix (attack
-	 * helpers 157 and 162): a file nobody may run (not one on a noexec
-	 * mount), a directory, a script whose #! interpreter or a program
-	 * whose loader is missing (exec's ENOENT for a file that is there). */
+	 * helpers 157, 162 and 164). */
 	struct stat st;
 	if (stat(path, &st) < 0)
-		return podman_install_hint;
+		return errno == ENOENT || errno == ENOTDIR ? podman_install_hint :
+			"name a podman this user can reach with --podman PATH";
 	if (S_ISDIR(st.st_mode))
 		return "that is a directory: name the podman program itself with --podman PATH";
-	if (exec_errno == EACCES && S_ISREG(st.st_mode) && (st.st_mode & 0111) == 0)
-		return "make it executable for this user (chmod +x), or name another with --podman PATH";
-	if (exec_errno == ENOENT)
-		return "the file is there, but its #! interpreter or its loader is not: fix its first "
-		       "line, or name another with --podman PATH";
-	return podman_install_hint;
+	if (!S_ISREG(st.st_mode))
+		return "that is not a regular file: name the podman program with --podman PATH";
+	switch (exec_errno) {
+	case EACCES:
+		/* Not one on a noexec mount, which has its bits. */
+		return (st.st_mode & 0111) == 0 ?
+			"make it executable for this user (chmod +x), or name another with --podman PATH" :
+			"it has execute bits: see its #! interpreter, and whether its file system is "
+			"mounted noexec; or name another with --podman PATH";
+	case ENOENT: /* the file is there: what exec needed besides it is not */
+		return "the file is there, but a #! interpreter or a loader it needs is not: name the "
+		       "podman program with --podman PATH";
+	case ENOEXEC:
+		return "it is no program this machine runs (not this machine's binary, nor a script "
+		       "with a #! line): name the podman program with --podman PATH";
+	default:
+		return "see why above, or name another with --podman PATH";
+	}
 }
 
 char *podman_executable(const char *named, struct error *err)
@@ -165,6 +176,10 @@ char *podman_executable(const char *named, struct error *err)
 		error_set(err, EXIT_REFUSED, "let this user search each directory on its path "
 			"(chmod o+x), or name another with --podman PATH",
 			"cannot reach podman %s: a directory on its path is closed to this user", named);
+	} else if (errno != ENOENT && errno != ENOTDIR) {
+		int reach_errno = errno; /* a loop of symbolic links, a name too long */
+		error_set(err, EXIT_REFUSED, "name a podman this user can reach with --podman PATH",
+			"cannot reach podman %s: %s", named, strerror(reach_errno));
 	} else {
 		error_set(err, EXIT_REFUSED, podman_install_hint, "podman executable '%s' not found",
 			named);
@@ -182,10 +197,8 @@ const char image_hint[] =
  * (a command's first word NAME=x is an assignment; zsh expands =word). */
 static bool shell_safe(const char *word)
 {
-	/* '%' not first: bash takes a command %1 for fg %1 (attack helper 162). */
-	return *word && *word != '%' &&
-		!word[strspn(word, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
-				   "0123456789_@%+:,./-")];
+	return *word && !word[strspn(word, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+					   "0123456789_@%+:,./-")];
 }
 
 /* word as one shell word: as it is where it is safe, else in single
@@ -241,13 +254,18 @@ const char as_root_hint[] =
 	"run it as the account that has the image: sudo -iu sage-sandbox sage-sandbox status "
 	"(the account setup.sh made), or as your own user after './setup.sh image'";
 
-void podman_works_hint(char *out, size_t size, const char *podman, const char *subcommand)
+void podman_works_hint(char *out, size_t size, const char *podman, const char *subcommand,
+		const char *operand)
 {
-	char quoted[256];
-	if (!shell_word(quoted, sizeof quoted, podman))
-		snprintf(quoted, sizeof quoted, "PODMAN");
-	snprintf(out, size, "check that podman works for this user: %s %s%s", quoted, subcommand,
-		strcmp(quoted, "PODMAN") == 0 ? " (PODMAN being the --podman in use)" : "");
+	char quoted[256], quoted_operand[256] = "";
+	bool named = shell_word(quoted, sizeof quoted, podman) &&
+		(!operand || shell_word(quoted_operand, sizeof quoted_operand, operand));
+	if (named && (size_t)snprintf(out, size, "check that podman works for this user: %s %s%s%s",
+			quoted, subcommand, operand ? " " : "", quoted_operand) < size)
+		return;
+	snprintf(out, size, "check that podman works for this user: PODMAN %s%s (PODMAN being "
+		"the --podman in use%s)", subcommand, operand ? " IMAGE" : "",
+		operand ? ", IMAGE the --image" : "");
 }
 
 const char *podman_failed_hint(const char *said, const char *probe)

@@ -108,10 +108,12 @@ void podman_try_hint(char *out, size_t size, const char *podman, const char *ima
 		const char *command, const char *purpose);
 void podman_silent_hint(char *out, size_t size, const char *podman, const char *image);
 extern const char as_root_hint[];
-/* Where podman SUBCOMMAND ("info", "ps") failed without naming its own
- * repair: "check that podman works for this user: PODMAN SUBCOMMAND", with
- * the podman in use, quoted for the shell where it must be. */
-void podman_works_hint(char *out, size_t size, const char *podman, const char *subcommand);
+/* Where podman SUBCOMMAND ("info", "ps", "image inspect") failed without
+ * naming its own repair: "check that podman works for this user: PODMAN
+ * SUBCOMMAND [OPERAND]", with the podman in use (and the operand, an
+ * image, where not NULL), quoted for the shell where they must be. */
+void podman_works_hint(char *out, size_t size, const char *podman, const char *subcommand,
+		const char *operand);
 /* How to fix a podman that failed saying SAID: its own repair where it
  * names one ('podman system migrate', for a state whose processes are all
  * gone), else a look at PROBE (such as "podman info"). */

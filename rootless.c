@@ -204,7 +204,7 @@ int rootless_verdict(const struct podman_host *host, const char *podman, struct 
 		return -1;
 	default: {
 		char works[512];
-		podman_works_hint(works, sizeof works, podman, "info");
+		podman_works_hint(works, sizeof works, podman, "info", NULL);
 		error_set(err, EXIT_REFUSED, podman_failed_hint(host->detail, works),
 			"refusing to run: cannot confirm podman is rootless: %s", host->detail);
 		return -1;

@@ -269,7 +269,9 @@ static int parse_options(int argc, char **argv, bool takes_file, bool server, bo
 {
 	const char *flag_value[SETTING_COUNT] = {0};
 	bool only_positional = false;
-	char why[256];
+	/* Room for a long value: error_set cuts the message it makes, on a
+	 * character, with "…" (attack helper 164: this cut first). */
+	char why[2 * sizeof err->message];
 	int i;
 
 	/* Known before anything can fail, so that every error is JSON too. */
@@ -832,7 +834,8 @@ int main(int argc, char **argv)
 			status = EXIT_REFUSED;
 		return status;
 	}
-	fprintf(stderr, "sage-sandbox: unknown command '%s'; use run, batch, self-test, status, "
-			"serve, cleanup or mcp (see sage-sandbox help)\n", argv[1]);
-	return EXIT_REFUSED;
+	struct error err;
+	error_set(&err, EXIT_REFUSED, "use run, batch, self-test, status, serve, cleanup or mcp "
+		"(see sage-sandbox help)", "unknown command '%s'", argv[1]);
+	return report_error(&err, false, NULL);
 }

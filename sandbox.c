@@ -123,8 +123,22 @@ struct sandbox {
 
 static void sandbox_advance(struct sandbox *sb);
 static void hold_cpus(struct sandbox *sb);
+/* A hint that sends its user to `status`, or, in the run status made
+ * (for_status), says what is left to look at once status has checked
+ * podman and the image: a status that printed "check 'sage-sandbox
+ * status'" as its own fix sent its user in a circle (attack helper 157). */
+static const char *status_or(const struct sandbox *sb, const char *to_status,
+		const char *in_status)
+{
+	return sb->opt.for_status ? in_status : to_status;
+}
+
 /* The fix named by every failure of a container's cpu group. */
-static const char cpu_group_hint[] = "run 'sage-sandbox status' to see how --cpus is held";
+static const char *cpu_group_hint(const struct sandbox *sb)
+{
+	return status_or(sb, "run 'sage-sandbox status' to see how --cpus is held",
+		"see how --cpus is held in the settings above");
+}
 
 /* ---- code -------------------------------------------------------------- */
 
@@ -222,16 +236,6 @@ static void take_output(struct sandbox *sb, int stream, const char *data, size_t
 		*(stream ? &sb->result.err_truncated : &sb->result.out_truncated) = true;
 		sandbox_stop(sb, STOP_OUTPUT_LIMIT, 0);
 	}
-}
-
-/* A hint that sends its user to `status`, or, in the run status made
- * (for_status), says what is left to look at once status has checked
- * podman and the image: a status that printed "check 'sage-sandbox
- * status'" as its own fix sent its user in a circle (attack helper 157). */
-static const char *status_or(const struct sandbox *sb, const char *to_status,
-		const char *in_status)
-{
-	return sb->opt.for_status ? in_status : to_status;
 }
 
 /* The launcher broke the protocol: not something the code can do (it has
@@ -682,7 +686,7 @@ static void hold_cpus(struct sandbox *sb)
 	if (!why[0])
 		return;
 	struct error err;
-	error_set(&err, EXIT_REFUSED, cpu_group_hint,
+	error_set(&err, EXIT_REFUSED, cpu_group_hint(sb),
 		"cannot hold --cpus in the container's cpu group %s: %s", sb->cpu_group.path, why);
 	fail_running(sb, &err);
 }
@@ -1113,7 +1117,7 @@ static int spawn_podman(struct sandbox *sb, struct error *err)
 	bool grouped = limited && !opt->host->remote &&
 		cpugroup_delegated(delegated, sizeof delegated);
 	if (grouped && cpugroup_create(&sb->cpu_group, delegated, sb->name) < 0) {
-		error_set(err, EXIT_REFUSED, cpu_group_hint,
+		error_set(err, EXIT_REFUSED, cpu_group_hint(sb),
 			"cannot make the container's cpu group in %s: %s", delegated, strerror(errno));
 		close(sb->profile_fd);
 		sb->profile_fd = -1;
@@ -1137,7 +1141,7 @@ static int spawn_podman(struct sandbox *sb, struct error *err)
 	sb->profile_fd = -1;
 	int spawn_errno = errno;
 	if (spawned < 0 && grouped && access(join, W_OK) < 0) {
-		error_set(err, EXIT_REFUSED, cpu_group_hint,
+		error_set(err, EXIT_REFUSED, cpu_group_hint(sb),
 			"podman could not join the container's cpu group %s: %s", sb->cpu_group.path,
 			strerror(spawn_errno));
 		return -1;
@@ -1493,7 +1497,7 @@ static int list_orphans(const char *podman, struct buffer *names, struct error *
 		size_t said_len;
 		const char *said = last_line(cap.err.data ? cap.err.data : "", cap.err.len, &said_len);
 		char works[512];
-		podman_works_hint(works, sizeof works, podman, "ps");
+		podman_works_hint(works, sizeof works, podman, "ps", NULL);
 		if (cap.exec_errno) /* not "status -1" (attack helper 162) */
 			error_set(err, EXIT_REFUSED, podman_exec_hint(podman, cap.exec_errno),
 				"cannot execute podman %s: %s", podman, strerror(cap.exec_errno));

@@ -4,9 +4,12 @@
 #include "names.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 /* ---- the settings table ---------------------------------------------- */
 
@@ -14,7 +17,7 @@ static const char *const display_choices[] = {"none", "last", NULL};
 
 const struct setting settings[SETTING_COUNT] = {
 	[SET_IMAGE] = {"--image", "SAGE_SANDBOX_IMAGE", "IMAGE", "image", KIND_IMAGE, 0, 0, NULL,
-		"an image reference, not starting with '-', no white space",
+		"an image reference, not starting with '-', printable, no white space",
 		/* setup.sh's passagemath_version: tests/unit-cli.sh holds them equal */
 		"localhost/sagemath-passagemath:10.8.13",
 		"container image with Sage (see IMAGES in sage-sandbox(1))"},
@@ -22,7 +25,7 @@ const struct setting settings[SETTING_COUNT] = {
 		NULL, "auto, or an absolute path inside the image", "auto",
 		"Sage's Python in the image; auto: the one `sage -python` runs"},
 	[SET_PODMAN] = {"--podman", "SAGE_SANDBOX_PODMAN", "PATH", "podman", KIND_PATH, 0, 0, NULL,
-		"an executable name or path, with no white space", "podman", "podman executable"},
+		"an executable name or path, printable, no white space", "podman", "podman executable"},
 	[SET_TIMEOUT] = {"--timeout", "SAGE_SANDBOX_TIMEOUT", "SECONDS", "timeout_seconds",
 		KIND_INTEGER, 1, 600, NULL, "an integer from 1 to 600", "60",
 		"wall-clock limit for the whole run, container start included"},
@@ -196,12 +199,13 @@ void size_text(long bytes, char *buf, size_t size)
 		snprintf(buf, size, "%ldb", bytes);
 }
 
+/* A path or an image named in a hint must read as it is: no white space,
+ * no control, no byte that is not UTF-8, nothing unseen (a zero-width
+ * space in --podman made the pasted hint name another file: attack
+ * helper 164). */
 static bool has_space_or_control(const char *text)
 {
-	for (const unsigned char *p = (const unsigned char *)text; *p; p++)
-		if (*p <= ' ' || *p == 0x7f)
-			return true;
-	return false;
+	return strpbrk(text, " ") || !shown_as_is(text, strlen(text));
 }
 
 int setting_set(struct config *cfg, enum setting_id id, const char *text,
@@ -358,10 +362,25 @@ static int file_values(const char *values[SETTING_COUNT], int line[SETTING_COUNT
 	bool named;
 	if (!read) {
 		read_name = settings_file_path(&named);
-		FILE *f = read_name ? fopen(read_name, "re") : NULL;
+		/* Not opened blocking: the open of a FIFO waits for a writer,
+		 * and sage-sandbox hung, silent (attack helper 164). A FIFO or
+		 * a socket is refused; a device (/dev/null) is read. */
+		int fd = read_name ? open(read_name, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK) : -1;
+		struct stat st;
+		if (fd >= 0 && fstat(fd, &st) == 0 && (S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode))) {
+			close(fd);
+			snprintf(why, why_size, "the settings file %s is a %s, not a file", read_name,
+				S_ISFIFO(st.st_mode) ? "FIFO" : "socket");
+			return -1;
+		}
+		if (fd >= 0)
+			fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+		FILE *f = fd >= 0 ? fdopen(fd, "r") : NULL;
 		if (!f && named) {
 			snprintf(why, why_size, "cannot read the settings file %s (SAGE_SANDBOX_SETTINGS): "
 				"%s", read_name, strerror(errno));
+			if (fd >= 0)
+				close(fd);
 			return -1;
 		}
 		size_t len = 0;

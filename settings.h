@@ -67,7 +67,7 @@ enum setting_id {
 
 enum setting_kind {
 	KIND_IMAGE,   /* an image reference */
-	KIND_PATH,    /* an executable name or path, with no white space */
+	KIND_PATH,    /* an executable name or path, printable, no white space */
 	KIND_INTEGER, /* min..max */
 	KIND_MILLI,   /* a decimal with up to 3 places, stored in thousandths */
 	KIND_CHOICE,  /* one of choices[] */

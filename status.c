@@ -2,6 +2,7 @@
  * only status asks, words the one problem in the way (and its fix), and
  * prints it all as text or JSON. */
 #include "status.h"
+#include "names.h"
 #include "batch.h"
 #include "buildid.h"
 #include "client.h"
@@ -10,6 +11,8 @@
 #include "process.h"
 #include "result.h"
 
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -147,6 +150,25 @@ void status_free(struct status_report *s)
 	s->server = NULL;
 }
 
+/* One line of text, as error_set makes a message: what podman printed,
+ * a setting's value or a variable may hold a newline or a terminal's
+ * escapes (attack helper 164); without the padding its last column may
+ * have left. */
+static void print_line(FILE *out, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void print_line(FILE *out, const char *fmt, ...)
+{
+	char made[4096], shown[2048];
+	va_list ap;
+	va_start(ap, fmt);
+	int len = vsnprintf(made, sizeof made, fmt, ap);
+	va_end(ap);
+	len = len < 0 ? 0 : len < (int)sizeof made ? len : (int)sizeof made - 1;
+	while (len && made[len - 1] == ' ')
+		len--;
+	printable_copy(shown, sizeof shown, made, (size_t)len, false);
+	fprintf(out, "%s\n", shown);
+}
+
 /* The server's line: who answers, what it keeps, and whether it serves
  * runs from here. */
 static void print_server(FILE *out, json_t *server)
@@ -154,8 +176,8 @@ static void print_server(FILE *out, json_t *server)
 	const char *socket = json_string_value(json_object_get(server, "socket"));
 	const char *problem_text = json_string_value(json_object_get(server, "problem"));
 	if (!json_is_true(json_object_get(server, "answers"))) {
-		fprintf(out, "server:    none answers at %s%s%s; runs start cold (start one with "
-				"sage-sandbox serve, or SAGE_SANDBOX_SERVER=start)\n", socket ? socket : "?",
+		print_line(out, "server:    none answers at %s%s%s; runs start cold (start one with "
+				"sage-sandbox serve, or SAGE_SANDBOX_SERVER=start)", socket ? socket : "?",
 			problem_text ? ": " : "", problem_text ? problem_text : "");
 		return;
 	}
@@ -163,17 +185,17 @@ static void print_server(FILE *out, json_t *server)
 	json_unpack(server, "{s?I, s?I, s?I, s?I, s?I, s?I, s?I}", "pid", &pid, "uptime_seconds",
 		&up, "warm", &warm, "running", &running, "queued", &queued, "served", &served,
 		"rss_kib", &rss);
-	fprintf(out, "server:    pid %lld at %s: up %lld s, %lld warm, %lld running, %lld queued, "
-			"%lld served, its own RSS %lld MiB (stop: sage-sandbox serve --stop)\n",
+	print_line(out, "server:    pid %lld at %s: up %lld s, %lld warm, %lld running, %lld queued, "
+			"%lld served, its own RSS %lld MiB (stop: sage-sandbox serve --stop)",
 		(long long)pid, socket, (long long)up, (long long)warm, (long long)running,
 		(long long)queued, (long long)served, (long long)rss / 1024);
 	if (json_is_false(json_object_get(server, "serves_this_build")))
-		fprintf(out, "           ANOTHER BUILD of sage-sandbox: a run from here goes cold and "
-				"asks it to exit\n");
+		print_line(out, "           ANOTHER BUILD of sage-sandbox: a run from here goes cold and "
+				"asks it to exit");
 	else if (json_is_false(json_object_get(server, "serves_this_environment")))
-		fprintf(out, "           ANOTHER ENVIRONMENT for podman (PATH, HOME, XDG_*, "
+		print_line(out, "           ANOTHER ENVIRONMENT for podman (PATH, HOME, XDG_*, "
 				"CONTAINERS_*, TMPDIR, DBUS_SESSION_BUS_ADDRESS, CONTAINER_HOST): runs "
-				"from here go cold\n");
+				"from here go cold");
 }
 
 /* The one problem in the way, and its fix; NULL when ready. */
@@ -198,8 +220,8 @@ static const char *problem(const struct status_report *s, const char **hint)
 	}
 	/* With the podman in use, not a bare "podman info" (attack helper 162). */
 	static char works[512];
-	podman_works_hint(works, sizeof works, s->host.podman, "info");
 	if (ph->rootless == ROOTLESS_UNKNOWN) {
+		podman_works_hint(works, sizeof works, s->host.podman, "info", NULL);
 		if (s->host.refusal.status && !ph->detail[0])
 			return s->host.refusal.message; /* podman could not be started */
 		*hint = podman_failed_hint(ph->detail, works);
@@ -211,6 +233,8 @@ static const char *problem(const struct status_report *s, const char **hint)
 		return "the image is not in this user's podman storage";
 	}
 	if (s->image_failure[0]) {
+		podman_works_hint(works, sizeof works, s->host.podman, "image inspect",
+			s->cfg->value[SET_IMAGE]);
 		*hint = works;
 		return s->image_failure;
 	}
@@ -252,19 +276,10 @@ static const char *storage_warning(const struct status_report *s)
 
 /* ---- text -------------------------------------------------------------------- */
 
-/* A line without the padding its last column may have left. */
-static void print_line(FILE *out, const char *text)
-{
-	size_t len = strlen(text);
-	while (len && text[len - 1] == ' ')
-		len--;
-	fprintf(out, "%.*s\n", (int)len, text);
-}
-
 static void print_settings_text(FILE *out, const struct status_report *s)
 {
 	char line[1024];
-	fprintf(out, "settings:\n");
+	print_line(out, "settings:");
 	for (int id = 0; id < SETTING_COUNT; id++) {
 		const char *by[MAX_ENFORCERS];
 		char value[32];
@@ -280,7 +295,7 @@ static void print_settings_text(FILE *out, const struct status_report *s)
 		for (int i = 0; i < n && at < (int)sizeof line; i++)
 			at += snprintf(line + at, sizeof line - at, "%s%s",
 				i ? ", " : " enforced by ", by[i]);
-		print_line(out, line);
+		print_line(out, "%s", line);
 	}
 }
 
@@ -291,43 +306,43 @@ void status_print_text(FILE *out, const struct status_report *s)
 	const char *hint, *why = problem(s, &hint);
 	/* Not found, or there and not a program this user may run: the
 	 * refusal says which (attack helper 162). */
-	fprintf(out, "podman:    %s%s%s%s\n", s->host.podman[0] ? s->host.podman :
+	print_line(out, "podman:    %s%s%s%s", s->host.podman[0] ? s->host.podman :
 		s->host.refusal.status ? s->host.refusal.message : "NOT FOUND",
 		s->podman_version[0] ? " (version " : "", s->podman_version,
 		s->podman_version[0] ? ")" : "");
 	if (s->host.remote[0])
-		fprintf(out, "remote:    %s%s%s\n", s->host.remote, s->remote_answer[0] ? "; " : "",
+		print_line(out, "remote:    %s%s%s", s->host.remote, s->remote_answer[0] ? "; " : "",
 			s->remote_answer);
-	fprintf(out, "rootless:  %s%s%s\n", rootless_text[ph->rootless], ph->detail[0] ? ": " : "",
+	print_line(out, "rootless:  %s%s%s", rootless_text[ph->rootless], ph->detail[0] ? ": " : "",
 		ph->detail);
-	fprintf(out, "cgroups:   %s\n", ph->cgroups[0] ? ph->cgroups : "unknown");
-	fprintf(out, "runtime:   %s\n", ph->runtime[0] ? ph->runtime : "unknown");
-	fprintf(out, "storage:   %s\n", ph->storage_driver[0] ? ph->storage_driver : "unknown");
-	fprintf(out, "image:     %s (%s%s%s)\n", s->cfg->value[SET_IMAGE], image_words(s),
+	print_line(out, "cgroups:   %s", ph->cgroups[0] ? ph->cgroups : "unknown");
+	print_line(out, "runtime:   %s", ph->runtime[0] ? ph->runtime : "unknown");
+	print_line(out, "storage:   %s", ph->storage_driver[0] ? ph->storage_driver : "unknown");
+	print_line(out, "image:     %s (%s%s%s)", s->cfg->value[SET_IMAGE], image_words(s),
 		s->image_digest[0] ? ", " : "", s->image_digest);
 	if (s->host.image_checked && !s->host.refusal.status) {
 		const struct sage_image *im = &s->host.image;
-		fprintf(out, "sage:      %s%s\n", im->sage_version,
+		print_line(out, "sage:      %s%s", im->sage_version,
 			!s->sage_asked || s->sage_starts ? "" : " (DOES NOT START in the sandbox)");
-		fprintf(out, "python:    %s (Python %s)\n", im->python, im->python_version);
+		print_line(out, "python:    %s (Python %s)", im->python, im->python_version);
 		if (im->gid > 0)
-			fprintf(out, "user:      %s, uid %ld, gid %ld in the image; runs get gid %ld as "
-				"a supplementary group\n", im->user, im->uid, im->gid, im->gid);
+			print_line(out, "user:      %s, uid %ld, gid %ld in the image; runs get gid %ld as "
+				"a supplementary group", im->user, im->uid, im->gid, im->gid);
 		else
-			fprintf(out, "user:      %s, uid %ld, gid %ld in the image; runs get no "
-				"supplementary group (never root's)\n", im->user, im->uid, im->gid);
+			print_line(out, "user:      %s, uid %ld, gid %ld in the image; runs get no "
+				"supplementary group (never root's)", im->user, im->uid, im->gid);
 	}
 	if (storage_warning(s))
-		fprintf(out, "warning:   %s\n", storage_warning(s));
+		print_line(out, "warning:   %s", storage_warning(s));
 	char jobs_why[160];
 	batch_default_jobs(s->cfg, jobs_why, sizeof jobs_why);
-	fprintf(out, "batch:     --jobs %s\n", jobs_why);
+	print_line(out, "batch:     --jobs %s", jobs_why);
 	print_settings_text(out, s);
 	if (s->server)
 		print_server(out, s->server);
-	fprintf(out, "ready:     %s%s%s\n", why ? "no" : "yes", why ? ": " : "", why ? why : "");
+	print_line(out, "ready:     %s%s%s", why ? "no" : "yes", why ? ": " : "", why ? why : "");
 	if (hint && hint[0])
-		fprintf(out, "fix:       %s\n", hint);
+		print_line(out, "fix:       %s", hint);
 }
 
 /* ---- JSON ------------------------------------------------------------------------ */

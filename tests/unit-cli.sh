@@ -177,7 +177,7 @@ printf '#!/nonexistent/interpreter\n' > "$scratch/no-interpreter"
 chmod +x "$scratch/no-interpreter"
 ss run --podman "$scratch/no-interpreter"
 check "run - --podman a script whose interpreter is missing: 125, its #! line named" \
-	refused 125 "^sage-sandbox: cannot execute podman $scratch/no-interpreter: No such file or directory; the file is there, but its #! interpreter or its loader is not: fix its first line, or name another with --podman PATH\$"
+	refused 125 "^sage-sandbox: cannot execute podman $scratch/no-interpreter: No such file or directory; the file is there, but a #! interpreter or a loader it needs is not: name the podman program with --podman PATH\$"
 ss cleanup --podman "$scratch/no-interpreter"
 check "cleanup - ... the same, not 'podman ps failed (status -1)'" \
 	refused 125 "^sage-sandbox: cannot execute podman $scratch/no-interpreter: No such file or directory; the file is there"
@@ -187,6 +187,14 @@ check "batch - a --shard with a newline and a terminal escape: 125, one line, bo
 SAGE_SANDBOX_TIMEOUT=$'9\r\e]0;title\a' ss run
 check "run - a setting's value with a carriage return and an escape: 125, one line, escaped" \
 	refused 125 "^sage-sandbox: invalid SAGE_SANDBOX_TIMEOUT '9\\\\x0d\\\\x1b\\]0;title\\\\x07': allowed is"
+
+mkfifo "$scratch/settings-fifo"
+SAGE_SANDBOX_SETTINGS=$scratch/settings-fifo ss run
+check "run - a settings file that is a FIFO: 125 at once, not a wait for a writer" \
+	refused 125 "^sage-sandbox: the settings file $scratch/settings-fifo is a FIFO, not a file"
+ss run --podman $'/usr/bin/pod\u200bman'
+check "run - --podman with a zero-width space: 125, refused as a value a hint could not name" \
+	refused 125 "^sage-sandbox: invalid --podman '/usr/bin/pod\\\\xe2\\\\x80\\\\x8bman': allowed is"
 
 ss batch --podman /nonexistent/podman "$scratch/code.sage"
 check "batch - --podman that does not exist: 125, one line, no result line" \
@@ -254,6 +262,15 @@ else
 	check "cleanup - ... the line carries podman's message" \
 		eval 'grep -q "database is locked" "$err"'
 	input=
+
+	# What podman prints reaches status's lines as error_set shows it:
+	# escapes as \xNN, never a terminal's control (attack helper 164).
+	fake_case info-escape 'info fails Error: \033[2J\033]0;pwn\007 bad\n'
+	ss status --podman "$podman"
+	check "status - podman info's escapes: 1, shown as \\xNN on its lines, no ESC or BEL written" \
+		eval '[ "$status" -eq 1 ] && ! grep -q $'"'"'[\e\a]'"'"' "$out" &&
+			grep -q "^rootless: *unknown: podman info exited with status 125: Error: \\\\x1b\\[2J" "$out" &&
+			grep -q "^fix: *check that podman works for this user: $podman info$" "$out"'
 
 	# The warm pool of an MCP server whose podman refuses every run, for
 	# 4 s (then its input ends): tries at 0, 1 and 3 s.

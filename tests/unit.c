@@ -283,6 +283,13 @@ static void test_names(void)
 	check(strcmp(shown, "a\\xe2\\x80\\x8bb\\xef\\xbb\\xbf") == 0,
 		"names: a zero-width space and a byte order mark shown as \\xNN");
 	free(shown);
+	/* U+E0041, a tag: text a reader does not see and a model reads. */
+	shown = printable_name("a\xf3\xa0\x81\x81" "b", 6, 200);
+	check(strcmp(shown, "a\\xf3\\xa0\\x81\\x81b") == 0, "names: a tag character shown as \\xNN");
+	free(shown);
+	check(shown_as_is("caf\xc3\xa9/p\xc3\xb6" "dman", 13) && !shown_as_is("a\xe2\x80\x8b" "b", 5) &&
+		!shown_as_is("a\x1b", 2) && !shown_as_is("\xff", 1),
+		"names: shown_as_is: printable text yes; unseen, controls, bad bytes no");
 	shown = printable_name("abcd\xc3\xa9" "fgh", 9, 7);
 	check(strcmp(shown, "abcd\xe2\x80\xa6") == 0, "names: a cut ends in an ellipsis, "
 		"before a whole character");
@@ -393,6 +400,12 @@ static void test_jobs(void)
 		parse_shard("99999999999999999999/3", &k, &n, &err) < 0 &&
 		parse_shard("auto/99999999999999999999", &k, &n, &err) < 0 &&
 		parse_shard("auto/", &k, &n, &err) < 0, "shard: numbers past 64 bits refused");
+	check(parse_shard("1/99999999999999999999", &k, &n, &err) < 0 &&
+		strstr(err.message, "(N is past 64 bits)") &&
+		parse_shard("99999999999999999999/3", &k, &n, &err) < 0 &&
+		strstr(err.message, "(K is past 64 bits)") &&
+		parse_shard("x/3", &k, &n, &err) < 0 && !strstr(err.message, "64 bits"),
+		"shard: ... and said to be");
 	/* --shard auto from Slurm's variables; n 0: refused, saying says. */
 	static const struct {
 		const char *id, *min, *step, *count, *shard;
@@ -426,6 +439,10 @@ static void test_jobs(void)
 		 "shard: a count of 0 is refused as 0, not as unset"},
 		{"99999999999999999999", "10", "2", "4", "auto", 0, 0, "not a whole number of 64 bits",
 		 "shard: an id past 64 bits is said to be"},
+		{"12", "10", "2", "-3", "auto", 0, 0, "SLURM_ARRAY_TASK_COUNT -3 is not a count",
+		 "shard: a negative count is refused by its value, not as unset"},
+		{"12", "10", "2", "", "auto", 0, 0, "SLURM_ARRAY_TASK_COUNT is not set",
+		 "shard: ... and an unset one as unset"},
 	};
 	for (size_t i = 0; i < sizeof slurm / sizeof *slurm; i++) {
 		setenv("SLURM_ARRAY_TASK_ID", slurm[i].id, 1);
@@ -436,6 +453,10 @@ static void test_jobs(void)
 		check(slurm[i].n ? rc == 0 && k == slurm[i].k && n == slurm[i].n :
 			rc < 0 && (!slurm[i].says || strstr(err.message, slurm[i].says)), slurm[i].what);
 	}
+	setenv("SLURM_ARRAY_TASK_COUNT", "99999999999999999999x", 1);
+	check(parse_shard("auto", &k, &n, &err) < 0 && strstr(err.message, "whole number") &&
+		!strstr(err.message, "64 bits"),
+		"shard: junk after too many digits is not called too large");
 	unsetenv("SLURM_ARRAY_TASK_MIN");
 	unsetenv("SLURM_ARRAY_TASK_STEP");
 	unsetenv("SLURM_ARRAY_TASK_COUNT");
@@ -444,6 +465,10 @@ static void test_jobs(void)
 	check(parse_shard("auto/4", &k, &n, &err) == 0 && k == 3 && n == 4 &&
 		parse_shard("auto", &k, &n, &err) < 0 && parse_shard("auto/3", &k, &n, &err) < 0,
 		"shard: auto/N from a Kubernetes index; an index past N refused");
+	setenv("JOB_COMPLETION_INDEX", "-1", 1);
+	check(parse_shard("auto/4", &k, &n, &err) < 0 &&
+		strstr(err.message, "JOB_COMPLETION_INDEX -1 is not an index from 0"),
+		"shard: a negative Kubernetes index is refused as such (not as 'not below N')");
 	setenv("JOB_COMPLETION_INDEX", "1e3", 1);
 	check(parse_shard("auto/4", &k, &n, &err) < 0 && strstr(err.message, "JOB_COMPLETION_INDEX"),
 		"shard: a Kubernetes index that is not a number is refused");
@@ -941,12 +966,24 @@ static void test_podman_hints(void)
 	unlink(path);
 	check(strstr(podman_exec_hint(path, ENOENT), "install podman") != NULL,
 		"podman_exec_hint: ... and a file not there: install podman");
-	podman_silent_hint(hint, sizeof hint, "%1", "img");
-	check(strncmp(hint, "to see why, run as this user: '%1' run", 38) == 0,
-		"silent hint: a word starting with '%' (bash's job) is quoted");
-	podman_works_hint(hint, sizeof hint, "/opt/my podman", "ps");
+	fd = open(path, O_WRONLY | O_CREAT, 0755);
+	check(fd >= 0 && write(fd, "\x7f" "ELF\x02", 5) == 5, "podman hints: a truncated ELF");
+	close(fd);
+	check(strstr(podman_exec_hint(path, ENOEXEC), "no program this machine runs") != NULL,
+		"podman_exec_hint: exec's ENOEXEC: not a program, not install podman");
+	unlink(path);
+	check(mkfifo(path, 0755) == 0 && strstr(podman_exec_hint(path, EACCES), "not a regular file"),
+		"podman_exec_hint: a FIFO is not a regular file");
+	unlink(path);
+	podman_works_hint(hint, sizeof hint, "/opt/my podman", "ps", NULL);
 	check(strcmp(hint, "check that podman works for this user: '/opt/my podman' ps") == 0,
 		"works hint: the podman in use, quoted");
+	podman_works_hint(hint, sizeof hint, "podman", "image inspect", "a b");
+	check(strcmp(hint, "check that podman works for this user: podman image inspect 'a b'") == 0,
+		"works hint: ... and its operand");
+	podman_works_hint(hint, sizeof hint, long_path, "info", NULL);
+	check(strcmp(hint, "check that podman works for this user: PODMAN info (PODMAN being the "
+		"--podman in use)") == 0, "works hint: a podman too long to show, in words");
 	rmdir(dir);
 }
 
