@@ -16,6 +16,8 @@ struct error {
 	char hint[512];
 };
 
+/* message and hint made one line of text anyone can read (names.h's
+ * printable_copy); hint (NULL for none) must not point into err. */
 void error_set(struct error *err, int status, const char *hint, const char *fmt, ...)
 	__attribute__((format(printf, 4, 5)));
 
