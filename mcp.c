@@ -195,14 +195,18 @@ static void send_error(struct server *s, json_t *id, int code, const char *fmt, 
 
 static void send_error(struct server *s, json_t *id, int code, const char *fmt, ...)
 {
-	char message[1024];
+	/* The client's own strings (a tool's or a method's name) shown as an
+	 * error's are: escaped, cut with "…" (attack helper 166). */
+	char made[2048], message[1024];
 	va_list ap;
 	va_start(ap, fmt);
-	vsnprintf(message, sizeof message, fmt, ap);
+	int len = vsnprintf(made, sizeof made, fmt, ap);
 	va_end(ap);
+	len = len < 0 ? 0 : len < (int)sizeof made ? len : (int)sizeof made - 1;
+	size_t shown = printable_copy(message, sizeof message, made, (size_t)len, false);
 	send_message(s, json_pack("{s:s, s:O, s:{s:i, s:o}}", "jsonrpc", "2.0", "id",
 		id ? id : json_null(), "error", "code", code, "message",
-		text_value(message, strlen(message))));
+		text_value(message, shown)));
 }
 
 /* ---- calls -------------------------------------------------------------- */
@@ -504,11 +508,18 @@ static json_t *file_content(struct mcp_call *c, json_t *object)
 			c->out_dir || is_latex(f) ? "" :
 			f->kind.is_image ? "; not shown: larger than the image cap or the answer's budget" :
 			"; not kept: this server returns images only";
-		if (c->out_dir)
-			snprintf(line, sizeof line, "- %s (%s), saved as %s/%s%s\n", f->name, about,
-				c->out_dir, f->name, where);
-		else
-			snprintf(line, sizeof line, "- %s (%s)%s\n", f->name, about, where);
+		/* Shown escaped: a tag character is text the model reads and
+		 * its user never sees (attack helper 166). */
+		char *name = printable_name(f->name, strlen(f->name), 1024);
+		if (c->out_dir) {
+			char *dir = printable_name(c->out_dir, strlen(c->out_dir), 1024);
+			snprintf(line, sizeof line, "- %s (%s), saved as %s/%s%s\n", name, about, dir,
+				name, where);
+			free(dir);
+		} else {
+			snprintf(line, sizeof line, "- %s (%s)%s\n", name, about, where);
+		}
+		free(name);
 		buffer_append(&text, line, strlen(line));
 		append_latex(c, f, &text);
 		if (image) {

@@ -62,22 +62,25 @@ bool relative_path_allowed(const char *p, size_t len)
 	}
 }
 
-/* Characters that are not seen at all: the soft hyphen, the combining
- * grapheme joiner, Hangul fillers, the Mongolian vowel separator, the
- * zero-width space, non-joiner and joiner, the word joiner, invisible
- * operators and deprecated format controls, variation selectors, the byte
- * order mark, interlinear annotation controls, invisible musical format
- * controls, and the tag characters (U+E0000-U+E007F: text a reader never
- * sees and a model reads). A name may hold some of them (a joiner in an
- * emoji, a non-joiner in Persian), but a message that shows one raw shows
- * two different names alike (attack helpers 162 and 164). */
+/* Characters that are not seen at all, Unicode's default ignorable code
+ * points: the soft hyphen, the combining grapheme joiner, Hangul fillers,
+ * Khmer inherent vowels, Mongolian variation selectors and vowel
+ * separator, the zero-width space, non-joiner and joiner, the word joiner,
+ * invisible operators and deprecated format controls, variation
+ * selectors, the byte order mark, interlinear annotation controls,
+ * shorthand format controls, invisible musical format controls, the tag
+ * characters (U+E0000-U+E007F: text a reader never sees and a model
+ * reads) and the supplementary variation selectors. A name may hold some
+ * of them (a joiner in an emoji, a non-joiner in Persian), but a message
+ * that shows one raw shows two different names alike (attack helpers 162,
+ * 164 and 166). */
 static const struct {
 	unsigned long first, last;
 } unseen_ranges[] = {
-	{0x00AD, 0x00AD}, {0x034F, 0x034F}, {0x115F, 0x1160}, {0x180E, 0x180E},
-	{0x200B, 0x200D}, {0x2060, 0x206F}, {0x3164, 0x3164}, {0xFE00, 0xFE0F},
-	{0xFEFF, 0xFEFF}, {0xFFA0, 0xFFA0}, {0xFFF9, 0xFFFB}, {0x1D173, 0x1D17A},
-	{0xE0000, 0xE007F},
+	{0x00AD, 0x00AD}, {0x034F, 0x034F}, {0x115F, 0x1160}, {0x17B4, 0x17B5},
+	{0x180B, 0x180F}, {0x200B, 0x200D}, {0x2060, 0x206F}, {0x3164, 0x3164},
+	{0xFE00, 0xFE0F}, {0xFEFF, 0xFEFF}, {0xFFA0, 0xFFA0}, {0xFFF0, 0xFFFB},
+	{0x1BCA0, 0x1BCA3}, {0x1D173, 0x1D17A}, {0xE0000, 0xE0FFF},
 };
 
 /* s: one well-formed UTF-8 character of n bytes. */

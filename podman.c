@@ -142,8 +142,9 @@ const char *podman_exec_hint(const char *path, int exec_errno)
 		return "that is not a regular file: name the podman program with --podman PATH";
 	switch (exec_errno) {
 	case EACCES:
-		/* Not one on a noexec mount, which has its bits. */
-		return (st.st_mode & 0111) == 0 ?
+		/* Not one on a noexec mount, which has this user's bit; a bit
+		 * for others only is not (review helper 165). */
+		return access(path, X_OK) < 0 && errno == EACCES ?
 			"make it executable for this user (chmod +x), or name another with --podman PATH" :
 			"it has execute bits: see its #! interpreter, and whether its file system is "
 			"mounted noexec; or name another with --podman PATH";

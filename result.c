@@ -1,6 +1,7 @@
 /* result.c: results, refusals and the sandbox summary, as JSON and as the
  * lines text mode prints. */
 #include "result.h"
+#include "names.h"
 #include "memwatch.h"
 
 #include <signal.h>
@@ -356,10 +357,16 @@ void write_files_lines(FILE *out, const struct outfiles *o)
 	char about[128];
 	if (!o)
 		return;
+	/* The names as "not saved" shows them: one a reader can tell from
+	 * another (a zero-width space, a tag character: attack helper 166). */
+	char *dir = printable_name(o->dir, strlen(o->dir), 1024);
 	for (size_t i = 0; i < o->count; i++) {
+		char *name = printable_name(o->files[i].name, strlen(o->files[i].name), 1024);
 		describe_file(&o->files[i], about, sizeof about);
-		fprintf(out, "sage-sandbox: saved %s/%s (%s)\n", o->dir, o->files[i].name, about);
+		fprintf(out, "sage-sandbox: saved %s/%s (%s)\n", dir, name, about);
+		free(name);
 	}
+	free(dir);
 	for (size_t i = 0; i < o->dropped_count && i < OUTFILES_DROPPED_LISTED; i++)
 		fprintf(out, "sage-sandbox: not saved: %s: %s\n", o->dropped[i].name,
 			o->dropped[i].reason);

@@ -362,25 +362,20 @@ static int file_values(const char *values[SETTING_COUNT], int line[SETTING_COUNT
 	bool named;
 	if (!read) {
 		read_name = settings_file_path(&named);
-		/* Not opened blocking: the open of a FIFO waits for a writer,
-		 * and sage-sandbox hung, silent (attack helper 164). A FIFO or
-		 * a socket is refused; a device (/dev/null) is read. */
+		/* Opened without blocking: the open of a FIFO no one writes
+		 * waited for a writer, and sage-sandbox hung, silent (attack
+		 * helper 164). Read blocking: a FIFO with a writer (the shell's
+		 * <(...)) is read to its end; one without has none. */
 		int fd = read_name ? open(read_name, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK) : -1;
-		struct stat st;
-		if (fd >= 0 && fstat(fd, &st) == 0 && (S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode))) {
+		int flags = fd >= 0 ? fcntl(fd, F_GETFL) : -1;
+		FILE *f = flags >= 0 && fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) == 0 ?
+			fdopen(fd, "r") : NULL;
+		int open_errno = errno;
+		if (!f && fd >= 0)
 			close(fd);
-			snprintf(why, why_size, "the settings file %s is a %s, not a file", read_name,
-				S_ISFIFO(st.st_mode) ? "FIFO" : "socket");
-			return -1;
-		}
-		if (fd >= 0)
-			fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
-		FILE *f = fd >= 0 ? fdopen(fd, "r") : NULL;
 		if (!f && named) {
 			snprintf(why, why_size, "cannot read the settings file %s (SAGE_SANDBOX_SETTINGS): "
-				"%s", read_name, strerror(errno));
-			if (fd >= 0)
-				close(fd);
+				"%s", read_name, strerror(open_errno));
 			return -1;
 		}
 		size_t len = 0;

@@ -97,7 +97,7 @@ print("done")' 0 run --timeout 20 --json
 	mkfifo "$BATS_TEST_TMPDIR/code.fifo"
 	local start=$SECONDS
 	run_ss 124 run --timeout 2 "$BATS_TEST_TMPDIR/code.fifo"
-	expect_equal "$errors" "sage-sandbox: timed out after 2 s reading the code; nothing was run; close standard input, name a FILE, or raise --timeout"
+	expect_equal "$errors" "sage-sandbox: timed out after 2 s reading the code; nothing was run; name a FILE that ends (a FIFO ends when its writer closes it), or raise --timeout"
 	[ $((SECONDS - start)) -lt 8 ]
 }
 

@@ -89,6 +89,17 @@ saved"
 	expect_equal "$(json_get 'j["files"]')" null
 }
 
+@test "output-dir - a name that holds a character no one sees is saved as it is, and shown escaped" {
+	local p out=$BATS_TEST_TMPDIR/out
+	# A zero-width space and a tag character: "ab.txt" to a reader, raw.
+	p=$(prog unseen.sage 'import os
+out = os.environ["SAGE_SANDBOX_OUT"]
+open(os.path.join(out, "a\u200bb\U000E0041.txt"), "w").write("x")')
+	run_ss 0 run --output-dir "$out" "$p"
+	[ -f "$out/$(printf 'a\342\200\213b\363\240\201\201.txt')" ]
+	expect_equal "$errors" "sage-sandbox: saved $out/a\\xe2\\x80\\x8bb\\xf3\\xa0\\x81\\x81.txt (1 bytes, text/plain)"
+}
+
 @test "output-dir - the hostile tree: links, FIFO, 5000 files, a 200 MB file, 200 levels, bad names, a file being written" {
 	local p before
 	p=$(prog hostile.sage 'import os, subprocess, time

@@ -189,9 +189,12 @@ check "run - a setting's value with a carriage return and an escape: 125, one li
 	refused 125 "^sage-sandbox: invalid SAGE_SANDBOX_TIMEOUT '9\\\\x0d\\\\x1b\\]0;title\\\\x07': allowed is"
 
 mkfifo "$scratch/settings-fifo"
-SAGE_SANDBOX_SETTINGS=$scratch/settings-fifo ss run
-check "run - a settings file that is a FIFO: 125 at once, not a wait for a writer" \
-	refused 125 "^sage-sandbox: the settings file $scratch/settings-fifo is a FIFO, not a file"
+SAGE_SANDBOX_SETTINGS=$scratch/settings-fifo ss run --podman /nonexistent/podman
+check "run - a settings file that is a FIFO no one writes: no wait for a writer (it holds nothing)" \
+	refused 125 "^sage-sandbox: podman executable '/nonexistent/podman' not found"
+SAGE_SANDBOX_SETTINGS=<(printf 'timeout = x\n') ss run --podman /nonexistent/podman
+check "run - a settings file from the shell's <(...): read, its line refused" \
+	refused 125 "^sage-sandbox: invalid timeout 'x': allowed is an integer from 1 to 600 \\(settings file /dev/fd/[0-9]+, line 1\\)"
 ss run --podman $'/usr/bin/pod\u200bman'
 check "run - --podman with a zero-width space: 125, refused as a value a hint could not name" \
 	refused 125 "^sage-sandbox: invalid --podman '/usr/bin/pod\\\\xe2\\\\x80\\\\x8bman': allowed is"

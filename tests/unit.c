@@ -287,6 +287,10 @@ static void test_names(void)
 	shown = printable_name("a\xf3\xa0\x81\x81" "b", 6, 200);
 	check(strcmp(shown, "a\\xf3\\xa0\\x81\\x81b") == 0, "names: a tag character shown as \\xNN");
 	free(shown);
+	shown = printable_name("a\xf3\xa0\x84\x81" "b", 6, 200);
+	check(strcmp(shown, "a\\xf3\\xa0\\x84\\x81b") == 0,
+		"names: a supplementary variation selector (U+E0101) shown as \\xNN");
+	free(shown);
 	check(shown_as_is("caf\xc3\xa9/p\xc3\xb6" "dman", 13) && !shown_as_is("a\xe2\x80\x8b" "b", 5) &&
 		!shown_as_is("a\x1b", 2) && !shown_as_is("\xff", 1),
 		"names: shown_as_is: printable text yes; unseen, controls, bad bytes no");
