@@ -95,6 +95,7 @@ saved"
 	p=$(prog unseen.sage 'import os
 out = os.environ["SAGE_SANDBOX_OUT"]
 open(os.path.join(out, "a\u200bb\U000E0041.txt"), "w").write("x")')
+	mkdir "$out"
 	run_ss 0 run --output-dir "$out" "$p"
 	[ -f "$out/$(printf 'a\342\200\213b\363\240\201\201.txt')" ]
 	expect_equal "$errors" "sage-sandbox: saved $out/a\\xe2\\x80\\x8bb\\xf3\\xa0\\x81\\x81.txt (1 bytes, text/plain)"
