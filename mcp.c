@@ -197,13 +197,11 @@ static void send_error(struct server *s, json_t *id, int code, const char *fmt, 
 {
 	/* The client's own strings (a tool's or a method's name) shown as an
 	 * error's are: escaped, cut with "…" (attack helper 166). */
-	char made[2048], message[1024];
+	char message[1024];
 	va_list ap;
 	va_start(ap, fmt);
-	int len = vsnprintf(made, sizeof made, fmt, ap);
+	size_t shown = printable_vformat(message, sizeof message, fmt, ap);
 	va_end(ap);
-	len = len < 0 ? 0 : len < (int)sizeof made ? len : (int)sizeof made - 1;
-	size_t shown = printable_copy(message, sizeof message, made, (size_t)len, false);
 	send_message(s, json_pack("{s:s, s:O, s:{s:i, s:o}}", "jsonrpc", "2.0", "id",
 		id ? id : json_null(), "error", "code", code, "message",
 		text_value(message, shown)));

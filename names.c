@@ -5,6 +5,7 @@
 #include "buffer.h"
 #include "json.h"
 
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -150,6 +151,17 @@ size_t printable_copy(char *out, size_t size, const char *p, size_t len, bool es
 	at = printable_part(out, size - 1 - ellipsis_len, p, len, escape_backslash, &used);
 	memcpy(out + at, ellipsis, ellipsis_len + 1);
 	return at + ellipsis_len;
+}
+
+size_t printable_vformat(char *out, size_t size, const char *fmt, va_list ap)
+{
+	/* Made whole first where it fits: the cut is printable_copy's, on a
+	 * character's boundary with its "…" (each byte shown is at least one
+	 * byte, so a text cut here is cut again there). */
+	char made[4096];
+	int len = vsnprintf(made, sizeof made, fmt, ap);
+	len = len < 0 ? 0 : len < (int)sizeof made ? len : (int)sizeof made - 1;
+	return printable_copy(out, size, made, (size_t)len, false);
 }
 
 char *printable_name(const char *p, size_t len, size_t max)

@@ -3,6 +3,7 @@
 #ifndef SAGE_SANDBOX_NAMES_H
 #define SAGE_SANDBOX_NAMES_H
 
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
 
@@ -28,6 +29,10 @@ bool relative_path_allowed(const char *p, size_t len);
  * backslash written as \xNN. Into out, NUL-terminated, at most size - 1
  * bytes, cut before a whole character and then ended by "…". Its length. */
 size_t printable_copy(char *out, size_t size, const char *p, size_t len, bool escape_backslash);
+/* printf's text, shown by printable_copy (backslashes kept) into out, of
+ * size at most 4096. */
+size_t printable_vformat(char *out, size_t size, const char *fmt, va_list ap)
+	__attribute__((format(printf, 3, 0)));
 /* Whether printable_copy shows these bytes as they are (backslashes
  * aside): printable UTF-8, nothing unseen. */
 bool shown_as_is(const char *p, size_t len);

@@ -157,16 +157,14 @@ void status_free(struct status_report *s)
 static void print_line(FILE *out, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void print_line(FILE *out, const char *fmt, ...)
 {
-	char made[4096], shown[2048];
+	char shown[2048];
 	va_list ap;
 	va_start(ap, fmt);
-	int len = vsnprintf(made, sizeof made, fmt, ap);
+	size_t len = printable_vformat(shown, sizeof shown, fmt, ap);
 	va_end(ap);
-	len = len < 0 ? 0 : len < (int)sizeof made ? len : (int)sizeof made - 1;
-	while (len && made[len - 1] == ' ')
+	while (len && shown[len - 1] == ' ')
 		len--;
-	printable_copy(shown, sizeof shown, made, (size_t)len, false);
-	fprintf(out, "%s\n", shown);
+	fprintf(out, "%.*s\n", (int)len, shown);
 }
 
 /* The server's line: who answers, what it keeps, and whether it serves
