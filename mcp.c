@@ -508,17 +508,16 @@ static json_t *file_content(struct mcp_call *c, json_t *object)
 			"; not kept: this server returns images only";
 		/* Shown escaped: a tag character is text the model reads and
 		 * its user never sees (attack helper 166). */
-		char *name = printable_name(f->name, strlen(f->name), 1024);
-		if (c->out_dir) {
-			char *dir = printable_name(c->out_dir, strlen(c->out_dir), 1024);
-			snprintf(line, sizeof line, "- %s (%s), saved as %s/%s%s\n", name, about, dir,
-				name, where);
-			free(dir);
-		} else {
-			snprintf(line, sizeof line, "- %s (%s)%s\n", name, about, where);
-		}
+		char *name = printable_name(f->name, strlen(f->name), 4 * strlen(f->name));
+		char *dir = c->out_dir ? printable_name(c->out_dir, strlen(c->out_dir),
+			4 * strlen(c->out_dir)) : NULL;
+		/* Appended whole: a line of two names and DIR has no fixed size. */
+		const char *parts[] = {"- ", name, " (", about, ")", dir ? ", saved as " : "",
+			dir ? dir : "", dir ? "/" : "", dir ? name : "", where, "\n"};
+		for (size_t k = 0; k < sizeof parts / sizeof *parts; k++)
+			buffer_append(&text, parts[k], strlen(parts[k]));
+		free(dir);
 		free(name);
-		buffer_append(&text, line, strlen(line));
 		append_latex(c, f, &text);
 		if (image) {
 			json_array_append_new(items, image);

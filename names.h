@@ -30,7 +30,7 @@ bool relative_path_allowed(const char *p, size_t len);
  * bytes, cut before a whole character and then ended by "…". Its length. */
 size_t printable_copy(char *out, size_t size, const char *p, size_t len, bool escape_backslash);
 /* printf's text, shown by printable_copy (backslashes kept) into out, of
- * size at most 4096. */
+ * size less than 4096. */
 size_t printable_vformat(char *out, size_t size, const char *fmt, va_list ap)
 	__attribute__((format(printf, 3, 0)));
 /* Whether printable_copy shows these bytes as they are (backslashes

@@ -102,7 +102,9 @@ static void drop(struct outfiles *o, const char *name, size_t len, const char *f
 	va_list ap;
 	d->name = printable_name(name, len, 200);
 	va_start(ap, fmt);
-	vsnprintf(d->reason, sizeof d->reason, fmt, ap);
+	/* It may name DIR and the file: escaped as its name is (review
+	 * helper 167). */
+	printable_vformat(d->reason, sizeof d->reason, fmt, ap);
 	va_end(ap);
 }
 

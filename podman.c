@@ -128,6 +128,20 @@ char *find_executable(const char *name)
 const char podman_install_hint[] =
 	"install podman (apt-get install podman runc uidmap) or name it with --podman PATH";
 
+/* Whether the mode's execute bit for this user is set: the owner's, the
+ * group's (the user's own or a supplementary one) or the others'. */
+static bool exec_bit_for_me(const struct stat *st)
+{
+	if (st->st_uid == geteuid())
+		return st->st_mode & S_IXUSR;
+	gid_t groups[256];
+	int n = getgroups(sizeof groups / sizeof *groups, groups);
+	bool member = st->st_gid == getegid();
+	for (int i = 0; i < n && !member; i++)
+		member = groups[i] == st->st_gid;
+	return st->st_mode & (member ? S_IXGRP : S_IXOTH);
+}
+
 const char *podman_exec_hint(const char *path, int exec_errno)
 {
 	/* Install podman only where there is nothing there to fix (attack
@@ -142,9 +156,10 @@ const char *podman_exec_hint(const char *path, int exec_errno)
 		return "that is not a regular file: name the podman program with --podman PATH";
 	switch (exec_errno) {
 	case EACCES:
-		/* Not one on a noexec mount, which has this user's bit; a bit
-		 * for others only is not (review helper 165). */
-		return access(path, X_OK) < 0 && errno == EACCES ?
+		/* Not one on a noexec mount, which has this user's bit (and
+		 * access() refuses too); a bit for others only is not (review
+		 * helpers 165 and 167). */
+		return !exec_bit_for_me(&st) ?
 			"make it executable for this user (chmod +x), or name another with --podman PATH" :
 			"it has execute bits: see its #! interpreter, and whether its file system is "
 			"mounted noexec; or name another with --podman PATH";

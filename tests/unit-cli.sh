@@ -195,7 +195,7 @@ check "run - a settings file that is a FIFO no one writes: no wait for a writer 
 SAGE_SANDBOX_SETTINGS=<(printf 'timeout = x\n') ss run --podman /nonexistent/podman
 check "run - a settings file from the shell's <(...): read, its line refused" \
 	refused 125 "^sage-sandbox: invalid timeout 'x': allowed is an integer from 1 to 600 \\(settings file /dev/fd/[0-9]+, line 1\\)"
-ss run --podman $'/usr/bin/pod\u200bman'
+ss run --podman "$(printf '/usr/bin/pod\342\200\213man')" # not $'\u200b': a C locale's bash
 check "run - --podman with a zero-width space: 125, refused as a value a hint could not name" \
 	refused 125 "^sage-sandbox: invalid --podman '/usr/bin/pod\\\\xe2\\\\x80\\\\x8bman': allowed is"
 
