@@ -221,7 +221,7 @@ time.sleep(120)'
 	printf '\x7fELF-not-really' >"$BATS_TEST_TMPDIR/podman"
 	chmod 755 "$BATS_TEST_TMPDIR/podman"
 	sage 'print(1)' 125 run --podman "$BATS_TEST_TMPDIR/podman"
-	expect_equal "$errors" "sage-sandbox: cannot execute podman $BATS_TEST_TMPDIR/podman: Exec format error; install podman (apt-get install podman runc uidmap) or name it with --podman PATH"
+	expect_equal "$errors" "sage-sandbox: cannot execute podman $BATS_TEST_TMPDIR/podman: Exec format error; it is no program this machine runs (not this machine's binary, nor a script with a #! line): name the podman program with --podman PATH"
 }
 
 @test "run - on the success path podman is executed once: no info (cached), no image exists" {

@@ -142,12 +142,13 @@ send(b'{"jsonrpc":"2.0","id":"a-\xc3\xa9","method":"ping"}\n')
 assert answer()["id"] == "a-\u00e9"
 
 # U+2028 and U+2029 are line ends to JavaScript: never written raw, in an
-# echoed id or in an error message that quotes the request.
+# echoed id (JSON's escape: the id comes back equal) or in an error message
+# that quotes the request (shown as \xNN, as every message is).
 send('{"jsonrpc":"2.0","id":"a\u2028b","method":"x\u2029"}\n'.encode())
 raw = answer_line()
 message = json.loads(raw.decode("utf-8", errors="strict"))
 if (b"\xe2\x80\xa8" in raw or b"\xe2\x80\xa9" in raw or b'"a\\u2028b"' not in raw or
-        message["id"] != "a\u2028b" or "x\u2029" not in message["error"]["message"]):
+        message["id"] != "a\u2028b" or r"x\xe2\x80\xa9" not in message["error"]["message"]):
     sys.exit("U+2028 or U+2029 written raw, or lost: %r" % raw)
 
 # End of input: the server stops and exits 0 within seconds.
