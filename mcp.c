@@ -508,9 +508,8 @@ static json_t *file_content(struct mcp_call *c, json_t *object)
 			"; not kept: this server returns images only";
 		/* Shown escaped: a tag character is text the model reads and
 		 * its user never sees (attack helper 166). */
-		char *name = printable_name(f->name, strlen(f->name), 4 * strlen(f->name));
-		char *dir = c->out_dir ? printable_name(c->out_dir, strlen(c->out_dir),
-			4 * strlen(c->out_dir)) : NULL;
+		char *name = printable_whole(f->name);
+		char *dir = c->out_dir ? printable_whole(c->out_dir) : NULL;
 		/* Appended whole: a line of two names and DIR has no fixed size. */
 		const char *parts[] = {"- ", name, " (", about, ")", dir ? ", saved as " : "",
 			dir ? dir : "", dir ? "/" : "", dir ? name : "", where, "\n"};

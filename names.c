@@ -172,3 +172,9 @@ char *printable_name(const char *p, size_t len, size_t max)
 	printable_copy(shown, max + 1, p, len, true);
 	return shown;
 }
+
+char *printable_whole(const char *s)
+{
+	size_t len = strlen(s);
+	return printable_name(s, len, 4 * len); /* room for every byte as \xNN */
+}

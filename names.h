@@ -39,5 +39,7 @@ bool shown_as_is(const char *p, size_t len);
 /* A name as printable_copy shows it (backslashes escaped, so that the
  * escapes cannot be mistaken), at most max bytes. A malloc'd string. */
 char *printable_name(const char *p, size_t len, size_t max);
+/* The string s as printable_name shows it, never cut. */
+char *printable_whole(const char *s);
 
 #endif

@@ -174,13 +174,16 @@ static void time_out(struct oneshot *o)
 	}
 	/* Reading the code waits for our caller; checking podman, for podman
 	 * and the image's probe (a podman that hangs: attack helper 157). */
-	bool from_stdin = !o->file || strcmp(o->file, "-") == 0;
-	error_set(&o->err, EXIT_TIMEOUT, o->code_watch ? (from_stdin ?
-		"close standard input, name a FILE, or raise --timeout" :
-		"name a FILE that ends (a FIFO ends when its writer closes it), or raise --timeout") :
-		o->for_status ?
-		"see podman's answers above, or raise --timeout" :
-		"see what podman answers with 'sage-sandbox status', or raise --timeout",
+	const char *hint;
+	if (o->code_watch && (!o->file || strcmp(o->file, "-") == 0))
+		hint = "close standard input, name a FILE, or raise --timeout";
+	else if (o->code_watch)
+		hint = "name a FILE that ends (a FIFO ends when its writer closes it), or raise --timeout";
+	else if (o->for_status)
+		hint = "see podman's answers above, or raise --timeout";
+	else
+		hint = "see what podman answers with 'sage-sandbox status', or raise --timeout";
+	error_set(&o->err, EXIT_TIMEOUT, hint,
 		"timed out after %ld s %s; nothing was run", o->cfg->number[SET_TIMEOUT],
 		o->code_watch ? "reading the code" : "checking podman");
 	refuse(o);

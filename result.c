@@ -359,10 +359,9 @@ void write_files_lines(FILE *out, const struct outfiles *o)
 		return;
 	/* The names as "not saved" shows them: one a reader can tell from
 	 * another (a zero-width space, a tag character: attack helper 166). */
-	char *dir = printable_name(o->dir, strlen(o->dir), 4 * strlen(o->dir)); /* whole */
+	char *dir = printable_whole(o->dir);
 	for (size_t i = 0; i < o->count; i++) {
-		char *name = printable_name(o->files[i].name, strlen(o->files[i].name),
-			4 * strlen(o->files[i].name));
+		char *name = printable_whole(o->files[i].name);
 		describe_file(&o->files[i], about, sizeof about);
 		fprintf(out, "sage-sandbox: saved %s/%s (%s)\n", dir, name, about);
 		free(name);

@@ -651,7 +651,8 @@ static struct slot *start_slot(struct runner *r, enum slot_kind kind, struct cal
 	struct sandbox_options so = {.cfg = r->opt.cfg, .host = &r->opt.host->podman_host,
 		.image = &r->opt.host->image, .podman = r->opt.host->podman,
 		.session = kind == SLOT_SESSION, .serial = kind == SLOT_SERIAL, .cold = r->cold,
-		.for_status = r->opt.for_status, .cb = {.keep_output = true, .on_ready = on_ready, .on_warm = on_warm,
+		.for_status = r->opt.for_status,
+		.cb = {.keep_output = true, .on_ready = on_ready, .on_warm = on_warm,
 			.on_output = on_output, .on_input_room = on_input_room, .on_done = on_done,
 			.on_released = on_released, .data = s}};
 	if (kind == SLOT_SERIAL) {

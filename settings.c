@@ -205,7 +205,7 @@ void size_text(long bytes, char *buf, size_t size)
  * helper 164). */
 static bool has_space_or_control(const char *text)
 {
-	return strpbrk(text, " ") || !shown_as_is(text, strlen(text));
+	return strchr(text, ' ') || !shown_as_is(text, strlen(text));
 }
 
 int setting_set(struct config *cfg, enum setting_id id, const char *text,

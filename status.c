@@ -219,9 +219,9 @@ static const char *problem(const struct status_report *s, const char **hint)
 	/* With the podman in use, not a bare "podman info" (attack helper 162). */
 	static char works[512];
 	if (ph->rootless == ROOTLESS_UNKNOWN) {
-		podman_works_hint(works, sizeof works, s->host.podman, "info", NULL);
 		if (s->host.refusal.status && !ph->detail[0])
 			return s->host.refusal.message; /* podman could not be started */
+		podman_works_hint(works, sizeof works, s->host.podman, "info", NULL);
 		*hint = podman_failed_hint(ph->detail, works);
 		/* What it did: it may have answered, with a failure. */
 		return ph->detail[0] ? ph->detail : "podman did not answer";
