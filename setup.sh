@@ -297,7 +297,7 @@ remove_build_root() {
 build_image() {
 	local user=${1:-$account}
 	if as_user "$user" "podman image exists $image"; then
-		add_gap_workspace "$user"
+		add_layers "$user"
 		say "image $image is present for $user"
 		return
 	fi
@@ -307,7 +307,7 @@ build_image() {
 		as_account "podman save $image" 2>>"$log" | as_user "$user" "podman load" >>"$log" 2>&1 ||
 			{ tail -n 20 "$log" >&2; die "copying the image to $user failed (log: $log)"; }
 		rm -f "$log"
-		add_gap_workspace "$user"
+		add_layers "$user"
 		say "image $image is present for $user"
 		return
 	fi
@@ -349,13 +349,13 @@ build_image() {
 		as_user "$user" "podman import --quiet --change 'USER sage' --change 'WORKDIR /tmp' - $image" >/dev/null
 	remove_build_root
 	trap - EXIT
-	add_gap_workspace "$user"
+	add_layers "$user"
 	rm -f "$log"
 	say "image $image built for $user"
 }
 
-# add_gap_workspace USER: GAP's saved workspace in USER's $image, where it
-# has none and the image is one setup.sh makes. Sage's libgap, started
+# add_gap_workspace USER PYTHON: GAP's saved workspace in USER's $image,
+# where it has none and the image is one setup.sh makes. Sage's libgap, started
 # once in a build over the image (as root, in the sandbox's HOME and
 # DOT_SAGE, which are then removed), saves the workspace it saves at a
 # first start, which is kept as
@@ -369,17 +369,7 @@ build_image() {
 # fails rootless ("runroot must be set"). It only saves time: where it
 # fails, setup says so and goes on, and GAP starts as a fresh Sage's does.
 add_gap_workspace() {
-	local user=$1 python context label=sage-sandbox.gap-workspace
-	local log=$build_dir/sage-sandbox-gap-workspace-$sage-$user.log
-	case $image in
-		"$sage10_image" | "$sage95_image") ;;
-		*) return 0 ;; # an image named with SAGE_SANDBOX_IMAGE is the user's own
-	esac
-	case $sage in
-		9.5) python=/usr/bin/python3 ;;
-		10) python=/opt/sage/bin/python ;;
-		*) return 0 ;;
-	esac
+	local user=$1 python=$2 context label=sage-sandbox.gap-workspace
 	[ "$(as_user "$user" "podman image inspect --format '{{index .Labels \"$label\"}}' $image" \
 		2>/dev/null)" != 1 ] || return 0
 	context=$(mktemp -d "$build_dir/sage-sandbox-gap-workspace.XXXXXX")
@@ -407,16 +397,147 @@ add_gap_workspace() {
 		LABEL $label=1
 		USER sage
 	EOF
+	build_layer gap-workspace "$user" "$context" "GAP's saved workspace" "GAP starts as in a fresh Sage"
+}
+
+# add_first_use_files USER PYTHON: what the warm-up's steps (launcher/warm.py:
+# Maxima's start, GAP's, a plot, Singular, scipy, the package systems)
+# leave in Sage's HOME and DOT_SAGE, kept in a layer over USER's $image as
+# /usr/local/share/sage-sandbox/first-use/, which the launcher copies into
+# every container's /tmp once Sage is imported (launcher/firstuse.py):
+# Maxima's binary directory and its directory cache's test, GAP's history
+# and its workspace's link, matplotlib's font list (built in every cold call that plotted), the R
+# Makevars file sage-env writes, on 9.5 fontconfig's cache and GAP's ~/.gap.
+# A warm container's Sage has used them, a cold one's had not: with these
+# in both, a call's listing of HOME or DOT_SAGE, and the threads matplotlib
+# starts to build its font list, are the same cold and warm. Not kept:
+# Sage's per-process temporary directories (DOT_SAGE/temp) and files over 1
+# MB (a workspace GAP saved itself). The layer is labelled with a hash of
+# the script and the steps, and made again when they change. Where it
+# fails, setup says so and goes on: HOME and DOT_SAGE start empty, as in a
+# fresh Sage.
+add_first_use_files() {
+	local user=$1 python=$2 context recipe label=sage-sandbox.first-use
+	context=$(mktemp -d "$build_dir/sage-sandbox-first-use.XXXXXX")
+	# The warm-up's own steps (launcher/warm.py) and its GAP workspace link
+	# (launcher/gapspace.py): what they leave is what a warm container's
+	# calls find.
+	mkdir "$context/launcher"
+	cp "$src"/launcher/*.py "$context/launcher/"
+	cat >"$context/first-use.py" <<-'EOF'
+		import os, shutil, stat, sys
+		places = ("sage-home", "dot-sage")
+		kept = sys.argv[1]
+		os.makedirs(kept)
+
+		def entries():
+		    found = set()
+		    for place in places:
+		        for root, dirs, files in os.walk(os.path.join("/tmp", place)):
+		            for name in dirs + files:
+		                found.add(os.path.relpath(os.path.join(root, name), "/tmp"))
+		    return found
+
+		for place in places:
+		    os.makedirs(os.path.join("/tmp", place), mode=0o700)
+		import sage.all  # noqa: F401
+		imported = entries()
+		from launcher import gapspace, warm
+		gapspace.install()
+		for name, step in warm.STEPS:
+		    if name == "maxima":  # started by the warm-up's record of its counters
+		        from sage.interfaces.maxima_lib import maxima_lib
+		        maxima_lib.eval("1")
+		    step()
+		# Maxima's test of its directory cache (mload.lisp), made at a
+		# process's first file search where MAXIMA_USERDIR is over 3 s old,
+		# its result stored there: made here, so that no call makes it, cold
+		# or warm, at a moment its own speed decides.
+		import time
+		from sage.interfaces.maxima_lib import maxima_lib
+		past = time.time() - 60
+		for directory in (os.environ["MAXIMA_USERDIR"], os.environ["DOT_SAGE"]):
+		    os.utime(directory, (past, past))
+		maxima_lib.eval('file_search("sandbox_no_such_file")')
+		# A name holding the host's name (Sage 10's workspace link) is kept
+		# with a mark in its place, for the container's own (firstuse.py).
+		from sage.env import HOSTNAME
+		for path in sorted(entries() - imported):
+		    if path.startswith("dot-sage/temp/") or path == "dot-sage/temp":
+		        continue  # Sage's per-process temporary directories
+		    parts = path.split("/")
+		    for depth in range(2, len(parts) + 1):
+		        here = "/".join(parts[:depth])
+		        source = os.path.join("/tmp", here)
+		        copy = os.path.join(kept, here.replace(HOSTNAME, "@HOSTNAME@"))
+		        st = os.lstat(source)
+		        if os.path.lexists(copy):
+		            continue
+		        os.makedirs(os.path.dirname(copy), exist_ok=True)
+		        if stat.S_ISDIR(st.st_mode):
+		            os.mkdir(copy)
+		            os.chmod(copy, stat.S_IMODE(st.st_mode))
+		        elif stat.S_ISLNK(st.st_mode):
+		            os.symlink(os.readlink(source), copy)
+		        elif stat.S_ISREG(st.st_mode) and st.st_size <= 1 << 20:
+		            shutil.copyfile(source, copy)
+		            os.chmod(copy, stat.S_IMODE(st.st_mode))
+	EOF
+	# Made again where the steps or this script changed.
+	recipe=$(cat "$context/first-use.py" "$context/launcher/warm.py" "$context/launcher/gapspace.py" |
+		sha256sum | cut -c1-16)
+	if [ "$(as_user "$user" "podman image inspect --format '{{index .Labels \"$label\"}}' $image" \
+		2>/dev/null)" = "$recipe" ]; then
+		rm -rf "$context"
+		return 0
+	fi
+	# Run as the image's user, in the environment the sandbox gives Sage
+	# (podman.c): as root, fontconfig would write its cache into the image's
+	# /var/cache, and Maxima and matplotlib would look elsewhere without
+	# MAXIMA_USERDIR and MPLCONFIGDIR.
+	cat >"$context/Containerfile" <<-EOF
+		FROM $image
+		USER root
+		RUN --mount=type=bind,source=.,target=/tmp/first-use-src sh -c 'rm -rf /tmp/first-use /tmp/sage-home /tmp/dot-sage /usr/local/share/sage-sandbox/first-use && mkdir -m 0700 /tmp/first-use && chown sage /tmp/first-use && runuser -u sage -- env HOME=/tmp/sage-home DOT_SAGE=/tmp/dot-sage MPLCONFIGDIR=/tmp/dot-sage/matplotlib MAXIMA_USERDIR=/tmp/dot-sage/maxima TMPDIR=/tmp/first-use SAGE_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 PYTHONNOUSERSITE=1 PYTHONDONTWRITEBYTECODE=1 PYTHONPATH=/tmp/first-use-src LC_CTYPE=C.UTF-8 $python /tmp/first-use-src/first-use.py /tmp/first-use/kept && mkdir -p /usr/local/share/sage-sandbox && cp -R --preserve=mode /tmp/first-use/kept /usr/local/share/sage-sandbox/first-use && chown -R -h root:root /usr/local/share/sage-sandbox/first-use && chmod -R a+rX /usr/local/share/sage-sandbox/first-use; status=\$?; rm -rf /tmp/first-use /tmp/sage-home /tmp/dot-sage; exit \$status'
+		LABEL $label=$recipe
+		USER sage
+	EOF
+	build_layer first-use "$user" "$context" "the files of Sage's first use" "HOME and DOT_SAGE start empty"
+}
+
+# build_layer NAME USER CONTEXT WHAT OTHERWISE: the Containerfile in CONTEXT
+# built over USER's $image, and CONTEXT removed; where it fails, setup says
+# so (WHAT could not be added; OTHERWISE), keeps the log, and goes on.
+build_layer() {
+	local name=$1 user=$2 context=$3 what=$4 otherwise=$5
+	local log=$build_dir/sage-sandbox-$name-$sage-$user.log
 	chmod -R a+rX "$context"
 	if as_user "$user" "podman build --quiet --layers=false --network none --tag $image $context" \
 		>"$log" 2>&1; then
 		rm -f "$log"
-		say "image $image: GAP's saved workspace added for $user"
+		say "image $image: $what added for $user"
 	else
-		say "image $image: GAP's saved workspace could not be added for $user (log: $log);" \
-			"GAP starts as in a fresh Sage"
+		say "image $image: $what could not be added for $user (log: $log); $otherwise"
 	fi
 	rm -rf "$context"
+}
+
+# add_layers USER: the layers setup.sh adds over USER's $image, each where
+# it is missing (an image built before gets it at the next run as root),
+# given Sage's Python in the image.
+add_layers() {
+	local python
+	case $image in
+		"$sage10_image" | "$sage95_image") ;;
+		*) return 0 ;; # an image named with SAGE_SANDBOX_IMAGE is the user's own
+	esac
+	case $sage in
+		9.5) python=/usr/bin/python3 ;;
+		10) python=/opt/sage/bin/python ;;
+		*) return 0 ;;
+	esac
+	add_gap_workspace "$1" "$python"
+	add_first_use_files "$1" "$python"
 }
 
 # build_or_fall_back: the account's image; where Sage 10 was chosen because

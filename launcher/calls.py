@@ -1297,10 +1297,11 @@ class Launcher:
                 self.handlers.reread()
                 self.handlers.drop_all()
             # What the step wrote in /tmp stays, as a cold call's first use
-            # would leave it (GAP's history), but for files too large
-            # to be written again after each call (GAP's saved workspace,
-            # where the image keeps none: gapspace.py), and is what each
-            # call's /tmp is put back to.
+            # would leave it (on the images setup.sh makes, every
+            # container starts with it: firstuse.py), but for files too
+            # large to be written again after each call (GAP's saved
+            # workspace, where the image keeps none: gapspace.py), and is
+            # what each call's /tmp is put back to.
             try:
                 trimmed = tmpreset.record_trimmed()
                 if self.recorded is not None:

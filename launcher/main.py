@@ -30,7 +30,7 @@ import types
 # environment.
 os.environ.pop("PYTHONHASHSEED", None)
 
-from launcher import calls, child, display, gapspace, mpmain, parent  # noqa: E402
+from launcher import calls, child, display, firstuse, gapspace, mpmain, parent  # noqa: E402
 from launcher.frames import ProtocolError, Reader, Writer  # noqa: E402
 
 # Where sage-sandbox's environment points (podman.c): made here, empty.
@@ -146,6 +146,13 @@ def main(argv, room_at_top=None):
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     sage_all, preparse_file, pari_sizemax = import_sage(writer)
     child.note_sages_import()
+    # What Sage's first use of Maxima, GAP and matplotlib leaves in HOME
+    # and DOT_SAGE, as a warm container's has it, cold or warm.
+    try:
+        firstuse.install()
+    except OSError as e:
+        cannot_start(writer, "cannot copy %s into the container's /tmp: %s: %s" % (
+            firstuse.KEPT, e.filename, e.strerror))
     child.prepare_reseed()
     # GAP, where a call or the warm-up first uses it, from the image's
     # saved workspace (0.15 s, where its library took 1.3 s and its save).

@@ -165,6 +165,25 @@ import gc
 gc.set_debug(gc.DEBUG_SAVEALL)
 gc.collect()
 print("garbage:", sorted(type(o).__name__ for o in gc.garbage))' >>"$corpus"
+	# HOME and DOT_SAGE as listed by the code: the files of Sage's first
+	# use of Maxima, GAP and matplotlib (Maxima's binary directory, GAP's
+	# workspace link and history, the font list) are there in every
+	# container, cold or warm (launcher/firstuse.py), not only where the
+	# warm-up used them (attack helper 166). Each container has its own
+	# host name, which Sage 10 puts in the workspace link's name.
+	python3 -c 'import json, sys; print(json.dumps({"id": "first-use-files", "code": sys.argv[1]}))' '
+import socket, subprocess
+listing = subprocess.run(["find", "dot-sage", "sage-home", "-printf", "%p %M %s %l\n"], cwd="/tmp",
+                         capture_output=True, text=True).stdout
+print("\n".join(sorted(listing.replace(socket.gethostname(), "HOST").splitlines())))' >>"$corpus"
+	# A thread the code starts after its first plot: matplotlib's font
+	# list is the image's, so no cold call builds it, and no timer
+	# thread of that build takes the name Thread-1.
+	python3 -c 'import json, sys; print(json.dumps({"id": "thread-after-plot", "code": sys.argv[1]}))' '
+import threading
+plot(sin(x), (x, 0, 1)).save("/tmp/first.png")
+t = threading.Thread(target=lambda: None); t.start(); t.join()
+print(t.name, threading.active_count())' >>"$corpus"
 	# An uncaught KeyboardInterrupt: Python's end, death by SIGINT (130).
 	python3 -c 'import json, sys; print(json.dumps({"id": "interrupt-uncaught", "code": sys.argv[1]}))' '
 import atexit

@@ -20,11 +20,14 @@
 #   broken         Debian's layout whose sage.all_cmdline fails to import,
 #                  while sage.version (what the image probe asks) works
 #   gap-crash      Debian's layout whose GAP cannot start (its lib/init.g
-#                  removed, and the saved workspace GAP would start from
-#                  instead): GAP's first use, a warm-up's too, ends the
-#                  process with SIGSEGV
+#                  removed, with the saved workspace GAP would start from
+#                  instead and setup.sh's first-use files, which link it):
+#                  GAP's first use, a warm-up's too, ends the process with
+#                  SIGSEGV
 # Each has the official ENTRYPOINT (sage -sh -c), CMD, WORKDIR and HOME,
-# none of which may matter to sage-sandbox.
+# none of which may matter to sage-sandbox. The official layouts have none
+# of the files setup.sh adds for Sage's first use (launcher/firstuse.py),
+# as an image of the user's own has none.
 set -euo pipefail
 
 # Always Debian's Sage 9.5 image, whatever image the suite runs on: the
@@ -37,6 +40,7 @@ official_layout() {
 	cat <<-'EOF_LAYOUT'
 	USER root
 	RUN set -e; \
+	    rm -rf /usr/local/share/sage-sandbox/first-use; \
 	    mkdir -p /usr/lib/sage-test-python; \
 	    mv /usr/bin/python3.11 /usr/lib/sage-test-python/; \
 	    rm -f /usr/bin/python3; \
@@ -111,7 +115,8 @@ containerfile() {
 		echo "FROM $base"
 		cat <<-'EOF_GAP'
 		USER root
-		RUN rm -f /usr/share/gap/lib/init.g /usr/local/share/sage-sandbox/libgap-workspace-*
+		RUN rm -rf /usr/share/gap/lib/init.g /usr/local/share/sage-sandbox/libgap-workspace-* \
+		    /usr/local/share/sage-sandbox/first-use
 		USER sage
 		EOF_GAP
 		;;
