@@ -59,8 +59,7 @@ static void finish(struct host_check *q)
 static void cannot_execute(struct host_check *q)
 {
 	int exec_errno = errno;
-	error_set(&q->h->refusal, EXIT_REFUSED, podman_exec_hint(q->h->podman, exec_errno),
-		"cannot execute podman %s: %s", q->h->podman, strerror(exec_errno));
+	podman_start_error(&q->h->refusal, q->h->podman, exec_errno);
 	finish(q);
 }
 

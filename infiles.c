@@ -154,18 +154,8 @@ int infiles_add_path(struct infiles *in, const char *path, struct error *err)
 		trimmed[--len] = '\0';
 	const char *slash = strrchr(trimmed, '/');
 	const char *name = slash ? slash + 1 : trimmed;
-	if (!name_part_allowed(name, strlen(name))) {
-		error_set(err, EXIT_REFUSED, "name a file or directory by a path that ends in its name",
-			"input %s has no name the sandbox can use", path);
-		return -1;
-	}
-	for (const char *const *r = reserved; *r; r++)
-		if (strcmp(name, *r) == 0) {
-			error_set(err, EXIT_REFUSED, "rename it or put it in a directory",
-				"input %s has a name sage-sandbox uses itself", path);
-			return -1;
-		}
-	/* The named path itself may be a link: the caller chose it. */
+	/* The named path itself may be a link: the caller chose it. Opened
+	 * first: a path that is not there is told so, whatever its name. */
 	int fd = open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
 	struct stat st;
 	if (fd < 0 || fstat(fd, &st) < 0) {
@@ -175,6 +165,23 @@ int infiles_add_path(struct infiles *in, const char *path, struct error *err)
 			close(fd);
 		return -1;
 	}
+	if (!name_part_allowed(name, strlen(name))) {
+		bool no_name = !*name || strcmp(name, ".") == 0 || strcmp(name, "..") == 0;
+		error_set(err, EXIT_REFUSED, no_name ?
+			"name a file or directory by a path that ends in its name" :
+			"copy it to a name of printable UTF-8 (no control or line break, no "
+			"bidirectional control, at most 255 bytes) and name that",
+			"input %s has no name the sandbox can use", path);
+		close(fd);
+		return -1;
+	}
+	for (const char *const *r = reserved; *r; r++)
+		if (strcmp(name, *r) == 0) {
+			error_set(err, EXIT_REFUSED, "rename it or put it in a directory",
+				"input %s has a name sage-sandbox uses itself", path);
+			close(fd);
+			return -1;
+		}
 	if (S_ISDIR(st.st_mode))
 		return add_tree(in, fd, name, path, 1, err);
 	if (!S_ISREG(st.st_mode)) {

@@ -360,11 +360,14 @@ static int take_limit(struct job *j, json_t *value, enum setting_id id, const ch
 	    json_integer_value(value) > most) {
 		/* Only a number past the batch's is a raise: "5" is a number in
 		 * quotes, 5.5 or 0 no limit at all. */
+		char range[96];
+		snprintf(range, sizeof range, "give a whole number from 1 to %ld%s", most,
+			json_is_string(value) ? ", as a JSON number, not a string" : "");
 		j->bad = true;
 		error_set(&j->err, EXIT_REFUSED, quoted_number(value, 1, most) ? quoted_hint :
 			json_is_integer(value) && json_integer_value(value) > most ?
 			"a job may lower the batch's limits, never raise them: lower the job's, "
-			"or raise the batch's" : "give a whole number, at least 1",
+			"or raise the batch's" : range,
 			"%s: %s must be an integer from 1 to %ld (the batch's %s)", where, key, most,
 			settings[id].flag);
 		return -1;

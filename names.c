@@ -85,28 +85,56 @@ static const struct {
 };
 
 /* s: one well-formed UTF-8 character of n bytes. */
-static bool unseen(const unsigned char *s, size_t n)
+static unsigned long code_point(const unsigned char *s, size_t n)
 {
 	static const unsigned char lead_mask[] = {0, 0x7F, 0x1F, 0x0F, 0x07};
 	unsigned long c = s[0] & lead_mask[n];
 	for (size_t i = 1; i < n; i++)
 		c = c << 6 | (s[i] & 0x3F);
+	return c;
+}
+
+static bool unseen(unsigned long c)
+{
 	for (size_t i = 0; i < sizeof unseen_ranges / sizeof *unseen_ranges; i++)
 		if (c >= unseen_ranges[i].first && c <= unseen_ranges[i].last)
 			return true;
 	return false;
 }
 
-bool shown_as_is(const char *p, size_t len)
+/* Unicode's space separators (Zs): a path or an image name holding one
+ * reads as two words (the line and paragraph separators are refused as
+ * breaks, the rest of white space as controls). */
+static bool space_separator(unsigned long c)
+{
+	return c == 0x20 || c == 0xA0 || c == 0x1680 || (c >= 0x2000 && c <= 0x200A) ||
+		c == 0x202F || c == 0x205F || c == 0x3000;
+}
+
+/* Every character printable and seen, and, where one_word, none a space. */
+static bool shown_whole(const char *p, size_t len, bool one_word)
 {
 	for (size_t i = 0; i < len;) {
 		const unsigned char *u = (const unsigned char *)p + i;
 		size_t n = printable_char_length(u, len - i);
-		if (n == 0 || unseen(u, n))
+		if (n == 0)
+			return false;
+		unsigned long c = code_point(u, n);
+		if (unseen(c) || (one_word && space_separator(c)))
 			return false;
 		i += n;
 	}
 	return true;
+}
+
+bool shown_as_is(const char *p, size_t len)
+{
+	return shown_whole(p, len, false);
+}
+
+bool reads_as_one_word(const char *text)
+{
+	return shown_whole(text, strlen(text), true);
 }
 
 /* The characters from p[0] shown into out within limit bytes (and a NUL);
@@ -120,7 +148,7 @@ static size_t printable_part(char *out, size_t limit, const char *p, size_t len,
 		size_t n = printable_char_length(u, len - i);
 		/* An unseen character is escaped whole, \xNN per byte; any
 		 * other byte that is no printable character, alone. */
-		bool escaped = n == 0 || unseen(u, n) || (escape_backslash && *u == '\\');
+		bool escaped = n == 0 || unseen(code_point(u, n)) || (escape_backslash && *u == '\\');
 		size_t take = n ? n : 1, width = escaped ? 4 * take : take;
 		if (width > limit - at)
 			break;

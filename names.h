@@ -36,6 +36,11 @@ size_t printable_vformat(char *out, size_t size, const char *fmt, va_list ap)
 /* Whether printable_copy shows these bytes as they are (backslashes
  * aside): printable UTF-8, nothing unseen. */
 bool shown_as_is(const char *p, size_t len);
+/* shown_as_is, and no space of any kind: a path or an image named in a
+ * hint must read as it is, and as one word (attack helper 164 pasted a
+ * hint whose zero-width space named another file; review helper 165 a
+ * no-break space). */
+bool reads_as_one_word(const char *text);
 /* A name as printable_copy shows it (backslashes escaped, so that the
  * escapes cannot be mistaken), at most max bytes. A malloc'd string. */
 char *printable_name(const char *p, size_t len, size_t max);

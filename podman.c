@@ -142,6 +142,18 @@ static bool exec_bit_for_me(const struct stat *st)
 	return st->st_mode & (member ? S_IXGRP : S_IXOTH);
 }
 
+void podman_start_error(struct error *err, const char *path, int errnum)
+{
+	if (errnum == EAGAIN || errnum == ENOMEM || errnum == EMFILE || errnum == ENFILE) {
+		error_set(err, EXIT_REFUSED, "this user is short of processes, memory or open files: "
+			"end some, or raise the limit (ulimit -u, ulimit -n), and try again",
+			"cannot start podman %s: %s", path, strerror(errnum));
+		return;
+	}
+	error_set(err, EXIT_REFUSED, podman_exec_hint(path, errnum), "cannot execute podman %s: %s",
+		path, strerror(errnum));
+}
+
 const char *podman_exec_hint(const char *path, int exec_errno)
 {
 	/* Install podman only where there is nothing there to fix (attack
@@ -282,6 +294,16 @@ void podman_works_hint(char *out, size_t size, const char *podman, const char *s
 	snprintf(out, size, "check that podman works for this user: PODMAN %s%s (PODMAN being "
 		"the --podman in use%s)", subcommand, operand ? " IMAGE" : "",
 		operand ? ", IMAGE the --image" : "");
+}
+
+void podman_command_hint(char *out, size_t size, const char *lead, const char *podman,
+		const char *arguments)
+{
+	char quoted[256];
+	if (shell_word(quoted, sizeof quoted, podman) &&
+	    (size_t)snprintf(out, size, "%s: %s %s", lead, quoted, arguments) < size)
+		return;
+	snprintf(out, size, "%s: PODMAN %s (PODMAN being the --podman in use)", lead, arguments);
 }
 
 const char *podman_failed_hint(const char *said, const char *probe)

@@ -99,6 +99,10 @@ char *podman_executable(const char *named, struct error *err);
 extern const char podman_install_hint[];
 /* How to fix a podman at path that could not be executed (exec's errno). */
 const char *podman_exec_hint(const char *path, int exec_errno);
+/* err: podman at path did not start (errnum: fork's, pipe's or exec's),
+ * worded by which: out of processes, memory or descriptors, or not to be
+ * executed (podman_exec_hint). */
+void podman_start_error(struct error *err, const char *path, int errnum);
 extern const char image_hint[];
 /* Where podman failed to run a container and said nothing, or never
  * started it: "run 'PODMAN run --rm IMAGE COMMAND' as this user PURPOSE",
@@ -114,6 +118,10 @@ extern const char as_root_hint[];
  * image, where not NULL), quoted for the shell where they must be. */
 void podman_works_hint(char *out, size_t size, const char *podman, const char *subcommand,
 		const char *operand);
+/* "LEAD: PODMAN ARGUMENTS" with the podman in use, quoted for the shell
+ * where it must be (ARGUMENTS as they are, quoted by the caller). */
+void podman_command_hint(char *out, size_t size, const char *lead, const char *podman,
+		const char *arguments);
 /* How to fix a podman that failed saying SAID: its own repair where it
  * names one ('podman system migrate', for a state whose processes are all
  * gone), else a look at PROBE (such as "podman info"). */

@@ -188,7 +188,8 @@ int rootless_verdict(const struct podman_host *host, const char *podman, struct 
 	switch (host->rootless) {
 	case ROOTLESS_TRUE:
 		return 0;
-	case ROOTLESS_FALSE:
+	case ROOTLESS_FALSE: {
+		char check[512];
 		if (host->as_root) {
 			error_set(err, EXIT_REFUSED,
 				"run it as the account setup.sh made (sudo -iu sage-sandbox sage-sandbox "
@@ -196,12 +197,13 @@ int rootless_verdict(const struct podman_host *host, const char *podman, struct 
 				"refusing to run as root: rootless podman needs an unprivileged user");
 			return -1;
 		}
-		error_set(err, EXIT_REFUSED,
-			"run sage-sandbox as an unprivileged user (not root, not sudo) with rootless "
-			"podman; check with: podman info --format '{{.Host.Security.Rootless}}'",
-			"refusing to run: podman is not rootless (%s)",
+		podman_command_hint(check, sizeof check, "run sage-sandbox as an unprivileged user "
+			"(not root, not sudo) with rootless podman; check with", podman,
+			"info --format '{{.Host.Security.Rootless}}'");
+		error_set(err, EXIT_REFUSED, check, "refusing to run: podman is not rootless (%s)",
 			host->detail[0] ? host->detail : "it runs as root");
 		return -1;
+	}
 	default: {
 		char works[512];
 		podman_works_hint(works, sizeof works, podman, "info", NULL);

@@ -1147,8 +1147,7 @@ static int spawn_podman(struct sandbox *sb, struct error *err)
 		return -1;
 	}
 	if (spawned < 0) {
-		error_set(err, EXIT_REFUSED, podman_exec_hint(opt->podman, spawn_errno),
-			"cannot execute podman %s: %s", opt->podman, strerror(spawn_errno));
+		podman_start_error(err, opt->podman, spawn_errno);
 		return -1;
 	}
 	if (loop_watch(&sb->scope, &sb->out_watch, sb->podman.stdout_fd, LOOP_READ,
@@ -1499,8 +1498,7 @@ static int list_orphans(const char *podman, struct buffer *names, struct error *
 		char works[512];
 		podman_works_hint(works, sizeof works, podman, "ps", NULL);
 		if (cap.exec_errno) /* not "status -1" (attack helper 162) */
-			error_set(err, EXIT_REFUSED, podman_exec_hint(podman, cap.exec_errno),
-				"cannot execute podman %s: %s", podman, strerror(cap.exec_errno));
+			podman_start_error(err, podman, cap.exec_errno);
 		else if (cap.timed_out)
 			error_set(err, EXIT_REFUSED, works, "podman ps did not answer in 30 s");
 		else

@@ -199,15 +199,6 @@ void size_text(long bytes, char *buf, size_t size)
 		snprintf(buf, size, "%ldb", bytes);
 }
 
-/* A path or an image named in a hint must read as it is: no white space,
- * no control, no byte that is not UTF-8, nothing unseen (a zero-width
- * space in --podman made the pasted hint name another file: attack
- * helper 164). */
-static bool has_space_or_control(const char *text)
-{
-	return strchr(text, ' ') || !shown_as_is(text, strlen(text));
-}
-
 int setting_set(struct config *cfg, enum setting_id id, const char *text,
 		enum setting_source source, char *why, size_t why_size)
 {
@@ -217,14 +208,14 @@ int setting_set(struct config *cfg, enum setting_id id, const char *text,
 
 	switch (s->kind) {
 	case KIND_IMAGE:
-		valid = *text != '\0' && *text != '-' && !has_space_or_control(text);
+		valid = *text != '\0' && *text != '-' && reads_as_one_word(text);
 		break;
 	case KIND_PATH:
 	case KIND_PROFILE:
-		valid = *text != '\0' && !has_space_or_control(text);
+		valid = *text != '\0' && reads_as_one_word(text);
 		break;
 	case KIND_INTERPRETER:
-		valid = strcmp(text, "auto") == 0 || (*text == '/' && !has_space_or_control(text));
+		valid = strcmp(text, "auto") == 0 || (*text == '/' && reads_as_one_word(text));
 		break;
 	case KIND_INTEGER:
 		valid = parse_integer(text, &number) && number >= s->min && number <= s->max;

@@ -104,7 +104,7 @@ word 15 125 line 15 of $jobs: seed must be an integer from 0 to 4294967295 or nu
 	expect_equal "$(results "$BATS_TEST_TMPDIR/out.jsonl" '"%s: %s" % (j["id"], j.get("hint"))' | grep -E '^(slow|quoted|zero|seed|word):')" \
 "slow: a job may lower the batch's limits, never raise them: lower the job's, or raise the batch's
 quoted: write it as a JSON number, without quotes
-zero: give a whole number, at least 1
+zero: give a whole number from 1 to 60
 seed: write it as a JSON number, without quotes
 word: give a seed from 0 to 4294967295, or null for fresh random state"
 	expect_equal "$(results "$BATS_TEST_TMPDIR/out.jsonl" 'j["stdout"].strip() if j["ok"] else j["hint"] != ""' | sort -u)" \

@@ -294,6 +294,12 @@ static void test_names(void)
 	check(shown_as_is("caf\xc3\xa9/p\xc3\xb6" "dman", 13) && !shown_as_is("a\xe2\x80\x8b" "b", 5) &&
 		!shown_as_is("a\x1b", 2) && !shown_as_is("\xff", 1),
 		"names: shown_as_is: printable text yes; unseen, controls, bad bytes no");
+	check(reads_as_one_word("/opt/caf\xc3\xa9/podman") && !reads_as_one_word("/opt/a b") &&
+		!reads_as_one_word("/opt/a\xc2\xa0" "b") && !reads_as_one_word("a\xe2\x80\x89" "b") &&
+		!reads_as_one_word("a\xe3\x80\x80" "b") && !reads_as_one_word("a\xe2\x80\x8b" "b") &&
+		shown_as_is("a\xc2\xa0" "b", 4),
+		"names: reads_as_one_word: no space of any kind (no-break, thin, ideographic), "
+		"nothing unseen");
 	shown = printable_name("abcd\xc3\xa9" "fgh", 9, 7);
 	check(strcmp(shown, "abcd\xe2\x80\xa6") == 0, "names: a cut ends in an ellipsis, "
 		"before a whole character");
@@ -979,6 +985,13 @@ static void test_podman_hints(void)
 	check(mkfifo(path, 0755) == 0 && strstr(podman_exec_hint(path, EACCES), "not a regular file"),
 		"podman_exec_hint: a FIFO is not a regular file");
 	unlink(path);
+	podman_start_error(&err, "/usr/bin/podman", EAGAIN);
+	check(strstr(err.message, "cannot start podman /usr/bin/podman") &&
+		      strstr(err.hint, "short of processes"),
+		"podman_start_error: a fork that failed (EAGAIN) is no exec's failure");
+	podman_start_error(&err, path, ENOENT);
+	check(strstr(err.message, "cannot execute podman") && strstr(err.hint, "install podman"),
+		"podman_start_error: exec's ENOENT is told with podman_exec_hint");
 	podman_works_hint(hint, sizeof hint, "/opt/my podman", "ps", NULL);
 	check(strcmp(hint, "check that podman works for this user: '/opt/my podman' ps") == 0,
 		"works hint: the podman in use, quoted");
@@ -1170,6 +1183,10 @@ int main(void)
 	podman_info_parse("false\nv1\n[]\nrunc\noverlay\nfalse\n", 0, false, NULL, &host);
 	check(host.rootless == ROOTLESS_FALSE && rootless_verdict(&host, "podman", &err) < 0 &&
 		      strstr(err.message, "not rootless"), "podman info: rootful is refused");
+	check(rootless_verdict(&host, "/opt/my podman", &err) < 0 &&
+		      strstr(err.hint, "check with: '/opt/my podman' info --format "
+				       "'{{.Host.Security.Rootless}}'"),
+		"podman info: rootful is refused with the check of the podman in use, quoted");
 	podman_info_parse("", 125, false, "WARN[0000] a warning\nError: cannot connect\n", &host);
 	check(host.rootless == ROOTLESS_UNKNOWN &&
 		      strcmp(host.detail, "podman info exited with status 125: Error: cannot connect") == 0 &&
