@@ -17,6 +17,7 @@
 # the container instead.
 import os
 import stat
+import tempfile
 
 # The writable places, each a tmpfs of its own (podman.c).
 WRITABLE = ("/tmp", "/dev/shm")
@@ -28,6 +29,8 @@ MAX_RECORDED_ENTRIES = 4096
 # Directories deeper than this below a place are not walked down: such a tree
 # (a call made it) ends the container instead.
 MAX_DEPTH = 200
+# {place: whether it lists newest first}, asked once per place (reset()).
+_NEWEST_FIRST = {}
 
 
 class CannotReset(Exception):
@@ -35,30 +38,33 @@ class CannotReset(Exception):
 
 
 class Entry:
-    __slots__ = ("path", "kind", "mode", "content", "times")
+    __slots__ = ("path", "kind", "mode", "content", "times", "rank")
 
-    def __init__(self, path, kind, mode, content, times):
+    def __init__(self, path, kind, mode, content, times, rank=0):
         self.path, self.kind, self.mode, self.content, self.times = \
             path, kind, mode, content, times
+        self.rank = rank  # its place in its directory's listing (readdir's order)
 
     def key(self):
         return (self.path, self.kind, self.mode, self.content)
 
 
 def _walk(root):
-    """Every entry below root as (relative path, lstat), parents first,
-    names sorted, following no link and opening nothing by path."""
+    """Every entry below root as (relative path, lstat, its place in its
+    directory's listing), parents first, names sorted, following no link
+    and opening nothing by path."""
     top = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
     stack = [(top, "", 1)]
     try:
         while stack:
             fd, prefix, depth = stack.pop()
             try:
-                names = sorted(os.listdir(fd))
-                for name in names:
+                listed = os.listdir(fd)
+                rank = {name: i for i, name in enumerate(listed)}
+                for name in sorted(listed):
                     st = os.stat(name, dir_fd=fd, follow_symlinks=False)
                     path = prefix + name
-                    yield fd, name, path, st
+                    yield fd, name, path, st, rank[name]
                     if stat.S_ISDIR(st.st_mode):
                         if depth >= MAX_DEPTH:
                             raise CannotReset("directories deeper than %d" % MAX_DEPTH)
@@ -94,7 +100,7 @@ def record(root="/tmp"):
     symbolic links with their targets. CannotReset when it holds anything
     else, or more than a container that serves several calls keeps."""
     entries, total = [], 0
-    for fd, name, path, st in _walk(root):
+    for fd, name, path, st, rank in _walk(root):
         kind = stat.S_IFMT(st.st_mode)
         if kind not in (stat.S_IFDIR, stat.S_IFREG, stat.S_IFLNK):
             raise CannotReset("%s is neither a file, a directory nor a link" % path)
@@ -104,7 +110,7 @@ def record(root="/tmp"):
             raise CannotReset("more than %d bytes or %d entries" % (
                 MAX_RECORDED_BYTES, MAX_RECORDED_ENTRIES))
         entries.append(Entry(path, kind, stat.S_IMODE(st.st_mode), content,
-                             (st.st_atime_ns, st.st_mtime_ns)))
+                             (st.st_atime_ns, st.st_mtime_ns), rank))
     root_mode = stat.S_IMODE(os.stat(root).st_mode)
     return root_mode, entries
 
@@ -115,7 +121,7 @@ def record_trimmed(root="/tmp", largest=1 << 20):
     in ~/.gap_hist or ~/.gap, but not GAP's saved workspace, where the
     image keeps none of its own (gapspace.py): 50-57 MB to write again
     after every call)."""
-    for fd, name, path, st in _walk(root):
+    for fd, name, path, st, _ in _walk(root):
         if stat.S_ISREG(st.st_mode) and st.st_size > largest:
             os.unlink(name, dir_fd=fd)
     return record(root)
@@ -182,10 +188,50 @@ def empty_directory(dir_fd, depth=1):
         os.rmdir(name, dir_fd=dir_fd)
 
 
-def _rebuild(root, entries):
+def lists_newest_first(root):
+    """Whether a directory in root lists its entries newest first (tmpfs
+    on the kernels seen here: a dcache list, or since 6.6 offsets read
+    from the top), by a directory made and removed for the purpose. A
+    reset that made /tmp's entries in name order showed them to the next
+    call in another order than a fresh container's (attack helper 169:
+    os.listdir of DOT_SAGE); made in the order of their recorded listing,
+    read back as this says, they list as recorded. On a file system that
+    lists by hash the order of making does not matter."""
+    probe = tempfile.mkdtemp(prefix=".sandbox-order-", dir=root)
+    try:
+        for name in ("a", "b"):
+            os.close(os.open(os.path.join(probe, name), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+        return os.listdir(probe) == ["b", "a"]
+    finally:
+        for name in ("a", "b"):
+            try:
+                os.unlink(os.path.join(probe, name))
+            except FileNotFoundError:
+                pass
+        os.rmdir(probe)
+
+
+def _in_making_order(entries, newest_first):
+    """entries (parents first, names sorted) in the order they are to be
+    made: each directory's before what it holds, and each directory's
+    entries in the order that lists them as recorded."""
+    children = {}
+    for e in entries:
+        children.setdefault(os.path.dirname(e.path), []).append(e)
+    ordered, pending = [], [""]
+    while pending:
+        for e in sorted(children.get(pending.pop(), ()), key=lambda e: e.rank,
+                        reverse=newest_first):
+            ordered.append(e)
+            if e.kind == stat.S_IFDIR:
+                pending.append(e.path)
+    return ordered
+
+
+def _rebuild(root, entries, newest_first):
     top = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
     try:
-        for e in entries:
+        for e in _in_making_order(entries, newest_first):
             if e.kind == stat.S_IFDIR:
                 os.mkdir(e.path, 0o700, dir_fd=top)
             elif e.kind == stat.S_IFLNK:
@@ -219,7 +265,9 @@ def reset(recorded, root="/tmp"):
             empty_directory(top)
         finally:
             os.close(top)
-        _rebuild(root, entries)
+        if root not in _NEWEST_FIRST:
+            _NEWEST_FIRST[root] = lists_newest_first(root)
+        _rebuild(root, entries, _NEWEST_FIRST[root])
         now = record(root)
     except OSError as e:
         raise CannotReset("%s: %s" % (type(e).__name__, e))

@@ -176,6 +176,14 @@ import socket, subprocess
 listing = subprocess.run(["find", "dot-sage", "sage-home", "-printf", "%p %M %s %l\n"], cwd="/tmp",
                          capture_output=True, text=True).stdout
 print("\n".join(sorted(listing.replace(socket.gethostname(), "HOST").splitlines())))' >>"$corpus"
+	# The order the kernel lists them in: tmpfs lists by the order of
+	# making, which the reset between calls keeps (attack helper 169).
+	# Sage's temporary directory has a name of its own in each container.
+	python3 -c 'import json, sys; print(json.dumps({"id": "listing-order", "code": sys.argv[1]}))' '
+import os, re
+print([re.sub(r"^sage_\w+$", "sage_*", name) for name in os.listdir("/tmp")])
+print(os.listdir(os.environ["DOT_SAGE"]), os.listdir(os.environ["HOME"]))
+print(os.listdir(os.environ["DOT_SAGE"] + "/maxima"))' >>"$corpus"
 	# A thread the code starts after its first plot: matplotlib's font
 	# list is the image's, so no cold call builds it, and no timer
 	# thread of that build takes the name Thread-1.
