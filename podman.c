@@ -285,25 +285,31 @@ const char as_root_hint[] =
 void podman_works_hint(char *out, size_t size, const char *podman, const char *subcommand,
 		const char *operand)
 {
-	char quoted[256], quoted_operand[256] = "";
-	bool named = shell_word(quoted, sizeof quoted, podman) &&
-		(!operand || shell_word(quoted_operand, sizeof quoted_operand, operand));
-	if (named && (size_t)snprintf(out, size, "check that podman works for this user: %s %s%s%s",
-			quoted, subcommand, operand ? " " : "", quoted_operand) < size)
+	static const char lead[] = "check that podman works for this user";
+	char quoted_operand[256], arguments[512];
+	if (!operand) {
+		podman_command_hint(out, size, lead, podman, subcommand);
 		return;
-	snprintf(out, size, "check that podman works for this user: PODMAN %s%s (PODMAN being "
-		"the --podman in use%s)", subcommand, operand ? " IMAGE" : "",
-		operand ? ", IMAGE the --image" : "");
+	}
+	if (shell_word(quoted_operand, sizeof quoted_operand, operand) &&
+	    (size_t)snprintf(arguments, sizeof arguments, "%s %s", subcommand, quoted_operand) <
+		    sizeof arguments) {
+		if (podman_command_hint(out, size, lead, podman, arguments))
+			return;
+	}
+	snprintf(out, size, "%s: PODMAN %s IMAGE (PODMAN being the --podman in use, IMAGE the "
+		"--image)", lead, subcommand);
 }
 
-void podman_command_hint(char *out, size_t size, const char *lead, const char *podman,
+bool podman_command_hint(char *out, size_t size, const char *lead, const char *podman,
 		const char *arguments)
 {
 	char quoted[256];
 	if (shell_word(quoted, sizeof quoted, podman) &&
 	    (size_t)snprintf(out, size, "%s: %s %s", lead, quoted, arguments) < size)
-		return;
+		return true;
 	snprintf(out, size, "%s: PODMAN %s (PODMAN being the --podman in use)", lead, arguments);
+	return false;
 }
 
 const char *podman_failed_hint(const char *said, const char *probe)

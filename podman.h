@@ -119,8 +119,9 @@ extern const char as_root_hint[];
 void podman_works_hint(char *out, size_t size, const char *podman, const char *subcommand,
 		const char *operand);
 /* "LEAD: PODMAN ARGUMENTS" with the podman in use, quoted for the shell
- * where it must be (ARGUMENTS as they are, quoted by the caller). */
-void podman_command_hint(char *out, size_t size, const char *lead, const char *podman,
+ * where it must be (ARGUMENTS as they are, quoted by the caller); false
+ * where it could not be named, and the hint says PODMAN instead. */
+bool podman_command_hint(char *out, size_t size, const char *lead, const char *podman,
 		const char *arguments);
 /* How to fix a podman that failed saying SAID: its own repair where it
  * names one ('podman system migrate', for a state whose processes are all

@@ -22,7 +22,7 @@ const struct setting settings[SETTING_COUNT] = {
 		"localhost/sagemath-passagemath:10.8.13",
 		"container image with Sage (see IMAGES in sage-sandbox(1))"},
 	[SET_PYTHON] = {"--python", "SAGE_SANDBOX_PYTHON", "PATH", "python", KIND_INTERPRETER, 0, 0,
-		NULL, "auto, or an absolute path inside the image", "auto",
+		NULL, "auto, or an absolute path inside the image, printable, no white space", "auto",
 		"Sage's Python in the image; auto: the one `sage -python` runs"},
 	[SET_PODMAN] = {"--podman", "SAGE_SANDBOX_PODMAN", "PATH", "podman", KIND_PATH, 0, 0, NULL,
 		"an executable name or path, printable, no white space", "podman", "podman executable"},
@@ -43,7 +43,8 @@ const struct setting settings[SETTING_COUNT] = {
 		"KiB of stdout and of stderr each, past which the run is stopped"},
 	[SET_SECCOMP_PROFILE] = {"--seccomp-profile", "SAGE_SANDBOX_SECCOMP_PROFILE", "PATH",
 		"seccomp_profile", KIND_PROFILE, 0, 0, NULL,
-		"builtin, or a seccomp profile file in podman's JSON format", "builtin",
+		"builtin, or a seccomp profile file in podman's JSON format, its path printable, no "
+		"white space", "builtin",
 		"seccomp profile"},
 	[SET_OUTPUT_FILES] = {"--output-files", "SAGE_SANDBOX_OUTPUT_FILES", "N", "output_files",
 		KIND_INTEGER, 1, 1000, NULL, "an integer from 1 to 1000", "100",

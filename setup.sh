@@ -406,16 +406,20 @@ add_gap_workspace() {
 # /usr/local/share/sage-sandbox/first-use/, which the launcher copies into
 # every container's /tmp once Sage is imported (launcher/firstuse.py):
 # Maxima's binary directory and its directory cache's test, GAP's history
-# and its workspace's link, matplotlib's font list (built in every cold call that plotted), the R
-# Makevars file sage-env writes, on 9.5 fontconfig's cache and GAP's ~/.gap.
+# and its workspace's link, matplotlib's font list (built in every cold
+# call that plotted), the R Makevars file sage-env writes, on 9.5
+# fontconfig's cache and GAP's ~/.gap.
 # A warm container's Sage has used them, a cold one's had not: with these
 # in both, a call's listing of HOME or DOT_SAGE, and the threads matplotlib
 # starts to build its font list, are the same cold and warm. Not kept:
 # Sage's per-process temporary directories (DOT_SAGE/temp) and files over 1
 # MB (a workspace GAP saved itself). The layer is labelled with a hash of
-# the script and the steps, and made again when they change. Where it
-# fails, setup says so and goes on: HOME and DOT_SAGE start empty, as in a
-# fresh Sage.
+# the script, the steps, its build and the GAP workspace layer's label, and
+# made again when they change, over the last. Where it fails, setup says so
+# and goes on: the files are an earlier build's where there was one, else
+# there are none and HOME and DOT_SAGE start empty, as in a fresh Sage. It
+# fails rather than keep an entry the sandbox's user could not read (the
+# image's files are root's) or more than 1 MiB or 512 entries.
 add_first_use_files() {
 	local user=$1 python=$2 context recipe label=sage-sandbox.first-use
 	context=$(mktemp -d "$build_dir/sage-sandbox-first-use.XXXXXX")
@@ -429,6 +433,10 @@ add_first_use_files() {
 		places = ("sage-home", "dot-sage")
 		kept = sys.argv[1]
 		os.makedirs(kept)
+		# What a container that serves several calls records of /tmp and
+		# writes again after each (launcher/tmpreset.py) is bounded (4 MiB,
+		# 4096 entries): these stay well below it.
+		MOST_BYTES, MOST_ENTRIES = 1 << 20, 512
 
 		def entries():
 		    found = set()
@@ -462,6 +470,7 @@ add_first_use_files() {
 		# A name holding the host's name (Sage 10's workspace link) is kept
 		# with a mark in its place, for the container's own (firstuse.py).
 		from sage.env import HOSTNAME
+		total = count = 0
 		for path in sorted(entries() - imported):
 		    if path.startswith("dot-sage/temp/") or path == "dot-sage/temp":
 		        continue  # Sage's per-process temporary directories
@@ -469,40 +478,56 @@ add_first_use_files() {
 		    for depth in range(2, len(parts) + 1):
 		        here = "/".join(parts[:depth])
 		        source = os.path.join("/tmp", here)
-		        copy = os.path.join(kept, here.replace(HOSTNAME, "@HOSTNAME@"))
+		        copy = os.path.join(kept, here.replace(HOSTNAME, "@HOSTNAME@") if HOSTNAME else here)
 		        st = os.lstat(source)
 		        if os.path.lexists(copy):
 		            continue
+		        # The image's files are root's, the sandbox's user another:
+		        # an entry that user could not read would not be kept as it
+		        # is.
+		        mode = stat.S_IMODE(st.st_mode)
+		        readable = 0o005 if stat.S_ISDIR(st.st_mode) else 0o004
+		        if not stat.S_ISLNK(st.st_mode) and mode & readable != readable:
+		            sys.exit("%s has mode %o, which the sandbox's user could not read" % (here, mode))
+		        count += 1
 		        os.makedirs(os.path.dirname(copy), exist_ok=True)
 		        if stat.S_ISDIR(st.st_mode):
 		            os.mkdir(copy)
-		            os.chmod(copy, stat.S_IMODE(st.st_mode))
+		            os.chmod(copy, mode)
 		        elif stat.S_ISLNK(st.st_mode):
 		            os.symlink(os.readlink(source), copy)
 		        elif stat.S_ISREG(st.st_mode) and st.st_size <= 1 << 20:
 		            shutil.copyfile(source, copy)
-		            os.chmod(copy, stat.S_IMODE(st.st_mode))
+		            os.chmod(copy, mode)
+		            total += st.st_size
+		        if total > MOST_BYTES or count > MOST_ENTRIES:
+		            sys.exit("more than %d bytes or %d entries" % (MOST_BYTES, MOST_ENTRIES))
 	EOF
-	# Made again where the steps or this script changed.
-	recipe=$(cat "$context/first-use.py" "$context/launcher/warm.py" "$context/launcher/gapspace.py" |
-		sha256sum | cut -c1-16)
+	# Run as the image's user, in the sandbox's HOME, DOT_SAGE,
+	# MPLCONFIGDIR, MAXIMA_USERDIR, locale and thread settings (podman.c):
+	# as root, fontconfig would write its cache into the image's /var/cache,
+	# and Maxima and matplotlib would look elsewhere without MAXIMA_USERDIR
+	# and MPLCONFIGDIR.
+	cat >"$context/Containerfile" <<-EOF
+		FROM $image
+		USER root
+		RUN --mount=type=bind,source=.,target=/tmp/first-use-src sh -c 'rm -rf /tmp/first-use /tmp/sage-home /tmp/dot-sage /usr/local/share/sage-sandbox/first-use && mkdir -m 0700 /tmp/first-use && chown sage /tmp/first-use && runuser -u sage -- env HOME=/tmp/sage-home DOT_SAGE=/tmp/dot-sage MPLCONFIGDIR=/tmp/dot-sage/matplotlib MAXIMA_USERDIR=/tmp/dot-sage/maxima TMPDIR=/tmp/first-use SAGE_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 PYTHONNOUSERSITE=1 PYTHONDONTWRITEBYTECODE=1 PYTHONPATH=/tmp/first-use-src LC_CTYPE=C.UTF-8 $python /tmp/first-use-src/first-use.py /tmp/first-use/kept && mkdir -p /usr/local/share/sage-sandbox && cp -R --preserve=mode /tmp/first-use/kept /usr/local/share/sage-sandbox/first-use && chown -R -h root:root /usr/local/share/sage-sandbox/first-use; status=\$?; rm -rf /tmp/first-use /tmp/sage-home /tmp/dot-sage; exit \$status'
+	EOF
+	# Made again where the steps, this script or its build changed, or
+	# the GAP workspace layer came since (the link to it is among them).
+	recipe=$({ cat "$context/first-use.py" "$context/launcher/warm.py" \
+		"$context/launcher/gapspace.py" "$context/Containerfile"
+		as_user "$user" "podman image inspect --format \
+			'{{index .Labels \"sage-sandbox.gap-workspace\"}}' $image" 2>/dev/null
+	} | sha256sum | cut -c1-16)
 	if [ "$(as_user "$user" "podman image inspect --format '{{index .Labels \"$label\"}}' $image" \
 		2>/dev/null)" = "$recipe" ]; then
 		rm -rf "$context"
 		return 0
 	fi
-	# Run as the image's user, in the environment the sandbox gives Sage
-	# (podman.c): as root, fontconfig would write its cache into the image's
-	# /var/cache, and Maxima and matplotlib would look elsewhere without
-	# MAXIMA_USERDIR and MPLCONFIGDIR.
-	cat >"$context/Containerfile" <<-EOF
-		FROM $image
-		USER root
-		RUN --mount=type=bind,source=.,target=/tmp/first-use-src sh -c 'rm -rf /tmp/first-use /tmp/sage-home /tmp/dot-sage /usr/local/share/sage-sandbox/first-use && mkdir -m 0700 /tmp/first-use && chown sage /tmp/first-use && runuser -u sage -- env HOME=/tmp/sage-home DOT_SAGE=/tmp/dot-sage MPLCONFIGDIR=/tmp/dot-sage/matplotlib MAXIMA_USERDIR=/tmp/dot-sage/maxima TMPDIR=/tmp/first-use SAGE_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 PYTHONNOUSERSITE=1 PYTHONDONTWRITEBYTECODE=1 PYTHONPATH=/tmp/first-use-src LC_CTYPE=C.UTF-8 $python /tmp/first-use-src/first-use.py /tmp/first-use/kept && mkdir -p /usr/local/share/sage-sandbox && cp -R --preserve=mode /tmp/first-use/kept /usr/local/share/sage-sandbox/first-use && chown -R -h root:root /usr/local/share/sage-sandbox/first-use && chmod -R a+rX /usr/local/share/sage-sandbox/first-use; status=\$?; rm -rf /tmp/first-use /tmp/sage-home /tmp/dot-sage; exit \$status'
-		LABEL $label=$recipe
-		USER sage
-	EOF
-	build_layer first-use "$user" "$context" "the files of Sage's first use" "HOME and DOT_SAGE start empty"
+	printf 'LABEL %s=%s\nUSER sage\n' "$label" "$recipe" >>"$context/Containerfile"
+	build_layer first-use "$user" "$context" "the files of Sage's first use" \
+		"the image's first-use files, if any, are from an earlier build"
 }
 
 # build_layer NAME USER CONTEXT WHAT OTHERWISE: the Containerfile in CONTEXT

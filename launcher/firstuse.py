@@ -39,25 +39,33 @@ def install(root="/tmp", kept=KEPT, hostname=None):
             copy = os.path.join(here, name.replace(HOSTNAME_MARK, hostname))
             if os.path.lexists(copy):
                 continue
-            st = os.lstat(source)
-            mode = stat.S_IMODE(st.st_mode)
-            if stat.S_ISLNK(st.st_mode):
-                os.symlink(os.readlink(source), copy)
-            elif stat.S_ISDIR(st.st_mode):
-                os.mkdir(copy, 0o700)
-                os.chmod(copy, mode)
-            elif stat.S_ISREG(st.st_mode):
-                with open(source, "rb") as f:
-                    content = f.read()
-                fd = os.open(copy, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
-                try:
-                    view = memoryview(content)
-                    while view:
-                        view = view[os.write(fd, view):]
-                    os.fchmod(fd, mode)
-                finally:
-                    os.close(fd)
+            try:
+                _copy(source, copy)
+            except OSError as e:
+                # Named by what could not be made (symlink's filename is
+                # the link's target; write's, none).
+                raise OSError(e.errno, e.strerror, copy) from e
 
+
+def _copy(source, copy):
+    st = os.lstat(source)
+    mode = stat.S_IMODE(st.st_mode)
+    if stat.S_ISLNK(st.st_mode):
+        os.symlink(os.readlink(source), copy)
+    elif stat.S_ISDIR(st.st_mode):
+        os.mkdir(copy, 0o700)
+        os.chmod(copy, mode)
+    elif stat.S_ISREG(st.st_mode):
+        with open(source, "rb") as f:
+            content = f.read()
+        fd = os.open(copy, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+        try:
+            view = memoryview(content)
+            while view:
+                view = view[os.write(fd, view):]
+            os.fchmod(fd, mode)
+        finally:
+            os.close(fd)
 
 def sage_hostname():
     """The host name Sage puts in names (sage.env.HOSTNAME: $HOSTNAME, else

@@ -150,9 +150,12 @@ def main(argv, room_at_top=None):
     # and DOT_SAGE, as a warm container's has it, cold or warm.
     try:
         firstuse.install()
-    except OSError as e:
+    except BaseException as e:
+        if ran_out_of_memory(e):
+            cannot_start(writer, "memory: the first-use files could not be copied under the "
+                         "memory limit")
         cannot_start(writer, "cannot copy %s into the container's /tmp: %s: %s" % (
-            firstuse.KEPT, e.filename, e.strerror))
+            firstuse.KEPT, type(e).__name__, e))
     child.prepare_reseed()
     # GAP, where a call or the warm-up first uses it, from the image's
     # saved workspace (0.15 s, where its library took 1.3 s and its save).

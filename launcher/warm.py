@@ -154,9 +154,10 @@ def next_thread_number():
     """The number threading gives the next thread it names (Thread-N), or
     None where its counter is not the one known (Python 3.10 to 3.13). A
     step may start a thread (matplotlib's font cache starts a Timer): a
-    cold call's first thread is Thread-1, and so is a warm call's. (Not
-    after the code's first use of matplotlib's fonts: a cold call builds
-    the cache then, and its Timer takes Thread-1; sage-sandbox(1).)"""
+    cold call's first thread is Thread-1, and so is a warm call's. (On an
+    image without the first-use files (firstuse.py), not after the code's
+    first use of matplotlib's fonts: a cold call builds the cache then, and
+    its Timer takes Thread-1; sage-sandbox(1).)"""
     import threading
     match = re.fullmatch(r"count\((\d+)\)",
                          repr(getattr(getattr(threading, "_counter", None), "__self__", None)))

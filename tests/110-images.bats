@@ -199,7 +199,7 @@ print(" ".join(json.loads(l)["stdout"].strip() for l in sys.stdin))')" "1 2 3 4 
 	SAGE_SANDBOX_PYTHON="$VENV_PYTHON" sage 'print(2)' 0 run --image "$IMAGE_109"
 	expect_equal "$output" 2
 	sage 'print(1)' 125 run --python python3
-	expect_equal "$errors" "sage-sandbox: invalid --python 'python3': allowed is auto, or an absolute path inside the image; see sage-sandbox --help"
+	expect_equal "$errors" "sage-sandbox: invalid --python 'python3': allowed is auto, or an absolute path inside the image, printable, no white space; see sage-sandbox --help"
 }
 
 @test "images - the probe's answer is cached; a cached interpreter that is gone is forgotten after one refusal" {

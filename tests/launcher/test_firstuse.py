@@ -22,15 +22,17 @@ class InstallTest(unittest.TestCase):
             for place in ("sage-home", "dot-sage"):
                 os.mkdir(os.path.join(top, place), 0o755 if top == self.kept else 0o700)
         k = lambda *parts: os.path.join(self.kept, *parts)  # noqa: E731
+        # As the image has them: each readable by all (setup.sh refuses
+        # others), not each as the umask makes it.
         os.makedirs(k("dot-sage", "maxima", "binary", "5_50_0"))
-        os.chmod(k("dot-sage", "maxima", "binary"), 0o750)
+        os.chmod(k("dot-sage", "maxima", "binary"), 0o555)
         os.mkdir(k("dot-sage", "gap"))
         write_file(k("dot-sage", "gap", "README.txt"), b"It is OK to delete\n", 0o644)
         os.symlink("/usr/local/share/sage-sandbox/libgap-workspace-abc",
                    k("dot-sage", "gap", "libgap-workspace-@HOSTNAME@-abc"))
         os.mkdir(k("dot-sage", "matplotlib"))
         write_file(k("dot-sage", "matplotlib", "fontlist.json"), b"{}" * 5000, 0o644)
-        write_file(k("sage-home", ".gap_hist"), b"", 0o600)
+        write_file(k("sage-home", ".gap_hist"), b"", 0o444)
         # What Sage's import made before the copy.
         os.mkdir(os.path.join(self.root, "dot-sage", "matplotlib"), 0o711)
 
@@ -42,7 +44,7 @@ class InstallTest(unittest.TestCase):
 
     def test_copies_each_entry_with_its_mode_and_the_host_name(self):
         firstuse.install(self.root, self.kept, hostname="c0ffee")
-        self.assertEqual(self.mode("dot-sage", "maxima", "binary"), 0o750)
+        self.assertEqual(self.mode("dot-sage", "maxima", "binary"), 0o555)
         self.assertTrue(os.path.isdir(self.at("dot-sage", "maxima", "binary", "5_50_0")))
         with open(self.at("dot-sage", "gap", "README.txt"), "rb") as f:
             self.assertEqual(f.read(), b"It is OK to delete\n")
@@ -50,7 +52,7 @@ class InstallTest(unittest.TestCase):
         self.assertEqual(os.readlink(link), "/usr/local/share/sage-sandbox/libgap-workspace-abc")
         with open(self.at("dot-sage", "matplotlib", "fontlist.json"), "rb") as f:
             self.assertEqual(f.read(), b"{}" * 5000)
-        self.assertEqual(self.mode("sage-home", ".gap_hist"), 0o600)
+        self.assertEqual(self.mode("sage-home", ".gap_hist"), 0o444)
         self.assertEqual(os.path.getsize(self.at("sage-home", ".gap_hist")), 0)
 
     def test_leaves_home_dot_sage_and_what_the_import_made(self):
@@ -64,6 +66,12 @@ class InstallTest(unittest.TestCase):
         firstuse.install(self.root, self.kept, hostname="h")
         with open(self.at("sage-home", ".gap_hist"), "rb") as f:
             self.assertEqual(f.read(), b"history of its own")
+
+    def test_a_failure_names_what_could_not_be_made(self):
+        write_file(self.at("dot-sage", "gap"), b"not a directory")
+        with self.assertRaises(OSError) as caught:
+            firstuse.install(self.root, self.kept, hostname="h")
+        self.assertEqual(caught.exception.filename, self.at("dot-sage", "gap", "README.txt"))
 
     def test_an_image_without_them_changes_nothing(self):
         before = sorted(os.listdir(self.at("dot-sage")))
