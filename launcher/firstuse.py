@@ -31,6 +31,9 @@ def install(root="/tmp", kept=KEPT, hostname=None):
         return
     if hostname is None:
         hostname = sage_hostname()
+    # A directory's mode is given once what it holds is made (one without
+    # write permission could not be filled), the deepest first.
+    made = []
     for directory, subdirectories, files in os.walk(kept):
         subdirectories.sort()
         here = os.path.join(root, os.path.relpath(directory, kept).replace(HOSTNAME_MARK, hostname))
@@ -40,21 +43,23 @@ def install(root="/tmp", kept=KEPT, hostname=None):
             if os.path.lexists(copy):
                 continue
             try:
-                _copy(source, copy)
+                _copy(source, copy, made)
             except OSError as e:
                 # Named by what could not be made (symlink's filename is
                 # the link's target; write's, none).
                 raise OSError(e.errno, e.strerror, copy) from e
+    for copy, mode in reversed(made):
+        os.chmod(copy, mode)
 
 
-def _copy(source, copy):
+def _copy(source, copy, made):
     st = os.lstat(source)
     mode = stat.S_IMODE(st.st_mode)
     if stat.S_ISLNK(st.st_mode):
         os.symlink(os.readlink(source), copy)
     elif stat.S_ISDIR(st.st_mode):
         os.mkdir(copy, 0o700)
-        os.chmod(copy, mode)
+        made.append((copy, mode))
     elif stat.S_ISREG(st.st_mode):
         with open(source, "rb") as f:
             content = f.read()
