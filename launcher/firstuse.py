@@ -15,6 +15,8 @@
 import os
 import stat
 
+from launcher import tmpreset
+
 KEPT = "/usr/local/share/sage-sandbox/first-use"
 # In a kept name, where Sage put the host's name (Sage 10's GAP workspace):
 # each container has its own.
@@ -62,15 +64,8 @@ def _copy(source, copy, made):
         made.append((copy, mode))
     elif stat.S_ISREG(st.st_mode):
         with open(source, "rb") as f:
-            content = f.read()
-        fd = os.open(copy, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
-        try:
-            view = memoryview(content)
-            while view:
-                view = view[os.write(fd, view):]
-            os.fchmod(fd, mode)
-        finally:
-            os.close(fd)
+            tmpreset.write_new_file(copy, f.read(), mode)
+
 
 def sage_hostname():
     """The host name Sage puts in names (sage.env.HOSTNAME: $HOSTNAME, else

@@ -228,6 +228,20 @@ def _in_making_order(entries, newest_first):
     return ordered
 
 
+def write_new_file(path, content, mode, dir_fd=None):
+    """A regular file made at path (none there before, no link followed)
+    holding content, of mode, whatever the umask."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600,
+                 dir_fd=dir_fd)
+    try:
+        view = memoryview(content)
+        while view:
+            view = view[os.write(fd, view):]
+        os.fchmod(fd, mode)
+    finally:
+        os.close(fd)
+
+
 def _rebuild(root, entries, newest_first):
     top = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
     try:
@@ -237,15 +251,7 @@ def _rebuild(root, entries, newest_first):
             elif e.kind == stat.S_IFLNK:
                 os.symlink(e.content, e.path, dir_fd=top)
             else:
-                fd = os.open(e.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW,
-                             0o600, dir_fd=top)
-                try:
-                    view = memoryview(e.content)
-                    while view:
-                        view = view[os.write(fd, view):]
-                    os.fchmod(fd, e.mode)
-                finally:
-                    os.close(fd)
+                write_new_file(e.path, e.content, e.mode, dir_fd=top)
         # Deepest first: a directory's mode and times are set once nothing
         # more is written in it.
         for e in reversed(entries):
