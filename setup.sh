@@ -832,7 +832,7 @@ fi
 suite_status=0
 if [ "$action" = check ]; then
 	# Its failure is recorded, not fatal: the rest of the suite still runs.
-	(cd "$dir" && SAGE_SANDBOX_IMAGE=$image bats tests/000-root.bats) || suite_status=$?
+	(cd "$dir" && SAGE_SANDBOX_IMAGE=$image bats --timing tests/000-root.bats) || suite_status=$?
 fi
 run_action "$dir" as_account || suite_status=$?
 if [ "$action" = check ]; then
