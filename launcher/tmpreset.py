@@ -19,6 +19,8 @@ import os
 import stat
 import tempfile
 
+from launcher.frames import write_all
+
 # The writable places, each a tmpfs of its own (podman.c).
 WRITABLE = ("/tmp", "/dev/shm")
 # What a writable place may hold after Sage's import for a container to
@@ -234,9 +236,7 @@ def write_new_file(path, content, mode, dir_fd=None):
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600,
                  dir_fd=dir_fd)
     try:
-        view = memoryview(content)
-        while view:
-            view = view[os.write(fd, view):]
+        write_all(fd, content)
         os.fchmod(fd, mode)
     finally:
         os.close(fd)
